@@ -1,0 +1,126 @@
+// Package dialect is the seam between sqllock's strategies and a database.
+//
+// A strategy owns behaviour (leases, renewal, waiting, reentrancy, errors);
+// a dialect owns SQL text and the mapping of server error codes. Every method
+// that changes lock state issues exactly one statement, so the round trips of
+// a strategy are those of the minimal raw SQL doing the same transition.
+//
+// Users pick a dialect (postgres.New, mysql.New) and hand it to a strategy
+// constructor; they rarely call these methods themselves.
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4/database"
+)
+
+// Errors a dialect reports in a form the strategies and users can test with
+// errors.Is. The root package re-exports them under the same names.
+var (
+	// ErrSchemaMissing means the lock tables are missing or older than this
+	// version of the package expects: run sqllock.Migrate (or apply the files
+	// in the migrations package with your own tool).
+	ErrSchemaMissing = errors.New("sqllock: lock schema missing or outdated: run sqllock.Migrate")
+
+	// ErrTransient means the database rolled the statement back because of a
+	// deadlock or serialization failure; repeating it is safe.
+	ErrTransient = errors.New("sqllock: transient database conflict")
+
+	// ErrOutcomeUnknown means a statement may or may not have been applied:
+	// the connection failed after the statement was sent and before the reply
+	// arrived. The lock's fencing token settles what happened later.
+	ErrOutcomeUnknown = errors.New("sqllock: outcome unknown: the connection failed after the statement was sent")
+
+	// ErrNilDB is returned for a nil *sql.DB, pool or dialect.
+	ErrNilDB = errors.New("sqllock: nil database")
+
+	// ErrInvalidIdentifier is returned for a schema or database name that is
+	// not a plain SQL identifier (letters, digits and underscores, not
+	// starting with a digit, at most 63 bytes).
+	ErrInvalidIdentifier = errors.New("sqllock: invalid SQL identifier")
+)
+
+// Lease names one acquisition of a lock in the lock table.
+type Lease struct {
+	Name  string
+	Owner string
+	Token int64
+}
+
+// AcquireParams are the parameters of Dialect.Acquire.
+type AcquireParams struct {
+	Name  string
+	Owner string
+	TTL   time.Duration
+}
+
+// ReapParams are the parameters of Dialect.Reap.
+type ReapParams struct {
+	// Limit bounds the number of rows one call deletes.
+	Limit int
+}
+
+// LockInfo describes one held lock, for operators.
+type LockInfo struct {
+	Name       string
+	Owner      string
+	Token      int64
+	Holds      int
+	AcquiredAt time.Time // database clock, UTC
+	ExpiresAt  time.Time // database clock, UTC
+	// ExpiresIn is ExpiresAt minus the database's current time: negative
+	// for a lease that expired and has not been taken over or reaped yet.
+	ExpiresIn time.Duration
+}
+
+// Dialect is what a database must provide for sqllock.
+//
+// Implementations map server errors onto ErrSchemaMissing, ErrTransient and
+// ErrOutcomeUnknown (wrapping the original error), and never close the pool
+// they were given.
+type Dialect interface {
+	// Name is the dialect's name, such as "postgres" or "mysql".
+	Name() string
+	// DB is the pool lock statements run on; it belongs to the caller.
+	DB() *sql.DB
+
+	// Migrations returns the dialect's golang-migrate files at the root of
+	// the returned file system.
+	Migrations() fs.FS
+	// MigrationDriver returns a golang-migrate driver that runs on conn,
+	// records versions in a table of its own, and serialises concurrent
+	// migrators. Closing the driver closes conn, never the pool.
+	MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error)
+
+	// Acquire grants a lease on p.Name to p.Owner in one statement: it
+	// inserts the row, takes over an expired or released row (with a new
+	// token), or re-enters a live lease held by the same owner (same token,
+	// one more hold). It returns the lease's token, or 0 when another owner
+	// holds a live lease. Expiry is computed from the database clock.
+	Acquire(ctx context.Context, p AcquireParams) (token int64, err error)
+	// Remaining reports how long the live lease on name has left on the
+	// database clock; ok is false when there is no row.
+	Remaining(ctx context.Context, name string) (d time.Duration, ok bool, err error)
+	// Renew extends a live lease to ttl from now. It reports false when the
+	// lease is no longer held (expired, released, or taken over).
+	Renew(ctx context.Context, l Lease, ttl time.Duration) (bool, error)
+	// Release drops one hold of the lease; the last hold frees the lock while
+	// keeping what the next token must exceed. It reports false when the
+	// lease was taken over or already fully released.
+	Release(ctx context.Context, l Lease) (bool, error)
+	// Guard checks, inside tx, that the lease is live, and share-locks its
+	// row until tx ends so that no takeover can commit before tx does. It
+	// reports false when the lease is not live.
+	Guard(ctx context.Context, tx *sql.Tx, l Lease) (bool, error)
+	// List returns the held locks ordered by name.
+	List(ctx context.Context) ([]LockInfo, error)
+	// Reap deletes up to p.Limit expired or released rows, on database time,
+	// without ever letting a later token for the same name be smaller than
+	// a deleted one. Concurrent calls from many processes are safe.
+	Reap(ctx context.Context, p ReapParams) (int, error)
+}

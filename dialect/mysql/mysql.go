@@ -1,0 +1,322 @@
+// Package mysql is sqllock's MySQL and MariaDB dialect, on
+// github.com/go-sql-driver/mysql.
+//
+// It works whatever the DSN says about parseTime, clientFoundRows, loc or the
+// session time zone: times travel as integers computed on the server in UTC,
+// and every state change is detected in a way that does not depend on
+// whether the server counts matched or changed rows. It needs MySQL 8.0.1+ or
+// MariaDB 10.6+ (for SKIP LOCKED in the reaper).
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4/database"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// Dialect is the MySQL/MariaDB dialect. Create it with New.
+type Dialect struct {
+	db       *sql.DB
+	database string // validated; "" means the connection's default database
+	q        queries
+}
+
+// Option configures a Dialect.
+type Option func(*Dialect) error
+
+// WithDatabase keeps sqllock's tables in the named database (schema) instead
+// of the connection's default one. Migrate creates it if it does not exist.
+// The name must be a plain identifier (see dialect.ValidateIdentifier).
+func WithDatabase(name string) Option {
+	return func(d *Dialect) error {
+		if err := dialect.ValidateIdentifier(name); err != nil {
+			return err
+		}
+		d.database = name
+		return nil
+	}
+}
+
+// New returns the dialect for db, a pool opened with the "mysql" driver.
+func New(db *sql.DB, opts ...Option) (*Dialect, error) {
+	if db == nil {
+		return nil, dialect.ErrNilDB
+	}
+	d := &Dialect{db: db}
+	for _, o := range opts {
+		if err := o(d); err != nil {
+			return nil, err
+		}
+	}
+	d.q = buildQueries(d.database)
+	return d, nil
+}
+
+// Name returns "mysql".
+func (d *Dialect) Name() string { return "mysql" }
+
+// DB returns the pool lock statements run on.
+func (d *Dialect) DB() *sql.DB { return d.db }
+
+// Database returns the configured database, or "" for the DSN's default.
+func (d *Dialect) Database() string { return d.database }
+
+// Migrations returns the MySQL migration files.
+func (d *Dialect) Migrations() fs.FS { return migrations.MySQL() }
+
+// quote backquotes a validated identifier.
+func quote(ident string) string { return "`" + ident + "`" }
+
+type queries struct {
+	acquire, remaining, renew, release, guard, list  string
+	reapLockFloor, reapSelect, reapDelete, reapFloor string
+}
+
+// released is the expiry a released row gets: before any real time.
+const released = "'1000-01-01 00:00:00'"
+
+func buildQueries(db string) queries {
+	locks, floor := "sqllock_locks", "sqllock_token_floor"
+	if db != "" {
+		locks = quote(db) + "." + locks
+		floor = quote(db) + "." + floor
+	}
+	const now = "UTC_TIMESTAMP(6)" // the statement's start, in UTC whatever the session time zone
+	return queries{
+		// One statement, no RETURNING: the token travels back as the
+		// statement's insert id via LAST_INSERT_ID(expr), and a refusal sets
+		// it to 0. MySQL applies ON DUPLICATE KEY UPDATE assignments left to
+		// right, each seeing the previous ones, so every condition below
+		// reads only columns not yet assigned. A new row starts above the
+		// token floor, read under a shared lock that the reaper must wait for.
+		acquire: fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
+SELECT ?, ?, LAST_INSERT_ID(f.token + 1), 1, %[3]s, %[3]s + INTERVAL ? MICROSECOND
+FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE
+  token       = IF(%[1]s.expires_at <= %[3]s, LAST_INSERT_ID(%[1]s.token + 1),
+                  IF(%[1]s.owner = ?, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
+  acquired_at = IF(%[1]s.expires_at <= %[3]s, %[3]s, %[1]s.acquired_at),
+  holds       = IF(%[1]s.expires_at <= %[3]s, 1, IF(%[1]s.owner = ?, %[1]s.holds + 1, %[1]s.holds)),
+  owner       = IF(%[1]s.expires_at <= %[3]s, ?, %[1]s.owner),
+  expires_at  = IF(%[1]s.owner = ?, %[3]s + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, locks, floor, now),
+		remaining: fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = ?`, now, locks),
+		// GREATEST(... + 1 µs) makes every renewal change the row, so the
+		// affected-row count is 1 whether the DSN counts found or changed rows.
+		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, %[2]s + INTERVAL ? MICROSECOND)
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > %[2]s`, locks, now),
+		release: fmt.Sprintf(`UPDATE %s SET holds = holds - 1, expires_at = IF(holds = 0, %s, expires_at)
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0`, locks, released),
+		guard: fmt.Sprintf(`SELECT 1 FROM %s
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > %s
+LOCK IN SHARE MODE`, locks, now),
+		list: fmt.Sprintf(`SELECT name, owner, token, holds,
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at),
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at),
+  TIMESTAMPDIFF(MICROSECOND, %s, expires_at)
+FROM %s WHERE holds > 0 ORDER BY name`, now, locks),
+		reapLockFloor: fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor),
+		reapSelect: fmt.Sprintf(`SELECT name, token FROM %s WHERE expires_at <= %s
+ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, locks, now),
+		reapDelete: fmt.Sprintf(`DELETE FROM %s WHERE name IN (%%s)`, locks),
+		reapFloor:  fmt.Sprintf(`UPDATE %s SET token = GREATEST(token, ?) WHERE id = 1`, floor),
+	}
+}
+
+// Acquire implements dialect.Dialect.
+func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	ttl := p.TTL.Microseconds()
+	res, err := d.db.ExecContext(ctx, d.q.acquire,
+		p.Name, p.Owner, ttl, // insert
+		p.Owner, p.Owner, p.Owner, p.Owner, ttl) // update
+	if err != nil {
+		return 0, wrap(err)
+	}
+	return res.LastInsertId()
+}
+
+// Remaining implements dialect.Dialect.
+func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	var us int64
+	err := d.db.QueryRowContext(ctx, d.q.remaining, name).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, wrap(err)
+	}
+	return time.Duration(us) * time.Microsecond, true, nil
+}
+
+// Renew implements dialect.Dialect.
+func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
+	return d.execOne(ctx, d.q.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+}
+
+// Release implements dialect.Dialect.
+func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	return d.execOne(ctx, d.q.release, l.Name, l.Owner, l.Token)
+}
+
+func (d *Dialect) execOne(ctx context.Context, q string, args ...any) (bool, error) {
+	res, err := d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, wrap(err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// Guard implements dialect.Dialect.
+func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, d.q.guard, l.Name, l.Owner, l.Token).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, wrap(err)
+}
+
+// List implements dialect.Dialect.
+func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	rows, err := d.db.QueryContext(ctx, d.q.list)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []dialect.LockInfo
+	for rows.Next() {
+		var (
+			li                dialect.LockInfo
+			acquired, expires int64
+			expiresIn         int64
+		)
+		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn); err != nil {
+			return nil, wrap(err)
+		}
+		li.AcquiredAt = time.UnixMicro(acquired).UTC()
+		li.ExpiresAt = time.UnixMicro(expires).UTC()
+		li.ExpiresIn = time.Duration(expiresIn) * time.Microsecond
+		out = append(out, li)
+	}
+	return out, wrap(rows.Err())
+}
+
+// Reap implements dialect.Dialect. In one READ COMMITTED transaction it
+// locks the token floor (so no new row can start from it meanwhile), locks a
+// batch of expired rows (skipping rows an acquirer is touching), deletes
+// them, and raises the floor to the largest deleted token.
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (n int, err error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, wrap(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	var floor int64
+	if err := tx.QueryRowContext(ctx, d.q.reapLockFloor).Scan(&floor); err != nil {
+		return 0, wrap(err)
+	}
+	rows, err := tx.QueryContext(ctx, d.q.reapSelect, p.Limit)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	var (
+		names []any
+		max   = floor
+	)
+	for rows.Next() {
+		var (
+			name  []byte
+			token int64
+		)
+		if err := rows.Scan(&name, &token); err != nil {
+			rows.Close()
+			return 0, wrap(err)
+		}
+		names = append(names, name)
+		if token > max {
+			max = token
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, wrap(err)
+	}
+	if len(names) > 0 {
+		marks := strings.TrimSuffix(strings.Repeat("?,", len(names)), ",")
+		res, err := tx.ExecContext(ctx, fmt.Sprintf(d.q.reapDelete, marks), names...)
+		if err != nil {
+			return 0, wrap(err)
+		}
+		deleted, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n = int(deleted)
+		if max > floor {
+			if _, err := tx.ExecContext(ctx, d.q.reapFloor, max); err != nil {
+				return 0, wrap(err)
+			}
+		}
+	}
+	return n, wrap(tx.Commit())
+}
+
+// MigrationDriver implements dialect.Dialect. Migrations run on conn (after
+// USE of the configured database, created if missing), statement by
+// statement so that the DSN needs no multiStatements, serialised by
+// GET_LOCK, and recorded in sqllock_schema_migrations.
+func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	st := sqlmigrate.Statements{
+		Lock:         fmt.Sprintf(`SELECT GET_LOCK('sqllock_migrate:%s', 5) = 1`, d.database),
+		Unlock:       fmt.Sprintf(`SELECT RELEASE_LOCK('sqllock_migrate:%s')`, d.database),
+		EnsureTable:  "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
+		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
+		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
+		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,
+	}
+	if d.database != "" {
+		st.Setup = []string{
+			"CREATE DATABASE IF NOT EXISTS " + quote(d.database),
+			"USE " + quote(d.database),
+		}
+	}
+	drv, err := sqlmigrate.New(ctx, conn, st)
+	return drv, wrap(err)
+}
+
+// wrap maps MySQL errors onto the dialect's sentinels.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1146, 1054, 1049: // no such table, unknown column, unknown database
+			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
+		case 1213: // deadlock: the transaction was rolled back
+			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		}
+		return err // the server answered: the statement was not applied
+	}
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, err)
+}

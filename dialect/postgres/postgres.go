@@ -1,0 +1,269 @@
+// Package postgres is sqllock's PostgreSQL dialect, on pgx v5.
+//
+// It works on a *sql.DB opened with pgx's database/sql driver ("pgx") and on a
+// *pgxpool.Pool (through stdlib.OpenDBFromPool, which borrows connections from
+// the pool instead of opening a second one). It never closes either.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4/database"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// Dialect is the PostgreSQL dialect. Create it with New or NewFromPool.
+type Dialect struct {
+	db     *sql.DB
+	schema string // validated; "" means the connection's search_path
+	q      queries
+}
+
+// Option configures a Dialect.
+type Option func(*Dialect) error
+
+// WithSchema keeps sqllock's tables in the named schema instead of the first
+// schema of the connection's search_path. Migrate creates the schema if it
+// does not exist. The name must be a plain identifier (see
+// dialect.ValidateIdentifier).
+func WithSchema(name string) Option {
+	return func(d *Dialect) error {
+		if err := dialect.ValidateIdentifier(name); err != nil {
+			return err
+		}
+		d.schema = name
+		return nil
+	}
+}
+
+// New returns the dialect for db, a pool opened with the "pgx" driver of
+// github.com/jackc/pgx/v5/stdlib.
+func New(db *sql.DB, opts ...Option) (*Dialect, error) {
+	if db == nil {
+		return nil, dialect.ErrNilDB
+	}
+	d := &Dialect{db: db}
+	for _, o := range opts {
+		if err := o(d); err != nil {
+			return nil, err
+		}
+	}
+	d.q = buildQueries(d.schema)
+	return d, nil
+}
+
+// NewFromPool returns the dialect for a pgx pool. Lock statements borrow the
+// pool's connections; no second pool is opened.
+func NewFromPool(pool *pgxpool.Pool, opts ...Option) (*Dialect, error) {
+	if pool == nil {
+		return nil, dialect.ErrNilDB
+	}
+	return New(stdlib.OpenDBFromPool(pool), opts...)
+}
+
+// Name returns "postgres".
+func (d *Dialect) Name() string { return "postgres" }
+
+// DB returns the pool lock statements run on.
+func (d *Dialect) DB() *sql.DB { return d.db }
+
+// Schema returns the configured schema, or "" for the search_path default.
+func (d *Dialect) Schema() string { return d.schema }
+
+// Migrations returns the PostgreSQL migration files.
+func (d *Dialect) Migrations() fs.FS { return migrations.Postgres() }
+
+// quote double-quotes a validated identifier.
+func quote(ident string) string { return `"` + ident + `"` }
+
+type queries struct {
+	acquire, remaining, renew, release, guard, list, reap string
+}
+
+func buildQueries(schema string) queries {
+	locks, seq := "sqllock_locks", "sqllock_token_seq"
+	if schema != "" {
+		locks = quote(schema) + "." + locks
+		seq = quote(schema) + "." + seq
+	}
+	// now() is the statement's start in autocommit; the guard runs inside a
+	// user's transaction, where clock_timestamp() is the current time.
+	return queries{
+		// The token comes from the sequence; on takeover it is drawn in the
+		// UPDATE, after the row lock, so it exceeds the token it replaces.
+		acquire: fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
+VALUES ($1, $2, nextval('%[2]s'), 1, now(), now() + $3::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= now() THEN nextval('%[2]s') ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
+  owner       = EXCLUDED.owner,
+  expires_at  = EXCLUDED.expires_at
+WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+RETURNING token`, locks, seq),
+		remaining: fmt.Sprintf(`SELECT (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
+FROM %s WHERE name = $1`, locks),
+		renew: fmt.Sprintf(`UPDATE %s SET expires_at = now() + $4::bigint * interval '1 microsecond'
+WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0 AND expires_at > now()`, locks),
+		release: fmt.Sprintf(`UPDATE %s SET holds = holds - 1,
+  expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
+WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0`, locks),
+		guard: fmt.Sprintf(`SELECT 1 FROM %s
+WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0 AND expires_at > clock_timestamp()
+FOR SHARE`, locks),
+		list: fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at,
+  (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM %s WHERE holds > 0 ORDER BY name`, locks),
+		// SKIP LOCKED lets reapers in many processes share the work and never
+		// wait behind an acquirer; the outer condition re-checks expiry.
+		reap: fmt.Sprintf(`DELETE FROM %[1]s WHERE name IN (
+  SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+) AND expires_at <= now()`, locks),
+	}
+}
+
+// Acquire implements dialect.Dialect.
+func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	var token int64
+	err := d.db.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return token, wrap(err)
+}
+
+// Remaining implements dialect.Dialect.
+func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	var us int64
+	err := d.db.QueryRowContext(ctx, d.q.remaining, name).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, wrap(err)
+	}
+	return time.Duration(us) * time.Microsecond, true, nil
+}
+
+// Renew implements dialect.Dialect.
+func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
+	return d.execOne(ctx, d.q.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
+}
+
+// Release implements dialect.Dialect.
+func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	return d.execOne(ctx, d.q.release, l.Name, l.Owner, l.Token)
+}
+
+func (d *Dialect) execOne(ctx context.Context, q string, args ...any) (bool, error) {
+	res, err := d.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return false, wrap(err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// Guard implements dialect.Dialect.
+func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
+	var one int
+	err := tx.QueryRowContext(ctx, d.q.guard, l.Name, l.Owner, l.Token).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, wrap(err)
+}
+
+// List implements dialect.Dialect.
+func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	rows, err := d.db.QueryContext(ctx, d.q.list)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []dialect.LockInfo
+	for rows.Next() {
+		var (
+			li dialect.LockInfo
+			us int64
+		)
+		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &li.AcquiredAt, &li.ExpiresAt, &us); err != nil {
+			return nil, wrap(err)
+		}
+		li.AcquiredAt, li.ExpiresAt = li.AcquiredAt.UTC(), li.ExpiresAt.UTC()
+		li.ExpiresIn = time.Duration(us) * time.Microsecond
+		out = append(out, li)
+	}
+	return out, wrap(rows.Err())
+}
+
+// Reap implements dialect.Dialect. Tokens come from a sequence, so deleting
+// rows cannot make a later token smaller.
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
+	res, err := d.db.ExecContext(ctx, d.q.reap, p.Limit)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// MigrationDriver implements dialect.Dialect. Migrations run on conn with
+// search_path set to the configured schema (created if missing), serialised
+// by an advisory lock, and recorded in sqllock_schema_migrations.
+func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	h := fnv.New64a()
+	h.Write([]byte("sqllock:migrate:" + d.schema))
+	key := int64(h.Sum64())
+	st := sqlmigrate.Statements{
+		Lock:          fmt.Sprintf(`SELECT true FROM pg_advisory_lock(%d)`, key),
+		Unlock:        fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, key),
+		EnsureTable:   `CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`,
+		ReadVersion:   `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
+		ClearVersion:  `DELETE FROM sqllock_schema_migrations`,
+		WriteVersion:  `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES ($1, $2)`,
+		Transactional: true,
+	}
+	if d.schema != "" {
+		st.Setup = []string{
+			`CREATE SCHEMA IF NOT EXISTS ` + quote(d.schema),
+			`SET search_path TO ` + quote(d.schema),
+		}
+	}
+	drv, err := sqlmigrate.New(ctx, conn, st)
+	return drv, wrap(err)
+}
+
+// wrap maps PostgreSQL errors onto the dialect's sentinels.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "42P01", "42703", "42883", "3F000": // undefined table, column, function; no such schema
+			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
+		case "40P01", "40001": // deadlock, serialization failure
+			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		}
+		return err // the server answered: the statement was not applied
+	}
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, err)
+}

@@ -1,0 +1,317 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// leaseStore is what a lease-based strategy provides to keep a lease alive,
+// end it, and check it inside a user's transaction.
+type leaseStore interface {
+	Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, l dialect.Lease) (bool, error)
+	Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error)
+}
+
+type leaseKey struct{ name, owner string }
+
+// leases tracks this process's live leases of one locker, so that re-entering
+// a lock shares the lease (one renewal loop, one context) of the first hold.
+type leases struct {
+	store leaseStore
+	opts  Options
+
+	mu    sync.Mutex
+	byKey map[leaseKey]*lease
+}
+
+func newLeases(store leaseStore, opts Options) *leases {
+	return &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease)}
+}
+
+// trustMargin is how much earlier than its lease a holder stops trusting it,
+// to cover scheduling delays and clock-rate differences.
+func trustMargin(ttl time.Duration) time.Duration {
+	return min(ttl/10, time.Second)
+}
+
+// grant records that the database granted token to (name, owner) by a
+// statement sent at start, and returns a handle for that hold.
+func (ls *leases) grant(ctx context.Context, name, owner string, token int64, start time.Time) *Lock {
+	trust := start.Add(ls.opts.TTL - trustMargin(ls.opts.TTL))
+	key := leaseKey{name, owner}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.byKey[key]; l != nil && l.ref.Token == token && l.addHold(trust) {
+		return &Lock{lease: l}
+	}
+	// A lease under the same key with another token belongs to an earlier
+	// acquisition; it learns its fate from its own renewals or release.
+	l := &lease{
+		ls:         ls,
+		ref:        dialect.Lease{Name: name, Owner: owner, Token: token},
+		holds:      1,
+		trustUntil: trust,
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	ls.byKey[key] = l
+	l.mu.Lock()
+	l.startRenewal()
+	l.mu.Unlock()
+	return &Lock{lease: l}
+}
+
+func (ls *leases) forget(l *lease) {
+	ls.mu.Lock()
+	if ls.byKey[leaseKey{l.ref.Name, l.ref.Owner}] == l {
+		delete(ls.byKey, leaseKey{l.ref.Name, l.ref.Owner})
+	}
+	ls.mu.Unlock()
+}
+
+// lease is one acquisition (one token) and the local holds on it.
+type lease struct {
+	ls     *leases
+	ref    dialect.Lease
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu         sync.Mutex
+	holds      int       // unreleased handles in this process
+	trustUntil time.Time // monotonic; the lease is not trusted from then on
+	ended      bool      // lost, or every hold released
+	stopRenew  context.CancelFunc
+	renewDone  chan struct{}
+}
+
+func (l *lease) logger() *slog.Logger { return l.ls.opts.Logger }
+
+// addHold adds a re-entrant hold; false if the lease has ended.
+func (l *lease) addHold(trust time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return false
+	}
+	l.holds++
+	if trust.After(l.trustUntil) {
+		l.trustUntil = trust
+	}
+	return true
+}
+
+// startRenewal starts the renewal loop unless it runs or the lease ended.
+// l.mu must be held.
+func (l *lease) startRenewal() {
+	if l.ended || l.stopRenew != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	l.stopRenew, l.renewDone = stop, done
+	go l.renewLoop(ctx, done)
+}
+
+// stopRenewal stops the renewal loop and waits for it to exit.
+func (l *lease) stopRenewal() {
+	l.mu.Lock()
+	stop, done := l.stopRenew, l.renewDone
+	l.stopRenew, l.renewDone = nil, nil
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+func (l *lease) renewLoop(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	o := l.ls.opts
+	retry := max(o.RenewInterval/4, time.Millisecond)
+	timer := time.NewTimer(o.RenewInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		start := time.Now()
+		l.mu.Lock()
+		deadline := l.trustUntil
+		l.mu.Unlock()
+		if !start.Before(deadline) {
+			l.lose("no successful renewal within the trust window")
+			return
+		}
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		ok, err := l.ls.store.Renew(rctx, l.ref, o.TTL)
+		cancel()
+		switch {
+		case ctx.Err() != nil: // stopped while renewing: no verdict
+			return
+		case err == nil && ok:
+			l.mu.Lock()
+			l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
+			l.mu.Unlock()
+			timer.Reset(o.RenewInterval)
+		case err == nil:
+			l.lose("the lease expired or was taken over")
+			return
+		case !time.Now().Before(deadline):
+			l.lose("renewal failed until the trust window closed: " + err.Error())
+			return
+		default:
+			l.logger().Warn("sqllock: lease renewal failed; retrying within the trust window",
+				"name", l.ref.Name, "token", l.ref.Token, "trust_left", time.Until(deadline), "err", err)
+			timer.Reset(min(retry, time.Until(deadline)))
+		}
+	}
+}
+
+// lose ends the lease as lost: its context is cancelled with ErrLockLost.
+func (l *lease) lose(reason string) {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return
+	}
+	l.ended = true
+	l.mu.Unlock()
+	l.ls.forget(l)
+	l.cancel(ErrLockLost)
+	l.logger().Warn("sqllock: lock lost", "name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "reason", reason)
+}
+
+// dropHold records a hold released in the database. lost says the database
+// no longer knew the lease.
+func (l *lease) dropHold(lost bool) {
+	if lost {
+		l.lose("release found the lease taken over")
+		return
+	}
+	l.mu.Lock()
+	l.holds--
+	last := l.holds == 0 && !l.ended
+	if last {
+		l.ended = true
+	} else {
+		l.startRenewal() // in case the final release paused it and a new hold came in
+	}
+	l.mu.Unlock()
+	if last {
+		l.ls.forget(l)
+		l.cancel(ErrNotHeld)
+	}
+}
+
+// Lock is a held lock: one hold of one acquisition. It is safe for
+// concurrent use.
+//
+// While any hold is unreleased, the lease is renewed in the background. If it
+// is lost — taken over after expiring, or not renewed within its trust window
+// of TTL minus a small margin since the last renewal that succeeded — the
+// lock's Context is cancelled with cause ErrLockLost. The holder must then
+// stop acting as the owner; Guard and the fencing Token let the data refuse a
+// holder that has not noticed yet.
+type Lock struct {
+	lease *lease
+
+	mu       sync.Mutex
+	released bool
+}
+
+// Name returns the lock's name.
+func (k *Lock) Name() string { return k.lease.ref.Name }
+
+// Owner returns the owner identity the lock is held by. Pass it to WithOwner
+// to re-enter the lock.
+func (k *Lock) Owner() string { return k.lease.ref.Owner }
+
+// Token returns the fencing token: fixed for this acquisition (re-entrant
+// holds share it) and greater than every token granted for this name before.
+// Storing it with data written under the lock, and refusing writes that carry
+// a smaller one, keeps a paused former holder from corrupting the data.
+func (k *Lock) Token() int64 { return k.lease.ref.Token }
+
+// Context returns a context that is cancelled when the lock ends: with cause
+// ErrLockLost if it is lost, ErrNotHeld once every hold is released. It
+// carries the values of the context the lock was acquired with.
+func (k *Lock) Context() context.Context { return k.lease.ctx }
+
+// Done is shorthand for Context().Done().
+func (k *Lock) Done() <-chan struct{} { return k.lease.ctx.Done() }
+
+// Release releases this hold, in one statement scoped to the lock's name,
+// owner and token. When it is the last hold the lock is freed and its context
+// is cancelled with cause ErrNotHeld.
+//
+// A second Release of the same handle returns ErrNotHeld. If the lease was
+// taken over meanwhile, Release returns ErrLockLost. Local state changes only
+// once the database has answered: on any other error the hold is still
+// counted and Release may be called again. An error wrapping
+// ErrOutcomeUnknown means the statement may have been applied; a retry is
+// then harmless for the last hold, while for a re-entered lock it may drop
+// one hold too many (the lease then ends with the remaining holds' releases
+// reporting ErrLockLost).
+func (k *Lock) Release(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.released {
+		return ErrNotHeld
+	}
+	l := k.lease
+	l.mu.Lock()
+	last := l.holds == 1
+	l.mu.Unlock()
+	if last {
+		// Renewing while the lock is being freed would report a false loss.
+		l.stopRenewal()
+	}
+	ok, err := l.ls.store.Release(ctx, l.ref)
+	if err != nil {
+		l.mu.Lock()
+		l.startRenewal()
+		l.mu.Unlock()
+		return fmt.Errorf("sqllock: release %q: %w", l.ref.Name, err)
+	}
+	k.released = true
+	l.dropHold(!ok)
+	if !ok {
+		return ErrLockLost
+	}
+	return nil
+}
+
+// Guard makes the caller's transaction tx safe to commit only while this
+// acquisition holds the lock. It checks, inside tx, that the lease is live on
+// the database clock and share-locks the lock's row until tx ends, so that no
+// other owner can take the lock over before tx commits or rolls back. Call
+// it in tx before (or after) the guarded writes and before Commit; it returns
+// ErrLockLost if the lease is no longer held, in which case the caller should
+// roll back.
+//
+// While tx keeps the row share-locked, renewals of this lease wait too: keep
+// guarded transactions well shorter than the TTL.
+func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
+	k.mu.Lock()
+	released := k.released
+	k.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
+	ok, err := k.lease.ls.store.Guard(ctx, tx, k.lease.ref)
+	if err != nil {
+		return fmt.Errorf("sqllock: guard %q: %w", k.lease.ref.Name, err)
+	}
+	if !ok {
+		return ErrLockLost
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// ReaperOptions configure a Reaper. The zero value of each field selects
+// its default.
+type ReaperOptions struct {
+	// Interval between passes. Default 1m. Each wait is jittered by up to
+	// 10% so that reapers in many processes drift apart.
+	Interval time.Duration
+	// BatchSize bounds the rows one statement deletes. Default 1000.
+	BatchSize int
+	// Logger receives a line per pass that deleted rows, and errors.
+	// Default: none.
+	Logger *slog.Logger
+}
+
+// Reaper deletes expired and released rows of the lock table, in bounded
+// batches, on database time. It only reclaims space: takeover of an expired
+// lease never waits for it. It never deletes a live lease, never lets a
+// later fencing token for a name be smaller than a deleted one, and may run
+// in any number of processes at once.
+type Reaper struct {
+	d    dialect.Dialect
+	opts ReaperOptions
+}
+
+// NewReaper returns a reaper for d's lock table.
+func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
+	if isNil(d) || d.DB() == nil {
+		return nil, ErrNilDB
+	}
+	if opts.Interval < 0 || opts.BatchSize < 0 {
+		return nil, fmt.Errorf("%w: reaper interval and batch size must not be negative", ErrInvalidOptions)
+	}
+	if opts.Interval == 0 {
+		opts.Interval = time.Minute
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 1000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reaper{d: d, opts: opts}, nil
+}
+
+// Reap runs one pass: it deletes batches until a batch comes back short or
+// ctx ends, and returns how many rows it deleted.
+func (r *Reaper) Reap(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := r.d.Reap(ctx, dialect.ReapParams{Limit: r.opts.BatchSize})
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("sqllock: reap: %w", err)
+		}
+		if n < r.opts.BatchSize {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+// Run reaps at once and then every Interval until ctx ends, logging errors
+// rather than stopping on them. It returns nil when ctx is done.
+func (r *Reaper) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+		start := time.Now()
+		n, err := r.Reap(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.opts.Logger.Error("sqllock: reaper pass failed", "deleted", n, "err", err)
+		case n > 0:
+			r.opts.Logger.Info("sqllock: reaped expired locks", "deleted", n, "took", time.Since(start))
+		}
+		jitter := time.Duration(rand.Int64N(int64(r.opts.Interval)/10 + 1))
+		timer.Reset(r.opts.Interval - jitter)
+	}
+}
