@@ -294,8 +294,9 @@ func (k *Lock) Release(ctx context.Context) error {
 // the database clock and share-locks the lock's row until tx ends, so that no
 // other owner can take the lock over before tx commits or rolls back. Call
 // it in tx before (or after) the guarded writes and before Commit; it returns
-// ErrLockLost if the lease is no longer held, in which case the caller should
-// roll back.
+// ErrLockLost if the lease is no longer held, in which case the caller must
+// roll back (on MySQL/MariaDB under REPEATABLE READ the refused check still
+// share-locks the row until then).
 //
 // While tx keeps the row share-locked, renewals of this lease wait too: keep
 // guarded transactions well shorter than the TTL.

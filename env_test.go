@@ -1,0 +1,157 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	nonNilDB.Close()
+	dbtest.CloseAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// nonNilDB is a pool that is never used to connect: for argument checks.
+var nonNilDB, _ = sql.Open("pgx", "postgres://nowhere.invalid/none")
+
+// env is one dialect on a private, migrated schema (Postgres) or database
+// (MySQL).
+type env struct {
+	kind string
+	db   *sql.DB
+	d    dialect.Dialect
+	ns   string // schema or database
+}
+
+type envMaker struct {
+	kind string
+	make func(t *testing.T) *env
+}
+
+var envs = []envMaker{
+	{"postgres", func(t *testing.T) *env {
+		db, schema := dbtest.Postgres(t)
+		d, err := postgres.New(db, postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return migrated(t, &env{kind: "postgres", db: db, d: d, ns: schema})
+	}},
+	{"mysql", func(t *testing.T) *env {
+		db, database := dbtest.MySQL(t)
+		d, err := mysql.New(db, mysql.WithDatabase(database))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database})
+	}},
+}
+
+func migrated(t *testing.T, e *env) *env {
+	t.Helper()
+	if err := sqllock.Migrate(ctxT(t), e.d); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return e
+}
+
+// each runs fn against every dialect, in parallel subtests.
+func each(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Parallel()
+	for _, m := range envs {
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			fn(t, m.make(t))
+		})
+	}
+}
+
+// ctxT is the test's context with a deadline, so no test can hang.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// q rewrites a statement written with ? placeholders and {locks}/{ns} for
+// this dialect.
+func (e *env) q(s string) string {
+	out := make([]byte, 0, len(s)+16)
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '?' && e.kind == "postgres":
+			n++
+			out = fmt.Appendf(out, "$%d", n)
+		case s[i] == '{':
+			j := i + 1
+			for s[j] != '}' {
+				j++
+			}
+			out = append(out, e.table(s[i+1:j])...)
+			i = j
+		default:
+			out = append(out, s[i])
+		}
+	}
+	return string(out)
+}
+
+// table qualifies a table name with the test's schema or database.
+func (e *env) table(name string) string {
+	if e.kind == "postgres" {
+		return `"` + e.ns + `".` + name
+	}
+	return "`" + e.ns + "`." + name
+}
+
+// expire makes the lease on name expire now, as if its holder had stopped
+// renewing TTL ago.
+func (e *env) expire(t *testing.T, name string) {
+	t.Helper()
+	now := "now()"
+	if e.kind == "mysql" {
+		now = "UTC_TIMESTAMP(6)"
+	}
+	res, err := e.db.ExecContext(ctxT(t), e.q("UPDATE {sqllock_locks} SET expires_at = "+now+" - INTERVAL '1' SECOND WHERE name = ?"), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("expire %q: %d rows", name, n)
+	}
+}
+
+func (e *env) locker(t *testing.T, opts sqllock.Options) *sqllock.Table {
+	t.Helper()
+	l, err := sqllock.NewTable(e.d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// release releases lock at the end of the test if the test did not.
+func release(t *testing.T, lock *sqllock.Lock) {
+	t.Cleanup(func() { _ = lock.Release(context.Background()) })
+}

@@ -1,0 +1,120 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect/postgres"
+)
+
+// Only one replica runs the nightly job; the others skip it.
+func Example() {
+	ctx := context.Background()
+	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := postgres.New(db)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := sqllock.Migrate(ctx, d); err != nil {
+		log.Fatal(err)
+	}
+	locker, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := locker.TryAcquire(ctx, "job:nightly-report")
+	if errors.Is(err, sqllock.ErrLocked) {
+		return // another replica runs it
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+
+	runReport(lock.Context(), lock.Token()) // its context ends if the lease is lost
+}
+
+func runReport(ctx context.Context, token int64) {}
+
+// A guarded write commits only while the lock is held by this acquisition:
+// a takeover has to wait for the transaction, and a holder that lost the lock
+// without noticing is refused.
+func ExampleLock_Guard() {
+	ctx := context.Background()
+	var (
+		db     *sql.DB        // the application's pool
+		locker sqllock.Locker // any lease-based locker
+	)
+	lock, err := locker.Acquire(ctx, "account:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := lock.Guard(ctx, tx); err != nil {
+		return // ErrLockLost: someone else owns account:42 now
+	}
+	if _, err := tx.ExecContext(ctx, "UPDATE accounts SET balance = balance - 10, fence = $1 WHERE id = 42", lock.Token()); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Re-entering a lock needs an explicit owner: goroutines sharing a locker
+// exclude each other by default.
+func ExampleWithOwner() {
+	ctx := context.Background()
+	var locker sqllock.Locker
+	outer, err := locker.Acquire(ctx, "tree:7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer outer.Release(ctx)
+
+	// A callee re-enters on behalf of the same owner: same token, one more hold.
+	inner, err := locker.TryAcquire(sqllock.WithOwner(ctx, outer.Owner()), "tree:7")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer inner.Release(ctx)
+}
+
+// Do acquires, runs and releases.
+func ExampleDo() {
+	ctx := context.Background()
+	var locker sqllock.Locker
+	err := sqllock.Do(ctx, locker, "migrate:tenant-9", func(ctx context.Context) error {
+		return nil // ctx is cancelled with cause ErrLockLost if the lock is lost
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Run one reaper per process (or a few per cluster) to reclaim rows of
+// expired and released locks.
+func ExampleReaper_Run() {
+	ctx := context.Background()
+	var d *postgres.Dialect
+	r, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Interval: time.Minute, Logger: slog.Default()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	go r.Run(ctx) // returns when ctx ends
+}

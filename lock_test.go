@@ -1,0 +1,771 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// The conformance suite: every behaviour of a lease-based Locker, against
+// every dialect.
+
+func TestTryAcquireExcludesOtherOwners(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		a, err := l.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.TryAcquire(ctx, "job"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("second TryAcquire in the same goroutine: got %v, want ErrLocked", err)
+		}
+		other := e.locker(t, sqllock.Options{})
+		if _, err := other.TryAcquire(ctx, "job"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("TryAcquire from another locker: got %v, want ErrLocked", err)
+		}
+		if err := a.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b, err := other.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Release(ctx)
+		if b.Token() <= a.Token() {
+			t.Fatalf("token after release %d, want > %d", b.Token(), a.Token())
+		}
+		if b.Owner() == a.Owner() {
+			t.Fatalf("two acquisitions share owner %q", a.Owner())
+		}
+	})
+}
+
+func TestReentrancyWithExplicitOwner(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		octx := sqllock.WithOwner(ctx, "worker-7")
+		first, err := l.TryAcquire(octx, "res")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := l.Acquire(octx, "res")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.Token() != second.Token() || second.Owner() != "worker-7" {
+			t.Fatalf("re-entry: tokens %d/%d owner %q", first.Token(), second.Token(), second.Owner())
+		}
+		// Re-entering through the lock's own owner works too.
+		third, err := l.TryAcquire(sqllock.WithOwner(ctx, first.Owner()), "res")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := holds(t, l, "res"); got != 3 {
+			t.Fatalf("hold count %d, want 3", got)
+		}
+		for i, k := range []*sqllock.Lock{third, second} {
+			if err := k.Release(ctx); err != nil {
+				t.Fatalf("release %d: %v", i, err)
+			}
+			if _, err := l.TryAcquire(ctx, "res"); !errors.Is(err, sqllock.ErrLocked) {
+				t.Fatalf("after releasing %d of 3 holds another owner got %v, want ErrLocked", i+1, err)
+			}
+		}
+		if first.Context().Err() != nil {
+			t.Fatal("lock context ended while a hold remains")
+		}
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if cause := context.Cause(first.Context()); cause != sqllock.ErrNotHeld {
+			t.Fatalf("context cause after the last release: %v, want ErrNotHeld", cause)
+		}
+		k, err := l.TryAcquire(ctx, "res")
+		if err != nil {
+			t.Fatalf("after the last hold: %v", err)
+		}
+		if k.Token() <= first.Token() {
+			t.Fatalf("token %d after re-entrant holds, want > %d", k.Token(), first.Token())
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func holds(t *testing.T, l *sqllock.Table, name string) int {
+	t.Helper()
+	infos, err := l.List(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, li := range infos {
+		if li.Name == name {
+			return li.Holds
+		}
+	}
+	return 0
+}
+
+// Goroutines sharing one locker must exclude each other: there is no thread
+// identity to re-enter with.
+func TestGoroutinesExcludeEachOther(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		const workers, rounds = 6, 5
+		var (
+			inside, maxInside, done atomic.Int32
+			lastToken               atomic.Int64
+			wg                      sync.WaitGroup
+			errs                    = make(chan error, workers)
+		)
+		for range workers {
+			wg.Go(func() {
+				for range rounds {
+					k, err := l.Acquire(ctx, "shared")
+					if err != nil {
+						errs <- err
+						return
+					}
+					n := inside.Add(1)
+					for {
+						m := maxInside.Load()
+						if n <= m || maxInside.CompareAndSwap(m, n) {
+							break
+						}
+					}
+					if prev := lastToken.Swap(k.Token()); prev >= k.Token() {
+						errs <- errors.New("token did not increase")
+					}
+					inside.Add(-1)
+					done.Add(1)
+					if err := k.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if maxInside.Load() != 1 || done.Load() != workers*rounds {
+			t.Fatalf("max holders at once %d (want 1), critical sections %d (want %d)", maxInside.Load(), done.Load(), workers*rounds)
+		}
+	})
+}
+
+func TestAcquireWaitsForRelease(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		holder, err := l.TryAcquire(ctx, "handoff")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *sqllock.Lock, 1)
+		go func() {
+			k, err := l.Acquire(ctx, "handoff")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- k
+		}()
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k := <-got
+		if k == nil {
+			return
+		}
+		if k.Token() <= holder.Token() {
+			t.Fatalf("waiter token %d, want > %d", k.Token(), holder.Token())
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestAcquireHonoursContext(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		holder, err := l.TryAcquire(ctx, "busy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Release(ctx)
+		wctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+		defer cancel()
+		if _, err := l.Acquire(wctx, "busy"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire past its deadline: %v, want DeadlineExceeded", err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := l.Acquire(cctx, "busy"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Acquire with a cancelled context: %v, want Canceled", err)
+		}
+	})
+}
+
+// A holder that stops renewing (crashed) is taken over within TTL + 1s, and
+// its guarded write after the takeover is rejected.
+func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		const ttl = 500 * time.Millisecond
+		// The crashed process: a grant nobody renews.
+		crashed := dialect.Lease{Name: "nightly", Owner: "crashed-host:1"}
+		start := time.Now()
+		tok, err := e.d.Acquire(ctx, dialect.AcquireParams{Name: crashed.Name, Owner: crashed.Owner, TTL: ttl})
+		if err != nil || tok == 0 {
+			t.Fatalf("crashed holder's grant: %d, %v", tok, err)
+		}
+		crashed.Token = tok
+
+		l := e.locker(t, sqllock.Options{TTL: ttl})
+		k, err := l.Acquire(ctx, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Release(ctx)
+		if took := time.Since(start); took > ttl+time.Second {
+			t.Fatalf("takeover after %v, want within TTL + 1s = %v", took, ttl+time.Second)
+		}
+		if k.Token() <= crashed.Token {
+			t.Fatalf("takeover token %d, want > %d", k.Token(), crashed.Token)
+		}
+		// The old holder wakes up and tries a guarded write.
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, err := e.d.Guard(ctx, tx, crashed)
+		if err != nil || ok {
+			t.Fatalf("old holder's guard after takeover: ok=%v err=%v, want rejected", ok, err)
+		}
+		// A refused guard means roll back (InnoDB keeps the examined row
+		// share-locked until then).
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := e.d.Release(ctx, crashed); err != nil || ok {
+			t.Fatalf("old holder's release after takeover: ok=%v err=%v, want false", ok, err)
+		}
+		// The new holder is unaffected.
+		if err := k.Guard(ctx, mustTx(t, e)); err != nil {
+			t.Fatalf("new holder's guard: %v", err)
+		}
+	})
+}
+
+// A holder whose lease was taken over learns it through its context, its
+// guard and its release.
+func TestLostLeaseIsReported(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{TTL: 600 * time.Millisecond})
+		old, err := l.TryAcquire(ctx, "lease")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.expire(t, "lease")
+		thief, err := e.locker(t, sqllock.Options{}).TryAcquire(ctx, "lease")
+		if err != nil {
+			t.Fatalf("takeover of an expired lease: %v", err)
+		}
+		defer thief.Release(ctx)
+
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Guard(ctx, tx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Fatalf("guard after takeover: %v, want ErrLockLost", err)
+		}
+		_ = tx.Rollback()
+		select {
+		case <-old.Done():
+		case <-ctx.Done():
+			t.Fatal("lost lock's context never ended")
+		}
+		if cause := context.Cause(old.Context()); cause != sqllock.ErrLockLost {
+			t.Fatalf("cause %v, want ErrLockLost", cause)
+		}
+		if err := old.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Fatalf("release after loss: %v, want ErrLockLost", err)
+		}
+		if err := old.Release(ctx); !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Fatalf("second release: %v, want ErrNotHeld", err)
+		}
+		if thief.Context().Err() != nil {
+			t.Fatal("new holder's context ended")
+		}
+	})
+}
+
+// Renewal keeps a lease alive well past its TTL.
+func TestRenewalKeepsLease(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		const ttl = 300 * time.Millisecond
+		l := e.locker(t, sqllock.Options{TTL: ttl})
+		k, err := l.TryAcquire(ctx, "long")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := e.locker(t, sqllock.Options{TTL: ttl})
+		// Poll the row until the lease has been renewed past four TTLs from
+		// the grant: the database, not a sleep, says when.
+		deadline := time.Now().Add(4 * ttl)
+		for time.Now().Before(deadline) {
+			if _, err := other.TryAcquire(ctx, "long"); !errors.Is(err, sqllock.ErrLocked) {
+				t.Fatalf("TryAcquire while renewed: %v, want ErrLocked", err)
+			}
+			select {
+			case <-k.Done():
+				t.Fatalf("lease lost: %v", context.Cause(k.Context()))
+			case <-time.After(ttl / 4):
+			}
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestReleaseSemantics(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		k, err := l.TryAcquire(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Release(ctx); !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Fatalf("double release: %v, want ErrNotHeld", err)
+		}
+		if cause := context.Cause(k.Context()); cause != sqllock.ErrNotHeld {
+			t.Fatalf("cause after release %v, want ErrNotHeld", cause)
+		}
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := k.Guard(ctx, tx); !errors.Is(err, sqllock.ErrNotHeld) {
+			t.Fatalf("guard after release: %v, want ErrNotHeld", err)
+		}
+		// A release whose context is already over changes nothing locally.
+		k2, err := l.TryAcquire(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := k2.Release(dead); err == nil {
+			t.Fatal("release with a cancelled context succeeded")
+		}
+		if err := k2.Release(ctx); err != nil {
+			t.Fatalf("release after a failed release: %v", err)
+		}
+	})
+}
+
+// A guarded transaction commits only while the lease is held, and a takeover
+// waits for it.
+func TestGuardedWrite(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		if _, err := e.db.ExecContext(ctx, e.q("CREATE TABLE {ledger} (id INT PRIMARY KEY, total INT NOT NULL, token BIGINT NOT NULL)")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.ExecContext(ctx, e.q("INSERT INTO {ledger} VALUES (1, 0, 0)")); err != nil {
+			t.Fatal(err)
+		}
+		l := e.locker(t, sqllock.Options{TTL: time.Second})
+		k, err := l.TryAcquire(ctx, "ledger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Guard(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.ExecContext(ctx, e.q("UPDATE {ledger} SET total = total + 1, token = ? WHERE id = 1"), k.Token()); err != nil {
+			t.Fatal(err)
+		}
+		// While tx is open, every transition of the lock row, a takeover
+		// included, waits for it: the guard share-locked the row.
+		thief := make(chan *sqllock.Lock, 1)
+		go func() {
+			nk, err := e.locker(t, sqllock.Options{}).Acquire(ctx, "ledger")
+			if err != nil {
+				t.Error(err)
+			}
+			thief <- nk
+		}()
+		waitForLockWait(t, e)
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("guarded commit: %v", err)
+		}
+		var total int
+		var token int64
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT total, token FROM {ledger} WHERE id = 1")).Scan(&total, &token); err != nil {
+			t.Fatal(err)
+		}
+		if total != 1 || token != k.Token() {
+			t.Fatalf("ledger %d/%d, want 1/%d", total, token, k.Token())
+		}
+		_ = k.Release(ctx)
+		if nk := <-thief; nk != nil {
+			if nk.Token() <= k.Token() {
+				t.Fatalf("thief token %d, want > %d", nk.Token(), k.Token())
+			}
+			_ = nk.Release(ctx)
+		}
+	})
+}
+
+// waitForLockWait polls the server until an acquire statement on this
+// test's lock table waits for a row lock: proof that a takeover queues
+// behind a guarded transaction, obtained without sleeping.
+func waitForLockWait(t *testing.T, e *env) {
+	t.Helper()
+	q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO "` + e.ns + `".sqllock_locks%'`
+	if e.kind == "mysql" {
+		// MariaDB lists a queued INSERT ... SELECT in the processlist, not
+		// in innodb_trx.
+		q = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE 'INSERT INTO `" + e.ns + "`.sqllock_locks%'"
+	}
+	ctx := ctxT(t)
+	for {
+		var n int
+		if err := e.db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("no acquire ever waited on the guarded row")
+		case <-time.After(5 * time.Millisecond): // polling the server's view
+		}
+	}
+}
+
+func TestListShowsHeldLocks(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{TTL: 10 * time.Second})
+		a, err := l.TryAcquire(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Release(ctx)
+		b, err := l.TryAcquire(ctx, "b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		infos, err := l.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != 1 {
+			t.Fatalf("List: %+v, want only a", infos)
+		}
+		li := infos[0]
+		if li.Name != "a" || li.Owner != a.Owner() || li.Token != a.Token() || li.Holds != 1 {
+			t.Fatalf("List: %+v", li)
+		}
+		if li.ExpiresIn <= 9*time.Second || li.ExpiresIn > 10*time.Second {
+			t.Fatalf("ExpiresIn %v, want about 10s", li.ExpiresIn)
+		}
+		if d := li.ExpiresAt.Sub(li.AcquiredAt); d < 9*time.Second || d > 11*time.Second {
+			t.Fatalf("ExpiresAt - AcquiredAt = %v", d)
+		}
+		if skew := time.Since(li.AcquiredAt); skew < -time.Minute || skew > time.Minute {
+			t.Fatalf("AcquiredAt %v is far from now", li.AcquiredAt)
+		}
+	})
+}
+
+// Tokens keep growing per name across releases, expiry, takeover and reaping.
+func TestTokensGrowAcrossReaping(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{BatchSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last int64
+		check := func(k *sqllock.Lock) {
+			t.Helper()
+			if k.Token() <= last {
+				t.Fatalf("token %d after %d", k.Token(), last)
+			}
+			last = k.Token()
+		}
+		for i := range 4 {
+			k, err := l.TryAcquire(ctx, "tok")
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(k)
+			switch i % 2 {
+			case 0:
+				if err := k.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			case 1:
+				e.expire(t, "tok")
+				k2, err := l.TryAcquire(ctx, "tok")
+				if err != nil {
+					t.Fatal(err)
+				}
+				check(k2)
+				if err := k2.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				_ = k.Release(ctx)
+			}
+			// Other names' rows reaped in the same passes.
+			for _, n := range []string{"x", "y", "z"} {
+				k, err := l.TryAcquire(ctx, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = k.Release(ctx)
+			}
+			n, err := r.Reap(ctx)
+			if err != nil || n != 4 {
+				t.Fatalf("reap: %d, %v; want 4 rows", n, err)
+			}
+		}
+	})
+}
+
+func TestReaperSparesLiveLeases(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		live, err := l.TryAcquire(ctx, "live")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer live.Release(ctx)
+		for _, n := range []string{"expired", "released"} {
+			if _, err := e.d.Acquire(ctx, dialect.AcquireParams{Name: n, Owner: "o", TTL: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.expire(t, "expired")
+		if k, err := l.TryAcquire(ctx, "released2"); err != nil {
+			t.Fatal(err)
+		} else if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Several reapers at once, as in several processes.
+		var (
+			wg    sync.WaitGroup
+			total atomic.Int64
+		)
+		for range 4 {
+			wg.Go(func() {
+				n, err := r.Reap(ctx)
+				if err != nil {
+					t.Error(err)
+				}
+				total.Add(int64(n))
+			})
+		}
+		wg.Wait()
+		if total.Load() != 2 {
+			t.Fatalf("reaped %d rows, want 2 (expired, released2)", total.Load())
+		}
+		var n int
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks}")).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Fatalf("%d rows left, want 2 (live, released-by-nobody)", n)
+		}
+		if err := live.Guard(ctx, mustTx(t, e)); err != nil {
+			t.Fatalf("live lease after reaping: %v", err)
+		}
+	})
+}
+
+func mustTx(t *testing.T, e *env) *sql.Tx {
+	t.Helper()
+	tx, err := e.db.BeginTx(ctxT(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
+}
+
+func TestReaperRun(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx, cancel := context.WithCancel(ctxT(t))
+		l := e.locker(t, sqllock.Options{})
+		for _, n := range []string{"a", "b", "c"} {
+			k, err := l.TryAcquire(ctx, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = k.Release(ctx)
+		}
+		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{Interval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.Run(ctx) }()
+		for {
+			var n int
+			if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks}")).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond) // polling the database for the reaper's effect
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	})
+}
+
+func TestDo(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{})
+		boom := errors.New("boom")
+		var token int64
+		err := sqllock.Do(ctx, l, "do", func(ctx context.Context) error {
+			if ctx.Err() != nil {
+				t.Fatal("lock context already ended")
+			}
+			if _, err := l.TryAcquire(context.Background(), "do"); !errors.Is(err, sqllock.ErrLocked) {
+				t.Fatalf("inside Do: %v, want ErrLocked", err)
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("Do: %v, want boom", err)
+		}
+		k, err := l.TryAcquire(ctx, "do")
+		if err != nil {
+			t.Fatalf("after Do the lock is still held: %v", err)
+		}
+		token = k.Token()
+		_ = k.Release(ctx)
+		if token == 0 {
+			t.Fatal("zero token")
+		}
+	})
+}
+
+func TestSchemaMissingSaysToMigrate(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		if err := sqllock.MigrateDown(ctx, e.d); err != nil {
+			t.Fatal(err)
+		}
+		l := e.locker(t, sqllock.Options{})
+		_, err := l.TryAcquire(ctx, "x")
+		if !errors.Is(err, sqllock.ErrSchemaMissing) || !strings.Contains(err.Error(), "sqllock.Migrate") {
+			t.Fatalf("TryAcquire without schema: %v", err)
+		}
+		if _, err := l.Acquire(ctx, "x"); !errors.Is(err, sqllock.ErrSchemaMissing) {
+			t.Fatalf("Acquire without schema: %v", err)
+		}
+		if _, err := l.List(ctx); !errors.Is(err, sqllock.ErrSchemaMissing) {
+			t.Fatalf("List without schema: %v", err)
+		}
+		r, _ := sqllock.NewReaper(e.d, sqllock.ReaperOptions{})
+		if _, err := r.Reap(ctx); !errors.Is(err, sqllock.ErrSchemaMissing) {
+			t.Fatalf("Reap without schema: %v", err)
+		}
+	})
+}
+
+func TestMigrations(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		v, dirty, err := sqllock.MigrationVersion(ctx, e.d)
+		if err != nil || v != 1 || dirty {
+			t.Fatalf("version %d dirty %v err %v", v, dirty, err)
+		}
+		// Many processes starting at once, on an up-to-date and on an
+		// empty schema.
+		for range 2 {
+			var wg sync.WaitGroup
+			for range 5 {
+				wg.Go(func() {
+					if err := sqllock.Migrate(ctx, e.d); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			if err := sqllock.MigrateDown(ctx, e.d); err != nil {
+				t.Fatal(err)
+			}
+			if v, _, err := sqllock.MigrationVersion(ctx, e.d); err != nil || v != 0 {
+				t.Fatalf("after down: version %d err %v", v, err)
+			}
+		}
+		if err := sqllock.Migrate(ctx, e.d); err != nil {
+			t.Fatal(err)
+		}
+		// The caller's pool is still open, and the application's
+		// schema_migrations table was never touched.
+		if err := e.db.PingContext(ctx); err != nil {
+			t.Fatalf("pool closed by migrations: %v", err)
+		}
+		var n int
+		q := "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'schema_migrations'"
+		if err := e.db.QueryRowContext(ctx, e.q(q), e.ns).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("schema_migrations tables: %d, %v", n, err)
+		}
+		k, err := e.locker(t, sqllock.Options{}).TryAcquire(ctx, "after-migrations")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = k.Release(ctx)
+	})
+}
