@@ -2,7 +2,6 @@ package sqllock_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"strings"
 	"sync"
@@ -267,7 +266,7 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 			t.Fatalf("old holder's release after takeover: ok=%v err=%v, want false", ok, err)
 		}
 		// The new holder is unaffected.
-		if err := k.Guard(ctx, mustTx(t, e)); err != nil {
+		if err := guardOnce(t, e, k); err != nil {
 			t.Fatalf("new holder's guard: %v", err)
 		}
 	})
@@ -619,20 +618,23 @@ func TestReaperSparesLiveLeases(t *testing.T) {
 		if n != 2 {
 			t.Fatalf("%d rows left, want 2 (live, released-by-nobody)", n)
 		}
-		if err := live.Guard(ctx, mustTx(t, e)); err != nil {
+		if err := guardOnce(t, e, live); err != nil {
 			t.Fatalf("live lease after reaping: %v", err)
 		}
 	})
 }
 
-func mustTx(t *testing.T, e *env) *sql.Tx {
+// guardOnce runs k.Guard in a fresh transaction and rolls it back, so that
+// the guard's share lock is gone before the test goes on.
+func guardOnce(t *testing.T, e *env, k *sqllock.Lock) error {
 	t.Helper()
-	tx, err := e.db.BeginTx(ctxT(t), nil)
+	ctx := ctxT(t)
+	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = tx.Rollback() })
-	return tx
+	defer tx.Rollback()
+	return k.Guard(ctx, tx)
 }
 
 func TestReaperRun(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 // Dialect is the PostgreSQL dialect. Create it with New or NewFromPool.
 type Dialect struct {
 	db     *sql.DB
+	ownDB  bool   // db wraps a pgx pool and is ours to close
 	schema string // validated; "" means the connection's search_path
 	q      queries
 }
@@ -66,12 +67,31 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 }
 
 // NewFromPool returns the dialect for a pgx pool. Lock statements borrow the
-// pool's connections; no second pool is opened.
+// pool's connections; no second pool is opened. Call Close when done with
+// the dialect to stop the small database/sql wrapper around the pool (the
+// pool itself stays open).
 func NewFromPool(pool *pgxpool.Pool, opts ...Option) (*Dialect, error) {
 	if pool == nil {
 		return nil, dialect.ErrNilDB
 	}
-	return New(stdlib.OpenDBFromPool(pool), opts...)
+	db := stdlib.OpenDBFromPool(pool)
+	d, err := New(db, opts...)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	d.ownDB = true
+	return d, nil
+}
+
+// Close releases what the dialect itself opened: the database/sql wrapper of
+// NewFromPool, whose closing leaves the pgx pool open. For a dialect made by
+// New it does nothing; the *sql.DB belongs to the caller.
+func (d *Dialect) Close() error {
+	if d.ownDB {
+		return d.db.Close()
+	}
+	return nil
 }
 
 // Name returns "postgres".

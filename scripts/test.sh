@@ -1,0 +1,401 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the project's one test command (`make test` runs it).
+#
+# Finds a PostgreSQL and a MariaDB/MySQL server for the integration tests,
+# exports SQLLOCK_TEST_POSTGRES_URL and SQLLOCK_TEST_MYSQL_DSN, then runs
+# `go vet` and `go test -race -shuffle=on`. For each server, in order:
+#
+#   1. the environment variable, if set, is used as is;
+#   2. else a server already listening on 127.0.0.1 at the default port is used
+#      (PostgreSQL: user postgres, then root, no password; MariaDB/MySQL:
+#      user root, empty password), creating database `test` if missing;
+#   3. else the local server is started (PostgreSQL with pg_ctlcluster,
+#      MariaDB with start-stop-daemon), after installing it with apt-get when
+#      it is missing and we run as root on Debian.
+#
+# Extra arguments go to `go test`; package arguments (./..., ./internal/x,
+# github.com/...) restrict both vet and test to those packages:
+#
+#   scripts/test.sh -run TestX -v
+#   scripts/test.sh ./internal/dbtest/
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+
+readonly HOST=127.0.0.1
+readonly PG_DEFAULT_PORT=5432
+readonly MY_PORT=3306
+readonly DB=test
+readonly WAIT_SECONDS=60 # bound on every wait for a server to start
+
+log() { printf 'test.sh: %s\n' "$*" >&2; }
+die() {
+	printf 'test.sh: error: %s\n' "$*" >&2
+	exit 1
+}
+have() { command -v "$1" >/dev/null 2>&1; }
+is_root() { [ "$(id -u)" = 0 ]; }
+can_apt() { is_root && [ -f /etc/debian_version ] && have apt-get; }
+
+# port_open PORT: something accepts TCP connections on 127.0.0.1:PORT.
+port_open() {
+	if have timeout; then
+		timeout 3 bash -c ": </dev/tcp/$HOST/$1" 2>/dev/null
+	else
+		bash -c ": </dev/tcp/$HOST/$1" 2>/dev/null
+	fi
+}
+
+# redact URL-or-DSN: hide a password, for printing.
+redact() {
+	if [[ $1 == *://* ]]; then # URL
+		sed -E 's#^([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@]*):[^@/]*@#\1:xxxxx@#; s#([?&]password=)[^&]*#\1xxxxx#' <<<"$1"
+	elif [[ $1 =~ ^[a-z_]+= ]]; then # key=value connection string
+		sed -E 's#(password=)[^ ]*#\1xxxxx#' <<<"$1"
+	else # go-sql-driver DSN: user:pass@tcp(host)/db
+		sed -E 's#^([^:@/()]*):.*@([a-z]*\(|/)#\1:xxxxx@\2#' <<<"$1"
+	fi
+}
+
+# ---------------------------------------------------------------- arguments
+
+# Split the arguments into go test flags and packages, so that vet and test
+# run on the given packages only (default ./...). The flags go after the
+# packages on the go test command line (before them, an unknown test flag
+# would take the first package for its value). Flags that take a separate
+# value are listed so their value is not taken for a package.
+flags=()
+pkgs=()
+tail_args=()
+takes_value() {
+	case ${1#-} in
+	-*) takes_value "${1#-}" ;;
+	run | skip | bench | benchtime | count | cpu | parallel | timeout | shuffle | list | \
+		fuzz | fuzztime | fuzzminimizetime | coverprofile | covermode | coverpkg | \
+		cpuprofile | memprofile | memprofilerate | blockprofile | blockprofilerate | \
+		mutexprofile | mutexprofilefraction | trace | outputdir | o | exec | tags | \
+		ldflags | gcflags | asmflags | mod | modfile | p | C | overlay | pgo | toolexec | vet) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+while [ $# -gt 0 ]; do
+	a=$1
+	shift
+	case $a in
+	-args | --args)
+		tail_args=("$a" "$@")
+		break
+		;;
+	-*=*) flags+=("$a") ;;
+	-*)
+		flags+=("$a")
+		if takes_value "$a" && [ $# -gt 0 ]; then
+			flags+=("$1")
+			shift
+		fi
+		;;
+	*) pkgs+=("$a") ;;
+	esac
+done
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
+
+have go || die "go is not on PATH"
+
+# ---------------------------------------------------------------- installing
+
+# Packages to install, collected for both servers so apt-get runs once.
+missing_pkgs=()
+missing_why=()
+need() { # need PACKAGE WHY
+	missing_pkgs+=("$1")
+	missing_why+=("$2")
+}
+
+install_missing() {
+	[ ${#missing_pkgs[@]} -gt 0 ] || return 0
+	local why
+	why=$(printf '%s, ' "${missing_why[@]}")
+	why=${why%, }
+	if ! can_apt; then
+		die "missing: $why.
+  Install them (Debian/Ubuntu: apt-get install -y ${missing_pkgs[*]}; as root this
+  script does it itself), or point the tests at running servers with
+  SQLLOCK_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
+  and SQLLOCK_TEST_MYSQL_DSN (e.g. root@tcp(127.0.0.1:3306)/test)."
+	fi
+	log "installing ${missing_pkgs[*]} (missing: $why)"
+	# A cluster created by installing postgresql is ours to configure.
+	[[ " ${missing_pkgs[*]} " != *" postgresql "* ]] || pg_created=1
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update || die "apt-get update failed"
+	apt-get install -y "${missing_pkgs[@]}" || die "apt-get install -y ${missing_pkgs[*]} failed"
+	missing_pkgs=()
+	missing_why=()
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+pg_port=$PG_DEFAULT_PORT
+pg_how=""      # how the server was found, for the summary line
+pg_user=""
+pg_ver=""      # cluster to start: version
+pg_created=""  # set if this run created the cluster (or installed it)
+
+pg_url() { printf 'postgres://%s@%s:%s/%s?sslmode=disable' "$1" "$HOST" "$pg_port" "$2"; }
+
+# pg_q USER DATABASE SQL: run SQL over TCP without ever prompting for a password.
+pg_q() { PGCONNECT_TIMEOUT=5 psql -w -X -q -A -t -v ON_ERROR_STOP=1 -d "$(pg_url "$1" "$2")" -c "$3"; }
+
+# pg_login: find a user that can log in without a password and make sure
+# database test exists. Sets pg_user.
+pg_login() {
+	local u
+	for u in postgres root; do
+		if pg_q "$u" "$DB" 'SELECT 1' >/dev/null 2>&1; then
+			pg_user=$u
+			return 0
+		fi
+		if pg_q "$u" postgres 'SELECT 1' >/dev/null 2>&1; then
+			pg_user=$u
+			if [ -z "$(pg_q "$u" postgres "SELECT 1 FROM pg_database WHERE datname = '$DB'")" ]; then
+				log "PostgreSQL: creating database $DB"
+				# Another run may create it at the same time: check again on failure.
+				pg_q "$u" postgres "CREATE DATABASE $DB" >/dev/null 2>&1 ||
+					[ -n "$(pg_q "$u" postgres "SELECT 1 FROM pg_database WHERE datname = '$DB'")" ] ||
+					die "PostgreSQL: cannot create database $DB as $u"
+			fi
+			return 0
+		fi
+	done
+	return 1
+}
+
+pg_login_or_die() {
+	pg_login || die "PostgreSQL at $HOST:$pg_port accepts TCP connections, but neither user postgres nor root can log in without a password.
+  Allow it (pg_hba.conf: 'host all all 127.0.0.1/32 trust'), or set SQLLOCK_TEST_POSTGRES_URL to a URL with credentials."
+}
+
+# pg_plan: decide, before installing anything, whether PostgreSQL must be
+# installed and started.
+pg_plan() {
+	if [ -n "${SQLLOCK_TEST_POSTGRES_URL:-}" ]; then
+		pg_how="from SQLLOCK_TEST_POSTGRES_URL"
+		return
+	fi
+	if port_open "$pg_port"; then
+		pg_how="found running"
+		have psql || need postgresql-client "psql (PostgreSQL client)"
+		return
+	fi
+	pg_how="started"
+	if ! have pg_ctlcluster || ! have pg_isready || ! have psql || ! compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null; then
+		need postgresql "PostgreSQL server"
+	fi
+}
+
+# pg_trust_local: let every user log in over TCP from 127.0.0.1 without a
+# password. Only for a cluster this run created.
+pg_trust_local() {
+	local hba
+	hba=$(pg_conftool "$pg_ver" main show -s hba_file 2>/dev/null) || hba=/etc/postgresql/$pg_ver/main/pg_hba.conf
+	[ -f "$hba" ] || die "PostgreSQL: $hba not found"
+	if ! grep -Eq '^[[:space:]]*host[[:space:]]+all[[:space:]]+all[[:space:]]+127\.0\.0\.1/32[[:space:]]+trust' "$hba"; then
+		log "PostgreSQL: allowing passwordless TCP logins from $HOST in $hba"
+		# First matching line wins: put ours first. cat > keeps owner and mode.
+		local tmp
+		tmp=$(mktemp)
+		{ printf '# added by sqllock scripts/test.sh\nhost all all 127.0.0.1/32 trust\n'; cat "$hba"; } >"$tmp"
+		cat "$tmp" >"$hba"
+		rm -f "$tmp"
+	fi
+}
+
+pg_start() {
+	# shellcheck disable=SC2012 # version directories have plain names
+	pg_ver=$(ls /etc/postgresql 2>/dev/null | head -1 || true)
+	if [ -z "$pg_ver" ] || [ ! -d "/etc/postgresql/$pg_ver/main" ]; then
+		# shellcheck disable=SC2012
+		[ -n "$pg_ver" ] || pg_ver=$(ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -1 || true)
+		[ -n "$pg_ver" ] || die "PostgreSQL: no server version under /usr/lib/postgresql"
+		is_root || die "PostgreSQL: no cluster; create one as root: pg_createcluster $pg_ver main -p $PG_DEFAULT_PORT"
+		log "PostgreSQL: creating cluster $pg_ver/main"
+		pg_createcluster "$pg_ver" main -p "$PG_DEFAULT_PORT" >/dev/null || die "pg_createcluster $pg_ver main failed"
+		pg_created=1
+	fi
+	# The cluster's own port (pg_createcluster picks another if 5432 was taken).
+	local p
+	p=$(pg_lsclusters -h 2>/dev/null | awk -v v="$pg_ver" '$1 == v && $2 == "main" { print $3 }' || true)
+	[ -z "$p" ] || pg_port=$p
+	[ -z "$pg_created" ] || pg_trust_local
+	if is_root; then
+		install -d -o postgres -g postgres -m 2775 /var/run/postgresql 2>/dev/null || true
+	fi
+	if pg_ctlcluster "$pg_ver" main status >/dev/null 2>&1; then
+		# Already running (e.g. started by the package's postinst): reload in
+		# case pg_hba.conf changed.
+		[ -z "$pg_created" ] || pg_ctlcluster --skip-systemctl-redirect "$pg_ver" main reload || true
+	else
+		log "PostgreSQL: starting cluster $pg_ver/main on port $pg_port"
+		pg_ctlcluster --skip-systemctl-redirect "$pg_ver" main start ||
+			die "PostgreSQL: pg_ctlcluster $pg_ver main start failed (see /var/log/postgresql/postgresql-$pg_ver-main.log).
+  Start it as root (pg_ctlcluster $pg_ver main start), run this script as root, or set SQLLOCK_TEST_POSTGRES_URL."
+	fi
+	local i
+	for ((i = 0; i < WAIT_SECONDS; i++)); do
+		if pg_isready -q -h "$HOST" -p "$pg_port" -t 1; then
+			return 0
+		fi
+		sleep 1
+	done
+	die "PostgreSQL: not ready on $HOST:$pg_port after ${WAIT_SECONDS}s (see /var/log/postgresql/postgresql-$pg_ver-main.log)"
+}
+
+pg_setup() {
+	case $pg_how in
+	"from "*) ;;
+	"found running")
+		pg_login_or_die
+		export SQLLOCK_TEST_POSTGRES_URL
+		SQLLOCK_TEST_POSTGRES_URL=$(pg_url "$pg_user" "$DB")
+		;;
+	started)
+		pg_start
+		pg_login_or_die
+		export SQLLOCK_TEST_POSTGRES_URL
+		SQLLOCK_TEST_POSTGRES_URL=$(pg_url "$pg_user" "$DB")
+		;;
+	esac
+}
+
+# ---------------------------------------------------------------- MariaDB/MySQL
+
+my_how=""
+my_cli=""   # mariadb or mysql
+my_admin="" # mariadb-admin or mysqladmin
+my_bin=""   # server binary
+my_log=${TMPDIR:-/tmp}/sqllock-test-mariadb.log
+
+my_find_tools() {
+	my_cli=$(command -v mariadb || command -v mysql || true)
+	my_admin=$(command -v mariadb-admin || command -v mysqladmin || true)
+	local b
+	for b in /usr/sbin/mariadbd /usr/sbin/mysqld; do
+		if [ -x "$b" ]; then
+			my_bin=$b
+			break
+		fi
+	done
+}
+
+# my_tcp SQL: run SQL as root with an empty password over TCP, ignoring
+# option files (so a password in ~/.my.cnf cannot hide a failure the Go
+# driver would see).
+my_tcp() { "$my_cli" --no-defaults --protocol=TCP -h "$HOST" -P "$MY_PORT" -u root --connect-timeout=5 -N -B -e "$1"; }
+
+# my_socket SQL: run SQL as root over the Unix socket (unix_socket auth).
+my_socket() { "$my_cli" -u root --connect-timeout=5 -N -B -e "$1"; }
+
+my_create_db() {
+	my_tcp "CREATE DATABASE IF NOT EXISTS \`$DB\`" >/dev/null || die "MariaDB/MySQL: cannot create database $DB as root"
+}
+
+my_plan() {
+	my_find_tools
+	if [ -n "${SQLLOCK_TEST_MYSQL_DSN:-}" ]; then
+		my_how="from SQLLOCK_TEST_MYSQL_DSN"
+		return
+	fi
+	if port_open "$MY_PORT"; then
+		my_how="found running"
+		[ -n "$my_cli" ] || need mariadb-client "mariadb (MariaDB client)"
+		return
+	fi
+	my_how="started"
+	if [ -z "$my_bin" ] || [ -z "$my_cli" ] || [ -z "$my_admin" ] || { ! have mariadb-install-db && ! have mysql_install_db; }; then
+		need mariadb-server "MariaDB server"
+	fi
+}
+
+my_start() {
+	is_root || die "MariaDB/MySQL is installed but not running on $HOST:$MY_PORT; start it (as root this script does), or set SQLLOCK_TEST_MYSQL_DSN"
+	[ -n "$my_bin" ] || die "MariaDB: no server binary in /usr/sbin"
+	local datadir
+	datadir=$("$my_bin" --verbose --help 2>/dev/null | awk '$1 == "datadir" { print $2; exit }' || true)
+	datadir=${datadir:-/var/lib/mysql}
+	datadir=${datadir%/}
+	install -d -o mysql -g mysql -m 755 /run/mysqld
+	if [ ! -d "$datadir/mysql" ]; then
+		log "MariaDB: initialising $datadir"
+		install -d -o mysql -g mysql -m 755 "$datadir"
+		local installer
+		installer=$(command -v mariadb-install-db || command -v mysql_install_db) || die "MariaDB: mariadb-install-db not found"
+		"$installer" --user=mysql --datadir="$datadir" >"$my_log" 2>&1 ||
+			die "MariaDB: $installer failed; see $my_log"
+	fi
+	log "MariaDB: starting $my_bin (output in $my_log)"
+	local args=(--user=mysql --bind-address="$HOST" --port="$MY_PORT")
+	if have start-stop-daemon; then
+		local out=() help
+		help=$(start-stop-daemon --help 2>&1 || true)
+		[[ $help != *--output* ]] || out=(--output "$my_log")
+		start-stop-daemon --start --oknodo --background ${out[@]+"${out[@]}"} --exec "$my_bin" -- "${args[@]}" ||
+			die "MariaDB: start-stop-daemon --start --exec $my_bin failed"
+	else
+		nohup "$my_bin" "${args[@]}" >"$my_log" 2>&1 &
+	fi
+	local i
+	for ((i = 0; i < WAIT_SECONDS; i++)); do
+		# ping succeeds once the server answers, even if it denies access,
+		# except that a server skipping name resolution refuses 127.0.0.1
+		# until root@127.0.0.1 exists: so also ask over the Unix socket.
+		if "$my_admin" -u root --connect-timeout=2 ping >/dev/null 2>&1 ||
+			"$my_admin" --no-defaults --protocol=TCP -h "$HOST" -P "$MY_PORT" -u root --connect-timeout=2 ping >/dev/null 2>&1; then
+			break
+		fi
+		sleep 1
+	done
+	[ "$i" -lt "$WAIT_SECONDS" ] || die "MariaDB: not ready on $HOST:$MY_PORT after ${WAIT_SECONDS}s (see $my_log and the server's error log, e.g. /var/log/mysql/error.log)"
+
+	# A fresh Debian MariaDB lets root in only over the Unix socket
+	# (unix_socket auth): also accept an empty password, and, for servers that
+	# skip name resolution (so 127.0.0.1 is not "localhost"), add root@127.0.0.1.
+	if ! my_tcp 'SELECT 1' >/dev/null 2>&1; then
+		log "MariaDB: letting root log in over TCP with an empty password"
+		my_socket "ALTER USER root@localhost IDENTIFIED VIA unix_socket OR mysql_native_password USING PASSWORD('')" || true
+		if ! my_tcp 'SELECT 1' >/dev/null 2>&1; then
+			my_socket "CREATE USER IF NOT EXISTS root@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL PRIVILEGES ON *.* TO root@'127.0.0.1' WITH GRANT OPTION" || true
+		fi
+	fi
+}
+
+my_setup() {
+	case $my_how in
+	"from "*) ;;
+	"found running" | started)
+		[ "$my_how" != started ] || my_start
+		my_tcp 'SELECT 1' >/dev/null 2>&1 || die "MariaDB/MySQL at $HOST:$MY_PORT accepts TCP connections, but root cannot log in with an empty password.
+  Allow it (e.g. CREATE USER root@'127.0.0.1' IDENTIFIED BY ''; GRANT ALL ON *.* TO root@'127.0.0.1'),
+  or set SQLLOCK_TEST_MYSQL_DSN to a DSN with credentials."
+		my_create_db
+		export SQLLOCK_TEST_MYSQL_DSN="root@tcp($HOST:$MY_PORT)/$DB"
+		;;
+	esac
+}
+
+# ---------------------------------------------------------------- main
+
+pg_plan
+my_plan
+install_missing
+if [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
+	my_find_tools # after installing
+fi
+pg_setup
+my_setup
+
+log "PostgreSQL: $(redact "$SQLLOCK_TEST_POSTGRES_URL") ($pg_how); MySQL: $(redact "$SQLLOCK_TEST_MYSQL_DSN") ($my_how)"
+
+log "go vet ${pkgs[*]}"
+go vet "${pkgs[@]}"
+log "go test -race -shuffle=on -timeout 20m ${pkgs[*]}${flags[*]:+ ${flags[*]}}${tail_args[*]:+ ${tail_args[*]}}"
+go test -race -shuffle=on -timeout 20m "${pkgs[@]}" ${flags[@]+"${flags[@]}"} ${tail_args[@]+"${tail_args[@]}"}
