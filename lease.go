@@ -76,6 +76,10 @@ func (ls *leases) forget(l *lease) {
 }
 
 // lease is one acquisition (one token) and the local holds on it.
+//
+// Renewal runs on a time.AfterFunc timer rather than a goroutine per lease:
+// nothing runs between renewals, and stopping renewal at release is a timer
+// stop, not a goroutine hand-shake.
 type lease struct {
 	ls     *leases
 	ref    dialect.Lease
@@ -86,8 +90,10 @@ type lease struct {
 	holds      int       // unreleased handles in this process
 	trustUntil time.Time // monotonic; the lease is not trusted from then on
 	ended      bool      // lost, or every hold released
-	stopRenew  context.CancelFunc
-	renewDone  chan struct{}
+	renewing   bool      // renewal is wanted: the timer is armed or a renewal runs
+	timer      *time.Timer
+	inflight   chan struct{}      // closed when the running renewal ends; nil if none
+	stopFlight context.CancelFunc // cancels the running renewal's statement
 }
 
 func (l *lease) logger() *slog.Logger { return l.ls.opts.Logger }
@@ -106,72 +112,88 @@ func (l *lease) addHold(trust time.Time) bool {
 	return true
 }
 
-// startRenewal starts the renewal loop unless it runs or the lease ended.
-// l.mu must be held.
+// startRenewal arms renewal unless it is on or the lease ended. l.mu must be
+// held.
 func (l *lease) startRenewal() {
-	if l.ended || l.stopRenew != nil {
+	if l.ended || l.renewing {
 		return
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	l.stopRenew, l.renewDone = stop, done
-	go l.renewLoop(ctx, done)
+	l.renewing = true
+	l.arm(l.ls.opts.RenewInterval)
 }
 
-// stopRenewal stops the renewal loop and waits for it to exit.
+// arm schedules the next renewal in d. l.mu must be held.
+func (l *lease) arm(d time.Duration) {
+	if l.timer == nil {
+		l.timer = time.AfterFunc(d, l.renew)
+		return
+	}
+	l.timer.Reset(d)
+}
+
+// stopRenewal turns renewal off and waits for a renewal in flight to end.
 func (l *lease) stopRenewal() {
 	l.mu.Lock()
-	stop, done := l.stopRenew, l.renewDone
-	l.stopRenew, l.renewDone = nil, nil
+	l.renewing = false
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	inflight, stop := l.inflight, l.stopFlight
 	l.mu.Unlock()
-	if stop != nil {
+	if inflight != nil {
 		stop()
-		<-done
+		<-inflight
 	}
 }
 
-func (l *lease) renewLoop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+// renew runs one renewal, on the timer's goroutine, and decides what next:
+// the next renewal, a retry inside the trust window, or loss.
+func (l *lease) renew() {
 	o := l.ls.opts
-	retry := max(o.RenewInterval/4, time.Millisecond)
-	timer := time.NewTimer(o.RenewInterval)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		l.mu.Lock()
-		deadline := l.trustUntil
+	l.mu.Lock()
+	if !l.renewing || l.ended || l.inflight != nil {
 		l.mu.Unlock()
-		if !start.Before(deadline) {
-			l.lose("no successful renewal within the trust window")
-			return
-		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		ok, err := l.ls.store.Renew(rctx, l.ref, o.TTL)
-		cancel()
-		switch {
-		case ctx.Err() != nil: // stopped while renewing: no verdict
-			return
-		case err == nil && ok:
-			l.mu.Lock()
-			l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
-			l.mu.Unlock()
-			timer.Reset(o.RenewInterval)
-		case err == nil:
-			l.lose("the lease expired or was taken over")
-			return
-		case !time.Now().Before(deadline):
-			l.lose("renewal failed until the trust window closed: " + err.Error())
-			return
-		default:
-			l.logger().Warn("sqllock: lease renewal failed; retrying within the trust window",
-				"name", l.ref.Name, "token", l.ref.Token, "trust_left", time.Until(deadline), "err", err)
-			timer.Reset(min(retry, time.Until(deadline)))
-		}
+		return
+	}
+	start := time.Now()
+	deadline := l.trustUntil
+	if !start.Before(deadline) {
+		l.mu.Unlock()
+		l.lose("no successful renewal within the trust window")
+		return
+	}
+	ctx, stop := context.WithDeadline(context.Background(), deadline)
+	done := make(chan struct{})
+	l.inflight, l.stopFlight = done, stop
+	l.mu.Unlock()
+
+	ok, err := l.ls.store.Renew(ctx, l.ref, o.TTL)
+	stop()
+
+	l.mu.Lock()
+	l.inflight, l.stopFlight = nil, nil
+	close(done)
+	if !l.renewing || l.ended { // stopped while renewing: no verdict
+		l.mu.Unlock()
+		return
+	}
+	var lost string
+	switch {
+	case err == nil && ok:
+		l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
+		l.arm(o.RenewInterval)
+	case err == nil:
+		lost = "the lease expired or was taken over"
+	case !time.Now().Before(deadline):
+		lost = "renewal failed until the trust window closed: " + err.Error()
+	default:
+		l.logger().Warn("sqllock: lease renewal failed; retrying within the trust window",
+			"name", l.ref.Name, "token", l.ref.Token, "trust_left", time.Until(deadline), "err", err)
+		l.arm(min(max(o.RenewInterval/4, time.Millisecond), time.Until(deadline)))
+	}
+	l.mu.Unlock()
+	if lost != "" {
+		l.lose(lost)
 	}
 }
 
@@ -182,7 +204,10 @@ func (l *lease) lose(reason string) {
 		l.mu.Unlock()
 		return
 	}
-	l.ended = true
+	l.ended, l.renewing = true, false
+	if l.timer != nil {
+		l.timer.Stop()
+	}
 	l.mu.Unlock()
 	l.ls.forget(l)
 	l.cancel(ErrLockLost)
@@ -202,7 +227,7 @@ func (l *lease) dropHold(lost bool) {
 	if last {
 		l.ended = true
 	} else {
-		l.startRenewal() // in case the final release paused it and a new hold came in
+		l.startRenewal() // in case a final release paused it and a new hold came in
 	}
 	l.mu.Unlock()
 	if last {
