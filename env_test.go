@@ -150,8 +150,3 @@ func (e *env) locker(t *testing.T, opts sqllock.Options) *sqllock.Table {
 	}
 	return l
 }
-
-// release releases lock at the end of the test if the test did not.
-func release(t *testing.T, lock *sqllock.Lock) {
-	t.Cleanup(func() { _ = lock.Release(context.Background()) })
-}

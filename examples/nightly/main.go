@@ -70,7 +70,7 @@ func open(dsn, name string) (*replica, error) {
 			r.d, err = mysql.New(r.db, mysql.WithDatabase("sqllock_demo"))
 		}
 	default:
-		return nil, fmt.Errorf("unsupported DSN %q: use postgres://... or mysql://...", dsn)
+		return nil, fmt.Errorf("unsupported DSN %q (want postgres:// or mysql://)", dsn)
 	}
 	if err != nil {
 		return nil, err
