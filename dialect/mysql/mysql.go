@@ -23,6 +23,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
 	"github.com/sqllock/sqllock/migrations"
 )
 
@@ -148,44 +149,22 @@ func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, 
 
 // Remaining implements dialect.Dialect.
 func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
-	var us int64
-	err := d.db.QueryRowContext(ctx, d.q.remaining, name).Scan(&us)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, wrap(err)
-	}
-	return time.Duration(us) * time.Microsecond, true, nil
+	return sqlrun.Micros(ctx, d.db, wrap, d.q.remaining, name)
 }
 
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return d.execOne(ctx, d.q.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return d.execOne(ctx, d.q.release, l.Name, l.Owner, l.Token)
-}
-
-func (d *Dialect) execOne(ctx context.Context, q string, args ...any) (bool, error) {
-	res, err := d.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return false, wrap(err)
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.release, l.Name, l.Owner, l.Token)
 }
 
 // Guard implements dialect.Dialect.
 func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
-	var one int
-	err := tx.QueryRowContext(ctx, d.q.guard, l.Name, l.Owner, l.Token).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, wrap(err)
+	return sqlrun.Exists(ctx, tx, wrap, d.q.guard, l.Name, l.Owner, l.Token)
 }
 
 // List implements dialect.Dialect.
