@@ -40,8 +40,62 @@ type env struct {
 	kind string
 	db   *sql.DB
 	d    dialect.Dialect
-	ns   string // schema or database
+	ns   string    // schema or database
+	s    *strategy // the locker under test; table unless eachLocker says
 }
+
+// locker is what the lease-based strategies offer.
+type locker interface {
+	sqllock.Locker
+	List(ctx context.Context) ([]sqllock.LockInfo, error)
+}
+
+// leaseStatements are a strategy's dialect-level lease statements, with
+// which a test plays a process that crashed or paused.
+type leaseStatements interface {
+	Release(ctx context.Context, l dialect.Lease) (bool, error)
+	Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error)
+}
+
+// strategy is a lease-based strategy under test.
+type strategy struct {
+	name  string
+	table string // its lock table
+	new   func(d dialect.Dialect, opts sqllock.Options) (locker, error)
+	// grant acquires a fresh name without a locker: nobody renews it.
+	grant func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error)
+	stmts func(d dialect.Dialect) leaseStatements
+}
+
+var (
+	tableStrategy = &strategy{
+		name:  "table",
+		table: "sqllock_locks",
+		new: func(d dialect.Dialect, opts sqllock.Options) (locker, error) {
+			return sqllock.NewTable(d, opts)
+		},
+		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
+			return d.Acquire(ctx, p)
+		},
+		stmts: func(d dialect.Dialect) leaseStatements { return d },
+	}
+	optimisticStrategy = &strategy{
+		name:  "optimistic",
+		table: "sqllock_versions",
+		new: func(d dialect.Dialect, opts sqllock.Options) (locker, error) {
+			return sqllock.NewOptimistic(d, opts)
+		},
+		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
+			ok, err := d.(dialect.Optimistic).Versions().Create(ctx, p)
+			if err != nil || !ok {
+				return 0, err
+			}
+			return 1, nil
+		},
+		stmts: func(d dialect.Dialect) leaseStatements { return d.(dialect.Optimistic).Versions() },
+	}
+	leaseStrategies = []*strategy{tableStrategy, optimisticStrategy}
+)
 
 type envMaker struct {
 	kind string
@@ -55,7 +109,7 @@ var envs = []envMaker{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return migrated(t, &env{kind: "postgres", db: db, d: d, ns: schema})
+		return migrated(t, &env{kind: "postgres", db: db, d: d, ns: schema, s: tableStrategy})
 	}},
 	{"mysql", func(t *testing.T) *env {
 		db, database := dbtest.MySQL(t)
@@ -63,7 +117,7 @@ var envs = []envMaker{
 		if err != nil {
 			t.Fatal(err)
 		}
-		return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database})
+		return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database, s: tableStrategy})
 	}},
 }
 
@@ -83,6 +137,22 @@ func each(t *testing.T, fn func(t *testing.T, e *env)) {
 			t.Parallel()
 			fn(t, m.make(t))
 		})
+	}
+}
+
+// eachLocker runs fn against every lease-based strategy on every dialect,
+// in parallel subtests: the conformance suite.
+func eachLocker(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Parallel()
+	for _, m := range envs {
+		for _, s := range leaseStrategies {
+			t.Run(m.kind+"/"+s.name, func(t *testing.T) {
+				t.Parallel()
+				e := m.make(t)
+				e.s = s
+				fn(t, e)
+			})
+		}
 	}
 }
 
@@ -133,7 +203,7 @@ func (e *env) expire(t *testing.T, name string) {
 	if e.kind == "mysql" {
 		now = "UTC_TIMESTAMP(6)"
 	}
-	res, err := e.db.ExecContext(ctxT(t), e.q("UPDATE {sqllock_locks} SET expires_at = "+now+" - INTERVAL '1' SECOND WHERE name = ?"), name)
+	res, err := e.db.ExecContext(ctxT(t), e.q("UPDATE {"+e.s.table+"} SET expires_at = "+now+" - INTERVAL '1' SECOND WHERE name = ?"), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +212,10 @@ func (e *env) expire(t *testing.T, name string) {
 	}
 }
 
-func (e *env) locker(t *testing.T, opts sqllock.Options) *sqllock.Table {
+// locker returns a locker of the strategy under test.
+func (e *env) locker(t *testing.T, opts sqllock.Options) locker {
 	t.Helper()
-	l, err := sqllock.NewTable(e.d, opts)
+	l, err := e.s.new(e.d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

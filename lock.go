@@ -37,6 +37,16 @@ var (
 	// out of range or inconsistent.
 	ErrInvalidOptions = errors.New("sqllock: invalid options")
 
+	// ErrUnsupported means the dialect does not implement the requested
+	// strategy.
+	ErrUnsupported = errors.New("sqllock: not supported by this dialect")
+	// ErrConflict means a version-checked write matched no row: another
+	// writer changed the row since it was read (or the row is gone). See
+	// CheckUpdate and RetryOnConflict.
+	ErrConflict = errors.New("sqllock: version conflict")
+	// ErrRowNotFound means the row a version-checked write targets does not
+	// exist. See ConflictOrMissing.
+	ErrRowNotFound = errors.New("sqllock: row not found")
 	// ErrSchemaMissing means the lock tables are missing or outdated: run
 	// Migrate, or apply the files of the migrations package.
 	ErrSchemaMissing = dialect.ErrSchemaMissing
@@ -133,7 +143,7 @@ func (o *ownerSource) owner(ctx context.Context) (string, error) {
 	return o.prefix + strconv.FormatUint(o.n.Add(1), 36), nil
 }
 
-// Options configure lease-based lockers (NewTable). The zero value of each
+// Options configure lease-based lockers (NewTable, NewOptimistic). The zero value of each
 // field selects its default.
 type Options struct {
 	// TTL is the lease length, counted on the database clock from each grant

@@ -3,6 +3,8 @@ package sqllock_test
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +19,7 @@ import (
 // every dialect.
 
 func TestTryAcquireExcludesOtherOwners(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		a, err := l.TryAcquire(ctx, "job")
@@ -49,7 +51,7 @@ func TestTryAcquireExcludesOtherOwners(t *testing.T) {
 }
 
 func TestReentrancyWithExplicitOwner(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		octx := sqllock.WithOwner(ctx, "worker-7")
@@ -102,7 +104,7 @@ func TestReentrancyWithExplicitOwner(t *testing.T) {
 	})
 }
 
-func holds(t *testing.T, l *sqllock.Table, name string) int {
+func holds(t *testing.T, l locker, name string) int {
 	t.Helper()
 	infos, err := l.List(ctxT(t))
 	if err != nil {
@@ -119,7 +121,7 @@ func holds(t *testing.T, l *sqllock.Table, name string) int {
 // Goroutines sharing one locker must exclude each other: there is no thread
 // identity to re-enter with.
 func TestGoroutinesExcludeEachOther(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		const workers, rounds = 6, 5
@@ -168,7 +170,7 @@ func TestGoroutinesExcludeEachOther(t *testing.T) {
 }
 
 func TestAcquireWaitsForRelease(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		holder, err := l.TryAcquire(ctx, "handoff")
@@ -200,7 +202,7 @@ func TestAcquireWaitsForRelease(t *testing.T) {
 }
 
 func TestAcquireHonoursContext(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		holder, err := l.TryAcquire(ctx, "busy")
@@ -224,13 +226,13 @@ func TestAcquireHonoursContext(t *testing.T) {
 // A holder that stops renewing (crashed) is taken over within TTL + 1s, and
 // its guarded write after the takeover is rejected.
 func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl = 500 * time.Millisecond
 		// The crashed process: a grant nobody renews.
 		crashed := dialect.Lease{Name: "nightly", Owner: "crashed-host:1"}
 		start := time.Now()
-		tok, err := e.d.Acquire(ctx, dialect.AcquireParams{Name: crashed.Name, Owner: crashed.Owner, TTL: ttl})
+		tok, err := e.s.grant(ctx, e.d, dialect.AcquireParams{Name: crashed.Name, Owner: crashed.Owner, TTL: ttl})
 		if err != nil || tok == 0 {
 			t.Fatalf("crashed holder's grant: %d, %v", tok, err)
 		}
@@ -253,7 +255,7 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ok, err := e.d.Guard(ctx, tx, crashed)
+		ok, err := e.s.stmts(e.d).Guard(ctx, tx, crashed)
 		if err != nil || ok {
 			t.Fatalf("old holder's guard after takeover: ok=%v err=%v, want rejected", ok, err)
 		}
@@ -262,7 +264,7 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := e.d.Release(ctx, crashed); err != nil || ok {
+		if ok, err := e.s.stmts(e.d).Release(ctx, crashed); err != nil || ok {
 			t.Fatalf("old holder's release after takeover: ok=%v err=%v, want false", ok, err)
 		}
 		// The new holder is unaffected.
@@ -275,7 +277,7 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 // A holder whose lease was taken over learns it through its context, its
 // guard and its release.
 func TestLostLeaseIsReported(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{TTL: 600 * time.Millisecond})
 		old, err := l.TryAcquire(ctx, "lease")
@@ -319,7 +321,7 @@ func TestLostLeaseIsReported(t *testing.T) {
 
 // Renewal keeps a lease alive well past its TTL.
 func TestRenewalKeepsLease(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl = 300 * time.Millisecond
 		l := e.locker(t, sqllock.Options{TTL: ttl})
@@ -348,7 +350,7 @@ func TestRenewalKeepsLease(t *testing.T) {
 }
 
 func TestReleaseSemantics(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		k, err := l.TryAcquire(ctx, "r")
@@ -391,7 +393,7 @@ func TestReleaseSemantics(t *testing.T) {
 // A guarded transaction commits only while the lease is held, and a takeover
 // waits for it.
 func TestGuardedWrite(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		if _, err := e.db.ExecContext(ctx, e.q("CREATE TABLE {ledger} (id INT PRIMARY KEY, total INT NOT NULL, token BIGINT NOT NULL)")); err != nil {
 			t.Fatal(err)
@@ -446,16 +448,17 @@ func TestGuardedWrite(t *testing.T) {
 	})
 }
 
-// waitForLockWait polls the server until an acquire statement on this
-// test's lock table waits for a row lock: proof that a takeover queues
-// behind a guarded transaction, obtained without sleeping.
+// waitForLockWait polls the server until a transition (acquire, renewal) of
+// this test's lock table waits for a row lock: proof that the lock's
+// transitions queue behind a guarded transaction, obtained without sleeping.
 func waitForLockWait(t *testing.T, e *env) {
 	t.Helper()
-	q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO "` + e.ns + `".sqllock_locks%'`
+	q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+AND (query LIKE 'INSERT INTO "` + e.ns + `".` + e.s.table + `%' OR query LIKE 'UPDATE "` + e.ns + `".` + e.s.table + `%')`
 	if e.kind == "mysql" {
 		// MariaDB lists a queued INSERT ... SELECT in the processlist, not
-		// in innodb_trx.
-		q = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE 'INSERT INTO `" + e.ns + "`.sqllock_locks%'"
+		// in innodb_trx; a statement on the row lasts only while it waits.
+		q = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE 'INSERT INTO `" + e.ns + "`." + e.s.table + "%' OR info LIKE 'UPDATE `" + e.ns + "`." + e.s.table + "%'"
 	}
 	ctx := ctxT(t)
 	for {
@@ -475,7 +478,7 @@ func waitForLockWait(t *testing.T, e *env) {
 }
 
 func TestListShowsHeldLocks(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{TTL: 10 * time.Second})
 		a, err := l.TryAcquire(ctx, "a")
@@ -672,7 +675,7 @@ func TestReaperRun(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.locker(t, sqllock.Options{})
 		boom := errors.New("boom")
@@ -702,7 +705,7 @@ func TestDo(t *testing.T) {
 }
 
 func TestSchemaMissingSaysToMigrate(t *testing.T) {
-	each(t, func(t *testing.T, e *env) {
+	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		if err := sqllock.MigrateDown(ctx, e.d); err != nil {
 			t.Fatal(err)
@@ -729,8 +732,8 @@ func TestMigrations(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		v, dirty, err := sqllock.MigrationVersion(ctx, e.d)
-		if err != nil || v != 1 || dirty {
-			t.Fatalf("version %d dirty %v err %v", v, dirty, err)
+		if want := latestMigration(t, e.d); err != nil || v != want || dirty {
+			t.Fatalf("version %d dirty %v err %v, want version %d", v, dirty, err, want)
 		}
 		// Many processes starting at once, on an up-to-date and on an
 		// empty schema.
@@ -770,4 +773,22 @@ func TestMigrations(t *testing.T) {
 		}
 		_ = k.Release(ctx)
 	})
+}
+
+// latestMigration is the highest version among d's migration files.
+func latestMigration(t *testing.T, d dialect.Dialect) uint {
+	t.Helper()
+	files, err := fs.Glob(d.Migrations(), "*.up.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var latest uint
+	for _, f := range files {
+		v, err := strconv.ParseUint(f[:strings.IndexByte(f, '_')], 10, 64)
+		if err != nil {
+			t.Fatalf("migration file %s: %v", f, err)
+		}
+		latest = max(latest, uint(v))
+	}
+	return latest
 }

@@ -72,21 +72,43 @@ func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	backoff := minBackoff
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	<-timer.C
-	for {
+	return waitFor(ctx, name, t.opts.MaxBackoff, func() (*Lock, time.Duration, error) {
 		lock, err := t.try(ctx, name, owner)
+		if !errors.Is(err, ErrLocked) {
+			return lock, 0, err
+		}
+		if left, ok, err := t.d.Remaining(ctx, name); err == nil && ok {
+			return nil, left, ErrLocked
+		}
+		return nil, -1, ErrLocked
+	})
+}
+
+// waitFor calls try until it returns anything but ErrLocked, or ctx ends.
+// try also reports how long the holder's lease has left, or a negative
+// duration when that is unknown. Between attempts waitFor sleeps for that
+// long or a jittered, exponentially growing backoff capped at maxBackoff,
+// whichever is sooner.
+func waitFor(ctx context.Context, name string, maxBackoff time.Duration, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+	backoff := minBackoff
+	var timer *time.Timer
+	for {
+		lock, left, err := try()
 		if !errors.Is(err, ErrLocked) {
 			return lock, err
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, t.opts.MaxBackoff)
-		if left, ok, err := t.d.Remaining(ctx, name); err == nil && ok && left < wait {
+		backoff = min(2*backoff, maxBackoff)
+		if left >= 0 && left < wait {
 			wait = left
 		}
-		timer.Reset(max(wait, time.Millisecond))
+		wait = max(wait, time.Millisecond)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("sqllock: acquire %q: %w", name, ctx.Err())
@@ -115,16 +137,22 @@ func (t *Table) try(ctx context.Context, name, owner string) (*Lock, error) {
 			continue
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("sqllock: acquire %q: %w", name, errors.Join(ctx.Err(), err))
-			}
-			return nil, fmt.Errorf("sqllock: acquire %q: %w", name, err)
+			return nil, acquireError(ctx, name, err)
 		}
 		if token == 0 {
 			return nil, ErrLocked
 		}
 		return t.leases.grant(ctx, name, owner, token, start), nil
 	}
+}
+
+// acquireError describes a failed acquire statement, joining ctx's error
+// when ctx ended meanwhile.
+func acquireError(ctx context.Context, name string, err error) error {
+	if ctx.Err() != nil {
+		err = errors.Join(ctx.Err(), err)
+	}
+	return fmt.Errorf("sqllock: acquire %q: %w", name, err)
 }
 
 // List returns the currently held locks (including expired leases not yet

@@ -81,20 +81,51 @@ func (d *Dialect) Migrations() fs.FS { return migrations.MySQL() }
 func quote(ident string) string { return "`" + ident + "`" }
 
 type queries struct {
-	acquire, remaining, renew, release, guard, list  string
+	acquire, remaining                               string
+	lease                                            leaseQueries // on sqllock_locks
 	reapLockFloor, reapSelect, reapDelete, reapFloor string
+	versions                                         versionQueries
+}
+
+// leaseQueries are the statements on a lease, for a table with the columns
+// of sqllock_locks whose token column is named token.
+type leaseQueries struct {
+	renew, release, guard, list string
+}
+
+// now is the statement's start in UTC, whatever the session time zone.
+const now = "UTC_TIMESTAMP(6)"
+
+func buildLeaseQueries(table, token string) leaseQueries {
+	return leaseQueries{
+		// GREATEST(... + 1 µs) makes every renewal change the row, so the
+		// affected-row count is 1 whether the DSN counts found or changed
+		// rows.
+		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, %[3]s + INTERVAL ? MICROSECOND)
+WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s`, table, token, now),
+		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = IF(holds = 0, %[3]s, expires_at)
+WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0`, table, token, released),
+		guard: fmt.Sprintf(`SELECT 1 FROM %[1]s
+WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s
+LOCK IN SHARE MODE`, table, token, now),
+		list: fmt.Sprintf(`SELECT name, owner, %[2]s, holds,
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at),
+  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at),
+  TIMESTAMPDIFF(MICROSECOND, %[3]s, expires_at)
+FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now),
+	}
 }
 
 // released is the expiry a released row gets: before any real time.
 const released = "'1000-01-01 00:00:00'"
 
 func buildQueries(db string) queries {
-	locks, floor := "sqllock_locks", "sqllock_token_floor"
+	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	if db != "" {
 		locks = quote(db) + "." + locks
 		floor = quote(db) + "." + floor
+		versions = quote(db) + "." + versions
 	}
-	const now = "UTC_TIMESTAMP(6)" // the statement's start, in UTC whatever the session time zone
 	return queries{
 		// One statement, no RETURNING: the token travels back as the
 		// statement's insert id via LAST_INSERT_ID(expr), and a refusal sets
@@ -113,25 +144,13 @@ ON DUPLICATE KEY UPDATE
   owner       = IF(%[1]s.expires_at <= %[3]s, ?, %[1]s.owner),
   expires_at  = IF(%[1]s.owner = ?, %[3]s + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, locks, floor, now),
 		remaining: fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = ?`, now, locks),
-		// GREATEST(... + 1 µs) makes every renewal change the row, so the
-		// affected-row count is 1 whether the DSN counts found or changed rows.
-		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, %[2]s + INTERVAL ? MICROSECOND)
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > %[2]s`, locks, now),
-		release: fmt.Sprintf(`UPDATE %s SET holds = holds - 1, expires_at = IF(holds = 0, %s, expires_at)
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0`, locks, released),
-		guard: fmt.Sprintf(`SELECT 1 FROM %s
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > %s
-LOCK IN SHARE MODE`, locks, now),
-		list: fmt.Sprintf(`SELECT name, owner, token, holds,
-  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', acquired_at),
-  TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', expires_at),
-  TIMESTAMPDIFF(MICROSECOND, %s, expires_at)
-FROM %s WHERE holds > 0 ORDER BY name`, now, locks),
+		lease: buildLeaseQueries(locks, "token"),
 		reapLockFloor: fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor),
 		reapSelect: fmt.Sprintf(`SELECT name, token FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, locks, now),
 		reapDelete: fmt.Sprintf(`DELETE FROM %s WHERE name IN (%%s)`, locks),
 		reapFloor:  fmt.Sprintf(`UPDATE %s SET token = GREATEST(token, ?) WHERE id = 1`, floor),
+		versions:   buildVersionQueries(versions),
 	}
 }
 
@@ -154,22 +173,26 @@ func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bo
 
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.release, l.Name, l.Owner, l.Token)
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.release, l.Name, l.Owner, l.Token)
 }
 
 // Guard implements dialect.Dialect.
 func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
-	return sqlrun.Exists(ctx, tx, wrap, d.q.guard, l.Name, l.Owner, l.Token)
+	return sqlrun.Exists(ctx, tx, wrap, d.q.lease.guard, l.Name, l.Owner, l.Token)
 }
 
 // List implements dialect.Dialect.
 func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	rows, err := d.db.QueryContext(ctx, d.q.list)
+	return d.list(ctx, d.q.lease.list)
+}
+
+func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error) {
+	rows, err := d.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -111,17 +111,42 @@ func (d *Dialect) Migrations() fs.FS { return migrations.Postgres() }
 func quote(ident string) string { return `"` + ident + `"` }
 
 type queries struct {
-	acquire, remaining, renew, release, guard, list, reap string
+	acquire, remaining, reap string
+	lease                    leaseQueries // on sqllock_locks
+	versions                 versionQueries
+}
+
+// leaseQueries are the statements on a lease, for a table with the columns
+// of sqllock_locks whose token column is named token.
+type leaseQueries struct {
+	renew, release, guard, list string
+}
+
+func buildLeaseQueries(table, token string) leaseQueries {
+	// now() is the statement's start in autocommit; the guard runs inside a
+	// user's transaction, where clock_timestamp() is the current time.
+	return leaseQueries{
+		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = now() + $4::bigint * interval '1 microsecond'
+WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0 AND expires_at > now()`, table, token),
+		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
+  expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
+WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0`, table, token),
+		guard: fmt.Sprintf(`SELECT 1 FROM %[1]s
+WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0 AND expires_at > clock_timestamp()
+FOR SHARE`, table, token),
+		list: fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at,
+  (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token),
+	}
 }
 
 func buildQueries(schema string) queries {
-	locks, seq := "sqllock_locks", "sqllock_token_seq"
+	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
 	if schema != "" {
 		locks = quote(schema) + "." + locks
 		seq = quote(schema) + "." + seq
+		versions = quote(schema) + "." + versions
 	}
-	// now() is the statement's start in autocommit; the guard runs inside a
-	// user's transaction, where clock_timestamp() is the current time.
 	return queries{
 		// The token comes from the sequence; on takeover it is drawn in the
 		// UPDATE, after the row lock, so it exceeds the token it replaces.
@@ -137,22 +162,13 @@ WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
 RETURNING token`, locks, seq),
 		remaining: fmt.Sprintf(`SELECT (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
 FROM %s WHERE name = $1`, locks),
-		renew: fmt.Sprintf(`UPDATE %s SET expires_at = now() + $4::bigint * interval '1 microsecond'
-WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0 AND expires_at > now()`, locks),
-		release: fmt.Sprintf(`UPDATE %s SET holds = holds - 1,
-  expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
-WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0`, locks),
-		guard: fmt.Sprintf(`SELECT 1 FROM %s
-WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0 AND expires_at > clock_timestamp()
-FOR SHARE`, locks),
-		list: fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at,
-  (extract(epoch FROM expires_at - now()) * 1000000)::bigint
-FROM %s WHERE holds > 0 ORDER BY name`, locks),
+		lease: buildLeaseQueries(locks, "token"),
 		// SKIP LOCKED lets reapers in many processes share the work and never
 		// wait behind an acquirer; the outer condition re-checks expiry.
 		reap: fmt.Sprintf(`DELETE FROM %[1]s WHERE name IN (
   SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`, locks),
+		versions: buildVersionQueries(versions),
 	}
 }
 
@@ -173,22 +189,26 @@ func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bo
 
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
 }
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.release, l.Name, l.Owner, l.Token)
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.release, l.Name, l.Owner, l.Token)
 }
 
 // Guard implements dialect.Dialect.
 func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
-	return sqlrun.Exists(ctx, tx, wrap, d.q.guard, l.Name, l.Owner, l.Token)
+	return sqlrun.Exists(ctx, tx, wrap, d.q.lease.guard, l.Name, l.Owner, l.Token)
 }
 
 // List implements dialect.Dialect.
 func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	rows, err := d.db.QueryContext(ctx, d.q.list)
+	return d.list(ctx, d.q.lease.list)
+}
+
+func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error) {
+	rows, err := d.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, wrap(err)
 	}

@@ -1,0 +1,60 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// Optimistic is implemented by dialects that support the optimistic
+// (version-column) strategy, sqllock.NewOptimistic.
+type Optimistic interface {
+	Dialect
+	// Versions returns the statements of the version table.
+	Versions() Versions
+}
+
+// VersionRow is the state of one row of the version table.
+type VersionRow struct {
+	Version int64
+	Owner   string
+	Holds   int
+	// Live reports a held, unexpired lease on the database clock.
+	Live bool
+	// Remaining is how long a live lease has left on the database clock.
+	Remaining time.Duration
+}
+
+// SwapParams are the parameters of the compare-and-swap transitions.
+type SwapParams struct {
+	Name  string
+	Owner string
+	TTL   time.Duration
+	// Version is the version the caller read; the swap applies only if the
+	// row still has it.
+	Version int64
+}
+
+// Versions runs the optimistic strategy's statements, each one statement.
+// Leases on the version table are named by (name, owner, version): Lease.Token
+// carries the version.
+type Versions interface {
+	// Read returns name's row; ok is false when there is none.
+	Read(ctx context.Context, name string) (row VersionRow, ok bool, err error)
+	// Create inserts name's row at version 1, held by p.Owner for p.TTL. It
+	// reports false, without error or log noise, if the row exists.
+	Create(ctx context.Context, p AcquireParams) (bool, error)
+	// Take sets owner, version + 1, one hold and a new expiry if the row
+	// still has p.Version and is free or expired.
+	Take(ctx context.Context, p SwapParams) (bool, error)
+	// Reenter adds a hold and extends the lease if the row still has
+	// p.Version and a live lease held by p.Owner.
+	Reenter(ctx context.Context, p SwapParams) (bool, error)
+	// Renew, Release and Guard behave as the Dialect methods of the same
+	// names, on the version table.
+	Renew(ctx context.Context, l Lease, ttl time.Duration) (bool, error)
+	Release(ctx context.Context, l Lease) (bool, error)
+	Guard(ctx context.Context, tx *sql.Tx, l Lease) (bool, error)
+	// List returns the held rows ordered by name; Token is the version.
+	List(ctx context.Context) ([]LockInfo, error)
+}

@@ -1,0 +1,271 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Optimistic is the optimistic strategy: a row per lock name carrying a
+// version, an owner, a hold count and a lease expiry on the database clock,
+// changed only by compare-and-swap. Acquiring reads the row and then updates
+// it on the condition that the version is still the one read and the lease
+// is free or expired:
+//
+//	UPDATE sqllock_versions SET owner = ?, version = version + 1, ...
+//	WHERE name = ? AND version = ? AND expires_at <= <database now>
+//
+// One row changed means acquired; none means another owner got there first.
+// The version is the fencing token. Rows are created on first use and never
+// deleted (the Reaper leaves them alone), so a name's version only grows.
+//
+// Renewal, loss, release and reentrancy behave exactly as with Table. Compared
+// with Table, an uncontended acquire costs one more round trip (the read), and
+// a refused one costs one read and no write.
+type Optimistic struct {
+	v      dialect.Versions
+	opts   Options
+	owners *ownerSource
+	leases *leases
+}
+
+var _ Locker = (*Optimistic)(nil)
+
+// NewOptimistic returns an optimistic locker on d. The schema must have been
+// migrated (see Migrate). It returns an error wrapping ErrUnsupported if d
+// does not implement dialect.Optimistic.
+func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
+	if isNil(d) || d.DB() == nil {
+		return nil, ErrNilDB
+	}
+	od, ok := d.(dialect.Optimistic)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s dialect has no optimistic strategy", ErrUnsupported, d.Name())
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	v := od.Versions()
+	return &Optimistic{v: v, opts: opts, owners: newOwnerSource(), leases: newLeases(v, opts)}, nil
+}
+
+// TryAcquire acquires name if it is free, expired, or held by the owner on
+// ctx (see WithOwner); otherwise it returns ErrLocked. It reads the lock's
+// row and swaps it, re-reading when another process changed the row in
+// between, a bounded number of times.
+func (o *Optimistic) TryAcquire(ctx context.Context, name string) (*Lock, error) {
+	owner, err := o.prepare(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	lock, _, err := o.try(ctx, name, owner)
+	return lock, err
+}
+
+// Acquire acquires name, waiting while another owner holds it. Between
+// attempts it sleeps until the holder's lease ends (as last read) or a
+// jittered, exponentially growing backoff (capped at Options.MaxBackoff)
+// passes, whichever is sooner, holding no connection meanwhile. When ctx ends
+// first it returns an error wrapping ctx.Err().
+func (o *Optimistic) Acquire(ctx context.Context, name string) (*Lock, error) {
+	owner, err := o.prepare(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return waitFor(ctx, name, o.opts.MaxBackoff, func() (*Lock, time.Duration, error) {
+		return o.try(ctx, name, owner)
+	})
+}
+
+func (o *Optimistic) prepare(ctx context.Context, name string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
+	}
+	return o.owners.owner(ctx)
+}
+
+// maxSwapAttempts bounds how often one attempt re-reads a row that changed
+// between its read and its swap. A lost swap means another owner acted on
+// the row, so the next read nearly always settles the question.
+const maxSwapAttempts = 4
+
+// try makes one acquisition attempt. On ErrLocked it also returns how long
+// the holder's lease has left, or -1 if that is unknown.
+func (o *Optimistic) try(ctx context.Context, name, owner string) (*Lock, time.Duration, error) {
+	for range maxSwapAttempts {
+		row, exists, err := o.v.Read(ctx, name)
+		if err != nil {
+			return nil, 0, acquireError(ctx, name, err)
+		}
+		p := dialect.SwapParams{Name: name, Owner: owner, TTL: o.opts.TTL, Version: row.Version}
+		var (
+			token int64
+			got   bool
+		)
+		start := time.Now()
+		switch {
+		case !exists:
+			token = 1
+			got, err = o.v.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
+		case !row.Live:
+			token = row.Version + 1
+			got, err = o.v.Take(ctx, p)
+		case row.Owner == owner:
+			token = row.Version
+			got, err = o.v.Reenter(ctx, p)
+		default:
+			return nil, row.Remaining, ErrLocked
+		}
+		if err != nil && !errors.Is(err, dialect.ErrTransient) {
+			return nil, 0, acquireError(ctx, name, err)
+		}
+		if got {
+			return o.leases.grant(ctx, name, owner, token, start), 0, nil
+		}
+	}
+	return nil, -1, ErrLocked
+}
+
+// List returns the currently held locks (including expired leases not yet
+// taken over), ordered by name, with times from the database clock. Token is
+// the version.
+func (o *Optimistic) List(ctx context.Context) ([]LockInfo, error) {
+	return o.v.List(ctx)
+}
+
+// CheckUpdate turns the result of a version-checked write into an error:
+// ErrConflict when it affected no row, err itself when err is not nil, nil
+// otherwise. It takes ExecContext's results directly:
+//
+//	err := sqllock.CheckUpdate(tx.ExecContext(ctx,
+//		`UPDATE items SET stock = ?, version = version + 1 WHERE id = ? AND version = ?`,
+//		stock, id, version))
+//
+// The write must change the version column, as optimistic writes do anyway.
+// That makes the affected-row count equal the matched-row count on MySQL and
+// MariaDB whatever the DSN's clientFoundRows says: a matching row always
+// changes.
+func CheckUpdate(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return ErrConflict
+	}
+	return nil
+}
+
+// Querier runs a query that returns at most one row. *sql.DB, *sql.Tx and
+// *sql.Conn implement it.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// ConflictOrMissing tells a moved version from a missing row after
+// CheckUpdate reported ErrConflict. It runs query, which must select a row
+// exactly when the target row exists (for example SELECT 1 FROM items WHERE
+// id = ?), and returns ErrRowNotFound if it selects none, ErrConflict if it
+// selects one, or the query's error. ErrRowNotFound does not wrap
+// ErrConflict, so RetryOnConflict does not retry it.
+func ConflictOrMissing(ctx context.Context, q Querier, query string, args ...any) error {
+	var one any
+	err := q.QueryRowContext(ctx, query, args...).Scan(&one)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ErrRowNotFound
+	case err != nil:
+		return err
+	}
+	return ErrConflict
+}
+
+// RetryOptions bound RetryOnConflict. The zero value of each field selects
+// its default.
+type RetryOptions struct {
+	// Attempts is how many times fn may run in all. Default 10.
+	Attempts int
+	// MinBackoff is the cap of the first wait between attempts. Default
+	// 1ms.
+	MinBackoff time.Duration
+	// MaxBackoff caps the doubling wait between attempts. Default 100ms.
+	MaxBackoff time.Duration
+}
+
+const (
+	defaultRetryAttempts   = 10
+	defaultRetryMinBackoff = time.Millisecond
+	defaultRetryMaxBackoff = 100 * time.Millisecond
+)
+
+func (o RetryOptions) withDefaults() (RetryOptions, error) {
+	if o.Attempts < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 {
+		return o, fmt.Errorf("%w: retry attempts and backoffs must not be negative", ErrInvalidOptions)
+	}
+	if o.Attempts == 0 {
+		o.Attempts = defaultRetryAttempts
+	}
+	if o.MinBackoff == 0 {
+		o.MinBackoff = defaultRetryMinBackoff
+	}
+	if o.MaxBackoff == 0 {
+		o.MaxBackoff = max(defaultRetryMaxBackoff, o.MinBackoff)
+	}
+	if o.MaxBackoff < o.MinBackoff {
+		return o, fmt.Errorf("%w: MaxBackoff %v is below MinBackoff %v", ErrInvalidOptions, o.MaxBackoff, o.MinBackoff)
+	}
+	return o, nil
+}
+
+// RetryOnConflict runs fn, the read and the version-checked write of an
+// optimistic update, until it returns an error that does not wrap
+// ErrConflict (nil included), which RetryOnConflict returns. Only conflicts
+// are retried: any other error ends it at once.
+//
+// Between attempts it waits a random time up to a cap that starts at
+// opts.MinBackoff and doubles up to opts.MaxBackoff ("full jitter"), so that
+// writers that collided do not collide again in step. After opts.Attempts
+// conflicts it returns an error wrapping ErrConflict; if ctx ends first, an
+// error wrapping ctx.Err() and the last conflict.
+//
+// fn must do all its reads inside each call: a retry that reused the old
+// version would conflict again.
+func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	backoff := opts.MinBackoff
+	var timer *time.Timer
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if !errors.Is(err, ErrConflict) {
+			return err
+		}
+		if attempt == opts.Attempts {
+			return fmt.Errorf("sqllock: gave up after %d attempts: %w", attempt, err)
+		}
+		wait := rand.N(backoff + 1)
+		backoff = min(2*backoff, opts.MaxBackoff)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("sqllock: retry after %d attempts: %w", attempt, errors.Join(ctx.Err(), err))
+		case <-timer.C:
+		}
+	}
+}
