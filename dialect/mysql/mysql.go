@@ -143,8 +143,8 @@ ON DUPLICATE KEY UPDATE
   holds       = IF(%[1]s.expires_at <= %[3]s, 1, IF(%[1]s.owner = ?, %[1]s.holds + 1, %[1]s.holds)),
   owner       = IF(%[1]s.expires_at <= %[3]s, ?, %[1]s.owner),
   expires_at  = IF(%[1]s.owner = ?, %[3]s + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, locks, floor, now),
-		remaining: fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = ?`, now, locks),
-		lease: buildLeaseQueries(locks, "token"),
+		remaining:     fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = ?`, now, locks),
+		lease:         buildLeaseQueries(locks, "token"),
 		reapLockFloor: fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor),
 		reapSelect: fmt.Sprintf(`SELECT name, token FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, locks, now),
