@@ -2,6 +2,7 @@ package sqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -33,12 +34,15 @@ func TestMySQLWhateverTheDSN(t *testing.T) {
 			c.Params = map[string]string{"time_zone": "'+09:30'"}
 		},
 	}
-	// Lockers on every variant share one lock table and must agree.
-	lockers := map[string]*sqllock.Table{}
+	// Lockers on every variant share one lock table and must agree; so must
+	// version-checked updates of users' rows.
+	lockers := map[string]map[string]locker{}
+	dbs := map[string]*sql.DB{}
 	for name, mod := range variants {
 		c := base.Clone()
 		mod(c)
 		db := dbtest.OpenMySQL(t, c.FormatDSN())
+		dbs[name] = db
 		d, err := mysql.New(db, mysql.WithDatabase(database))
 		if err != nil {
 			t.Fatal(err)
@@ -46,37 +50,64 @@ func TestMySQLWhateverTheDSN(t *testing.T) {
 		if err := sqllock.Migrate(ctxT(t), d); err != nil {
 			t.Fatalf("%s: migrate: %v", name, err)
 		}
-		if lockers[name], err = sqllock.NewTable(d, sqllock.Options{TTL: 5 * time.Second}); err != nil {
-			t.Fatal(err)
+		for _, s := range leaseStrategies {
+			if lockers[s.name] == nil {
+				lockers[s.name] = map[string]locker{}
+			}
+			if lockers[s.name][name], err = s.new(d, sqllock.Options{TTL: 5 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	ctx := ctxT(t)
-	for name, l := range lockers {
-		k, err := l.TryAcquire(sqllock.WithOwner(ctx, name), "shared")
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		again, err := l.TryAcquire(sqllock.WithOwner(ctx, name), "shared")
-		if err != nil || again.Token() != k.Token() {
-			t.Fatalf("%s: re-entry: %v", name, err)
-		}
-		for other, ol := range lockers {
-			if _, err := ol.TryAcquire(ctx, "shared"); !errors.Is(err, sqllock.ErrLocked) {
-				t.Fatalf("%s holds, %s got %v", name, other, err)
+	for strategy, lockers := range lockers {
+		for name, l := range lockers {
+			k, err := l.TryAcquire(sqllock.WithOwner(ctx, name), "shared")
+			if err != nil {
+				t.Fatalf("%s/%s: %v", strategy, name, err)
+			}
+			again, err := l.TryAcquire(sqllock.WithOwner(ctx, name), "shared")
+			if err != nil || again.Token() != k.Token() {
+				t.Fatalf("%s/%s: re-entry: %v", strategy, name, err)
+			}
+			for other, ol := range lockers {
+				if _, err := ol.TryAcquire(ctx, "shared"); !errors.Is(err, sqllock.ErrLocked) {
+					t.Fatalf("%s: %s holds, %s got %v", strategy, name, other, err)
+				}
+			}
+			infos, err := l.List(ctx)
+			if err != nil || len(infos) != 1 || infos[0].Holds != 2 || infos[0].ExpiresIn < 4*time.Second || infos[0].ExpiresIn > 5*time.Second {
+				t.Fatalf("%s/%s: List %+v %v", strategy, name, infos, err)
+			}
+			if skew := time.Since(infos[0].AcquiredAt); skew < -time.Minute || skew > time.Minute {
+				t.Fatalf("%s/%s: AcquiredAt %v is not UTC now", strategy, name, infos[0].AcquiredAt)
+			}
+			for _, h := range []*sqllock.Lock{again, k} {
+				if err := h.Release(ctx); err != nil {
+					t.Fatalf("%s/%s: release: %v", strategy, name, err)
+				}
 			}
 		}
-		infos, err := l.List(ctx)
-		if err != nil || len(infos) != 1 || infos[0].Holds != 2 || infos[0].ExpiresIn < 4*time.Second || infos[0].ExpiresIn > 5*time.Second {
-			t.Fatalf("%s: List %+v %v", name, infos, err)
+	}
+	items := "`" + database + "`.items"
+	if _, err := dbs["plain"].ExecContext(ctx, "CREATE TABLE "+items+" (id INT PRIMARY KEY, stock INT NOT NULL, version BIGINT NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dbs["plain"].ExecContext(ctx, "INSERT INTO "+items+" VALUES (1, 5, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	version := int64(1)
+	for name, db := range dbs {
+		// A write that leaves stock as it is still matches and changes the
+		// row, through the version; a stale version matches nothing.
+		upd := "UPDATE " + items + " SET stock = stock - ?, version = version + 1 WHERE id = 1 AND version = ?"
+		if err := sqllock.CheckUpdate(db.ExecContext(ctx, upd, 0, version)); err != nil {
+			t.Fatalf("%s: no-op write at the current version: %v", name, err)
 		}
-		if skew := time.Since(infos[0].AcquiredAt); skew < -time.Minute || skew > time.Minute {
-			t.Fatalf("%s: AcquiredAt %v is not UTC now", name, infos[0].AcquiredAt)
+		if err := sqllock.CheckUpdate(db.ExecContext(ctx, upd, 1, version)); !errors.Is(err, sqllock.ErrConflict) {
+			t.Fatalf("%s: write at a stale version: %v, want ErrConflict", name, err)
 		}
-		for _, h := range []*sqllock.Lock{again, k} {
-			if err := h.Release(ctx); err != nil {
-				t.Fatalf("%s: release: %v", name, err)
-			}
-		}
+		version++
 	}
 }
 

@@ -109,6 +109,9 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 		if _, err := sqllock.NewTable(d, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
 			t.Errorf("NewTable(%#v): %v", d, err)
 		}
+		if _, err := sqllock.NewOptimistic(d, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
+			t.Errorf("NewOptimistic(%#v): %v", d, err)
+		}
 		if _, err := sqllock.NewReaper(d, sqllock.ReaperOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 			t.Errorf("NewReaper(%#v): %v", d, err)
 		}
@@ -130,6 +133,9 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 		if _, err := sqllock.NewTable(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Errorf("NewTable(%+v): %v, want ErrInvalidOptions", o, err)
 		}
+		if _, err := sqllock.NewOptimistic(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
+			t.Errorf("NewOptimistic(%+v): %v, want ErrInvalidOptions", o, err)
+		}
 	}
 	for _, o := range []sqllock.ReaperOptions{{Interval: -1}, {BatchSize: -1}} {
 		if _, err := sqllock.NewReaper(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
@@ -138,10 +144,21 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 	}
 	// Names and owners are checked before any statement is sent: this
 	// locker's pool points nowhere.
-	l, err := sqllock.NewTable(d, sqllock.Options{})
+	table, err := sqllock.NewTable(d, sqllock.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	optimistic, err := sqllock.NewOptimistic(d, sqllock.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []sqllock.Locker{table, optimistic} {
+		checkNames(t, ctx, l)
+	}
+}
+
+func checkNames(t *testing.T, ctx context.Context, l sqllock.Locker) {
+	t.Helper()
 	for _, name := range []string{"", "a\x00b", "\xc3\x28", strings.Repeat("n", 256)} {
 		if _, err := l.TryAcquire(ctx, name); !errors.Is(err, sqllock.ErrInvalidName) {
 			t.Errorf("TryAcquire(%q): %v", name, err)

@@ -1,0 +1,348 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Many processes touching a name for the first time at once: exactly one
+// creates the row and holds the lock, the others are refused, and nobody
+// sees a duplicate-key error.
+func TestOptimisticFirstUseRace(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		e.s = optimisticStrategy
+		const n = 16
+		var (
+			wg      sync.WaitGroup
+			winners atomic.Int32
+			start   = make(chan struct{})
+			got     = make(chan *sqllock.Lock, n)
+		)
+		for range n {
+			l := e.locker(t, sqllock.Options{})
+			wg.Go(func() {
+				<-start
+				k, err := l.TryAcquire(ctx, "fresh")
+				switch {
+				case err == nil:
+					winners.Add(1)
+					got <- k
+				case !errors.Is(err, sqllock.ErrLocked):
+					t.Errorf("TryAcquire: %v", err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(got)
+		if winners.Load() != 1 {
+			t.Fatalf("%d winners, want 1", winners.Load())
+		}
+		k := <-got
+		if k.Token() != 1 {
+			t.Fatalf("first version %d, want 1", k.Token())
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A swap succeeds only at the version that was read: the heart of the
+// strategy, at the dialect level.
+func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		e.s = optimisticStrategy
+		v := e.d.(dialect.Optimistic).Versions()
+		p := dialect.AcquireParams{Name: "cas", Owner: "a", TTL: time.Minute}
+		if ok, err := v.Create(ctx, p); err != nil || !ok {
+			t.Fatalf("create: %v %v", ok, err)
+		}
+		if ok, err := v.Create(ctx, p); err != nil || ok {
+			t.Fatalf("second create: %v %v, want false without error", ok, err)
+		}
+		row, ok, err := v.Read(ctx, "cas")
+		if err != nil || !ok || row.Version != 1 || row.Owner != "a" || row.Holds != 1 || !row.Live {
+			t.Fatalf("read: %+v %v %v", row, ok, err)
+		}
+		if row.Remaining <= 59*time.Second || row.Remaining > time.Minute {
+			t.Fatalf("remaining %v, want about a minute", row.Remaining)
+		}
+		// Held and live: no take, and no re-entry by another owner.
+		sw := dialect.SwapParams{Name: "cas", Owner: "b", TTL: time.Minute, Version: 1}
+		if ok, err := v.Take(ctx, sw); err != nil || ok {
+			t.Fatalf("take of a live lease: %v %v", ok, err)
+		}
+		if ok, err := v.Reenter(ctx, sw); err != nil || ok {
+			t.Fatalf("re-entry by another owner: %v %v", ok, err)
+		}
+		if ok, err := v.Release(ctx, dialect.Lease{Name: "cas", Owner: "a", Token: 1}); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		row, _, _ = v.Read(ctx, "cas")
+		if row.Live || row.Holds != 0 || row.Version != 1 {
+			t.Fatalf("after release: %+v", row)
+		}
+		// Two takers read version 1; the first swap wins, the second finds
+		// the version moved.
+		if ok, err := v.Take(ctx, sw); err != nil || !ok {
+			t.Fatalf("take of a free row: %v %v", ok, err)
+		}
+		late := dialect.SwapParams{Name: "cas", Owner: "c", TTL: time.Minute, Version: 1}
+		e.expire(t, "cas")
+		if ok, err := v.Take(ctx, late); err != nil || ok {
+			t.Fatalf("take at a stale version: %v %v", ok, err)
+		}
+		late.Version = 2
+		if ok, err := v.Take(ctx, late); err != nil || !ok {
+			t.Fatalf("take at the current version of an expired row: %v %v", ok, err)
+		}
+		row, _, _ = v.Read(ctx, "cas")
+		if row.Version != 3 || row.Owner != "c" || !row.Live {
+			t.Fatalf("after takeover: %+v", row)
+		}
+	})
+}
+
+// The version is the fencing token, so the reaper must never remove it.
+func TestOptimisticVersionsSurviveReaping(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		e.s = optimisticStrategy
+		l := e.locker(t, sqllock.Options{})
+		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var last int64
+		for i := range 4 {
+			k, err := l.TryAcquire(ctx, "v")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.Token() != last+1 {
+				t.Fatalf("round %d: version %d after %d", i, k.Token(), last)
+			}
+			last = k.Token()
+			if i%2 == 0 {
+				e.expire(t, "v")
+			}
+			_ = k.Release(ctx)
+			if _, err := r.Reap(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var n int
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_versions}")).Scan(&n); err != nil || n != 1 {
+			t.Fatalf("version rows after reaping: %d, %v", n, err)
+		}
+	})
+}
+
+// The inventory scenario: 2 items in stock, 50 buyers of 1 or 2 at once,
+// each a read and a version-checked write retried on conflict. Nothing is
+// oversold and no order or update is lost.
+func TestOptimisticInventory(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		const initial, buyers = 2, 50
+		for _, q := range []string{
+			"CREATE TABLE {products} (id INT PRIMARY KEY, stock INT NOT NULL, version BIGINT NOT NULL)",
+			"CREATE TABLE {orders} (buyer INT PRIMARY KEY, qty INT NOT NULL)",
+			"INSERT INTO {products} VALUES (1, 2, 1)",
+		} {
+			if _, err := e.db.ExecContext(ctx, e.q(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errSoldOut := errors.New("sold out")
+		buy := func(buyer, qty int) error {
+			return sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
+				var stock int
+				var version int64
+				if err := e.db.QueryRowContext(ctx, e.q("SELECT stock, version FROM {products} WHERE id = 1")).Scan(&stock, &version); err != nil {
+					return err
+				}
+				if stock < qty {
+					return errSoldOut
+				}
+				tx, err := e.db.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback()
+				err = sqllock.CheckUpdate(tx.ExecContext(ctx,
+					e.q("UPDATE {products} SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-qty, version))
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, e.q("INSERT INTO {orders} VALUES (?, ?)"), buyer, qty); err != nil {
+					return err
+				}
+				return tx.Commit()
+			})
+		}
+		var (
+			wg                   sync.WaitGroup
+			sold, ordered, empty atomic.Int32
+			start                = make(chan struct{})
+		)
+		for b := range buyers {
+			qty := 1 + b%2
+			wg.Go(func() {
+				<-start
+				switch err := buy(b, qty); {
+				case err == nil:
+					sold.Add(int32(qty))
+					ordered.Add(1)
+				case errors.Is(err, errSoldOut):
+					empty.Add(1)
+				default:
+					t.Errorf("buyer %d: %v", b, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		var stock, orders, qty int
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT stock FROM {products} WHERE id = 1")).Scan(&stock); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*), coalesce(sum(qty), 0) FROM {orders}")).Scan(&orders, &qty); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sold %d in %d orders, %d buyers found it sold out, stock left %d", sold.Load(), ordered.Load(), empty.Load(), stock)
+		if stock < 0 || orders != int(ordered.Load()) || qty != int(sold.Load()) || qty+stock != initial {
+			t.Fatalf("stock %d, orders %d (%d succeeded), sold %d (%d recorded): oversold or lost", stock, orders, ordered.Load(), sold.Load(), qty)
+		}
+		if stock != 0 || int(ordered.Load())+int(empty.Load()) != buyers {
+			t.Fatalf("stock %d left with %d buyers refused", stock, empty.Load())
+		}
+	})
+}
+
+func TestConflictOrMissing(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		if _, err := e.db.ExecContext(ctx, e.q("CREATE TABLE {items} (id INT PRIMARY KEY, version BIGINT NOT NULL)")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.ExecContext(ctx, e.q("INSERT INTO {items} VALUES (1, 5)")); err != nil {
+			t.Fatal(err)
+		}
+		upd := e.q("UPDATE {items} SET version = version + 1 WHERE id = ? AND version = ?")
+		exists := e.q("SELECT 1 FROM {items} WHERE id = ?")
+		for _, c := range []struct {
+			id, version int
+			want        error
+		}{
+			{1, 5, nil},
+			{1, 5, sqllock.ErrConflict},
+			{2, 5, sqllock.ErrRowNotFound},
+		} {
+			err := sqllock.CheckUpdate(e.db.ExecContext(ctx, upd, c.id, c.version))
+			if errors.Is(err, sqllock.ErrConflict) {
+				err = sqllock.ConflictOrMissing(ctx, e.db, exists, c.id)
+			}
+			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+				t.Fatalf("id %d version %d: %v, want %v", c.id, c.version, err, c.want)
+			}
+		}
+		// The write's own error passes through, untouched.
+		if err := sqllock.CheckUpdate(e.db.ExecContext(ctx, e.q("UPDATE {nothing} SET x = 1"))); err == nil || errors.Is(err, sqllock.ErrConflict) {
+			t.Fatalf("failed write: %v", err)
+		}
+		if err := sqllock.ConflictOrMissing(ctx, e.db, e.q("SELECT 1 FROM {nothing}")); err == nil || errors.Is(err, sqllock.ErrConflict) {
+			t.Fatalf("failed existence query: %v", err)
+		}
+	})
+}
+
+func TestRetryOnConflict(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	fast := sqllock.RetryOptions{Attempts: 5, MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
+	t.Run("until success", func(t *testing.T) {
+		calls := 0
+		err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return sqllock.ErrConflict
+			}
+			return nil
+		})
+		if err != nil || calls != 3 {
+			t.Fatalf("err %v after %d calls, want nil after 3", err, calls)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		calls := 0
+		err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+			calls++
+			return sqllock.ErrConflict
+		})
+		if !errors.Is(err, sqllock.ErrConflict) || calls != 5 {
+			t.Fatalf("err %v after %d calls, want ErrConflict after 5", err, calls)
+		}
+	})
+	t.Run("other errors end it", func(t *testing.T) {
+		for _, want := range []error{sql.ErrNoRows, sqllock.ErrRowNotFound, sqllock.ErrLocked} {
+			calls := 0
+			err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+				calls++
+				return want
+			})
+			if err != want || calls != 1 {
+				t.Fatalf("err %v after %d calls, want %v after 1", err, calls, want)
+			}
+		}
+	})
+	t.Run("context", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		calls := 0
+		err := sqllock.RetryOnConflict(cctx, sqllock.RetryOptions{MinBackoff: time.Hour, MaxBackoff: time.Hour}, func(context.Context) error {
+			calls++
+			cancel()
+			return sqllock.ErrConflict
+		})
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrConflict) || calls != 1 {
+			t.Fatalf("err %v after %d calls, want Canceled and ErrConflict after 1", err, calls)
+		}
+	})
+	t.Run("bad options", func(t *testing.T) {
+		for _, o := range []sqllock.RetryOptions{
+			{Attempts: -1},
+			{MinBackoff: -time.Second},
+			{MaxBackoff: -time.Second},
+			{MinBackoff: time.Second, MaxBackoff: time.Millisecond},
+		} {
+			err := sqllock.RetryOnConflict(ctx, o, func(context.Context) error {
+				t.Fatal("fn ran with invalid options")
+				return nil
+			})
+			if !errors.Is(err, sqllock.ErrInvalidOptions) {
+				t.Fatalf("%+v: %v, want ErrInvalidOptions", o, err)
+			}
+		}
+	})
+}
+
+// A dialect without the optimistic statements is refused with a clear error.
+func TestOptimisticUnsupported(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		plain := struct{ dialect.Dialect }{e.d}
+		if _, err := sqllock.NewOptimistic(plain, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
+			t.Fatalf("NewOptimistic on a dialect without versions: %v, want ErrUnsupported", err)
+		}
+	})
+}
