@@ -20,6 +20,11 @@
 //	defer lock.Release(context.WithoutCancel(ctx))
 //	work(lock.Context()) // cancelled with cause ErrLockLost if the lease is lost
 //
+// The optimistic strategy (NewOptimistic) offers the same Locker through
+// compare-and-swap on a version column, the version being the fencing token.
+// For users' own rows, CheckUpdate and RetryOnConflict make version-checked
+// updates (read, then UPDATE ... WHERE version = ?) retry on conflict.
+//
 // Properties: mutual exclusion; expiry, so a crashed holder cannot block
 // everyone; explicit reentrancy (WithOwner); non-blocking TryAcquire and
 // blocking Acquire bounded by a context; background renewal with a local

@@ -118,3 +118,55 @@ func ExampleReaper_Run() {
 	}
 	go r.Run(ctx) // returns when ctx ends
 }
+
+// The optimistic locker has the same API as the lock table; its fencing
+// token is the lock row's version.
+func ExampleNewOptimistic() {
+	ctx := context.Background()
+	var d *postgres.Dialect
+	locker, err := sqllock.NewOptimistic(d, sqllock.Options{TTL: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := locker.TryAcquire(ctx, "job:rebuild-index")
+	if errors.Is(err, sqllock.ErrLocked) {
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+	runReport(lock.Context(), lock.Token())
+}
+
+// Two hairdryers in stock, many buyers: a read, a version-checked write,
+// and retries on conflict. Nothing is ever oversold.
+func ExampleRetryOnConflict() {
+	ctx := context.Background()
+	var db *sql.DB
+	errSoldOut := errors.New("sold out")
+	buy := func(id, qty int) error {
+		return sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{}, func(ctx context.Context) error {
+			var stock int
+			var version int64
+			err := db.QueryRowContext(ctx, "SELECT stock, version FROM products WHERE id = $1", id).Scan(&stock, &version)
+			if err != nil {
+				return err
+			}
+			if stock < qty {
+				return errSoldOut // not a conflict: not retried
+			}
+			err = sqllock.CheckUpdate(db.ExecContext(ctx,
+				"UPDATE products SET stock = $1, version = version + 1 WHERE id = $2 AND version = $3",
+				stock-qty, id, version))
+			if errors.Is(err, sqllock.ErrConflict) {
+				// Optional: tell a deleted product from a concurrent sale.
+				err = sqllock.ConflictOrMissing(ctx, db, "SELECT 1 FROM products WHERE id = $1", id)
+			}
+			return err
+		})
+	}
+	if err := buy(1, 2); err != nil {
+		log.Print(err) // errSoldOut, ErrRowNotFound, or ErrConflict after the last attempt
+	}
+}
