@@ -13,5 +13,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/term v0.47.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
