@@ -1,0 +1,483 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+)
+
+// bin is the sqllock binary under test, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sqllock-cli")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "sqllock")
+	if out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building sqllock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	dbtest.CloseAll()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// backend is a database the binary is run against: its DSN, migrated, and
+// a pool and dialect for the test's own checks.
+type backend struct {
+	kind string
+	dsn  string
+	d    dialect.Dialect
+}
+
+var backends = []struct {
+	kind string
+	make func(t *testing.T) backend
+}{
+	{"postgres", func(t *testing.T) backend {
+		db, schema := dbtest.Postgres(t)
+		u, err := url.Parse(dbtest.PostgresURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := u.Query()
+		q.Set("search_path", schema)
+		u.RawQuery = q.Encode()
+		d, err := postgres.New(db, postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backend{"postgres", u.String(), d}
+	}},
+	{"mysql", func(t *testing.T) backend {
+		db, database := dbtest.MySQL(t)
+		c, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := url.URL{Scheme: "mysql", Host: c.Addr, Path: "/" + database}
+		if c.Passwd != "" {
+			u.User = url.UserPassword(c.User, c.Passwd)
+		} else {
+			u.User = url.User(c.User)
+		}
+		d, err := mysql.New(db, mysql.WithDatabase(database))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return backend{"mysql", u.String(), d}
+	}},
+}
+
+// each runs fn against every backend with a migrated schema, in parallel.
+func each(t *testing.T, fn func(t *testing.T, b backend)) {
+	t.Parallel()
+	for _, m := range backends {
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			b := m.make(t)
+			if err := sqllock.Migrate(ctxT(t), b.d); err != nil {
+				t.Fatal(err)
+			}
+			fn(t, b)
+		})
+	}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// cmd prepares the binary with args, the DSN in SQLLOCK_DSN.
+func (b backend) cmd(t *testing.T, args ...string) *exec.Cmd {
+	c := exec.CommandContext(ctxT(t), bin, args...)
+	c.Env = append(os.Environ(), "SQLLOCK_DSN="+b.dsn)
+	return c
+}
+
+// holder is a `sqllock run` whose command prints its token and then waits
+// for a line on its standard input.
+type holder struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	token chan int64 // the token, once the command runs
+	exit  chan int   // the exit status
+}
+
+const holdScript = `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"; read line || true`
+
+func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
+	t.Helper()
+	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c", holdScript)
+	h := &holder{cmd: b.cmd(t, args...), token: make(chan int64, 1), exit: make(chan int, 1)}
+	var err error
+	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := h.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	h.cmd.Stderr = &stderr
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			f := strings.Fields(sc.Text())
+			if len(f) == 2 && f[0] == name {
+				tok, _ := strconv.ParseInt(f[1], 10, 64)
+				h.token <- tok
+			}
+		}
+		h.exit <- exitStatus(h.cmd.Wait())
+		if stderr.Len() > 0 {
+			t.Logf("%s: %s", name, stderr.String())
+		}
+	}()
+	t.Cleanup(func() { h.stdin.Close() })
+	return h
+}
+
+// Two runs at once with --no-wait: exactly one runs its command, the other
+// exits 75; when the holder is done the lock is free again.
+func TestRunNoWaitExcludes(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		a, c := b.hold(t, "job", "--no-wait"), b.hold(t, "job", "--no-wait")
+		var (
+			winner *holder
+			code   int
+		)
+		select {
+		case code = <-a.exit:
+			winner = c
+		case code = <-c.exit:
+			winner = a
+		}
+		if code != exitNotAcquired {
+			t.Fatalf("first run to end exited %d, want 75", code)
+		}
+		tok := <-winner.token
+		if tok <= 0 {
+			t.Fatalf("token %d", tok)
+		}
+		winner.stdin.Close()
+		if code := <-winner.exit; code != 0 {
+			t.Fatalf("holder exited %d", code)
+		}
+		next := b.hold(t, "job", "--no-wait")
+		next.stdin.Close()
+		if got := <-next.token; got <= tok {
+			t.Fatalf("next token %d, want > %d", got, tok)
+		}
+		if code := <-next.exit; code != 0 {
+			t.Fatalf("next run exited %d", code)
+		}
+	})
+}
+
+// A holder killed with SIGKILL cannot release: the next run gets the lock
+// once the lease has expired, with a larger token.
+func TestRunAfterHolderKilled(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		for _, strategy := range []string{"table", "optimistic"} {
+			name := "nightly-" + strategy
+			const ttl = time.Second
+			h := b.hold(t, name, "--strategy", strategy, "--ttl", ttl.String())
+			tok := <-h.token
+			if err := h.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			h.stdin.Close() // the orphaned command ends too, closing the output
+			<-h.exit
+			next := b.hold(t, name, "--strategy", strategy, "--timeout", "20s")
+			next.stdin.Close()
+			got := <-next.token
+			waited := time.Since(killed)
+			if got <= tok {
+				t.Fatalf("%s: token %d after the killed holder's %d", strategy, got, tok)
+			}
+			if waited > ttl+2*time.Second {
+				t.Fatalf("%s: took the lock over %v after the kill, want within TTL %v + 2s", strategy, waited, ttl)
+			}
+			if code := <-next.exit; code != 0 {
+				t.Fatalf("%s: next run exited %d", strategy, code)
+			}
+		}
+	})
+}
+
+// A lock lost while the command runs stops the command and exits 76.
+func TestRunLostLock(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		h := b.hold(t, "lease", "--ttl", "600ms", "--grace", "5s")
+		<-h.token
+		// Another owner takes the row: the next renewal finds it gone.
+		res, err := b.d.DB().ExecContext(ctxT(t), qualify(b, "UPDATE {sqllock_locks} SET owner = 'thief' WHERE name = 'lease'"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			t.Fatalf("stole %d rows", n)
+		}
+		if code := <-h.exit; code != exitLost {
+			t.Fatalf("exit %d, want 76", code)
+		}
+	})
+}
+
+// SIGTERM to sqllock reaches the command; its status is sqllock's, and the
+// lock is released.
+func TestRunForwardsSignals(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		c := b.cmd(t, "run", "sig", "--", "sh", "-c", `trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done`)
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		if !sc.Scan() || sc.Text() != "ready" {
+			t.Fatalf("command did not start: %q", sc.Text())
+		}
+		if err := c.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if !sc.Scan() || sc.Text() != "got-term" {
+			t.Fatalf("command did not get SIGTERM: %q", sc.Text())
+		}
+		if code := exitStatus(c.Wait()); code != 7 {
+			t.Fatalf("exit %d, want the command's 7", code)
+		}
+		if out, err := b.cmd(t, "run", "--no-wait", "sig", "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("lock not released after the command ended: %v\n%s", err, out)
+		}
+	})
+}
+
+func TestRunExitStatus(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		for _, c := range []struct {
+			args []string
+			want int
+		}{
+			{[]string{"run", "x", "--", "sh", "-c", "exit 3"}, 3},
+			{[]string{"run", "x", "sh", "-c", "kill -KILL $$"}, 128 + 9},
+			{[]string{"run", "--strategy", "optimistic", "--no-wait", "x", "--", "true"}, 0},
+			{[]string{"run"}, exitUsage},
+			{[]string{"run", "x"}, exitUsage},
+			{[]string{"run", "x", "--"}, exitUsage},
+			{[]string{"run", "--strategy", "bogus", "x", "--", "true"}, exitUsage},
+			{[]string{"run", "--ttl", "1ms", "x", "--", "true"}, exitUsage},
+			{[]string{"run", "", "--", "true"}, exitUsage},
+			{[]string{"bogus"}, exitUsage},
+			{[]string{}, exitUsage},
+			{[]string{"migrate", "sideways"}, exitUsage},
+			{[]string{"run", "--dsn", "oracle://x", "x", "--", "true"}, exitUsage},
+			{[]string{"run", "--dsn", "postgres://nobody@127.0.0.1:1/none?connect_timeout=2", "x", "--", "true"}, exitUnavailable},
+			{[]string{"run", "--dsn", "mysql://nobody@127.0.0.1:1/none?timeout=2s", "x", "--", "true"}, exitUnavailable},
+			{[]string{"help"}, 0},
+			{[]string{"help", "run"}, 0},
+		} {
+			cmd := b.cmd(t, c.args...)
+			out, err := cmd.CombinedOutput()
+			if got := exitStatus(err); got != c.want {
+				t.Errorf("sqllock %q: exit %d, want %d\n%s", c.args, got, c.want, out)
+			}
+			if c.want != 0 && c.want < 64 {
+				continue
+			}
+			if strings.Contains(string(out), "goroutine ") {
+				t.Errorf("sqllock %q printed a stack trace:\n%s", c.args, out)
+			}
+		}
+	})
+}
+
+// A server without the schema is reported with the command that fixes it.
+func TestSchemaMissing(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if err := sqllock.MigrateDown(ctxT(t), b.d); err != nil {
+			t.Fatal(err)
+		}
+		out, err := b.cmd(t, "run", "x", "--", "true").CombinedOutput()
+		if code := exitStatus(err); code != exitUnavailable || !strings.Contains(string(out), "sqllock migrate up --dsn") {
+			t.Fatalf("exit %d, output %s; want 69 and the fix", code, out)
+		}
+		if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines != 0 {
+			t.Fatalf("error takes %d lines, want one:\n%s", lines+1, out)
+		}
+		for _, args := range [][]string{{"migrate", "up"}, {"migrate", "version"}} {
+			out, err := b.cmd(t, args...).CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), "schema version ") || strings.HasPrefix(string(out), "schema version 0") {
+				t.Fatalf("%q: %v\n%s", args, err, out)
+			}
+		}
+	})
+}
+
+func TestLocksAndReap(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		h := b.hold(t, "listed", "--ttl", "30s")
+		tok := <-h.token
+		out, err := b.cmd(t, "locks", "--json").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []lockRow
+		if err := json.Unmarshal(out, &rows); err != nil {
+			t.Fatalf("%v in %s", err, out)
+		}
+		if len(rows) != 1 || rows[0].Name != "listed" || rows[0].Token != tok || rows[0].Strategy != "table" {
+			t.Fatalf("locks: %+v, want listed with token %d", rows, tok)
+		}
+		out, err = b.cmd(t, "locks").Output()
+		if err != nil || !strings.Contains(string(out), "listed") || !strings.Contains(string(out), "EXPIRES IN") {
+			t.Fatalf("locks table: %v\n%s", err, out)
+		}
+		h.stdin.Close()
+		<-h.exit
+		out, err = b.cmd(t, "reap").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "reaped 1 rows" {
+			t.Fatalf("reap: %v, %q", err, out)
+		}
+		out, err = b.cmd(t, "locks").Output()
+		if err != nil || strings.TrimSpace(string(out)) != "no locks held" {
+			t.Fatalf("locks after release: %v, %q", err, out)
+		}
+	})
+}
+
+func TestDemo(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		out, err := b.cmd(t, "demo", "--stock", "2", "--buyers", "5").CombinedOutput()
+		if err != nil {
+			t.Fatalf("demo: %v\n%s", err, out)
+		}
+		for _, strategy := range []string{"table", "optimistic"} {
+			if !hasRow(string(out), strategy, "correct") {
+				t.Errorf("demo: no correct %s row:\n%s", strategy, out)
+			}
+		}
+		if !hasRow(string(out), "no lock", "") {
+			t.Errorf("demo: no unlocked row:\n%s", out)
+		}
+	})
+}
+
+func hasRow(out, strategy, verdict string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, strategy+" ") && strings.HasSuffix(strings.TrimSpace(line), verdict) {
+			return true
+		}
+	}
+	return false
+}
+
+// qualify rewrites {table} to the backend's schema-qualified name.
+func qualify(b backend, q string) string {
+	ns := ""
+	switch d := b.d.(type) {
+	case *postgres.Dialect:
+		ns = `"` + d.Schema() + `".`
+	case *mysql.Dialect:
+		ns = "`" + d.Database() + "`."
+	}
+	return strings.NewReplacer("{sqllock_locks}", ns+"sqllock_locks").Replace(q)
+}
+
+func TestParseInterspersed(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		max  int
+		want []string
+	}{
+		{[]string{"up", "--json"}, -1, []string{"up"}},
+		{[]string{"--json", "up"}, -1, []string{"up"}},
+		{[]string{"name", "--json", "--", "cmd", "-x"}, 1, []string{"name", "--", "cmd", "-x"}},
+		{[]string{"name", "cmd", "-x"}, 1, []string{"name", "cmd", "-x"}},
+	} {
+		fs := runFlagSetForTest()
+		got, err := parseInterspersed(fs, c.args, c.max)
+		if err != nil || strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%q: %q, %v; want %q", c.args, got, err, c.want)
+		}
+	}
+	if _, err := parseInterspersed(runFlagSetForTest(), []string{"--nope"}, -1); err == nil {
+		t.Error("unknown flag accepted")
+	}
+}
+
+func runFlagSetForTest() *flag.FlagSet {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Bool("json", false, "")
+	return fs
+}
+
+func TestMySQLConfig(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"mysql://root@127.0.0.1:3306/app", "root@tcp(127.0.0.1:3306)/app"},
+		{"mysql://u:p%40ss@db/app?parseTime=true", "u:p@ss@tcp(db:3306)/app?parseTime=true"},
+	} {
+		got, err := mysqlConfig(c.in)
+		if err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if _, err := gomysql.ParseDSN(got); err != nil || !strings.HasPrefix(got, strings.SplitN(c.want, "?", 2)[0]) || (strings.Contains(c.want, "?") && !strings.Contains(got, "parseTime=true")) {
+			t.Errorf("%s: %s (%v), want %s", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"mysql://root@127.0.0.1:3306", "mysql://root@db/app?parseTime=maybe"} {
+		if _, err := mysqlConfig(bad); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	if got := redact("postgres://u:secret@h/db"); strings.Contains(got, "secret") {
+		t.Errorf("redact: %s", got)
+	}
+	var ue usageError
+	if _, err := openTarget(context.Background(), "sqlite:"); !errors.As(err, &ue) {
+		t.Errorf("empty sqlite path: %v", err)
+	}
+}
