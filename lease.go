@@ -26,6 +26,7 @@ type leaseKey struct{ name, owner string }
 type leases struct {
 	store leaseStore
 	opts  Options
+	freed func(name string) // called when a lock is released for good; may be nil
 
 	mu    sync.Mutex
 	byKey map[leaseKey]*lease
@@ -233,6 +234,9 @@ func (l *lease) dropHold(lost bool) {
 	if last {
 		l.ls.forget(l)
 		l.cancel(ErrNotHeld)
+		if l.ls.freed != nil {
+			l.ls.freed(l.ref.Name)
+		}
 	}
 }
 

@@ -68,8 +68,8 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 		t.Fatal(err)
 	}
 	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(8))
-	mock.ExpectExec("UPDATE").WillReturnError(io.ErrUnexpectedEOF)
-	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 0)) // applied the first time after all
+	mock.ExpectQuery("WITH r AS").WillReturnError(io.ErrUnexpectedEOF)
+	mock.ExpectQuery("WITH r AS").WillReturnRows(sqlmock.NewRows([]string{"count"}).AddRow(0)) // applied the first time after all
 	k2, err := l2.TryAcquire(ctx, "ambiguous")
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,7 @@ type Optimistic struct {
 	opts   Options
 	owners *ownerSource
 	leases *leases
+	room   *waitRoom
 }
 
 var _ Locker = (*Optimistic)(nil)
@@ -52,7 +53,9 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 		return nil, err
 	}
 	v := od.Versions()
-	return &Optimistic{v: v, opts: opts, owners: newOwnerSource(), leases: newLeases(v, opts)}, nil
+	o := &Optimistic{v: v, opts: opts, owners: newOwnerSource(), leases: newLeases(v, opts), room: newWaitRoom(nil, opts)}
+	o.leases.freed = o.room.kick
+	return o, nil
 }
 
 // TryAcquire acquires name if it is free, expired, or held by the owner on
@@ -68,17 +71,19 @@ func (o *Optimistic) TryAcquire(ctx context.Context, name string) (*Lock, error)
 	return lock, err
 }
 
-// Acquire acquires name, waiting while another owner holds it. Between
-// attempts it sleeps until the holder's lease ends (as last read) or a
-// jittered, exponentially growing backoff (capped at Options.MaxBackoff)
-// passes, whichever is sooner, holding no connection meanwhile. When ctx ends
-// first it returns an error wrapping ctx.Err().
+// Acquire acquires name, waiting while another owner holds it. Waiting
+// calls of one Optimistic line up per name, and only the first of them asks
+// the database, holding no connection in between: it retries when this
+// locker releases the lock, when the holder's lease ends (as last read), or
+// after a jittered, exponentially growing backoff capped at
+// Options.MaxBackoff. When ctx ends first it returns an error wrapping
+// ctx.Err().
 func (o *Optimistic) Acquire(ctx context.Context, name string) (*Lock, error) {
 	owner, err := o.prepare(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return waitFor(ctx, name, o.opts.MaxBackoff, func() (*Lock, time.Duration, error) {
+	return o.room.wait(ctx, name, func() (*Lock, time.Duration, error) {
 		return o.try(ctx, name, owner)
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"time"
 
@@ -27,6 +26,7 @@ type Table struct {
 	opts   Options
 	owners *ownerSource
 	leases *leases
+	room   *waitRoom
 }
 
 var _ Locker = (*Table)(nil)
@@ -41,7 +41,9 @@ func NewTable(d dialect.Dialect, opts Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Table{d: d, opts: opts, owners: newOwnerSource(), leases: newLeases(d, opts)}, nil
+	t := &Table{d: d, opts: opts, owners: newOwnerSource(), leases: newLeases(d, opts), room: newWaitRoom(d, opts)}
+	t.leases.freed = t.room.kick
+	return t, nil
 }
 
 func isNil(d dialect.Dialect) bool {
@@ -62,17 +64,20 @@ func (t *Table) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 	return t.try(ctx, name, owner)
 }
 
-// Acquire acquires name, waiting while another owner holds it. Between
-// attempts it sleeps until the holder's lease ends or a jittered,
-// exponentially growing backoff (capped at Options.MaxBackoff) passes,
-// whichever is sooner, holding no connection meanwhile. When ctx ends first
-// it returns an error wrapping ctx.Err().
+// Acquire acquires name, waiting while another owner holds it. Waiting
+// calls of one Table line up per name, and only the first of them asks the
+// database, holding no connection in between: it retries when this Table
+// releases the lock, when the database announces a release (PostgreSQL
+// LISTEN/NOTIFY, on one connection per Table while anyone waits), when the
+// holder's lease ends, or after a jittered, exponentially growing backoff
+// capped at Options.MaxBackoff (ten times that while notifications arrive).
+// When ctx ends first it returns an error wrapping ctx.Err().
 func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
 	owner, err := t.prepare(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return waitFor(ctx, name, t.opts.MaxBackoff, func() (*Lock, time.Duration, error) {
+	return t.room.wait(ctx, name, func() (*Lock, time.Duration, error) {
 		lock, err := t.try(ctx, name, owner)
 		if !errors.Is(err, ErrLocked) {
 			return lock, 0, err
@@ -82,39 +87,6 @@ func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
 		}
 		return nil, -1, ErrLocked
 	})
-}
-
-// waitFor calls try until it returns anything but ErrLocked, or ctx ends.
-// try also reports how long the holder's lease has left, or a negative
-// duration when that is unknown. Between attempts waitFor sleeps for that
-// long or a jittered, exponentially growing backoff capped at maxBackoff,
-// whichever is sooner.
-func waitFor(ctx context.Context, name string, maxBackoff time.Duration, try func() (*Lock, time.Duration, error)) (*Lock, error) {
-	backoff := minBackoff
-	var timer *time.Timer
-	for {
-		lock, left, err := try()
-		if !errors.Is(err, ErrLocked) {
-			return lock, err
-		}
-		wait := backoff/2 + rand.N(backoff/2+1)
-		backoff = min(2*backoff, maxBackoff)
-		if left >= 0 && left < wait {
-			wait = left
-		}
-		wait = max(wait, time.Millisecond)
-		if timer == nil {
-			timer = time.NewTimer(wait)
-			defer timer.Stop()
-		} else {
-			timer.Reset(wait)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("sqllock: acquire %q: %w", name, ctx.Err())
-		case <-timer.C:
-		}
-	}
 }
 
 func (t *Table) prepare(ctx context.Context, name string) (string, error) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -28,10 +29,11 @@ import (
 
 // Dialect is the PostgreSQL dialect. Create it with New or NewFromPool.
 type Dialect struct {
-	db     *sql.DB
-	ownDB  bool   // db wraps a pgx pool and is ours to close
-	schema string // validated; "" means the connection's search_path
-	q      queries
+	db      *sql.DB
+	ownDB   bool   // db wraps a pgx pool and is ours to close
+	schema  string // validated; "" means the connection's search_path
+	channel string // NOTIFY channel of released names
+	q       queries
 }
 
 // Option configures a Dialect.
@@ -62,6 +64,10 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 		if err := o(d); err != nil {
 			return nil, err
 		}
+	}
+	d.channel = "sqllock"
+	if d.schema != "" {
+		d.channel = ("sqllock:" + d.schema)[:min(63, len("sqllock:")+len(d.schema))]
 	}
 	d.q = buildQueries(d.schema)
 	return d, nil
@@ -111,9 +117,9 @@ func (d *Dialect) Migrations() fs.FS { return migrations.Postgres() }
 func quote(ident string) string { return `"` + ident + `"` }
 
 type queries struct {
-	acquire, remaining, reap string
-	lease                    leaseQueries // on sqllock_locks
-	versions                 versionQueries
+	acquire, remaining, release, reap string
+	lease                             leaseQueries // on sqllock_locks
+	versions                          versionQueries
 }
 
 // leaseQueries are the statements on a lease, for a table with the columns
@@ -160,14 +166,31 @@ ON CONFLICT (name) DO UPDATE SET
   expires_at  = EXCLUDED.expires_at
 WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
 RETURNING token`, locks, seq),
-		remaining: fmt.Sprintf(`SELECT (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
-FROM %s WHERE name = $1`, locks),
+		// Only waiters ask how long a lease has left: the same statement
+		// sets the waiters hint (once), so that the release will NOTIFY.
+		remaining: fmt.Sprintf(`WITH hint AS (
+  UPDATE %[1]s SET waiters = true WHERE name = $1 AND NOT waiters AND expires_at > now()
+)
+SELECT (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
+FROM %[1]s WHERE name = $1`, locks),
 		lease: buildLeaseQueries(locks, "token"),
+		// The last release of a name someone waited for announces it.
+		release: fmt.Sprintf(`WITH r AS (
+  UPDATE %s SET holds = holds - 1,
+    expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
+  WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0
+  RETURNING name, holds = 0 AND waiters AS wake
+)
+SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify($4, r.name) WHERE r.wake) n ON true`, locks),
 		// SKIP LOCKED lets reapers in many processes share the work and never
 		// wait behind an acquirer; the outer condition re-checks expiry.
-		reap: fmt.Sprintf(`DELETE FROM %[1]s WHERE name IN (
-  SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-) AND expires_at <= now()`, locks),
+		reap: fmt.Sprintf(`WITH d AS (
+  DELETE FROM %[1]s WHERE name IN (
+    SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
+  ) AND expires_at <= now()
+  RETURNING name, waiters
+)
+SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify($2, d.name) WHERE d.waiters) n ON true`, locks),
 		versions: buildVersionQueries(versions),
 	}
 }
@@ -194,7 +217,9 @@ func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration)
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.release, l.Name, l.Owner, l.Token)
+	var n int
+	err := d.db.QueryRowContext(ctx, d.q.release, l.Name, l.Owner, l.Token, d.channel).Scan(&n)
+	return n == 1, wrap(err)
 }
 
 // Guard implements dialect.Dialect.
@@ -231,13 +256,42 @@ func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error
 
 // Reap implements dialect.Dialect. Tokens come from a sequence, so deleting
 // rows cannot make a later token smaller.
+// Names that had waiters are announced with NOTIFY.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
-	res, err := d.db.ExecContext(ctx, d.q.reap, p.Limit)
+	var n int
+	err := d.db.QueryRowContext(ctx, d.q.reap, p.Limit, d.channel).Scan(&n)
+	return n, wrap(err)
+}
+
+// Listen implements dialect.Notifier with LISTEN on one connection of the
+// pool, which it discards afterwards. The connection is busy for as long as
+// Listen runs.
+func (d *Dialect) Listen(ctx context.Context, ready func(), wake func(name string)) error {
+	conn, err := d.db.Conn(ctx)
 	if err != nil {
-		return 0, wrap(err)
+		return wrap(err)
 	}
-	n, err := res.RowsAffected()
-	return int(n), err
+	defer conn.Close()
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: LISTEN needs the pgx driver, not %T", dc)
+		}
+		pc := sc.Conn()
+		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
+			return errors.Join(err, driver.ErrBadConn)
+		}
+		ready()
+		for {
+			n, err := pc.WaitForNotification(ctx)
+			if err != nil {
+				// Listening, or cut off mid-wait: never back to the pool.
+				return errors.Join(err, driver.ErrBadConn)
+			}
+			wake(n.Payload)
+		}
+	})
+	return err
 }
 
 // MigrationDriver implements dialect.Dialect. Migrations run on conn with

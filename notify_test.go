@@ -1,0 +1,189 @@
+package sqllock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect/postgres"
+)
+
+// postgresEnv is the PostgreSQL env alone, for LISTEN/NOTIFY.
+func postgresEnv(t *testing.T) *env {
+	t.Helper()
+	t.Parallel()
+	return envs[0].make(t)
+}
+
+// waitRoom polls a Table's waiting room (in memory) until cond holds.
+func waitRoom(t *testing.T, l *sqllock.Table, name string, what string, cond func(listening bool, connects, waiting, notified int) bool) {
+	t.Helper()
+	ctx := ctxT(t)
+	for !cond(sqllock.RoomState(l, name)) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never: %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// acquireAsync runs l.Acquire(name) in a goroutine.
+func acquireAsync(ctx context.Context, l sqllock.Locker, name string) <-chan *sqllock.Lock {
+	got := make(chan *sqllock.Lock, 1)
+	go func() {
+		k, err := l.Acquire(ctx, name)
+		if err != nil {
+			k = nil
+		}
+		got <- k
+	}()
+	return got
+}
+
+// A release wakes, by NOTIFY, the waiters of that name in other processes,
+// and nobody else. Polling is slowed to a minute, so a waiter that acquires
+// within the test was woken by the notification.
+func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
+	e := postgresEnv(t)
+	ctx := ctxT(t)
+	holder := e.locker(t, sqllock.Options{TTL: time.Minute})
+	slow := sqllock.Options{TTL: time.Minute, MaxBackoff: time.Minute}
+	l, err := sqllock.NewTable(e.d, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := holder.TryAcquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := holder.TryAcquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A first waiter, on another name, gets the listener going, so that
+	// the waiters of a and b sleep on notifications from the start rather
+	// than polling briefly first.
+	w, err := holder.TryAcquire(ctx, "warm-up")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release(ctx)
+	wctx, stopWarm := context.WithCancel(ctx)
+	warm := acquireAsync(wctx, l, "warm-up")
+	defer func() { stopWarm(); <-warm }()
+	waitRoom(t, l, "warm-up", "listener ready", func(up bool, _, waiting, _ int) bool { return up && waiting == 1 })
+	gotA, gotB := acquireAsync(ctx, l, "a"), acquireAsync(ctx, l, "b")
+	waitRoom(t, l, "a", "waiter on a", func(_ bool, _, waiting, _ int) bool { return waiting == 1 })
+	waitRoom(t, l, "b", "waiter on b", func(_ bool, _, waiting, _ int) bool { return waiting == 1 })
+	// Each set the waiters hint before queueing, so the releases notify.
+	var hinted int
+	if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks} WHERE waiters AND name IN ('a', 'b')")).Scan(&hinted); err != nil || hinted != 2 {
+		t.Fatalf("waiters hints: %d, %v; want 2", hinted, err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ka := <-gotA
+	if ka == nil {
+		t.Fatal("waiter on a failed")
+	}
+	if _, _, _, n := sqllock.RoomState(l, "a"); n != 1 {
+		t.Fatalf("notifications for a: %d, want 1", n)
+	}
+	if _, _, waiting, n := sqllock.RoomState(l, "b"); n != 0 || waiting != 1 {
+		t.Fatalf("b: %d notifications, %d waiting; want 0 and 1", n, waiting)
+	}
+	select {
+	case <-gotB:
+		t.Fatal("waiter on b acquired while b is held")
+	default:
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if kb := <-gotB; kb == nil {
+		t.Fatal("waiter on b failed")
+	} else {
+		_ = kb.Release(ctx)
+	}
+	_ = ka.Release(ctx)
+}
+
+// notifierless hides the dialect's LISTEN, as if the listening connection
+// could never be made.
+type notifierless struct{ *postgres.Dialect }
+
+func (notifierless) Listen(context.Context, func(), func(string)) error {
+	return errors.New("listening connection refused")
+}
+
+// Without a listener, waiters poll: a release is still seen, if later.
+func TestNoListenerDegradesToPolling(t *testing.T) {
+	e := postgresEnv(t)
+	ctx := ctxT(t)
+	holder := e.locker(t, sqllock.Options{TTL: time.Minute})
+	l, err := sqllock.NewTable(notifierless{e.d.(*postgres.Dialect)}, sqllock.Options{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, l, "x")
+	waitRoom(t, l, "x", "waiter on x", func(_ bool, _, waiting, _ int) bool { return waiting == 1 })
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k2 := <-got
+	if k2 == nil {
+		t.Fatal("waiter failed")
+	}
+	if up, _, _, n := sqllock.RoomState(l, "x"); up || n != 0 {
+		t.Fatalf("listening %v with %d notifications, want neither", up, n)
+	}
+	_ = k2.Release(ctx)
+}
+
+// A listening connection killed by the server is replaced, and the waiters
+// are woken by notifications again.
+func TestListenerReconnects(t *testing.T) {
+	e := postgresEnv(t)
+	ctx := ctxT(t)
+	holder := e.locker(t, sqllock.Options{TTL: time.Minute})
+	l, err := sqllock.NewTable(e.d, sqllock.Options{TTL: time.Minute, MaxBackoff: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(ctx, l, "y")
+	waitRoom(t, l, "y", "listener ready", func(up bool, connects, waiting, _ int) bool { return up && connects == 1 && waiting == 1 })
+	before := sqllock.RoomRetries(l, "y")
+	var killed int
+	err = e.db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
+	if err != nil || killed != 1 {
+		t.Fatalf("terminated %d listeners: %v", killed, err)
+	}
+	waitRoom(t, l, "y", "listener back", func(up bool, connects, _, _ int) bool { return up && connects == 2 })
+	// The new listener wakes the head once (releases may have gone unheard);
+	// let that attempt end, so that only a notification can wake it next.
+	waitRoom(t, l, "y", "attempt after reconnecting", func(bool, int, int, int) bool { return sqllock.RoomRetries(l, "y") > before })
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	k2 := <-got
+	if k2 == nil {
+		t.Fatal("waiter failed")
+	}
+	if _, _, _, n := sqllock.RoomState(l, "y"); n != 1 {
+		t.Fatalf("notifications for y: %d, want 1", n)
+	}
+	_ = k2.Release(ctx)
+}
