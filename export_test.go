@@ -3,14 +3,21 @@ package sqllock
 // Hooks into a Table's waiting room, for tests that must tell a wake-up by
 // notification from one by polling.
 
-// RoomState reports whether t's room has a listener delivering
-// notifications, how many times a listener became ready, how many calls wait
-// for name, and how many notifications for name reached its queue.
+// RoomState reports whether notifications reach t's waiting room, how many
+// times its listener became ready, how many calls wait for name, and how
+// many notifications for name reached the queue.
 func RoomState(t *Table, name string) (listening bool, connects, waiting, notified int) {
 	r := t.room
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.up, r.connects, len(r.queues[name]), r.notified[name]
+	h := r.hub
+	waiting, notified = len(r.queues[name]), r.notified[name]
+	r.mu.Unlock()
+	if h != nil {
+		h.mu.Lock()
+		listening, connects = h.up, h.connects
+		h.mu.Unlock()
+	}
+	return listening, connects, waiting, notified
 }
 
 // RoomRetries reports how many refused attempts the heads waiting for name

@@ -187,3 +187,37 @@ WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 	}
 	_ = k2.Release(ctx)
 }
+
+// Lockers on one dialect share one listening connection.
+func TestOneListenerPerDialect(t *testing.T) {
+	e := postgresEnv(t)
+	ctx := ctxT(t)
+	holder := e.locker(t, sqllock.Options{TTL: time.Minute})
+	k, err := holder.TryAcquire(ctx, "z")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	var lockers []*sqllock.Table
+	var got []<-chan *sqllock.Lock
+	for range 3 {
+		l, err := sqllock.NewTable(e.d, sqllock.Options{TTL: time.Minute, MaxBackoff: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lockers = append(lockers, l)
+		got = append(got, acquireAsync(wctx, l, "z"))
+	}
+	for _, l := range lockers {
+		waitRoom(t, l, "z", "listening waiter", func(up bool, _, waiting, _ int) bool { return up && waiting == 1 })
+	}
+	var listeners int
+	if err := e.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&listeners); err != nil || listeners != 1 {
+		t.Fatalf("%d listening connections, %v; want 1", listeners, err)
+	}
+	cancel()
+	for _, g := range got {
+		<-g
+	}
+	_ = k.Release(ctx)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -17,21 +18,21 @@ import (
 // order of arrival, without a connection. The head sleeps until the holder's
 // lease ends, a jittered backoff passes, or a wake-up arrives: a release
 // through this locker, or — when the dialect is a dialect.Notifier — a
-// release anywhere, announced by the database to the one listening
-// connection the room keeps while anyone waits.
+// release anywhere, announced by the database to the listening connection
+// that the process keeps per dialect while anyone waits (see hub).
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
+	hubKey     any              // the hub shared with other rooms on the same notifier
 	maxBackoff time.Duration
 	logger     *slog.Logger
 
+	subMu sync.Mutex // serialises subscribing and unsubscribing
+
 	mu       sync.Mutex
 	queues   map[string][]*waiter
-	listen   context.CancelFunc // stops the listener; nil when none runs
-	gen      int                // the running listener's generation
-	up       bool               // the listener delivers notifications
-	connects int                // times a listener became ready (tests)
-	notified map[string]int     // notifications delivered to a queue, per name (tests)
-	retries  map[string]int     // attempts by heads after a wait, per name (tests)
+	hub      *hub           // while subscribed
+	notified map[string]int // notifications delivered to a queue, per name (tests)
+	retries  map[string]int // attempts by heads after a wait, per name (tests)
 }
 
 type waiter struct {
@@ -40,9 +41,15 @@ type waiter struct {
 }
 
 func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
-	n, _ := d.(dialect.Notifier)
-	return &waitRoom{notifier: n, maxBackoff: opts.MaxBackoff, logger: opts.Logger,
+	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger,
 		queues: make(map[string][]*waiter), notified: make(map[string]int), retries: make(map[string]int)}
+	if n, ok := d.(dialect.Notifier); ok {
+		r.notifier, r.hubKey = n, any(r)
+		if reflect.TypeOf(n).Comparable() {
+			r.hubKey = n
+		}
+	}
+	return r
 }
 
 // notifyPollFactor stretches the head's polling while notifications arrive:
@@ -116,23 +123,17 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 func (r *waitRoom) join(name string) *waiter {
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	q := r.queues[name]
 	if len(q) == 0 {
 		close(w.turn)
 	}
 	r.queues[name] = append(q, w)
-	if r.notifier != nil && r.listen == nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		r.listen = cancel
-		r.gen++
-		go r.listenLoop(ctx, r.gen)
-	}
+	r.mu.Unlock()
+	r.reconcile()
 	return w
 }
 
-// leave takes w out of name's queue, handing the turn on if w was the head,
-// and stops the listener when nobody waits any more.
+// leave takes w out of name's queue, handing the turn on if w was the head.
 func (r *waitRoom) leave(name string, w *waiter) {
 	r.mu.Lock()
 	q := r.queues[name]
@@ -151,12 +152,33 @@ func (r *waitRoom) leave(name string, w *waiter) {
 	} else {
 		r.queues[name] = q
 	}
-	if len(r.queues) == 0 && r.listen != nil {
-		// The listener winds down on its own; a new waiter starts another.
-		r.listen()
-		r.listen, r.up = nil, false
-	}
 	r.mu.Unlock()
+	r.reconcile()
+}
+
+// reconcile subscribes the room to its hub while anyone waits, and
+// unsubscribes it when nobody does.
+func (r *waitRoom) reconcile() {
+	if r.notifier == nil {
+		return
+	}
+	r.subMu.Lock()
+	defer r.subMu.Unlock()
+	r.mu.Lock()
+	want, h := len(r.queues) > 0, r.hub
+	r.mu.Unlock()
+	switch {
+	case want && h == nil:
+		h = subscribe(r)
+		r.mu.Lock()
+		r.hub = h
+		r.mu.Unlock()
+	case !want && h != nil:
+		r.mu.Lock()
+		r.hub = nil
+		r.mu.Unlock()
+		unsubscribe(r, h)
+	}
 }
 
 // kick wakes the head of name's queue, if any.
@@ -175,54 +197,29 @@ func (r *waitRoom) kickLocked(name string) {
 	}
 }
 
-func (r *waitRoom) listening() bool {
+// kickAll wakes every head: releases may have gone unannounced.
+func (r *waitRoom) kickAll() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.up
+	for name := range r.queues {
+		r.kickLocked(name)
+	}
 }
 
-// listenLoop keeps a listening connection while ctx lasts, reconnecting
-// after failures with a growing pause; while it is down, heads poll at the
-// normal pace.
-func (r *waitRoom) listenLoop(ctx context.Context, gen int) {
-	pause := 50 * time.Millisecond
-	for {
-		err := r.notifier.Listen(ctx,
-			func() {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				if r.gen != gen || ctx.Err() != nil {
-					return
-				}
-				r.up = true
-				r.connects++
-				// Releases before LISTEN took effect were not announced.
-				for name := range r.queues {
-					r.kickLocked(name)
-				}
-			},
-			func(name string) {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				if _, ok := r.queues[name]; ok {
-					r.notified[name]++
-					r.kickLocked(name)
-				}
-			})
-		r.mu.Lock()
-		if r.gen == gen {
-			r.up = false
-		}
-		r.mu.Unlock()
-		if ctx.Err() != nil {
-			return
-		}
-		r.logger.Warn("sqllock: lost the listening connection; waiters poll until it is back", "err", err, "retry_in", pause)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 5*time.Second)
+// notify delivers a notification that name was released.
+func (r *waitRoom) notify(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.queues[name]; ok {
+		r.notified[name]++
+		r.kickLocked(name)
 	}
+}
+
+// listening reports whether notifications reach this room.
+func (r *waitRoom) listening() bool {
+	r.mu.Lock()
+	h := r.hub
+	r.mu.Unlock()
+	return h != nil && h.listening()
 }
