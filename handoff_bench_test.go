@@ -1,0 +1,211 @@
+package sqllock_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+)
+
+// benchDialects opens each dialect on a migrated, private schema.
+func benchDialects(b *testing.B) map[string]dialect.Dialect {
+	b.Helper()
+	db, schema := dbtest.Postgres(b)
+	pg, err := postgres.New(db, postgres.WithSchema(schema))
+	if err != nil {
+		b.Fatal(err)
+	}
+	mdb, database := dbtest.MySQL(b)
+	my, err := mysql.New(mdb, mysql.WithDatabase(database))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]dialect.Dialect{"postgres": pg, "mysql": my}
+	for _, d := range out {
+		if err := sqllock.Migrate(context.Background(), d); err != nil {
+			b.Fatal(err)
+		}
+		d.DB().SetMaxIdleConns(dbtest.MaxOpenConns)
+	}
+	return out
+}
+
+// BenchmarkHandoff measures the hand-off latency of the table strategy: from
+// the moment the holder calls Release to the moment the next waiter's
+// Acquire returns, with 1, 10 and 100 waiters on one name, each waiter with
+// a locker of its own (as if in its own process; they share the pool and,
+// on PostgreSQL, the listening connection). Reports p50-ms and p99-ms. Run:
+//
+//	go test -run '^$' -bench Handoff -benchtime 300x .
+func BenchmarkHandoff(b *testing.B) {
+	ds := benchDialects(b)
+	for _, kind := range []string{"postgres", "mysql"} {
+		for _, waiters := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("%s/waiters=%d", kind, waiters), func(b *testing.B) {
+				name := fmt.Sprintf("handoff-%d", waiters)
+				lat := handoffs(b, ds[kind], name, waiters+1, b.N)
+				slices.Sort(lat)
+				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+			})
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// handoffs runs clients lockers taking turns on name until n hand-offs have
+// happened, and returns their latencies. The holder releases once every
+// other client waits; a client that released waits until another holds the
+// lock before it queues again.
+func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int) []time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		released atomic.Int64 // when the holder called Release, Unix ns; 0 before the first
+		count    atomic.Int64
+		mu       sync.Mutex
+		lat      = make([]time.Duration, 0, n)
+		wg       sync.WaitGroup
+		// acquired is closed (and replaced) at every acquisition, so that a
+		// releaser can step back until another client holds the lock:
+		// every measured hand-off goes to a different client.
+		acquired = make(chan struct{})
+	)
+	lockers := make([]*sqllock.Table, clients)
+	for i := range lockers {
+		l, err := sqllock.NewTable(d, sqllock.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lockers[i] = l
+	}
+	// othersWait holds until every other client waits in its locker's
+	// queue, after its first attempt: a hand-off then measures a wake-up,
+	// not a client that happened to ask just after the release.
+	othersWait := func(me int) {
+		for j, l := range lockers {
+			for j != me && ctx.Err() == nil {
+				if _, _, waiting, _ := sqllock.RoomState(l, name); waiting == 1 {
+					break
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+		}
+	}
+	for i, l := range lockers {
+		wg.Go(func() {
+			for {
+				k, err := l.Acquire(ctx, name)
+				if err != nil {
+					return // the run is over
+				}
+				now := time.Now().UnixNano()
+				if r := released.Load(); r != 0 {
+					mu.Lock()
+					lat = append(lat, time.Duration(now-r))
+					mu.Unlock()
+					if count.Add(1) >= int64(n) {
+						cancel()
+					}
+				}
+				mu.Lock()
+				close(acquired)
+				acquired = make(chan struct{})
+				next := acquired
+				mu.Unlock()
+				othersWait(i)
+				released.Store(time.Now().UnixNano())
+				if err := k.Release(context.Background()); err != nil {
+					b.Error(err)
+					cancel()
+					return
+				}
+				select {
+				case <-next:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return lat[:min(len(lat), n)]
+}
+
+// counting counts the statements waiters issue: acquire attempts and
+// remaining-time reads.
+type counting struct {
+	dialect.Dialect
+	n *atomic.Int64
+}
+
+func (c counting) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	c.n.Add(1)
+	return c.Dialect.Acquire(ctx, p)
+}
+
+func (c counting) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	c.n.Add(1)
+	return c.Dialect.Remaining(ctx, name)
+}
+
+// countingNotifier is counting for a dialect that can LISTEN.
+type countingNotifier struct {
+	counting
+	dialect.Notifier
+}
+
+// BenchmarkIdleWaiters counts the statements per second that 100 waiters,
+// each with a locker of its own, issue while a lock stays held: the
+// thundering-herd figure. Each b.N is a 1 s window after the waiters have
+// settled. Run:
+//
+//	go test -run '^$' -bench IdleWaiters -benchtime 5x .
+func BenchmarkIdleWaiters(b *testing.B) {
+	ds := benchDialects(b)
+	for _, kind := range []string{"postgres", "mysql"} {
+		b.Run(kind+"/waiters=100", func(b *testing.B) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			holder, err := sqllock.NewTable(ds[kind], sqllock.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			k, err := holder.TryAcquire(ctx, "idle")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer k.Release(context.Background())
+			var n atomic.Int64
+			var d dialect.Dialect = counting{ds[kind], &n}
+			if nt, ok := ds[kind].(dialect.Notifier); ok {
+				d = countingNotifier{counting{ds[kind], &n}, nt}
+			}
+			var wg sync.WaitGroup
+			for range 100 {
+				l, err := sqllock.NewTable(d, sqllock.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Go(func() { _, _ = l.Acquire(ctx, "idle") })
+			}
+			time.Sleep(2 * time.Second) // let the waiters settle: this is a measurement window, not synchronisation
+			b.ResetTimer()
+			start, before := time.Now(), n.Load()
+			time.Sleep(time.Duration(b.N) * time.Second)
+			b.ReportMetric(float64(n.Load()-before)/time.Since(start).Seconds(), "stmts/s")
+			cancel()
+			wg.Wait()
+		})
+	}
+}
