@@ -21,6 +21,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" { // a child process of a SQLite test
+		os.Exit(runChild(spec))
+	}
 	code := m.Run()
 	nonNilDB.Close()
 	dbtest.CloseAll()
