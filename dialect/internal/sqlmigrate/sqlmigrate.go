@@ -85,8 +85,12 @@ func (d *Driver) Open(string) (database.Driver, error) {
 // Close discards the connection rather than returning it to the pool, since
 // Setup may have changed its session state. The pool itself stays open.
 func (d *Driver) Close() error {
-	_ = d.conn.Raw(func(any) error { return driver.ErrBadConn })
-	return d.conn.Close()
+	// database/sql closes a connection whose Raw callback reports
+	// ErrBadConn, instead of returning it to the pool.
+	if err := d.conn.Raw(func(any) error { return driver.ErrBadConn }); !errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	return nil
 }
 
 // Lock waits for the migration lock, for as long as the context allows.
