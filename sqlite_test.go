@@ -142,8 +142,9 @@ func holdAndHang(ctx context.Context, db *sql.DB, l locker) error {
 	return errors.New("not killed")
 }
 
-// startChild starts the test binary as a child process with config c. Its
-// stderr goes to the returned buffer-backed builder.
+// startChild prepares the test binary as a child process with config c,
+// ended with the test's context. Its standard error is collected in the
+// returned builder, to be read after Wait.
 func startChild(t *testing.T, c childConfig) (*exec.Cmd, *strings.Builder) {
 	t.Helper()
 	spec, err := json.Marshal(c)

@@ -65,9 +65,9 @@ const BusyTimeout = 10 * time.Second
 //     commits).
 //   - _txlock=immediate: transactions begun on the pool (a guarded write
 //     included) take the write lock at BEGIN, so they never fail half-way
-//     upgrading a read to a write (SQLITE_BUSY_SNAPSHOT), and Lock.Guard
-//     holds off takeovers from its first statement. Read-only transactions
-//     (sql.TxOptions.ReadOnly) begin deferred and lock nothing.
+//     upgrading a read to a write (SQLITE_BUSY_SNAPSHOT), and a transaction
+//     passed to Lock.Guard holds off takeovers from BEGIN on. Read-only
+//     transactions (sql.TxOptions.ReadOnly) begin deferred and lock nothing.
 //
 // The pool has one connection (SetMaxOpenConns(1)). SQLite runs one writer
 // at a time anyway, and every lock transition is a write: with one
