@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
@@ -25,7 +26,7 @@ import (
 //
 //	go test -run '^$' -bench TryAcquireRelease -benchtime 3s .
 func BenchmarkTryAcquireRelease(b *testing.B) {
-	for _, kind := range []string{"postgres", "mysql"} {
+	for _, kind := range []string{"postgres", "mysql", "sqlite"} {
 		var (
 			db       *sql.DB
 			locker   *sqllock.Table
@@ -86,6 +87,29 @@ ON DUPLICATE KEY UPDATE
 				return res.LastInsertId()
 			}
 			releaseQ = fmt.Sprintf("UPDATE %s SET holds = holds - 1, expires_at = IF(holds = 0, '1000-01-01 00:00:00', expires_at) WHERE name = ? AND owner = ? AND token = ? AND holds > 0", t)
+		case "sqlite":
+			db, _ = openSQLite(b)
+			d, err := sqlite.New(db)
+			if err != nil {
+				b.Fatal(err)
+			}
+			benchSetup(b, d, &locker)
+			q := fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
+ON CONFLICT (name) DO UPDATE SET
+  token = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
+  holds = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
+  owner = excluded.owner, expires_at = excluded.expires_at
+WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
+RETURNING token`, "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)")
+			acquire = func(ctx context.Context, name, owner string) (int64, error) {
+				var tok int64
+				err := db.QueryRowContext(ctx, q, name, owner, int64(30e6)).Scan(&tok)
+				return tok, err
+			}
+			releaseQ = `UPDATE sqllock_locks SET holds = holds - 1, expires_at = CASE WHEN holds = 1 THEN 0 ELSE expires_at END
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 		}
 		ours := func(name string) error {
 			k, err := locker.TryAcquire(ctx, name)

@@ -1,6 +1,7 @@
 // Package sqllock provides distributed locks kept in the SQL database an
 // application already runs: PostgreSQL (through pgx) and MySQL or MariaDB
-// (through go-sql-driver/mysql).
+// (through go-sql-driver/mysql); or, among the processes of one host, an
+// embedded SQLite file (dialect/sqlite, pure Go).
 //
 // A dialect adapts a pool to a database:
 //

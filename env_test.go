@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -15,10 +16,14 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" { // a child process of a SQLite test
+		os.Exit(runChild(spec))
+	}
 	code := m.Run()
 	nonNilDB.Close()
 	dbtest.CloseAll()
@@ -34,13 +39,13 @@ func TestMain(m *testing.M) {
 // nonNilDB is a pool that is never used to connect: for argument checks.
 var nonNilDB, _ = sql.Open("pgx", "postgres://nowhere.invalid/none")
 
-// env is one dialect on a private, migrated schema (Postgres) or database
-// (MySQL).
+// env is one dialect on a private, migrated schema (Postgres), database
+// (MySQL) or database file (SQLite).
 type env struct {
 	kind string
 	db   *sql.DB
 	d    dialect.Dialect
-	ns   string    // schema or database
+	ns   string    // schema, database, or SQLite file
 	s    *strategy // the locker under test; table unless eachLocker says
 }
 
@@ -119,6 +124,27 @@ var envs = []envMaker{
 		}
 		return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database, s: tableStrategy})
 	}},
+	{"sqlite", func(t *testing.T) *env {
+		db, path := openSQLite(t)
+		d, err := sqlite.New(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return migrated(t, &env{kind: "sqlite", db: db, d: d, ns: path, s: tableStrategy})
+	}},
+}
+
+// openSQLite opens a fresh SQLite database file of the test's own, closed
+// when the test ends.
+func openSQLite(t testing.TB) (*sql.DB, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "locks.db")
+	db, err := sqlite.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, path
 }
 
 func migrated(t *testing.T, e *env) *env {
@@ -189,8 +215,11 @@ func (e *env) q(s string) string {
 
 // table qualifies a table name with the test's schema or database.
 func (e *env) table(name string) string {
-	if e.kind == "postgres" {
+	switch e.kind {
+	case "postgres":
 		return `"` + e.ns + `".` + name
+	case "sqlite": // one file, one namespace
+		return name
 	}
 	return "`" + e.ns + "`." + name
 }
@@ -199,11 +228,14 @@ func (e *env) table(name string) string {
 // renewing TTL ago.
 func (e *env) expire(t *testing.T, name string) {
 	t.Helper()
-	now := "now()"
-	if e.kind == "mysql" {
-		now = "UTC_TIMESTAMP(6)"
+	set := "expires_at = now() - INTERVAL '1' SECOND"
+	switch e.kind {
+	case "mysql":
+		set = "expires_at = UTC_TIMESTAMP(6) - INTERVAL '1' SECOND"
+	case "sqlite": // microseconds since the epoch
+		set = "expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000"
 	}
-	res, err := e.db.ExecContext(ctxT(t), e.q("UPDATE {"+e.s.table+"} SET expires_at = "+now+" - INTERVAL '1' SECOND WHERE name = ?"), name)
+	res, err := e.db.ExecContext(ctxT(t), e.q("UPDATE {"+e.s.table+"} SET "+set+" WHERE name = ?"), name)
 	if err != nil {
 		t.Fatal(err)
 	}

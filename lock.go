@@ -38,7 +38,9 @@ var (
 	ErrInvalidOptions = errors.New("sqllock: invalid options")
 
 	// ErrUnsupported means the dialect does not implement the requested
-	// strategy.
+	// strategy. SQLite, for one, has no pessimistic strategy: it has no row
+	// locks (a writing transaction locks the whole database, a reading one
+	// nothing), so there is no SELECT ... FOR UPDATE to hold a lock with.
 	ErrUnsupported = errors.New("sqllock: not supported by this dialect")
 	// ErrConflict means a version-checked write matched no row: another
 	// writer changed the row since it was read (or the row is gone). See

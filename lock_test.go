@@ -370,9 +370,13 @@ func TestReleaseSemantics(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tx.Rollback()
 		if err := k.Guard(ctx, tx); !errors.Is(err, sqllock.ErrNotHeld) {
 			t.Fatalf("guard after release: %v, want ErrNotHeld", err)
+		}
+		// Done with tx: on SQLite an open transaction holds the database's
+		// write lock, which the statements below need.
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
 		}
 		// A release whose context is already over changes nothing locally.
 		k2, err := l.TryAcquire(ctx, "r")
@@ -453,22 +457,32 @@ func TestGuardedWrite(t *testing.T) {
 // transitions queue behind a guarded transaction, obtained without sleeping.
 func waitForLockWait(t *testing.T, e *env) {
 	t.Helper()
-	q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-AND (query LIKE 'INSERT INTO "` + e.ns + `".` + e.s.table + `%' OR query LIKE 'UPDATE "` + e.ns + `".` + e.s.table + `%')`
-	if e.kind == "mysql" {
-		// MariaDB lists a queued INSERT ... SELECT in the processlist, not
-		// in innodb_trx; a statement on the row lasts only while it waits.
-		q = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE 'INSERT INTO `" + e.ns + "`." + e.s.table + "%' OR info LIKE 'UPDATE `" + e.ns + "`." + e.s.table + "%'"
-	}
 	ctx := ctxT(t)
-	for {
+	waiting := func() bool {
+		var q string
+		switch e.kind {
+		case "postgres":
+			q = `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+AND (query LIKE 'INSERT INTO "` + e.ns + `".` + e.s.table + `%' OR query LIKE 'UPDATE "` + e.ns + `".` + e.s.table + `%')`
+		case "mysql":
+			// MariaDB lists a queued INSERT ... SELECT in the processlist, not
+			// in innodb_trx; a statement on the row lasts only while it waits.
+			q = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE 'INSERT INTO `" + e.ns + "`." + e.s.table + "%' OR info LIKE 'UPDATE `" + e.ns + "`." + e.s.table + "%'"
+		case "sqlite":
+			// SQLite lists no waiting statements. Open's pool has one
+			// connection, which the guarded transaction holds, so a
+			// transition of this process waits for it, and database/sql
+			// counts that wait. (Other processes wait for SQLite's write
+			// lock instead: see TestSQLiteGuardHoldsOffOtherConnections.)
+			return e.db.Stats().WaitCount > 0
+		}
 		var n int
 		if err := e.db.QueryRowContext(ctx, q).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			return
-		}
+		return n > 0
+	}
+	for !waiting() {
 		select {
 		case <-ctx.Done():
 			t.Fatal("no acquire ever waited on the guarded row")
@@ -763,8 +777,11 @@ func TestMigrations(t *testing.T) {
 			t.Fatalf("pool closed by migrations: %v", err)
 		}
 		var n int
-		q := "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'schema_migrations'"
-		if err := e.db.QueryRowContext(ctx, e.q(q), e.ns).Scan(&n); err != nil || n != 0 {
+		q, args := "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = 'schema_migrations'", []any{e.ns}
+		if e.kind == "sqlite" {
+			q, args = "SELECT count(*) FROM sqlite_schema WHERE name = 'schema_migrations'", nil
+		}
+		if err := e.db.QueryRowContext(ctx, e.q(q), args...).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("schema_migrations tables: %d, %v", n, err)
 		}
 		k, err := e.locker(t, sqllock.Options{}).TryAcquire(ctx, "after-migrations")

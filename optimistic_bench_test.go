@@ -29,7 +29,7 @@ import (
 //
 //	go test -run '^$' -bench OptimisticUpdate -benchtime 2000x .
 func BenchmarkOptimisticUpdate(b *testing.B) {
-	for _, kind := range []string{"postgres", "mysql"} {
+	for _, kind := range []string{"postgres", "mysql", "sqlite"} {
 		var (
 			db    *sql.DB
 			table string
@@ -45,6 +45,10 @@ func BenchmarkOptimisticUpdate(b *testing.B) {
 			var database string
 			db, database = dbtest.MySQL(b)
 			table = "`" + database + "`.counters"
+			ph = func(int) string { return "?" }
+		case "sqlite":
+			db, _ = openSQLite(b)
+			table = "counters"
 			ph = func(int) string { return "?" }
 		}
 		ctx := context.Background()

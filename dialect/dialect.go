@@ -5,8 +5,8 @@
 // that changes lock state issues exactly one statement, so the round trips of
 // a strategy are those of the minimal raw SQL doing the same transition.
 //
-// Users pick a dialect (postgres.New, mysql.New) and hand it to a strategy
-// constructor; they rarely call these methods themselves.
+// Users pick a dialect (postgres.New, mysql.New, sqlite.New) and hand it to
+// a strategy constructor; they rarely call these methods themselves.
 package dialect
 
 import (
@@ -84,7 +84,7 @@ type LockInfo struct {
 // ErrOutcomeUnknown (wrapping the original error), and never close the pool
 // they were given.
 type Dialect interface {
-	// Name is the dialect's name, such as "postgres" or "mysql".
+	// Name is the dialect's name, such as "postgres", "mysql" or "sqlite".
 	Name() string
 	// DB is the pool lock statements run on; it belongs to the caller.
 	DB() *sql.DB

@@ -188,31 +188,7 @@ func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 
 // List implements dialect.Dialect.
 func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return d.list(ctx, d.q.lease.list)
-}
-
-func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error) {
-	rows, err := d.db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer rows.Close()
-	var out []dialect.LockInfo
-	for rows.Next() {
-		var (
-			li                dialect.LockInfo
-			acquired, expires int64
-			expiresIn         int64
-		)
-		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn); err != nil {
-			return nil, wrap(err)
-		}
-		li.AcquiredAt = time.UnixMicro(acquired).UTC()
-		li.ExpiresAt = time.UnixMicro(expires).UTC()
-		li.ExpiresIn = time.Duration(expiresIn) * time.Microsecond
-		out = append(out, li)
-	}
-	return out, wrap(rows.Err())
+	return sqlrun.ListMicros(ctx, d.db, wrap, d.q.lease.list)
 }
 
 // Reap implements dialect.Dialect. In one READ COMMITTED transaction it

@@ -94,5 +94,5 @@ func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 }
 
 func (v versions) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return v.d.list(ctx, v.d.q.versions.lease.list)
+	return sqlrun.ListMicros(ctx, v.d.db, wrap, v.d.q.versions.lease.list)
 }

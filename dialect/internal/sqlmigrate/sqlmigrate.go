@@ -36,6 +36,18 @@ type Statements struct {
 	// Transactional runs each migration file in a transaction (for servers
 	// with transactional DDL).
 	Transactional bool
+	// TxLock makes the migration lock a transaction, for databases whose
+	// only lock is the transaction's own (SQLite): Lock is a statement that
+	// begins a transaction holding that lock (BEGIN IMMEDIATE), executed
+	// rather than queried and retried while Busy says another migrator
+	// holds it; Unlock commits. Everything in between runs in that
+	// transaction, so Transactional is ignored, and a run during which a
+	// migration or a version write failed is rolled back as a whole by
+	// Unlock: the schema and its recorded version stay as they were.
+	TxLock bool
+	// Busy reports whether an error of Lock means that the lock is held
+	// elsewhere, to be tried again; used with TxLock, may be nil.
+	Busy func(error) bool
 }
 
 // Driver implements database.Driver.
@@ -43,6 +55,9 @@ type Driver struct {
 	ctx  context.Context
 	conn *sql.Conn
 	st   Statements
+	// failed records, under TxLock, that a statement of the current
+	// transaction failed, so that Unlock rolls it back.
+	failed bool
 }
 
 // New returns a driver on conn. It takes ownership of conn: Close discards it.
@@ -54,7 +69,7 @@ func New(ctx context.Context, conn *sql.Conn, st Statements) (*Driver, error) {
 		return nil, err
 	}
 	for _, q := range append(st.Setup, st.EnsureTable) {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
+		if err := d.exec(q); err != nil {
 			_ = d.Unlock()
 			return nil, err
 		}
@@ -70,15 +85,32 @@ func (d *Driver) Open(string) (database.Driver, error) {
 // Close discards the connection rather than returning it to the pool, since
 // Setup may have changed its session state. The pool itself stays open.
 func (d *Driver) Close() error {
-	_ = d.conn.Raw(func(any) error { return driver.ErrBadConn })
-	return d.conn.Close()
+	// database/sql closes a connection whose Raw callback reports
+	// ErrBadConn, instead of returning it to the pool.
+	if err := d.conn.Raw(func(any) error { return driver.ErrBadConn }); !errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	return nil
 }
 
 // Lock waits for the migration lock, for as long as the context allows.
 func (d *Driver) Lock() error {
 	for {
-		var ok bool
-		if err := d.conn.QueryRowContext(d.ctx, d.st.Lock).Scan(&ok); err != nil {
+		var (
+			ok  bool
+			err error
+		)
+		if d.st.TxLock {
+			_, err = d.conn.ExecContext(d.ctx, d.st.Lock)
+			ok = err == nil
+			if d.st.Busy != nil && d.st.Busy(err) {
+				err = nil
+			}
+			d.failed = false
+		} else {
+			err = d.conn.QueryRowContext(d.ctx, d.st.Lock).Scan(&ok)
+		}
+		if err != nil {
 			return err
 		}
 		if ok {
@@ -90,9 +122,23 @@ func (d *Driver) Lock() error {
 	}
 }
 
-// Unlock releases the migration lock.
+// Unlock releases the migration lock. Under TxLock it commits the
+// transaction, or rolls it back if a statement in it failed.
 func (d *Driver) Unlock() error {
-	_, err := d.conn.ExecContext(d.ctx, d.st.Unlock)
+	q := d.st.Unlock
+	if d.st.TxLock && d.failed {
+		q = "ROLLBACK"
+	}
+	_, err := d.conn.ExecContext(d.ctx, q)
+	return err
+}
+
+// exec runs q on the connection, recording a failure for Unlock.
+func (d *Driver) exec(q string, args ...any) error {
+	_, err := d.conn.ExecContext(d.ctx, q, args...)
+	if err != nil {
+		d.failed = true
+	}
 	return err
 }
 
@@ -105,9 +151,9 @@ func (d *Driver) Run(migration io.Reader) error {
 		return err
 	}
 	stmts := Split(body)
-	if !d.st.Transactional {
+	if !d.st.Transactional || d.st.TxLock {
 		for _, s := range stmts {
-			if _, err := d.conn.ExecContext(d.ctx, s); err != nil {
+			if err := d.exec(s); err != nil {
 				return fmt.Errorf("migration statement %q: %w", s, err)
 			}
 		}
@@ -153,6 +199,15 @@ func Split(body []byte) []string {
 
 // SetVersion records version and dirty, replacing what was there.
 func (d *Driver) SetVersion(version int, dirty bool) error {
+	// golang-migrate records NilVersion (-1) after the last down migration:
+	// an empty table says the same.
+	write := version >= 0 || dirty
+	if d.st.TxLock { // already in the lock's transaction
+		if err := d.exec(d.st.ClearVersion); err != nil || !write {
+			return err
+		}
+		return d.exec(d.st.WriteVersion, int64(version), dirty)
+	}
 	tx, err := d.conn.BeginTx(d.ctx, nil)
 	if err != nil {
 		return err
@@ -161,9 +216,7 @@ func (d *Driver) SetVersion(version int, dirty bool) error {
 		_ = tx.Rollback()
 		return err
 	}
-	// golang-migrate records NilVersion (-1) after the last down migration:
-	// an empty table says the same.
-	if version >= 0 || dirty {
+	if write {
 		if _, err := tx.ExecContext(d.ctx, d.st.WriteVersion, int64(version), dirty); err != nil {
 			_ = tx.Rollback()
 			return err

@@ -7,6 +7,8 @@ import (
 	"database/sql"
 	"errors"
 	"time"
+
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // Wrap maps a driver error onto the dialect's sentinels.
@@ -44,4 +46,31 @@ func Exists(ctx context.Context, tx *sql.Tx, wrap Wrap, q string, args ...any) (
 		return false, nil
 	}
 	return err == nil, wrap(err)
+}
+
+// ListMicros runs q, which selects name, owner, token, holds, and the
+// acquisition time, the expiry time (both in microseconds since the Unix
+// epoch) and the time left until expiry (in microseconds), and returns the
+// rows as LockInfo.
+func ListMicros(ctx context.Context, db *sql.DB, wrap Wrap, q string) ([]dialect.LockInfo, error) {
+	rows, err := db.QueryContext(ctx, q)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	defer rows.Close()
+	var out []dialect.LockInfo
+	for rows.Next() {
+		var (
+			li                           dialect.LockInfo
+			acquired, expires, expiresIn int64
+		)
+		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn); err != nil {
+			return nil, wrap(err)
+		}
+		li.AcquiredAt = time.UnixMicro(acquired).UTC()
+		li.ExpiresAt = time.UnixMicro(expires).UTC()
+		li.ExpiresIn = time.Duration(expiresIn) * time.Microsecond
+		out = append(out, li)
+	}
+	return out, wrap(rows.Err())
 }

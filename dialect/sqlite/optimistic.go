@@ -1,0 +1,84 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var _ dialect.Optimistic = (*Dialect)(nil)
+
+type versionQueries struct {
+	read, create, take, reenter string
+	lease                       leaseQueries
+}
+
+func buildVersionQueries(versions string) versionQueries {
+	return versionQueries{
+		read: fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s, max(expires_at - %[2]s, 0)
+FROM %[1]s WHERE name = ?`, versions, now),
+		create: fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+VALUES (?, ?, 1, 1, %[2]s, %[2]s + ?)
+ON CONFLICT (name) DO NOTHING`, versions, now),
+		take: fmt.Sprintf(`UPDATE %[1]s SET owner = ?, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + ?
+WHERE name = ? AND version = ? AND expires_at <= %[2]s`, versions, now),
+		reenter: fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1, expires_at = max(expires_at, %[2]s + ?)
+WHERE name = ? AND version = ? AND owner = ? AND holds > 0 AND expires_at > %[2]s`, versions, now),
+		lease: buildLeaseQueries(versions, "version"),
+	}
+}
+
+// Versions implements dialect.Optimistic.
+func (d *Dialect) Versions() dialect.Versions { return versions{d} }
+
+type versions struct{ d *Dialect }
+
+func (v versions) Read(ctx context.Context, name string) (dialect.VersionRow, bool, error) {
+	var (
+		r  dialect.VersionRow
+		us int64
+	)
+	err := v.d.db.QueryRowContext(ctx, v.d.q.versions.read, name).Scan(&r.Version, &r.Owner, &r.Holds, &r.Live, &us)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, false, nil
+	}
+	if err != nil {
+		return r, false, wrap(err)
+	}
+	r.Remaining = time.Duration(us) * time.Microsecond
+	return r, true, nil
+}
+
+func (v versions) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
+	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
+}
+
+func (v versions) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
+	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.take, p.Owner, p.TTL.Microseconds(), p.Name, p.Version)
+}
+
+func (v versions) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
+	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.reenter, p.TTL.Microseconds(), p.Name, p.Version, p.Owner)
+}
+
+func (v versions) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
+	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+}
+
+func (v versions) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
+}
+
+// Guard is sound for the reasons given at Dialect.Guard.
+func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
+	return sqlrun.Exists(ctx, tx, wrap, v.d.q.versions.lease.guard, l.Name, l.Owner, l.Token)
+}
+
+func (v versions) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	return sqlrun.ListMicros(ctx, v.d.db, wrap, v.d.q.versions.lease.list)
+}

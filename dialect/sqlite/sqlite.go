@@ -1,0 +1,343 @@
+// Package sqlite is sqllock's embedded SQLite dialect, on the pure-Go driver
+// modernc.org/sqlite (no cgo, no server).
+//
+// It is for locks among the processes of one host that share a database
+// file: jobs started by cron on the same machine, command-line tools, the
+// workers of a single-host service, demos and tests. Leases expire on the
+// host's clock (SQLite's 'now'), which every process of the host shares.
+// The file must be on a local file system: SQLite's locking is unreliable
+// on network file systems, and processes on other hosts would read other
+// clocks.
+//
+// Open a database with Open, which sets what locking needs (see there). New
+// also accepts a pool opened otherwise with the "sqlite" driver of
+// modernc.org/sqlite, as long as its connections have a busy timeout.
+// SQLite 3.42 or later is needed; the driver bundles a newer one.
+//
+// SQLite has no row locks: a writing transaction locks the whole database
+// until it ends, and a transaction that only reads locks nothing (in WAL
+// mode). So there is no SELECT ... FOR UPDATE to build the pessimistic
+// strategy on, and this dialect supports the lock-table and optimistic
+// strategies only. The same whole-database lock is what makes Guard sound
+// here; see Dialect.Guard.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/golang-migrate/migrate/v4/database"
+	msqlite "modernc.org/sqlite" // registers the "sqlite" driver
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// BusyTimeout is how long a connection opened by Open waits for another
+// connection's write lock before a statement fails with SQLITE_BUSY (which
+// the dialect reports as dialect.ErrTransient). A context that ends sooner
+// ends the wait sooner.
+const BusyTimeout = 10 * time.Second
+
+// Open opens the SQLite database file at path, creating it if it does not
+// exist, with the settings that locking among goroutines and processes
+// needs, and connects once so that a bad path is reported at once. The pool
+// belongs to the caller, who closes it.
+//
+// The settings, applied to every connection:
+//
+//   - journal_mode WAL: readers never wait for the writer, nor the writer
+//     for readers; only writers take turns. The mode is stored in the file.
+//   - busy_timeout BusyTimeout: a writer waits for the write lock held by
+//     another process instead of failing at once.
+//   - synchronous FULL: a committed grant survives a power cut, so fencing
+//     tokens never repeat after one (WAL's cheaper NORMAL may lose the last
+//     commits).
+//   - _txlock=immediate: transactions begun on the pool (a guarded write
+//     included) take the write lock at BEGIN, so they never fail half-way
+//     upgrading a read to a write (SQLITE_BUSY_SNAPSHOT), and a transaction
+//     passed to Lock.Guard holds off takeovers from BEGIN on. Read-only
+//     transactions (sql.TxOptions.ReadOnly) begin deferred and lock nothing.
+//
+// The pool has one connection (SetMaxOpenConns(1)). SQLite runs one writer
+// at a time anyway, and every lock transition is a write: with one
+// connection the goroutines of a process queue in database/sql and get the
+// connection the moment it is free, whereas several connections of one
+// process would contend inside SQLite, whose busy handler polls with sleeps
+// of up to 100ms. The cost: while a transaction or an unclosed *sql.Rows of
+// this pool is open, every other statement on the pool waits for it, lease
+// renewals included, so keep transactions short, and do not acquire or
+// release locks of this pool from inside one of its transactions (that
+// waits until the context ends). Raise the limit with SetMaxOpenConns if
+// reads must run beside long transactions; correctness does not depend on
+// it.
+//
+// The path must name a file: an in-memory database exists per connection
+// and would vanish with it, so "" and ":memory:" are refused. Do not open
+// the database file with other code in the same process (os.Open and Close
+// of it drop SQLite's POSIX locks on it: see modernc.org/sqlite.OFDLocking).
+func Open(path string) (*sql.DB, error) {
+	if path == "" || path == ":memory:" {
+		return nil, fmt.Errorf("sqlite: open %q: the lock database must be a file", path)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	if err := db.Ping(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// dsn is the modernc.org/sqlite data source name for the file at path with
+// Open's settings. It is a file: URI, so that a path containing '?' or '#'
+// stays a path.
+func dsn(path string) string {
+	p := filepath.ToSlash(path)
+	if filepath.IsAbs(path) && !strings.HasPrefix(p, "/") {
+		p = "/" + p // a Windows volume: file:///C:/...
+	}
+	if strings.HasPrefix(p, "/") {
+		p = "//" + p // an empty authority, so that //x is not a host
+	}
+	return "file:" + uriEscaper.Replace(p) + fmt.Sprintf(
+		"?_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate",
+		BusyTimeout.Milliseconds())
+}
+
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
+// Dialect is the SQLite dialect. Create it with New.
+type Dialect struct {
+	db *sql.DB
+	q  queries
+}
+
+var _ dialect.Dialect = (*Dialect)(nil)
+
+// New returns the dialect for db, a pool opened with the "sqlite" driver of
+// modernc.org/sqlite, preferably by Open. It has no options: one database
+// file is one namespace, with no schema to choose.
+func New(db *sql.DB) (*Dialect, error) {
+	if db == nil {
+		return nil, dialect.ErrNilDB
+	}
+	if _, ok := db.Driver().(*msqlite.Driver); !ok {
+		return nil, fmt.Errorf("sqlite: the pool's driver is %T, not modernc.org/sqlite's", db.Driver())
+	}
+	return &Dialect{db: db, q: buildQueries()}, nil
+}
+
+// Name returns "sqlite".
+func (d *Dialect) Name() string { return "sqlite" }
+
+// DB returns the pool lock statements run on.
+func (d *Dialect) DB() *sql.DB { return d.db }
+
+// Migrations returns the SQLite migration files.
+func (d *Dialect) Migrations() fs.FS { return migrations.SQLite() }
+
+// now is the current time on the host's clock, in integer microseconds
+// since the Unix epoch. SQLite reads the clock with millisecond resolution,
+// once per statement execution, so every use within a statement agrees.
+const now = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+
+// released is the expiry of a released row: before any real time.
+const released = "0"
+
+type queries struct {
+	acquire, remaining, reap string
+	lease                    leaseQueries // on sqllock_locks
+	versions                 versionQueries
+}
+
+// leaseQueries are the statements on a lease, for a table with the columns
+// of sqllock_locks whose token column is named token.
+type leaseQueries struct {
+	renew, release, guard, list string
+}
+
+func buildLeaseQueries(table, token string) leaseQueries {
+	return leaseQueries{
+		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + ?
+WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s`, table, token, now),
+		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
+  expires_at = CASE WHEN holds = 1 THEN %[3]s ELSE expires_at END
+WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0`, table, token, released),
+		guard: fmt.Sprintf(`SELECT 1 FROM %[1]s
+WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s`, table, token, now),
+		list: fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
+FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now),
+	}
+}
+
+func buildQueries() queries {
+	return queries{
+		// One statement, under SQLite's write lock from start to end. A new
+		// row starts above the token floor; a takeover adds one to the
+		// row's token, which already exceeds every earlier token of the
+		// name. All SET expressions read the row as it was. The upsert
+		// returns no row when the WHERE refuses it: held by another owner.
+		acquire: fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
+  owner       = excluded.owner,
+  expires_at  = excluded.expires_at
+WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
+RETURNING token`, now),
+		remaining: fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = ?`, now),
+		lease:     buildLeaseQueries("sqllock_locks", "token"),
+		// The trigger of migration 1 raises the token floor for each row
+		// deleted, in this same statement.
+		reap: fmt.Sprintf(`DELETE FROM sqllock_locks WHERE name IN (
+  SELECT name FROM sqllock_locks WHERE expires_at <= %s ORDER BY expires_at LIMIT ?
+)`, now),
+		versions: buildVersionQueries("sqllock_versions"),
+	}
+}
+
+// Acquire implements dialect.Dialect.
+func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	var token int64
+	err := d.db.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return token, wrap(err)
+}
+
+// Remaining implements dialect.Dialect.
+func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	return sqlrun.Micros(ctx, d.db, wrap, d.q.remaining, name)
+}
+
+// Renew implements dialect.Dialect.
+func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+}
+
+// Release implements dialect.Dialect.
+func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.release, l.Name, l.Owner, l.Token)
+}
+
+// Guard implements dialect.Dialect. SQLite has no FOR SHARE, and needs none:
+// a takeover is a write, and SQLite lets one transaction at a time write to
+// the database. The check reads the lease inside tx, on the host's clock at
+// that statement, and then:
+//
+//   - if tx holds the write lock (it was begun IMMEDIATE, as every
+//     read-write transaction of a pool from Open is, or it wrote before the
+//     check), no takeover can commit until tx ends: the check holds until
+//     Commit;
+//   - if tx only read so far (deferred BEGIN), a takeover may commit after
+//     the check, but then tx's snapshot predates it, and tx's first write
+//     fails with SQLITE_BUSY_SNAPSHOT instead of waiting: tx cannot commit
+//     a write made under a lease that was taken over meanwhile.
+//
+// Either way a guarded transaction that writes commits only while the lease
+// holds. A transaction that never writes has nothing to commit; its reads
+// come from one snapshot in which the lease was live. tx must belong to the
+// same database file as the locks.
+func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
+	return sqlrun.Exists(ctx, tx, wrap, d.q.lease.guard, l.Name, l.Owner, l.Token)
+}
+
+// List implements dialect.Dialect.
+func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	return sqlrun.ListMicros(ctx, d.db, wrap, d.q.lease.list)
+}
+
+// Reap implements dialect.Dialect, in one DELETE statement. SQLite runs it
+// under the write lock, so concurrent reapers and acquirers take turns; the
+// trigger of migration 1 raises the token floor to every deleted token in
+// the same statement.
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
+	res, err := d.db.ExecContext(ctx, d.q.reap, p.Limit)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// MigrationDriver implements dialect.Dialect. The migration lock is SQLite's
+// write lock: the driver begins a transaction with BEGIN IMMEDIATE (waiting
+// while another migrator or writer holds the lock, for as long as the
+// context allows), runs the whole migration and its version records in it,
+// and commits, or rolls everything back if a statement fails. A migrator
+// that dies mid-way leaves nothing behind: SQLite rolls back its
+// transaction and the operating system drops its lock. Versions are
+// recorded in sqllock_schema_migrations.
+func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	st := sqlmigrate.Statements{
+		Lock:         "BEGIN IMMEDIATE",
+		Unlock:       "COMMIT",
+		TxLock:       true,
+		Busy:         isBusy,
+		EnsureTable:  `CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version INTEGER NOT NULL PRIMARY KEY, dirty INTEGER NOT NULL)`,
+		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
+		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
+		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,
+	}
+	drv, err := sqlmigrate.New(ctx, conn, st)
+	return drv, wrap(err)
+}
+
+// isBusy reports an error saying that another connection holds a lock the
+// statement needed: SQLITE_BUSY (another connection's write lock, after the
+// busy timeout) or SQLITE_LOCKED (a conflict within a shared cache). The
+// statement was not applied.
+func isBusy(err error) bool {
+	var se *msqlite.Error
+	if !errors.As(err, &se) {
+		return false
+	}
+	code := se.Code() & 0xff // the primary code of an extended one
+	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
+}
+
+// wrap maps SQLite errors onto the dialect's sentinels.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *msqlite.Error
+	if errors.As(err, &se) {
+		switch {
+		case isBusy(err):
+			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		case se.Code()&0xff == sqlite3.SQLITE_ERROR && schemaMissing(se.Error()):
+			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
+		}
+		return err // SQLite refused the statement: it was not applied
+	}
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, driver.ErrBadConn) {
+		return err
+	}
+	// Above all a context that ended while the statement ran: the driver
+	// then interrupts it, but it may have completed just before.
+	return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, err)
+}
+
+// schemaMissing reports a message of SQLITE_ERROR that names a missing
+// table or column; SQLite has no finer code for these.
+func schemaMissing(msg string) bool {
+	return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column")
+}
