@@ -100,6 +100,15 @@ var backends = []struct {
 		}
 		return backend{"mysql", u.String(), d}
 	}},
+	{"sqlite", func(t *testing.T) backend {
+		path := filepath.Join(t.TempDir(), "locks.db")
+		db, d, err := openSQLite(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return backend{"sqlite", "sqlite:" + path, d}
+	}},
 }
 
 // each runs fn against every backend with a migrated schema, in parallel.
@@ -334,13 +343,20 @@ func TestRunExitStatus(t *testing.T) {
 	})
 }
 
-// A server without the schema is reported with the command that fixes it.
+// A server without the schema is reported with the command that fixes it;
+// an embedded database is migrated on first use.
 func TestSchemaMissing(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		if err := sqllock.MigrateDown(ctxT(t), b.d); err != nil {
 			t.Fatal(err)
 		}
 		out, err := b.cmd(t, "run", "x", "--", "true").CombinedOutput()
+		if b.kind == "sqlite" {
+			if err != nil {
+				t.Fatalf("run on an empty embedded database: %v\n%s", err, out)
+			}
+			return
+		}
 		if code := exitStatus(err); code != exitUnavailable || !strings.Contains(string(out), "sqllock migrate up --dsn") {
 			t.Fatalf("exit %d, output %s; want 69 and the fix", code, out)
 		}
@@ -479,5 +495,26 @@ func TestMySQLConfig(t *testing.T) {
 	var ue usageError
 	if _, err := openTarget(context.Background(), "sqlite:"); !errors.As(err, &ue) {
 		t.Errorf("empty sqlite path: %v", err)
+	}
+}
+
+// With no DSN at all, the demo runs on the embedded default: no server
+// needed.
+func TestDemoOnDefaultDatabase(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	c := exec.CommandContext(ctxT(t), bin, "demo")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SQLLOCK_DSN=") && !strings.HasPrefix(kv, "XDG_STATE_HOME=") {
+			c.Env = append(c.Env, kv)
+		}
+	}
+	c.Env = append(c.Env, "XDG_STATE_HOME="+state)
+	out, err := c.CombinedOutput()
+	if err != nil || !hasRow(string(out), "table", "correct") || !strings.Contains(string(out), "on sqlite") {
+		t.Fatalf("demo on the default database: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(state, "sqllock", "sqllock.db")); err != nil {
+		t.Fatalf("default database file: %v", err)
 	}
 }
