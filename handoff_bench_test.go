@@ -43,20 +43,26 @@ func benchDialects(b *testing.B) map[string]dialect.Dialect {
 // the moment the holder calls Release to the moment the next waiter's
 // Acquire returns, with 1, 10 and 100 waiters on one name, each waiter with
 // a locker of its own (as if in its own process; they share the pool and,
-// on PostgreSQL, the listening connection). Reports p50-ms and p99-ms. Run:
+// on PostgreSQL, the listening connection). The holder releases as soon as
+// every waiter queued (hold=0s: pollers are still at their shortest
+// backoff) or after holding 1 s (pollers at their steady pace). Reports
+// p50-ms and p99-ms. Run:
 //
-//	go test -run '^$' -bench Handoff -benchtime 300x .
+//	go test -run '^$' -bench 'Handoff/.*/hold=0s' -benchtime 200x .
+//	go test -run '^$' -bench 'Handoff/.*/hold=1s' -benchtime 30x .
 func BenchmarkHandoff(b *testing.B) {
 	ds := benchDialects(b)
 	for _, kind := range []string{"postgres", "mysql"} {
-		for _, waiters := range []int{1, 10, 100} {
-			b.Run(fmt.Sprintf("%s/waiters=%d", kind, waiters), func(b *testing.B) {
-				name := fmt.Sprintf("handoff-%d", waiters)
-				lat := handoffs(b, ds[kind], name, waiters+1, b.N)
-				slices.Sort(lat)
-				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
-			})
+		for _, hold := range []time.Duration{0, time.Second} {
+			for _, waiters := range []int{1, 10, 100} {
+				b.Run(fmt.Sprintf("%s/hold=%v/waiters=%d", kind, hold, waiters), func(b *testing.B) {
+					name := fmt.Sprintf("handoff-%d-%v", waiters, hold)
+					lat := handoffs(b, ds[kind], name, waiters+1, b.N, hold)
+					slices.Sort(lat)
+					b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+					b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+				})
+			}
 		}
 	}
 }
@@ -67,7 +73,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // happened, and returns their latencies. The holder releases once every
 // other client waits; a client that released waits until another holds the
 // lock before it queues again.
-func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int) []time.Duration {
+func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int, hold time.Duration) []time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -124,6 +130,12 @@ func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int) []ti
 				next := acquired
 				mu.Unlock()
 				othersWait(i)
+				if hold > 0 {
+					select {
+					case <-time.After(hold): // the critical section
+					case <-ctx.Done():
+					}
+				}
 				released.Store(time.Now().UnixNano())
 				if err := k.Release(context.Background()); err != nil {
 					b.Error(err)

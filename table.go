@@ -70,7 +70,8 @@ func (t *Table) TryAcquire(ctx context.Context, name string) (*Lock, error) {
 // releases the lock, when the database announces a release (PostgreSQL
 // LISTEN/NOTIFY, on one connection per Table while anyone waits), when the
 // holder's lease ends, or after a jittered, exponentially growing backoff
-// capped at Options.MaxBackoff (ten times that while notifications arrive).
+// capped at Options.MaxBackoff (while notifications arrive, only when the
+// lease ends).
 // When ctx ends first it returns an error wrapping ctx.Err().
 func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
 	owner, err := t.prepare(ctx, name)

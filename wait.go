@@ -52,9 +52,10 @@ func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
 	return r
 }
 
-// notifyPollFactor stretches the head's polling while notifications arrive:
-// they announce releases, so polling only has to catch what they cannot
-// (expiry of a crashed holder's lease, a notification lost in a reconnect).
+// notifyPollFactor stretches the head's polling while notifications arrive
+// and the holder's lease end is unknown: notifications announce releases, so
+// polling only has to catch what they cannot (expiry of a crashed holder's
+// lease).
 const notifyPollFactor = 10
 
 // wait calls try until it returns anything but ErrLocked, or ctx ends. try
@@ -89,10 +90,14 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 	for {
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(2*backoff, r.maxBackoff)
-		if r.listening() {
+		switch {
+		case r.listening() && left >= 0:
+			// Releases are announced: look again only when the lease
+			// ends, spread a little so that many heads do not align.
+			wait = left + rand.N(min(left/10, 100*time.Millisecond)+1)
+		case r.listening():
 			wait = notifyPollFactor * r.maxBackoff
-		}
-		if left >= 0 && left < wait {
+		case left >= 0 && left < wait:
 			wait = left
 		}
 		wait = max(wait, time.Millisecond)
