@@ -27,13 +27,39 @@ type leases struct {
 	store leaseStore
 	opts  Options
 	freed func(name string) // called when a lock is released for good; may be nil
+	batch *renewBatcher     // nil when the store renews one lease at a time
+	epoch time.Time         // origin of the renewal grid
 
 	mu    sync.Mutex
 	byKey map[leaseKey]*lease
 }
 
 func newLeases(store leaseStore, opts Options) *leases {
-	return &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease)}
+	ls := &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease), epoch: time.Now()}
+	if br, ok := store.(dialect.BatchRenewer); ok {
+		ls.batch = &renewBatcher{store: br, ttl: opts.TTL, window: renewBatchWindow(opts.RenewInterval)}
+	}
+	return ls
+}
+
+// untilTick is the time to the next point of the renewal grid, every
+// RenewInterval from the locker's creation. Renewing on the grid makes the
+// leases of a locker fall due together, so that they renew in batches.
+// Without batching each lease keeps its own pace.
+func (ls *leases) untilTick() time.Duration {
+	if ls.batch == nil {
+		return ls.opts.RenewInterval
+	}
+	iv := ls.opts.RenewInterval
+	return iv - time.Since(ls.epoch)%iv
+}
+
+// renewOne renews ref, in the open batch if the store renews in batches.
+func (ls *leases) renewOne(ctx context.Context, ref dialect.Lease) (bool, error) {
+	if ls.batch != nil {
+		return ls.batch.renew(ctx, ref)
+	}
+	return ls.store.Renew(ctx, ref, ls.opts.TTL)
 }
 
 // trustMargin is how much earlier than its lease a holder stops trusting it,
@@ -120,7 +146,7 @@ func (l *lease) startRenewal() {
 		return
 	}
 	l.renewing = true
-	l.arm(l.ls.opts.RenewInterval)
+	l.arm(l.ls.untilTick())
 }
 
 // arm schedules the next renewal in d. l.mu must be held.
@@ -168,7 +194,7 @@ func (l *lease) renew() {
 	l.inflight, l.stopFlight = done, stop
 	l.mu.Unlock()
 
-	ok, err := l.ls.store.Renew(ctx, l.ref, o.TTL)
+	ok, err := l.ls.renewOne(ctx, l.ref)
 	stop()
 
 	l.mu.Lock()
@@ -182,7 +208,7 @@ func (l *lease) renew() {
 	switch {
 	case err == nil && ok:
 		l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
-		l.arm(o.RenewInterval)
+		l.arm(l.ls.untilTick())
 	case err == nil:
 		lost = "the lease expired or was taken over"
 	case !time.Now().Before(deadline):

@@ -38,12 +38,13 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 	// 1. A renewal that keeps failing with a broken connection is retried
 	// inside the trust window, then the lock is reported lost when it closes.
 	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(7))
-	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 1)) // a renewal that works
+	// Renewals go in batches: an UPDATE ... RETURNING the renewed leases.
+	mock.ExpectQuery("UPDATE").WillReturnRows(sqlmock.NewRows([]string{"name", "owner", "token"}).AddRow("flaky", "o1", 7)) // works
 	for range 40 {
-		mock.ExpectExec("UPDATE").WillReturnError(io.ErrUnexpectedEOF)
+		mock.ExpectQuery("UPDATE").WillReturnError(io.ErrUnexpectedEOF)
 	}
 	start := time.Now()
-	k, err := l.TryAcquire(ctx, "flaky")
+	k, err := l.TryAcquire(sqllock.WithOwner(ctx, "o1"), "flaky")
 	if err != nil {
 		t.Fatal(err)
 	}

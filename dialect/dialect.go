@@ -124,3 +124,15 @@ type Dialect interface {
 	// a deleted one. Concurrent calls from many processes are safe.
 	Reap(ctx context.Context, p ReapParams) (int, error)
 }
+
+// BatchRenewer is implemented by lease statements (a Dialect, or the
+// Versions of a dialect.Optimistic) that can renew many leases at once.
+type BatchRenewer interface {
+	// RenewMany extends the live leases among ls to ttl from now, in one
+	// statement (two on MySQL), and reports for each lease whether it was
+	// renewed. Callers pass at most MaxRenewBatch leases.
+	RenewMany(ctx context.Context, ls []Lease, ttl time.Duration) ([]bool, error)
+}
+
+// MaxRenewBatch is the most leases one RenewMany call takes.
+const MaxRenewBatch = 1000

@@ -91,6 +91,9 @@ type queries struct {
 // of sqllock_locks whose token column is named token.
 type leaseQueries struct {
 	renew, release, guard, list string
+	// renewMany and renewed take a batch: {names} becomes a list of name
+	// placeholders, {leases} a list of (name, owner, token) tuples.
+	renewMany, renewed string
 }
 
 // now is the statement's start in UTC, whatever the session time zone.
@@ -103,6 +106,13 @@ func buildLeaseQueries(table, token string) leaseQueries {
 		// rows.
 		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, %[3]s + INTERVAL ? MICROSECOND)
 WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s`, table, token, now),
+		renewMany: fmt.Sprintf(`UPDATE %[1]s SET expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, %[3]s + INTERVAL ? MICROSECOND)
+WHERE name IN ({names}) AND (name, owner, %[2]s) IN ({leases}) AND holds > 0 AND expires_at > %[3]s`, table, token, now),
+		// No RETURNING: a lease of the batch is live afterwards exactly
+		// when the update renewed it (nothing else makes the same
+		// (name, owner, token) live again).
+		renewed: fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
+WHERE name IN ({names}) AND (name, owner, %[2]s) IN ({leases}) AND holds > 0 AND expires_at > %[3]s`, table, token, now),
 		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = IF(holds = 0, %[3]s, expires_at)
 WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0`, table, token, released),
 		guard: fmt.Sprintf(`SELECT 1 FROM %[1]s
@@ -174,6 +184,34 @@ func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bo
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
 	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+}
+
+// RenewMany implements dialect.BatchRenewer, in two statements: the update,
+// and a read of which leases it left live.
+func (d *Dialect) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	return d.renewMany(ctx, d.q.lease, ls, ttl)
+}
+
+func (d *Dialect) renewMany(ctx context.Context, q leaseQueries, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	names := make([]any, 0, 4*len(ls))
+	for _, l := range ls {
+		names = append(names, l.Name)
+	}
+	args := names
+	for _, l := range ls {
+		args = append(args, l.Name, l.Owner, l.Token)
+	}
+	r := strings.NewReplacer(
+		"{names}", strings.TrimSuffix(strings.Repeat("?,", len(ls)), ","),
+		"{leases}", strings.TrimSuffix(strings.Repeat("(?,?,?),", len(ls)), ","))
+	if _, err := d.db.ExecContext(ctx, r.Replace(q.renewMany), append([]any{ttl.Microseconds()}, args...)...); err != nil {
+		return nil, wrap(err)
+	}
+	rows, err := d.db.QueryContext(ctx, r.Replace(q.renewed), args...)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return sqlrun.Renewed(rows, ls, wrap)
 }
 
 // Release implements dialect.Dialect.

@@ -85,6 +85,10 @@ func (v versions) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration)
 	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
+func (v versions) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	return v.d.renewMany(ctx, v.d.q.versions.lease, ls, ttl)
+}
+
 func (v versions) Release(ctx context.Context, l dialect.Lease) (bool, error) {
 	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
 }

@@ -125,7 +125,7 @@ type queries struct {
 // leaseQueries are the statements on a lease, for a table with the columns
 // of sqllock_locks whose token column is named token.
 type leaseQueries struct {
-	renew, release, guard, list string
+	renew, renewMany, release, guard, list string
 }
 
 func buildLeaseQueries(table, token string) leaseQueries {
@@ -134,6 +134,10 @@ func buildLeaseQueries(table, token string) leaseQueries {
 	return leaseQueries{
 		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = now() + $4::bigint * interval '1 microsecond'
 WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0 AND expires_at > now()`, table, token),
+		renewMany: fmt.Sprintf(`UPDATE %[1]s AS l SET expires_at = now() + $4::bigint * interval '1 microsecond'
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(name, owner, token)
+WHERE l.name = r.name AND l.owner = r.owner AND l.%[2]s = r.token AND l.holds > 0 AND l.expires_at > now()
+RETURNING l.name, l.owner, l.%[2]s`, table, token),
 		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
   expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
 WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0`, table, token),
@@ -213,6 +217,23 @@ func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bo
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
 	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
+}
+
+// RenewMany implements dialect.BatchRenewer.
+func (d *Dialect) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	return d.renewMany(ctx, d.q.lease.renewMany, ls, ttl)
+}
+
+func (d *Dialect) renewMany(ctx context.Context, q string, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	names, owners, tokens := make([]string, len(ls)), make([]string, len(ls)), make([]int64, len(ls))
+	for i, l := range ls {
+		names[i], owners[i], tokens[i] = l.Name, l.Owner, l.Token
+	}
+	rows, err := d.db.QueryContext(ctx, q, names, owners, tokens, ttl.Microseconds())
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return sqlrun.Renewed(rows, ls, wrap)
 }
 
 // Release implements dialect.Dialect.

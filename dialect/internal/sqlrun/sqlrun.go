@@ -74,3 +74,29 @@ func ListMicros(ctx context.Context, db *sql.DB, wrap Wrap, q string) ([]dialect
 	}
 	return out, wrap(rows.Err())
 }
+
+// Renewed reads (name, owner, token) rows of renewed leases and reports,
+// for each of ls, whether it is among them. It closes rows.
+func Renewed(rows *sql.Rows, ls []dialect.Lease, wrap Wrap) ([]bool, error) {
+	defer rows.Close()
+	got := make(map[dialect.Lease]bool, len(ls))
+	for rows.Next() {
+		var (
+			l           dialect.Lease
+			name, owner []byte
+		)
+		if err := rows.Scan(&name, &owner, &l.Token); err != nil {
+			return nil, wrap(err)
+		}
+		l.Name, l.Owner = string(name), string(owner)
+		got[l] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]bool, len(ls))
+	for i, l := range ls {
+		out[i] = got[l]
+	}
+	return out, nil
+}

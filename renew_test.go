@@ -1,0 +1,85 @@
+package sqllock_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// renewCounting counts renewal statements: single renewals and batches.
+type renewCounting struct {
+	dialect.Dialect
+	single, batches, renewed *atomic.Int64
+}
+
+func (c renewCounting) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
+	c.single.Add(1)
+	return c.Dialect.Renew(ctx, l, ttl)
+}
+
+func (c renewCounting) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	c.batches.Add(1)
+	ok, err := c.Dialect.(dialect.BatchRenewer).RenewMany(ctx, ls, ttl)
+	for _, o := range ok {
+		if o {
+			c.renewed.Add(1)
+		}
+	}
+	return ok, err
+}
+
+// One process holding many leases renews them in a few statements per
+// renewal period, not one per lease, and keeps them all.
+func TestBatchedRenewal(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		if _, ok := e.d.(dialect.BatchRenewer); !ok {
+			t.Skipf("%s renews one lease per statement", e.kind)
+		}
+		ctx := ctxT(t)
+		var single, batches, renewed atomic.Int64
+		d := renewCounting{e.d, &single, &batches, &renewed}
+		const n, ttl, every = 1500, 2 * time.Second, 500 * time.Millisecond
+		l, err := sqllock.NewTable(d, sqllock.Options{TTL: ttl, RenewInterval: every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks := make([]*sqllock.Lock, n)
+		for i := range locks {
+			if locks[i], err = l.TryAcquire(ctx, fmt.Sprintf("lease-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Watch three renewal periods' worth of renewals.
+		start, b0, r0 := time.Now(), batches.Load(), renewed.Load()
+		for renewed.Load()-r0 < 3*n {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("renewed %d leases in %v", renewed.Load()-r0, time.Since(start))
+			case <-time.After(10 * time.Millisecond): // watching counters, not synchronising
+			}
+		}
+		periods := int64(time.Since(start)/every) + 1
+		// 1500 leases need two batches of at most 1000; allow a third for
+		// timers that fire after the window closed — against 1500 single
+		// renewals per period.
+		if got := batches.Load() - b0; got > 3*periods+2 {
+			t.Fatalf("%d batches in %d periods for %d leases, want at most %d", got, periods, n, 3*periods+2)
+		}
+		if single.Load() != 0 {
+			t.Fatalf("%d single renewals", single.Load())
+		}
+		for i, k := range locks {
+			if k.Context().Err() != nil {
+				t.Fatalf("lease %d lost: %v", i, context.Cause(k.Context()))
+			}
+			if err := k.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
