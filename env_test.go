@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(spec))
 	}
 	code := m.Run()
+	sqllock.RetireListeners()
 	nonNilDB.Close()
 	dbtest.CloseAll()
 	if code == 0 {

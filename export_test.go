@@ -28,3 +28,23 @@ func RoomRetries(t *Table, name string) int {
 	defer r.mu.Unlock()
 	return r.retries[name]
 }
+
+// RetireListeners stops every idle listening connection now rather than
+// after hubLinger, and waits for them: for leak checks at the end of tests.
+func RetireListeners() {
+	hubs.Lock()
+	all := make([]*hub, 0, len(hubs.m))
+	for _, h := range hubs.m {
+		all = append(all, h)
+	}
+	hubs.Unlock()
+	for _, h := range all {
+		h.retire()
+		h.mu.Lock()
+		idle := len(h.rooms) == 0
+		h.mu.Unlock()
+		if idle {
+			<-h.done
+		}
+	}
+}

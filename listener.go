@@ -16,8 +16,10 @@ import (
 // for that name.
 type hub struct {
 	n      dialect.Notifier
+	key    any
 	logger *slog.Logger
 	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
 
 	mu       sync.Mutex
 	rooms    map[*waitRoom]struct{}
@@ -39,7 +41,7 @@ func subscribe(r *waitRoom) *hub {
 	h := hubs.m[r.hubKey]
 	if h == nil {
 		ctx, cancel := context.WithCancel(context.Background())
-		h = &hub{n: r.notifier, logger: r.logger, cancel: cancel, rooms: make(map[*waitRoom]struct{})}
+		h = &hub{n: r.notifier, key: r.hubKey, logger: r.logger, cancel: cancel, done: make(chan struct{}), rooms: make(map[*waitRoom]struct{})}
 		hubs.m[r.hubKey] = h
 		go h.run(ctx)
 	}
@@ -49,21 +51,36 @@ func subscribe(r *waitRoom) *hub {
 	return h
 }
 
-// unsubscribe removes r from h, stopping h when no room is left. A stopping
-// hub winds down on its own; the next subscriber starts a new one.
+// hubLinger is how long a hub keeps listening after its last room stopped
+// waiting: lockers that take turns on a name would otherwise reconnect and
+// LISTEN again at every hand-off.
+const hubLinger = 500 * time.Millisecond
+
+// unsubscribe removes r from h. A hub left without rooms stops after
+// hubLinger unless a room subscribes meanwhile.
 func unsubscribe(r *waitRoom, h *hub) {
+	h.mu.Lock()
+	delete(h.rooms, r)
+	empty := len(h.rooms) == 0
+	h.mu.Unlock()
+	if empty {
+		time.AfterFunc(hubLinger, h.retire)
+	}
+}
+
+// retire stops h if it still has no rooms.
+func (h *hub) retire() {
 	hubs.Lock()
 	defer hubs.Unlock()
 	h.mu.Lock()
-	delete(h.rooms, r)
 	empty := len(h.rooms) == 0
 	if empty {
 		h.up = false
 	}
 	h.mu.Unlock()
-	if empty {
+	if empty && hubs.m[h.key] == h {
 		h.cancel()
-		delete(hubs.m, r.hubKey)
+		delete(hubs.m, h.key)
 	}
 }
 
@@ -77,6 +94,7 @@ func (h *hub) listening() bool {
 // failures with a growing pause; while it is down, heads poll at the
 // normal pace.
 func (h *hub) run(ctx context.Context) {
+	defer close(h.done)
 	pause := 50 * time.Millisecond
 	for {
 		err := h.n.Listen(ctx, h.ready, h.deliver)
