@@ -13,6 +13,9 @@
 #      MariaDB with start-stop-daemon), after installing it with apt-get when
 #      it is missing and we run as root on Debian.
 #
+# With SQLLOCK_SETUP_ONLY=1 (as scripts/bench.sh sources it) it stops after
+# finding the servers and exporting their addresses.
+#
 # Extra arguments go to `go test`; package arguments (./..., ./internal/x,
 # github.com/...) restrict both vet and test to those packages:
 #
@@ -394,6 +397,11 @@ pg_setup
 my_setup
 
 log "PostgreSQL: $(redact "$SQLLOCK_TEST_POSTGRES_URL") ($pg_how); MySQL: $(redact "$SQLLOCK_TEST_MYSQL_DSN") ($my_how)"
+
+# scripts/bench.sh sources this file for the servers alone.
+if [ -n "${SQLLOCK_SETUP_ONLY:-}" ]; then
+	return 0 2>/dev/null || exit 0
+fi
 
 log "go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"

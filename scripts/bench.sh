@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs the benchmarks behind BENCHMARKS.md against the local servers (found
+# or started as by scripts/test.sh), writes the raw output to
+# bench/results.txt and the chart to bench/chart.svg.
+#
+#   bash scripts/bench.sh          # about 10 minutes on 2 cores
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SQLLOCK_SETUP_ONLY=1
+source scripts/test.sh
+mkdir -p bench
+out=bench/results.txt
+{
+	echo "# $(date -u +%FT%TZ) $(uname -m) $(nproc) cores, $(go version | cut -d' ' -f3)"
+	go test -run '^$' -bench '^BenchmarkTryAcquireRelease$' -benchtime 5000x -count 3 .
+	go test -run '^$' -bench '^BenchmarkOptimisticTryAcquireRelease$' -benchtime 3000x -count 3 .
+	go test -run '^$' -bench '^BenchmarkOptimisticUpdate$' -benchtime 3000x .
+	go test -run '^$' -bench '^BenchmarkHandoff$/.*/hold=0s' -benchtime 300x .
+	go test -run '^$' -bench '^BenchmarkHandoff$/.*/hold=1s' -benchtime 30x .
+	go test -run '^$' -bench '^BenchmarkIdleWaiters$' -benchtime 30x .
+	go test -run '^$' -bench '^BenchmarkRenewal$' -benchtime 5x .
+	go test -run '^$' -bench '^BenchmarkReaper$' -benchtime 1x -timeout 30m .
+} | tee "$out"
+go run ./internal/benchchart < "$out" > bench/chart.svg
+echo "bench.sh: wrote $out and bench/chart.svg"
