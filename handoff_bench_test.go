@@ -46,7 +46,8 @@ func benchDialects(b *testing.B) map[string]dialect.Dialect {
 // on PostgreSQL, the listening connection). The holder releases as soon as
 // every waiter queued (hold=0s: pollers are still at their shortest
 // backoff) or after holding 1 s (pollers at their steady pace). Reports
-// p50-ms and p99-ms. Run:
+// p50-ms, p99-ms and stmts/handoff (acquire attempts and remaining-time
+// reads by all clients, per hand-off). Run:
 //
 //	go test -run '^$' -bench 'Handoff/.*/hold=0s' -benchtime 200x .
 //	go test -run '^$' -bench 'Handoff/.*/hold=1s' -benchtime 30x .
@@ -57,7 +58,13 @@ func BenchmarkHandoff(b *testing.B) {
 			for _, waiters := range []int{1, 10, 100} {
 				b.Run(fmt.Sprintf("%s/hold=%v/waiters=%d", kind, hold, waiters), func(b *testing.B) {
 					name := fmt.Sprintf("handoff-%d-%v", waiters, hold)
-					lat := handoffs(b, ds[kind], name, waiters+1, b.N, hold)
+					var stmts atomic.Int64
+					var d dialect.Dialect = counting{ds[kind], &stmts}
+					if nt, ok := ds[kind].(dialect.Notifier); ok {
+						d = countingNotifier{counting{ds[kind], &stmts}, nt}
+					}
+					lat := handoffs(b, d, name, waiters+1, b.N, hold)
+					b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
 					slices.Sort(lat)
 					b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 					b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
