@@ -164,6 +164,9 @@ func TestListenerReconnects(t *testing.T) {
 	}
 	got := acquireAsync(ctx, l, "y")
 	waitRoom(t, l, "y", "listener ready", func(up bool, connects, waiting, _ int) bool { return up && connects == 1 && waiting == 1 })
+	// The listener's first readiness woke the head once; let that attempt
+	// end before counting.
+	waitRoom(t, l, "y", "attempt after listening", func(bool, int, int, int) bool { return sqllock.RoomRetries(l, "y") >= 1 })
 	before := sqllock.RoomRetries(l, "y")
 	var killed int
 	err = e.db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
