@@ -48,6 +48,7 @@ type env struct {
 	d    dialect.Dialect
 	ns   string    // schema, database, or SQLite file
 	s    *strategy // the locker under test; table unless eachLocker says
+	pess bool      // eachStrategy: the pessimistic strategy is under test
 }
 
 // locker is what the lease-based strategies offer.
@@ -181,6 +182,44 @@ func eachLocker(t *testing.T, fn func(t *testing.T, e *env)) {
 			})
 		}
 	}
+}
+
+// eachStrategy runs fn against every strategy on every dialect that has
+// it: the lease-based ones as eachLocker does, and the pessimistic one. fn
+// makes its lockers with e.anyLocker.
+func eachStrategy(t *testing.T, fn func(t *testing.T, e *env)) {
+	eachLocker(t, fn)
+	for _, m := range envs {
+		if m.kind == "sqlite" {
+			continue
+		}
+		t.Run(m.kind+"/pessimistic", func(t *testing.T) {
+			t.Parallel()
+			e := m.make(t)
+			e.pess = true
+			fn(t, e)
+		})
+	}
+}
+
+// anyLocker returns a locker of the strategy under test, with default
+// options.
+func (e *env) anyLocker(t *testing.T) sqllock.Locker {
+	t.Helper()
+	if e.pess {
+		return e.pessimistic(t, sqllock.PessimisticOptions{})
+	}
+	return e.locker(t, sqllock.Options{})
+}
+
+// pessimistic returns a pessimistic locker.
+func (e *env) pessimistic(t *testing.T, opts sqllock.PessimisticOptions) *sqllock.Pessimistic {
+	t.Helper()
+	l, err := sqllock.NewPessimistic(e.d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // ctxT is the test's context with a deadline, so no test can hang.

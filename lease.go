@@ -76,7 +76,7 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.byKey[key]; l != nil && l.ref.Token == token && l.addHold(trust) {
-		return &Lock{lease: l}
+		return &Lock{h: l}
 	}
 	// A lease under the same key with another token belongs to an earlier
 	// acquisition; it learns its fate from its own renewals or release.
@@ -91,7 +91,7 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 	l.mu.Lock()
 	l.startRenewal()
 	l.mu.Unlock()
-	return &Lock{lease: l}
+	return &Lock{h: l}
 }
 
 func (ls *leases) forget(l *lease) {
@@ -266,62 +266,9 @@ func (l *lease) dropHold(lost bool) {
 	}
 }
 
-// Lock is a held lock: one hold of one acquisition. It is safe for
-// concurrent use.
-//
-// While any hold is unreleased, the lease is renewed in the background. If it
-// is lost — taken over after expiring, or not renewed within its trust window
-// of TTL minus a small margin since the last renewal that succeeded — the
-// lock's Context is cancelled with cause ErrLockLost. The holder must then
-// stop acting as the owner; Guard and the fencing Token let the data refuse a
-// holder that has not noticed yet.
-type Lock struct {
-	lease *lease
-
-	mu       sync.Mutex
-	released bool
-}
-
-// Name returns the lock's name.
-func (k *Lock) Name() string { return k.lease.ref.Name }
-
-// Owner returns the owner identity the lock is held by. Pass it to WithOwner
-// to re-enter the lock.
-func (k *Lock) Owner() string { return k.lease.ref.Owner }
-
-// Token returns the fencing token: fixed for this acquisition (re-entrant
-// holds share it) and greater than every token granted for this name before.
-// Storing it with data written under the lock, and refusing writes that carry
-// a smaller one, keeps a paused former holder from corrupting the data.
-func (k *Lock) Token() int64 { return k.lease.ref.Token }
-
-// Context returns a context that is cancelled when the lock ends: with cause
-// ErrLockLost if it is lost, ErrNotHeld once every hold is released. It
-// carries the values of the context the lock was acquired with.
-func (k *Lock) Context() context.Context { return k.lease.ctx }
-
-// Done is shorthand for Context().Done().
-func (k *Lock) Done() <-chan struct{} { return k.lease.ctx.Done() }
-
-// Release releases this hold, in one statement scoped to the lock's name,
-// owner and token. When it is the last hold the lock is freed and its context
-// is cancelled with cause ErrNotHeld.
-//
-// A second Release of the same handle returns ErrNotHeld. If the lease was
-// taken over meanwhile, Release returns ErrLockLost. Local state changes only
-// once the database has answered: on any other error the hold is still
-// counted and Release may be called again. An error wrapping
-// ErrOutcomeUnknown means the statement may have been applied; a retry is
-// then harmless for the last hold, while for a re-entered lock it may drop
-// one hold too many (the lease then ends with the remaining holds' releases
-// reporting ErrLockLost).
-func (k *Lock) Release(ctx context.Context) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.released {
-		return ErrNotHeld
-	}
-	l := k.lease
+// releaseHold releases one hold in the database; the last one frees the
+// lease. Local state changes only once the database has answered.
+func (l *lease) releaseHold(ctx context.Context) error {
 	l.mu.Lock()
 	last := l.holds == 1
 	l.mu.Unlock()
@@ -336,7 +283,6 @@ func (k *Lock) Release(ctx context.Context) error {
 		l.mu.Unlock()
 		return fmt.Errorf("sqllock: release %q: %w", l.ref.Name, err)
 	}
-	k.released = true
 	l.dropHold(!ok)
 	if !ok {
 		return ErrLockLost
@@ -344,30 +290,19 @@ func (k *Lock) Release(ctx context.Context) error {
 	return nil
 }
 
-// Guard makes the caller's transaction tx safe to commit only while this
-// acquisition holds the lock. It checks, inside tx, that the lease is live on
-// the database clock and share-locks the lock's row until tx ends, so that no
-// other owner can take the lock over before tx commits or rolls back. Call
-// it in tx before (or after) the guarded writes and before Commit; it returns
-// ErrLockLost if the lease is no longer held, in which case the caller must
-// roll back (on MySQL/MariaDB under REPEATABLE READ the refused check still
-// share-locks the row until then).
-//
-// While tx keeps the row share-locked, renewals of this lease wait too: keep
-// guarded transactions well shorter than the TTL.
-func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
-	k.mu.Lock()
-	released := k.released
-	k.mu.Unlock()
-	if released {
-		return ErrNotHeld
-	}
-	ok, err := k.lease.ls.store.Guard(ctx, tx, k.lease.ref)
+// guard checks the lease inside tx; see Lock.Guard.
+func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
+	ok, err := l.ls.store.Guard(ctx, tx, l.ref)
 	if err != nil {
-		return fmt.Errorf("sqllock: guard %q: %w", k.lease.ref.Name, err)
+		return fmt.Errorf("sqllock: guard %q: %w", l.ref.Name, err)
 	}
 	if !ok {
 		return ErrLockLost
 	}
 	return nil
 }
+
+func (l *lease) ident() dialect.Lease     { return l.ref }
+func (l *lease) released() bool           { return false }
+func (l *lease) context() context.Context { return l.ctx }
+func (l *lease) tx() *sql.Tx              { return nil }

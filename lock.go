@@ -3,12 +3,14 @@ package sqllock
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -19,7 +21,7 @@ import (
 // Errors returned by lockers, locks and helpers. Test for them with errors.Is.
 var (
 	// ErrLocked means another owner holds the lock.
-	ErrLocked = errors.New("sqllock: locked by another owner")
+	ErrLocked = dialect.ErrLocked
 	// ErrLockLost means the lock is no longer held by this acquisition: its
 	// lease expired, was taken over, or could not be renewed within its trust
 	// window. It is the cause of a lost lock's context.
@@ -55,6 +57,10 @@ var (
 	// ErrOutcomeUnknown means the connection failed after a statement was
 	// sent, so it may or may not have been applied. See Lock.Release.
 	ErrOutcomeUnknown = dialect.ErrOutcomeUnknown
+	// ErrPoolExhausted means no connection of the pool became free before
+	// the context ended. Every held pessimistic lock pins a connection: see
+	// NewPessimistic on sizing the pool.
+	ErrPoolExhausted = dialect.ErrPoolExhausted
 	// ErrNilDB is returned for a nil database, pool or dialect.
 	ErrNilDB = dialect.ErrNilDB
 	// ErrInvalidIdentifier is returned by dialects for a schema or database
@@ -207,4 +213,118 @@ func Do(ctx context.Context, l Locker, name string, fn func(ctx context.Context)
 	}
 	ferr := fn(lock.Context())
 	return errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
+}
+
+// holding is one acquisition behind Lock handles: a lease (table and
+// optimistic strategies) or a row lock (pessimistic).
+type holding interface {
+	ident() dialect.Lease
+	context() context.Context
+	tx() *sql.Tx
+	// releaseHold releases one hold; if the acquisition was lost meanwhile
+	// it returns ErrLockLost, and after an error that leaves the hold
+	// counted it may be called again.
+	releaseHold(ctx context.Context) error
+	guard(ctx context.Context, tx *sql.Tx) error
+	released() bool // released, by this handle or lost: Release must not retry
+}
+
+// Lock is a held lock: one hold of one acquisition. It is safe for
+// concurrent use.
+//
+// A lease-based lock (NewTable, NewOptimistic) is renewed in the background
+// while any hold is unreleased. If it is lost — taken over after expiring,
+// or not renewed within its trust window of TTL minus a small margin since
+// the last renewal that succeeded — the lock's Context is cancelled with
+// cause ErrLockLost. The holder must then stop acting as the owner; Guard
+// and the fencing Token let the data refuse a holder that has not noticed
+// yet. A pessimistic lock (NewPessimistic) lives as long as its transaction
+// and connection; its Context is cancelled with ErrLockLost when the
+// connection is found dead.
+type Lock struct {
+	h holding
+
+	mu       sync.Mutex
+	released bool
+}
+
+// Name returns the lock's name.
+func (k *Lock) Name() string { return k.h.ident().Name }
+
+// Owner returns the owner identity the lock is held by. Pass it to WithOwner
+// to re-enter the lock.
+func (k *Lock) Owner() string { return k.h.ident().Owner }
+
+// Token returns the fencing token: fixed for this acquisition (re-entrant
+// holds share it) and greater than every token granted for this name before.
+// Storing it with data written under the lock, and refusing writes that carry
+// a smaller one, keeps a paused former holder from corrupting the data.
+func (k *Lock) Token() int64 { return k.h.ident().Token }
+
+// Context returns a context that is cancelled when the lock ends: with cause
+// ErrLockLost if it is lost, ErrNotHeld once every hold is released. It
+// carries the values of the context the lock was acquired with.
+func (k *Lock) Context() context.Context { return k.h.context() }
+
+// Done is shorthand for Context().Done().
+func (k *Lock) Done() <-chan struct{} { return k.h.context().Done() }
+
+// Tx returns the transaction holding a pessimistic lock, nil for the other
+// strategies. Statements run in it commit exactly when the lock's last hold
+// is released, and roll back if the lock is lost. Do not commit or roll it
+// back yourself: Release does. It serialises concurrent use, like any
+// *sql.Tx.
+func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
+
+// Release releases this hold. For a lease-based lock it is one statement
+// scoped to the lock's name, owner and token; for a pessimistic lock the
+// last hold commits the lock's transaction (see Tx). When it is the last
+// hold the lock is freed and its context is cancelled with cause ErrNotHeld.
+//
+// A second Release of the same handle returns ErrNotHeld. If the lock was
+// lost meanwhile (for a lease: taken over), Release returns ErrLockLost.
+// Local state of a lease changes only once the database has answered: on any
+// other error the hold is still counted and Release may be called again. An
+// error wrapping ErrOutcomeUnknown means the statement may have been
+// applied; a retry is then harmless for the last hold, while for a
+// re-entered lock it may drop one hold too many (the lease then ends with
+// the remaining holds' releases reporting ErrLockLost). For a pessimistic
+// lock, ErrOutcomeUnknown means the commit's outcome is unknown; the lock
+// itself is released either way.
+func (k *Lock) Release(ctx context.Context) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.released {
+		return ErrNotHeld
+	}
+	err := k.h.releaseHold(ctx)
+	if err == nil || errors.Is(err, ErrLockLost) || k.h.released() {
+		k.released = true
+	}
+	return err
+}
+
+// Guard makes the caller's transaction tx safe to commit only while this
+// acquisition holds the lock. It checks, inside tx, that the lease is live on
+// the database clock and share-locks the lock's row until tx ends, so that no
+// other owner can take the lock over before tx commits or rolls back. Call
+// it in tx before (or after) the guarded writes and before Commit; it returns
+// ErrLockLost if the lease is no longer held, in which case the caller must
+// roll back (on MySQL/MariaDB under REPEATABLE READ the refused check still
+// share-locks the row until then).
+//
+// While tx keeps the row share-locked, renewals of this lease wait too: keep
+// guarded transactions well shorter than the TTL.
+//
+// A pessimistic lock guards only its own transaction (Tx): Guard reports
+// whether the lock is still held when tx is Tx, and an error wrapping
+// ErrUnsupported for any other transaction.
+func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
+	k.mu.Lock()
+	released := k.released
+	k.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
+	return k.h.guard(ctx, tx)
 }

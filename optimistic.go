@@ -245,6 +245,12 @@ func (o RetryOptions) withDefaults() (RetryOptions, error) {
 // fn must do all its reads inside each call: a retry that reused the old
 // version would conflict again.
 func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
+	return retry(ctx, opts, ErrConflict, fn)
+}
+
+// retry runs fn until it returns an error that does not wrap retryable,
+// waiting a fully jittered, doubling backoff between attempts.
+func retry(ctx context.Context, opts RetryOptions, retryable error, fn func(ctx context.Context) error) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err
@@ -253,7 +259,7 @@ func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if !errors.Is(err, ErrConflict) {
+		if !errors.Is(err, retryable) {
 			return err
 		}
 		if attempt == opts.Attempts {

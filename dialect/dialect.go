@@ -12,6 +12,7 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"io/fs"
 	"time"
@@ -26,6 +27,15 @@ var (
 	// version of the package expects: run sqllock.Migrate (or apply the files
 	// in the migrations package with your own tool).
 	ErrSchemaMissing = errors.New("sqllock: lock schema missing or outdated: run sqllock.Migrate")
+
+	// ErrLocked means another owner holds the lock (or, for a transaction's
+	// own statements, that a lock wait timed out).
+	ErrLocked = errors.New("sqllock: locked by another owner")
+
+	// ErrPoolExhausted means no connection of the pool became free before
+	// the context ended: every connection was in use, for instance pinned
+	// by held pessimistic locks. See sqllock.NewPessimistic on sizing pools.
+	ErrPoolExhausted = errors.New("sqllock: connection pool exhausted")
 
 	// ErrTransient means the database rolled the statement back because of a
 	// deadlock or serialization failure; repeating it is safe.
@@ -44,6 +54,10 @@ var (
 	// starting with a digit, at most 63 bytes).
 	ErrInvalidIdentifier = errors.New("sqllock: invalid SQL identifier")
 )
+
+// driverBadConn, returned from sql.Conn.Raw, makes database/sql discard the
+// connection.
+var driverBadConn = driver.ErrBadConn
 
 // Lease names one acquisition of a lock in the lock table.
 type Lease struct {

@@ -32,6 +32,8 @@ type Dialect struct {
 	db       *sql.DB
 	database string // validated; "" means the connection's default database
 	q        queries
+	rq       rowLockQueries
+	srv      server
 }
 
 // Option configures a Dialect.
@@ -62,6 +64,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 		}
 	}
 	d.q = buildQueries(d.database)
+	d.rq = buildRowLockQueries(d.database)
 	return d, nil
 }
 
@@ -290,7 +293,11 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (n int, err er
 			}
 		}
 	}
-	return n, wrap(tx.Commit())
+	if err := tx.Commit(); err != nil {
+		return 0, wrap(err)
+	}
+	// The pessimistic strategy's spent token rows go too.
+	return n, d.reapTokens(ctx, p.Limit)
 }
 
 // MigrationDriver implements dialect.Dialect. Migrations run on conn (after
@@ -328,6 +335,8 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
 		case 1213: // deadlock: the transaction was rolled back
 			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		case 1205, 3572: // lock wait timeout (MariaDB's NOWAIT too), MySQL's NOWAIT
+			return fmt.Errorf("%w: %w", dialect.ErrLocked, err)
 		}
 		return err // the server answered: the statement was not applied
 	}

@@ -34,6 +34,7 @@ type Dialect struct {
 	schema  string // validated; "" means the connection's search_path
 	channel string // NOTIFY channel of released names
 	q       queries
+	rq      rowLockQueries
 }
 
 // Option configures a Dialect.
@@ -70,6 +71,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 		d.channel = ("sqllock:" + d.schema)[:min(63, len("sqllock:")+len(d.schema))]
 	}
 	d.q = buildQueries(d.schema)
+	d.rq = buildRowLockQueries(d.schema)
 	return d, nil
 }
 
@@ -353,6 +355,8 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
 		case "40P01", "40001": // deadlock, serialization failure
 			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		case "55P03": // lock not available: NOWAIT, lock_timeout
+			return fmt.Errorf("%w: %w", dialect.ErrLocked, err)
 		}
 		return err // the server answered: the statement was not applied
 	}

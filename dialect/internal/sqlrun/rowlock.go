@@ -1,0 +1,154 @@
+package sqlrun
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// RowLocker runs the pessimistic strategy's acquisition, leaving a dialect
+// its statements and its way of cancelling a statement on the server.
+type RowLocker struct {
+	DB   *sql.DB
+	Wrap Wrap
+	// Lock runs the locking statement (and draws the token) in tx. found
+	// is false when name has no row.
+	Lock func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (token int64, found bool, err error)
+	// Create inserts name's row on conn, outside any transaction, doing
+	// nothing if it exists.
+	Create func(ctx context.Context, conn *sql.Conn, name string) error
+	// Canceller returns a function that cancels, on the server, the
+	// statement running on conn at the time it is called. It is prepared
+	// before a waiting statement starts.
+	Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
+}
+
+// CancelGrace bounds how long a cancelled wait may take to end on the
+// server before its connection is abandoned (closed by the driver).
+const CancelGrace = 2 * time.Second
+
+// LockRow implements dialect.Pessimistic.LockRow.
+func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+	conn, err := Pin(ctx, r.DB, r.Wrap)
+	if err != nil {
+		return nil, err
+	}
+	var cancel func(context.Context) error
+	if p.Wait {
+		if cancel, err = r.Canceller(ctx, conn); err != nil {
+			conn.Close()
+			return nil, r.Wrap(err)
+		}
+	}
+	for created := false; ; created = true {
+		// The transaction must outlive ctx: the lock is held until released.
+		tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+		if err != nil {
+			conn.Close()
+			return nil, r.Wrap(err)
+		}
+		var token int64
+		var found bool
+		cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
+			var err error
+			token, found, err = r.Lock(qctx, tx, p)
+			return err
+		})
+		if cancelled || err != nil || !found {
+			_ = tx.Rollback()
+		}
+		switch {
+		case cancelled:
+			// The server may still be acting on the cancel: the
+			// connection's state is unknown.
+			_ = dialect.Discard(conn)
+			return nil, errors.Join(ctx.Err(), r.Wrap(err))
+		case err != nil:
+			conn.Close()
+			return nil, r.Wrap(err)
+		case found:
+			return &dialect.RowLock{RowTx: dialect.RowTx{Conn: conn, Tx: tx}, Token: token}, nil
+		case created:
+			conn.Close()
+			return nil, fmt.Errorf("sqllock: the row of lock %q vanished after it was created", p.Name)
+		}
+		if err := r.Create(ctx, conn, p.Name); err != nil {
+			conn.Close()
+			return nil, r.Wrap(err)
+		}
+	}
+}
+
+// Pin takes a connection from db for the caller's exclusive use. If none
+// becomes free before ctx ends while the pool is at its limit, the error
+// wraps dialect.ErrPoolExhausted as well as ctx's error.
+func Pin(ctx context.Context, db *sql.DB, wrap Wrap) (*sql.Conn, error) {
+	conn, err := db.Conn(ctx)
+	if err == nil {
+		return conn, nil
+	}
+	if ctx.Err() != nil {
+		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
+			return nil, fmt.Errorf("%w: all %d connections (the pool's MaxOpenConns) in use: %w",
+				dialect.ErrPoolExhausted, st.MaxOpenConnections, err)
+		}
+		return nil, err
+	}
+	return nil, wrap(err)
+}
+
+// Cancellable runs run with a context that does not end with ctx: when ctx
+// ends, cancel asks the server to cancel the running statement instead, so
+// that the server stops waiting too and the connection stays usable; only
+// if that fails, or run has not returned within CancelGrace, does run's
+// context end (and the driver closes the connection). It reports whether
+// ctx ended while run ran; the caller must then treat the connection's state
+// as unknown. A nil cancel makes run's context end with ctx.
+func Cancellable(ctx context.Context, cancel func(context.Context) error, run func(ctx context.Context) error) (cancelled bool, err error) {
+	if cancel == nil {
+		err = run(ctx)
+		return ctx.Err() != nil && err != nil, err
+	}
+	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer qcancel()
+	returned := make(chan struct{})
+	finished := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(finished)
+		// A cancel that reaches the server before the statement does is
+		// lost: repeat it until run returns, for at most CancelGrace.
+		deadline := time.NewTimer(CancelGrace)
+		defer deadline.Stop()
+		for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+			cctx, ccancel := context.WithTimeout(context.Background(), CancelGrace)
+			err := cancel(cctx)
+			ccancel()
+			if err != nil {
+				break
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-returned:
+				t.Stop()
+				return
+			case <-deadline.C:
+				t.Stop()
+				qcancel()
+				return
+			case <-t.C:
+			}
+		}
+		qcancel()
+	})
+	err = run(qctx)
+	close(returned)
+	if !stop() {
+		<-finished
+		return true, err
+	}
+	return false, err
+}

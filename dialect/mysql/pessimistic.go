@@ -1,0 +1,212 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var _ dialect.Pessimistic = (*Dialect)(nil)
+
+type rowLockQueries struct {
+	exclusive, exclusiveNoWait, create, token string
+	// shared and sharedNoWait differ between servers; see sharedMode.
+	shared, sharedNoWait func(mariadb bool) string
+	tokensSelect, tokensDelete                 string
+}
+
+func buildRowLockQueries(db string) rowLockQueries {
+	rowlocks, tokens := "sqllock_rowlocks", "sqllock_rowlock_tokens"
+	if db != "" {
+		rowlocks = quote(db) + "." + rowlocks
+		tokens = quote(db) + "." + tokens
+	}
+	lock := func(mode string) string {
+		return fmt.Sprintf(`SELECT 1 FROM %s WHERE name = ? %s`, rowlocks, mode)
+	}
+	// MariaDB has no FOR SHARE; MySQL 8 takes NOWAIT only after FOR SHARE.
+	share := func(mariadb bool) string {
+		if mariadb {
+			return "LOCK IN SHARE MODE"
+		}
+		return "FOR SHARE"
+	}
+	return rowLockQueries{
+		exclusive:       lock("FOR UPDATE"),
+		exclusiveNoWait: lock("FOR UPDATE NOWAIT"),
+		shared:          func(m bool) string { return lock(share(m)) },
+		sharedNoWait:    func(m bool) string { return lock(share(m) + " NOWAIT") },
+		create:          fmt.Sprintf(`INSERT INTO %s (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`, rowlocks),
+		token:           fmt.Sprintf(`INSERT INTO %s () VALUES ()`, tokens),
+		// Rows of open transactions are skipped; the newest row stays.
+		tokensSelect: fmt.Sprintf(`SELECT id FROM %[1]s WHERE id < (SELECT MAX(id) FROM %[1]s)
+ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, tokens),
+		tokensDelete: fmt.Sprintf(`DELETE FROM %s WHERE id IN (%%s)`, tokens),
+	}
+}
+
+// server tells MariaDB from MySQL, once.
+type server struct {
+	mu      sync.Mutex
+	known   bool
+	mariadb bool
+}
+
+func (d *Dialect) isMariaDB(ctx context.Context, tx *sql.Tx) (bool, error) {
+	d.srv.mu.Lock()
+	defer d.srv.mu.Unlock()
+	if !d.srv.known {
+		var v string
+		if err := tx.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&v); err != nil {
+			return false, err
+		}
+		d.srv.known, d.srv.mariadb = true, strings.Contains(strings.ToLower(v), "mariadb")
+	}
+	return d.srv.mariadb, nil
+}
+
+// LockRow implements dialect.Pessimistic. Once the row is locked, the token
+// comes from an AUTO_INCREMENT insert in the same transaction (a second
+// statement: MySQL has no sequence that a rollback leaves alone). A waiting
+// lock is cancelled on the server with KILL QUERY from another connection
+// of the pool (the driver's own reaction to a cancelled context is to close
+// the connection, which leaves the server waiting until
+// innodb_lock_wait_timeout, 50 s by default); if none is free within
+// a couple of seconds, the connection is closed and the server's wait ends
+// at innodb_lock_wait_timeout.
+func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+	r := sqlrun.RowLocker{
+		DB:   d.db,
+		Wrap: wrap,
+		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
+			q := d.rq.exclusiveNoWait
+			switch {
+			case p.Shared:
+				m, err := d.isMariaDB(ctx, tx)
+				if err != nil {
+					return 0, false, err
+				}
+				q = d.rq.sharedNoWait(m)
+				if p.Wait {
+					q = d.rq.shared(m)
+				}
+			case p.Wait:
+				q = d.rq.exclusive
+			}
+			var one int
+			err := tx.QueryRowContext(ctx, q, p.Name).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			if err != nil {
+				return 0, false, err
+			}
+			res, err := tx.ExecContext(ctx, d.rq.token)
+			if err != nil {
+				return 0, false, err
+			}
+			token, err := res.LastInsertId()
+			return token, err == nil, err
+		},
+		Create: func(ctx context.Context, conn *sql.Conn, name string) error {
+			// Concurrent first uses of a name may deadlock on the
+			// duplicate check; the insert is then simply repeated.
+			var err error
+			for range 3 {
+				_, err = conn.ExecContext(ctx, d.rq.create, name)
+				if !errors.Is(wrap(err), dialect.ErrTransient) {
+					break
+				}
+			}
+			return err
+		},
+		Canceller: func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error) {
+			var id int64
+			if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id); err != nil {
+				return nil, err
+			}
+			kill := "KILL QUERY " + strconv.FormatInt(id, 10)
+			return func(ctx context.Context) error {
+				_, err := d.db.ExecContext(ctx, kill)
+				return err
+			}, nil
+		},
+	}
+	return r.LockRow(ctx, p)
+}
+
+// BeginTx implements dialect.Pessimistic. innodb_lock_wait_timeout has whole
+// seconds (lockTimeout is rounded up) and is a session setting: the
+// returned RowTx's Close sets it back to the server's default.
+func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
+	conn, err := sqlrun.Pin(ctx, d.db, wrap)
+	if err != nil {
+		return nil, err
+	}
+	rt := &dialect.RowTx{Conn: conn}
+	if lockTimeout > 0 {
+		secs := (lockTimeout + time.Second - 1) / time.Second
+		if _, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = `+strconv.FormatInt(int64(secs), 10)); err != nil {
+			_ = dialect.Discard(conn)
+			return nil, wrap(err)
+		}
+		rt.Reset = func(ctx context.Context) error {
+			_, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = DEFAULT`)
+			return err
+		}
+	}
+	if rt.Tx, err = conn.BeginTx(ctx, opts); err != nil {
+		_ = rt.Close(context.WithoutCancel(ctx))
+		return nil, wrap(err)
+	}
+	return rt, nil
+}
+
+// Classify implements dialect.Pessimistic.
+func (d *Dialect) Classify(err error) error { return wrap(err) }
+
+// reapTokens deletes up to limit committed rows of the token table but the
+// newest. Open transactions' rows are skipped, not waited for.
+func (d *Dialect) reapTokens(ctx context.Context, limit int) (err error) {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return wrap(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	rows, err := tx.QueryContext(ctx, d.rq.tokensSelect, limit)
+	if err != nil {
+		return wrap(err)
+	}
+	var ids []any
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return wrap(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return wrap(err)
+	}
+	if len(ids) > 0 {
+		marks := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(d.rq.tokensDelete, marks), ids...); err != nil {
+			return wrap(err)
+		}
+	}
+	return wrap(tx.Commit())
+}

@@ -1,0 +1,113 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var _ dialect.Pessimistic = (*Dialect)(nil)
+
+type rowLockQueries struct {
+	exclusive, exclusiveNoWait, shared, sharedNoWait, create string
+}
+
+func buildRowLockQueries(schema string) rowLockQueries {
+	rowlocks, seq := "sqllock_rowlocks", "sqllock_rowlock_token_seq"
+	if schema != "" {
+		rowlocks = quote(schema) + "." + rowlocks
+		seq = quote(schema) + "." + seq
+	}
+	// The locking read sits in a subquery so that nextval runs above its
+	// LockRows step: the token is drawn once the lock is granted, and so
+	// exceeds the token of every earlier holder.
+	lock := func(mode string) string {
+		return fmt.Sprintf(`SELECT nextval('%s') FROM (SELECT 1 FROM %s WHERE name = $1 %s) AS l`, seq, rowlocks, mode)
+	}
+	return rowLockQueries{
+		exclusive:       lock("FOR UPDATE"),
+		exclusiveNoWait: lock("FOR UPDATE NOWAIT"),
+		shared:          lock("FOR SHARE"),
+		sharedNoWait:    lock("FOR SHARE NOWAIT"),
+		create:          fmt.Sprintf(`INSERT INTO %s (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, rowlocks),
+	}
+}
+
+// LockRow implements dialect.Pessimistic. A waiting lock is cancelled on
+// the server with a cancel request (pgx's own reaction to a cancelled
+// context is to close the connection, which leaves the server waiting).
+func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+	r := sqlrun.RowLocker{
+		DB:   d.db,
+		Wrap: wrap,
+		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
+			q := d.rq.exclusiveNoWait
+			switch {
+			case p.Shared && p.Wait:
+				q = d.rq.shared
+			case p.Shared:
+				q = d.rq.sharedNoWait
+			case p.Wait:
+				q = d.rq.exclusive
+			}
+			var token int64
+			err := tx.QueryRowContext(ctx, q, p.Name).Scan(&token)
+			if errors.Is(err, sql.ErrNoRows) {
+				return 0, false, nil
+			}
+			return token, err == nil, err
+		},
+		Create: func(ctx context.Context, conn *sql.Conn, name string) error {
+			_, err := conn.ExecContext(ctx, d.rq.create, name)
+			return err
+		},
+		Canceller: canceller,
+	}
+	return r.LockRow(ctx, p)
+}
+
+// canceller returns a function sending a cancel request for conn's backend.
+func canceller(_ context.Context, conn *sql.Conn) (func(context.Context) error, error) {
+	var cancel func(context.Context) error
+	err := conn.Raw(func(dc any) error {
+		c, ok := dc.(interface{ Conn() *pgx.Conn })
+		if !ok {
+			return fmt.Errorf("sqllock: postgres: driver connection %T is not pgx's", dc)
+		}
+		cancel = c.Conn().PgConn().CancelRequest
+		return nil
+	})
+	return cancel, err
+}
+
+// BeginTx implements dialect.Pessimistic: lock_timeout is set for the
+// transaction only (SET LOCAL), so nothing needs undoing.
+func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
+	conn, err := sqlrun.Pin(ctx, d.db, wrap)
+	if err != nil {
+		return nil, err
+	}
+	tx, err := conn.BeginTx(ctx, opts)
+	if err == nil && lockTimeout > 0 {
+		ms := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"
+		if _, err = tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, ms); err != nil {
+			_ = tx.Rollback()
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, wrap(err)
+	}
+	return &dialect.RowTx{Conn: conn, Tx: tx}, nil
+}
+
+// Classify implements dialect.Pessimistic.
+func (d *Dialect) Classify(err error) error { return wrap(err) }

@@ -1,0 +1,359 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// ErrUpgrade is returned when an owner that holds a lock in shared mode asks
+// for it exclusively. Upgrading in place would deadlock as soon as two
+// readers tried it at once: release the shared holds first.
+var ErrUpgrade = errors.New("sqllock: a shared hold cannot be upgraded to exclusive")
+
+// PessimisticOptions configure NewPessimistic. The zero value of each field
+// selects its default.
+type PessimisticOptions struct {
+	// KeepAlive is how often a held lock's connection is checked with a
+	// ping, so that a dead connection is noticed (the lock's context is then
+	// cancelled with ErrLockLost) and a healthy one is not closed by
+	// idle_in_transaction_session_timeout (PostgreSQL) or wait_timeout
+	// (MySQL) set below it. Default 1s.
+	KeepAlive time.Duration
+	// Logger receives lost-lock reports. Default: none.
+	Logger *slog.Logger
+}
+
+const defaultKeepAlive = time.Second
+
+func (o PessimisticOptions) withDefaults() (PessimisticOptions, error) {
+	if o.KeepAlive < 0 {
+		return o, fmt.Errorf("%w: KeepAlive must not be negative", ErrInvalidOptions)
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = defaultKeepAlive
+	}
+	if o.KeepAlive < time.Millisecond {
+		return o, fmt.Errorf("%w: KeepAlive %v is shorter than 1ms", ErrInvalidOptions, o.KeepAlive)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// Pessimistic is the pessimistic strategy: a lock is the row lock of an open
+// transaction on a connection of its own,
+//
+//	SELECT ... FROM sqllock_rowlocks WHERE name = ? FOR UPDATE
+//
+// held until Release commits the transaction. If the process dies or the
+// connection drops, the database rolls back and the lock is free at once —
+// there is no lease to wait out. Waiting happens in the database's lock
+// queue, without polling: the database hands the lock to the next waiter as
+// it is released.
+//
+// Statements run in the lock's transaction (Lock.Tx) commit exactly when the
+// lock is released. Fencing tokens are drawn once the row lock is granted,
+// so they grow with every acquisition of a name.
+//
+// Every held lock, and every Acquire waiting for one, pins a connection of
+// the pool. Size the pool's MaxOpenConns for the locks held and waited for
+// at once plus the application's other work. When no connection frees up,
+// Acquire and TryAcquire fail once ctx ends with an error wrapping
+// ErrPoolExhausted; TryAcquire does not wait for a connection when the pool
+// is at its limit with none idle.
+//
+// Reentrancy works as with the other strategies (see WithOwner), within one
+// Pessimistic: the lock belongs to its connection, so the same owner in
+// another process waits like anyone else.
+type Pessimistic struct {
+	d      dialect.Pessimistic
+	opts   PessimisticOptions
+	owners *ownerSource
+
+	mu      sync.Mutex
+	held    map[leaseKey]*rowHold
+	pending map[leaseKey]chan struct{} // acquisitions under way, per owner
+}
+
+var _ Locker = (*Pessimistic)(nil)
+
+// NewPessimistic returns a pessimistic locker on d. The schema must have
+// been migrated (see Migrate). It returns an error wrapping ErrUnsupported
+// if d does not implement dialect.Pessimistic (SQLite does not).
+func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, error) {
+	if isNil(d) || d.DB() == nil {
+		return nil, ErrNilDB
+	}
+	pd, ok := d.(dialect.Pessimistic)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s dialect has no pessimistic strategy", ErrUnsupported, d.Name())
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(),
+		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}, nil
+}
+
+// TryAcquire locks name exclusively if no other owner holds it (NOWAIT);
+// otherwise it returns ErrLocked at once.
+func (p *Pessimistic) TryAcquire(ctx context.Context, name string) (*Lock, error) {
+	return p.acquire(ctx, name, dialect.RowLockParams{Name: name})
+}
+
+// Acquire locks name exclusively, waiting in the database's lock queue
+// while other owners hold it. When ctx ends first, the wait is cancelled on
+// the server too, and Acquire returns an error wrapping ctx.Err().
+func (p *Pessimistic) Acquire(ctx context.Context, name string) (*Lock, error) {
+	return p.acquire(ctx, name, dialect.RowLockParams{Name: name, Wait: true})
+}
+
+// TryAcquireShared locks name in shared mode (FOR SHARE) unless an
+// exclusive holder has it; otherwise it returns ErrLocked at once. Shared
+// holders coexist; each gets its own token.
+func (p *Pessimistic) TryAcquireShared(ctx context.Context, name string) (*Lock, error) {
+	return p.acquire(ctx, name, dialect.RowLockParams{Name: name, Shared: true})
+}
+
+// AcquireShared locks name in shared mode, waiting while an exclusive
+// holder has it (or, depending on the database's queueing, while an
+// exclusive request waits ahead). ctx bounds the wait as for Acquire.
+func (p *Pessimistic) AcquireShared(ctx context.Context, name string) (*Lock, error) {
+	return p.acquire(ctx, name, dialect.RowLockParams{Name: name, Shared: true, Wait: true})
+}
+
+func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLockParams) (*Lock, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	owner, err := p.owners.owner(ctx)
+	if err != nil {
+		return nil, err
+	}
+	key := leaseKey{name, owner}
+	for {
+		p.mu.Lock()
+		if h := p.held[key]; h != nil {
+			p.mu.Unlock()
+			if h.shared && !rp.Shared {
+				return nil, ErrUpgrade
+			}
+			if h.addHold() {
+				return &Lock{h: h}, nil
+			}
+			continue // it ended meanwhile: forgotten soon
+		}
+		if wait := p.pending[key]; wait != nil {
+			// The same owner is acquiring name already: re-enter that.
+			p.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("sqllock: acquire %q: %w", name, ctx.Err())
+			}
+		}
+		done := make(chan struct{})
+		p.pending[key] = done
+		p.mu.Unlock()
+
+		lock, err := p.lockRow(ctx, key, rp)
+		p.mu.Lock()
+		delete(p.pending, key)
+		if lock != nil {
+			p.held[key] = lock.h.(*rowHold)
+		}
+		close(done)
+		p.mu.Unlock()
+		if lock != nil {
+			lock.h.(*rowHold).startKeepAlive()
+		}
+		return lock, err
+	}
+}
+
+func (p *Pessimistic) lockRow(ctx context.Context, key leaseKey, rp dialect.RowLockParams) (*Lock, error) {
+	if !rp.Wait {
+		db := p.d.DB()
+		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections && st.Idle == 0 {
+			return nil, fmt.Errorf("sqllock: acquire %q: %w: all %d connections (the pool's MaxOpenConns) in use",
+				key.name, ErrPoolExhausted, st.MaxOpenConnections)
+		}
+	}
+	rl, err := p.d.LockRow(ctx, rp)
+	if errors.Is(err, ErrLocked) {
+		return nil, ErrLocked
+	}
+	if err != nil {
+		return nil, acquireError(ctx, key.name, err)
+	}
+	h := &rowHold{p: p, key: key, shared: rp.Shared, rl: rl, holds: 1,
+		ref: dialect.Lease{Name: key.name, Owner: key.owner, Token: rl.Token}}
+	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	return &Lock{h: h}, nil
+}
+
+func (p *Pessimistic) forget(h *rowHold) {
+	p.mu.Lock()
+	if p.held[h.key] == h {
+		delete(p.held, h.key)
+	}
+	p.mu.Unlock()
+}
+
+// rowHold is one pessimistic acquisition and the local holds on it.
+type rowHold struct {
+	p      *Pessimistic
+	key    leaseKey
+	ref    dialect.Lease
+	shared bool
+	rl     *dialect.RowLock
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu       sync.Mutex
+	holds    int
+	ended    bool // released or lost
+	lost     bool
+	timer    *time.Timer
+	inflight chan struct{} // closed when the running ping ends; nil if none
+}
+
+func (h *rowHold) ident() dialect.Lease     { return h.ref }
+func (h *rowHold) context() context.Context { return h.ctx }
+func (h *rowHold) tx() *sql.Tx              { return h.rl.Tx }
+func (h *rowHold) released() bool           { return true }
+
+func (h *rowHold) addHold() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return false
+	}
+	h.holds++
+	return true
+}
+
+func (h *rowHold) startKeepAlive() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ended {
+		h.timer = time.AfterFunc(h.p.opts.KeepAlive, h.ping)
+	}
+}
+
+// pingTimeout bounds one keep-alive ping. A driver closes a connection whose
+// statement times out, so the timeout is generous: past it, the connection
+// is as good as dead.
+func (h *rowHold) pingTimeout() time.Duration { return max(5*time.Second, 3*h.p.opts.KeepAlive) }
+
+// ping checks the connection, on the timer's goroutine.
+func (h *rowHold) ping() {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	h.inflight = done
+	h.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
+	err := h.rl.Conn.PingContext(ctx)
+	cancel()
+
+	h.mu.Lock()
+	h.inflight = nil
+	close(done)
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	// A ping that timed out (or waited behind a long statement of the
+	// holder's until its context expired) is not a verdict: the driver
+	// closed the connection if it was unresponsive, and the next ping says
+	// so.
+	if err == nil || errors.Is(err, context.DeadlineExceeded) {
+		h.timer.Reset(h.p.opts.KeepAlive)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.lose(err)
+}
+
+// lose ends the acquisition as lost: the connection failed, so the database
+// has rolled the transaction back (or will when it notices).
+func (h *rowHold) lose(cause error) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.ended, h.lost = true, true
+	h.mu.Unlock()
+	h.p.forget(h)
+	h.cancel(ErrLockLost)
+	h.p.opts.Logger.Warn("sqllock: lock lost", "name", h.ref.Name, "owner", h.ref.Owner, "token", h.ref.Token,
+		"reason", "the lock's connection failed", "err", cause)
+	_ = h.rl.Tx.Rollback()
+	_ = dialect.Discard(h.rl.Conn)
+}
+
+// releaseHold drops one hold; the last one commits the transaction.
+func (h *rowHold) releaseHold(ctx context.Context) error {
+	h.mu.Lock()
+	if h.lost {
+		h.mu.Unlock()
+		return ErrLockLost
+	}
+	h.holds--
+	if h.holds > 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	h.ended = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	inflight := h.inflight
+	h.mu.Unlock()
+	if inflight != nil {
+		// Cancelling a ping would make the driver close the connection,
+		// and roll the lock's transaction back: let it finish instead.
+		<-inflight
+	}
+	h.p.forget(h)
+	err := h.rl.Tx.Commit()
+	if err != nil {
+		_ = dialect.Discard(h.rl.Conn)
+	} else if cerr := h.rl.Close(ctx); cerr != nil {
+		h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", cerr)
+	}
+	h.cancel(ErrNotHeld)
+	if err != nil {
+		return fmt.Errorf("sqllock: release %q: commit: %w", h.ref.Name, h.p.d.Classify(err))
+	}
+	return nil
+}
+
+func (h *rowHold) guard(_ context.Context, tx *sql.Tx) error {
+	if tx != h.rl.Tx {
+		return fmt.Errorf("%w: a pessimistic lock guards only its own transaction, Lock.Tx", ErrUnsupported)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost {
+		return ErrLockLost
+	}
+	return nil
+}
