@@ -1,8 +1,10 @@
 package sqllock
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -268,7 +270,7 @@ func (h *rowHold) ping() {
 	h.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
-	err := h.rl.Conn.PingContext(ctx)
+	err := pingRaw(ctx, h.rl.Conn)
 	cancel()
 
 	h.mu.Lock()
@@ -289,6 +291,20 @@ func (h *rowHold) ping() {
 	}
 	h.mu.Unlock()
 	h.lose(err)
+}
+
+// pingRaw pings conn's driver connection. Conn.PingContext cannot be used
+// while a transaction is open on conn: on a dead connection it would wait
+// for the transaction to end before reporting.
+func pingRaw(ctx context.Context, conn *sql.Conn) error {
+	var perr error
+	err := conn.Raw(func(dc any) error {
+		if p, ok := dc.(driver.Pinger); ok {
+			perr = p.Ping(ctx)
+		}
+		return nil
+	})
+	return cmp.Or(err, perr)
 }
 
 // lose ends the acquisition as lost: the connection failed, so the database

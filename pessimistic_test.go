@@ -1,0 +1,586 @@
+package sqllock_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+)
+
+// eachPessimistic runs fn on every dialect with row locks.
+func eachPessimistic(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Parallel()
+	for _, m := range envs {
+		if m.kind == "sqlite" {
+			continue
+		}
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			e := m.make(t)
+			e.pess = true
+			fn(t, e)
+		})
+	}
+}
+
+// pollUntil polls the server's view until cond holds, or fails the test.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	ctx := ctxT(t)
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("never: %s", what)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// backendID returns the server's id of the connection running tx.
+func (e *env) backendID(t *testing.T, tx *sql.Tx) int64 {
+	t.Helper()
+	q := "SELECT CONNECTION_ID()"
+	if e.kind == "postgres" {
+		q = "SELECT pg_backend_pid()"
+	}
+	var id int64
+	if err := tx.QueryRowContext(ctxT(t), q).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// killBackend terminates the server connection id.
+func (e *env) killBackend(t *testing.T, id int64) {
+	t.Helper()
+	q, args := fmt.Sprintf("KILL CONNECTION %d", id), []any(nil)
+	if e.kind == "postgres" {
+		q, args = "SELECT pg_terminate_backend($1)", []any{id}
+	}
+	if _, err := e.db.ExecContext(ctxT(t), q, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rowLockWaiters counts the server sessions waiting to lock a row of this
+// test's row-lock table.
+func (e *env) rowLockWaiters(t *testing.T) int {
+	t.Helper()
+	q := `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+AND pid <> pg_backend_pid() AND query LIKE '%"` + e.ns + `".sqllock_rowlocks%'`
+	if e.kind == "mysql" {
+		q = "SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() AND info LIKE '%`" + e.ns + "`.sqllock_rowlocks%'"
+	}
+	var n int
+	if err := e.db.QueryRowContext(ctxT(t), q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestPessimisticSharedAndExclusive(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.pessimistic(t, sqllock.PessimisticOptions{})
+		r1, err := l.TryAcquireShared(ctx, "doc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := l.TryAcquireShared(ctx, "doc")
+		if err != nil {
+			t.Fatalf("second reader: %v", err)
+		}
+		if r1.Token() == r2.Token() {
+			t.Fatalf("two readers share token %d", r1.Token())
+		}
+		if _, err := l.TryAcquire(ctx, "doc"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("writer while readers hold: %v, want ErrLocked", err)
+		}
+		// A reader may not upgrade in place.
+		if _, err := l.TryAcquire(sqllock.WithOwner(ctx, r1.Owner()), "doc"); !errors.Is(err, sqllock.ErrUpgrade) {
+			t.Fatalf("upgrade: %v, want ErrUpgrade", err)
+		}
+		// A writer waits for both readers, then excludes readers.
+		got := make(chan *sqllock.Lock, 1)
+		go func() {
+			w, err := l.Acquire(ctx, "doc")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		pollUntil(t, "the writer waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
+		for _, r := range []*sqllock.Lock{r1, r2} {
+			if err := r.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := <-got
+		if w == nil {
+			return
+		}
+		if w.Token() <= max(r1.Token(), r2.Token()) {
+			t.Fatalf("writer token %d, readers' %d and %d", w.Token(), r1.Token(), r2.Token())
+		}
+		if _, err := l.TryAcquireShared(ctx, "doc"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("reader while a writer holds: %v, want ErrLocked", err)
+		}
+		// The writer's owner may take a shared hold: it re-enters.
+		inner, err := l.TryAcquireShared(sqllock.WithOwner(ctx, w.Owner()), "doc")
+		if err != nil || inner.Token() != w.Token() {
+			t.Fatalf("writer re-entering shared: %v (token %d, want %d)", err, inner.Token(), w.Token())
+		}
+		if err := inner.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Killing the holder's connection frees the lock for a waiter at once, and
+// the holder learns it lost the lock.
+func TestPessimisticHolderConnectionKilled(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.pessimistic(t, sqllock.PessimisticOptions{KeepAlive: 20 * time.Millisecond})
+		if _, err := e.db.ExecContext(ctx, e.q("CREATE TABLE {notes} (id INT PRIMARY KEY)")); err != nil {
+			t.Fatal(err)
+		}
+		holder, err := l.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.Tx().ExecContext(ctx, e.q("INSERT INTO {notes} VALUES (1)")); err != nil {
+			t.Fatal(err)
+		}
+		pid := e.backendID(t, holder.Tx())
+		type result struct {
+			k  *sqllock.Lock
+			at time.Time
+		}
+		got := make(chan result, 1)
+		go func() {
+			k, err := l.Acquire(ctx, "job")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- result{k, time.Now()}
+		}()
+		pollUntil(t, "the waiter waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
+		killed := time.Now()
+		e.killBackend(t, pid)
+		r := <-got
+		if r.k == nil {
+			return
+		}
+		defer r.k.Release(ctx)
+		if took := r.at.Sub(killed); took > time.Second {
+			t.Errorf("waiter got the lock %v after the kill, want within 1s", took)
+		}
+		if r.k.Token() <= holder.Token() {
+			t.Fatalf("token after the kill %d, want > %d", r.k.Token(), holder.Token())
+		}
+		select {
+		case <-holder.Done():
+		case <-ctx.Done():
+			t.Fatal("the holder never learned it lost the lock")
+		}
+		if cause := context.Cause(holder.Context()); cause != sqllock.ErrLockLost {
+			t.Fatalf("holder's cause %v, want ErrLockLost", cause)
+		}
+		if err := holder.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Fatalf("release after the kill: %v, want ErrLockLost", err)
+		}
+		var n int
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {notes}")).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the killed holder's write: %d rows (%v), want rolled back", n, err)
+		}
+	})
+}
+
+// A cancelled or expired Acquire leaves no session waiting on the server.
+func TestPessimisticCancelEndsServerWait(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.pessimistic(t, sqllock.PessimisticOptions{})
+		holder, err := l.TryAcquire(ctx, "busy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Release(ctx)
+		for _, how := range []string{"cancel", "deadline"} {
+			wctx, cancel := context.WithCancel(ctx)
+			if how == "deadline" {
+				wctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+			}
+			errc := make(chan error, 1)
+			go func() {
+				_, err := l.Acquire(wctx, "busy")
+				errc <- err
+			}()
+			pollUntil(t, how+": the waiter waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
+			if how == "cancel" {
+				cancel()
+			}
+			err := <-errc
+			cancel()
+			want := context.Canceled
+			if how == "deadline" {
+				want = context.DeadlineExceeded
+			}
+			if !errors.Is(err, want) {
+				t.Fatalf("%s: Acquire returned %v, want %v", how, err, want)
+			}
+			// Acquire returns after the server acted on the cancel; allow it
+			// the moment it takes to list the session as gone.
+			pollUntil(t, how+": no session waits on the server", func() bool { return e.rowLockWaiters(t) == 0 })
+		}
+		if n := e.rowLockWaiters(t); n != 0 {
+			t.Fatalf("%d sessions still wait", n)
+		}
+	})
+}
+
+// Statements in the lock's transaction commit with the release.
+func TestPessimisticTxCommitsOnRelease(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.pessimistic(t, sqllock.PessimisticOptions{})
+		if _, err := e.db.ExecContext(ctx, e.q("CREATE TABLE {notes} (id INT PRIMARY KEY, token BIGINT NOT NULL)")); err != nil {
+			t.Fatal(err)
+		}
+		k, err := l.Acquire(ctx, "writer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Guard(ctx, k.Tx()); err != nil {
+			t.Fatalf("guard of the lock's own transaction: %v", err)
+		}
+		other, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Guard(ctx, other); !errors.Is(err, sqllock.ErrUnsupported) {
+			t.Fatalf("guard of another transaction: %v, want ErrUnsupported", err)
+		}
+		_ = other.Rollback()
+		if _, err := k.Tx().ExecContext(ctx, e.q("INSERT INTO {notes} VALUES (1, ?)"), k.Token()); err != nil {
+			t.Fatal(err)
+		}
+		count := func() int {
+			var n int
+			if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {notes}")).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		if n := count(); n != 0 {
+			t.Fatalf("write visible before the release: %d rows", n)
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := count(); n != 1 {
+			t.Fatalf("write after the release: %d rows, want 1", n)
+		}
+		if tx := k.Tx(); tx.Commit() != sql.ErrTxDone {
+			t.Fatal("the lock's transaction is still open after the release")
+		}
+	})
+}
+
+// The keep-alive keeps idle_in_transaction_session_timeout from killing a
+// healthy holder.
+func TestPessimisticKeepAliveBeatsIdleTimeout(t *testing.T) {
+	t.Parallel()
+	e := envs[0].make(t) // PostgreSQL
+	ctx := ctxT(t)
+	l := e.pessimistic(t, sqllock.PessimisticOptions{KeepAlive: 20 * time.Millisecond})
+	k, err := l.TryAcquire(ctx, "idle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Tx().ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '150ms'"); err != nil {
+		t.Fatal(err)
+	}
+	// Idle for several timeouts: without pings the server would end the
+	// session (the holder's own pings would then report the loss).
+	select {
+	case <-k.Done():
+		t.Fatalf("lock lost while idle: %v", context.Cause(k.Context()))
+	case <-time.After(600 * time.Millisecond):
+	}
+	var one int
+	if err := k.Tx().QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("the lock's transaction after idling: %v", err)
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Held locks pin connections: when the pool is exhausted, TryAcquire fails
+// at once and Acquire when its context ends, with ErrPoolExhausted.
+func TestPessimisticPoolExhausted(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		var l *sqllock.Pessimistic
+		var err error
+		switch e.kind {
+		case "postgres":
+			db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
+			db.SetMaxOpenConns(2)
+			d, _ := postgres.New(db, postgres.WithSchema(e.ns))
+			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{})
+		default:
+			db := dbtest.OpenMySQL(t, dbtest.MySQLDSN(t))
+			db.SetMaxOpenConns(2)
+			d, _ := mysql.New(db, mysql.WithDatabase(e.ns))
+			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"a", "b"} {
+			k, err := l.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Release(ctx)
+		}
+		if _, err := l.TryAcquire(ctx, "c"); !errors.Is(err, sqllock.ErrPoolExhausted) {
+			t.Fatalf("TryAcquire with every connection pinned: %v, want ErrPoolExhausted", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err = l.Acquire(wctx, "c")
+		if !errors.Is(err, sqllock.ErrPoolExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire with every connection pinned: %v, want ErrPoolExhausted and DeadlineExceeded", err)
+		}
+		t.Log(err)
+	})
+}
+
+func TestPessimisticUnsupportedOnSQLite(t *testing.T) {
+	t.Parallel()
+	e := envs[2].make(t)
+	if _, err := sqllock.NewPessimistic(e.d, sqllock.PessimisticOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
+		t.Fatalf("NewPessimistic on SQLite: %v, want ErrUnsupported", err)
+	}
+	err := sqllock.InTx(ctxT(t), e.d, sqllock.TxOptions{}, func(context.Context, *sql.Tx) error { return nil })
+	if !errors.Is(err, sqllock.ErrUnsupported) {
+		t.Fatalf("InTx on SQLite: %v, want ErrUnsupported", err)
+	}
+	if _, err := sqllock.NewPessimistic(e.d, sqllock.PessimisticOptions{KeepAlive: -1}); !errors.Is(err, sqllock.ErrUnsupported) {
+		t.Fatalf("options are checked after support: %v", err)
+	}
+}
+
+// The seeds' scenario with the transaction helper: stock 2, 50 buyers of 1
+// or 2 items at once.
+func TestInTxInventory(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		const initial, buyers = 2, 50
+		for _, q := range []string{
+			"CREATE TABLE {products} (id INT PRIMARY KEY, stock INT NOT NULL)",
+			"CREATE TABLE {orders} (buyer INT PRIMARY KEY, qty INT NOT NULL)",
+			"INSERT INTO {products} VALUES (1, 2)",
+		} {
+			if _, err := e.db.ExecContext(ctx, e.q(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errSoldOut := errors.New("sold out")
+		var (
+			wg                   sync.WaitGroup
+			sold, ordered, empty atomic.Int32
+			start                = make(chan struct{})
+		)
+		for b := range buyers {
+			qty := 1 + b%2
+			wg.Go(func() {
+				<-start
+				err := sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+					var stock int
+					if err := tx.QueryRowContext(ctx, e.q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
+						return err
+					}
+					if stock < qty {
+						return errSoldOut
+					}
+					if _, err := tx.ExecContext(ctx, e.q("UPDATE {products} SET stock = stock - ? WHERE id = 1"), qty); err != nil {
+						return err
+					}
+					_, err := tx.ExecContext(ctx, e.q("INSERT INTO {orders} VALUES (?, ?)"), b, qty)
+					return err
+				})
+				switch {
+				case err == nil:
+					sold.Add(int32(qty))
+					ordered.Add(1)
+				case errors.Is(err, errSoldOut):
+					empty.Add(1)
+				default:
+					t.Errorf("buyer %d: %v", b, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		var stock, orders, qty int
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT stock FROM {products} WHERE id = 1")).Scan(&stock); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*), coalesce(sum(qty), 0) FROM {orders}")).Scan(&orders, &qty); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sold %d in %d orders, %d buyers found it sold out, stock left %d", sold.Load(), ordered.Load(), empty.Load(), stock)
+		if stock < 0 || orders != int(ordered.Load()) || qty != int(sold.Load()) || qty+stock != initial {
+			t.Fatalf("stock %d, orders %d (%d succeeded), sold %d (%d recorded): oversold or lost", stock, orders, ordered.Load(), sold.Load(), qty)
+		}
+		if int(ordered.Load())+int(empty.Load()) != buyers {
+			t.Fatalf("%d orders and %d refusals for %d buyers", ordered.Load(), empty.Load(), buyers)
+		}
+	})
+}
+
+// Two transactions locking two rows in opposite orders deadlock; the
+// database rolls one back and InTx runs it again.
+func TestInTxRetriesDeadlock(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		for _, q := range []string{
+			"CREATE TABLE {accounts} (id INT PRIMARY KEY, balance INT NOT NULL)",
+			"INSERT INTO {accounts} VALUES (1, 100), (2, 100)",
+		} {
+			if _, err := e.db.ExecContext(ctx, e.q(q)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var runs atomic.Int32
+		var firstLocks sync.WaitGroup
+		firstLocks.Add(2)
+		transfer := func(from, to int) error {
+			first := true
+			return sqllock.InTx(ctx, e.d, sqllock.TxOptions{LockTimeout: 30 * time.Second}, func(ctx context.Context, tx *sql.Tx) error {
+				runs.Add(1)
+				lock := func(id int) error {
+					var b int
+					return tx.QueryRowContext(ctx, e.q("SELECT balance FROM {accounts} WHERE id = ? FOR UPDATE"), id).Scan(&b)
+				}
+				if err := lock(from); err != nil {
+					return err
+				}
+				if first {
+					// Both hold their first row before either asks for
+					// its second: a certain deadlock.
+					first = false
+					firstLocks.Done()
+					firstLocks.Wait()
+				}
+				if err := lock(to); err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, e.q("UPDATE {accounts} SET balance = balance - 10 WHERE id = ?"), from); err != nil {
+					return err
+				}
+				_, err := tx.ExecContext(ctx, e.q("UPDATE {accounts} SET balance = balance + 10 WHERE id = ?"), to)
+				return err
+			})
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		wg.Go(func() { errs[0] = transfer(1, 2) })
+		wg.Go(func() { errs[1] = transfer(2, 1) })
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := runs.Load(); n != 3 {
+			t.Fatalf("%d runs, want 3 (one deadlock victim run again)", n)
+		}
+		var sum, one int
+		if err := e.db.QueryRowContext(ctx, e.q("SELECT sum(balance), min(balance) FROM {accounts}")).Scan(&sum, &one); err != nil {
+			t.Fatal(err)
+		}
+		if sum != 200 || one != 100 {
+			t.Fatalf("balances sum %d min %d, want 200 and 100 (both transfers applied once)", sum, one)
+		}
+	})
+}
+
+// A lock wait beyond LockTimeout ends InTx with ErrLocked, unretried; other
+// errors are not retried either.
+func TestInTxLockTimeoutAndErrors(t *testing.T) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		if _, err := e.db.ExecContext(ctx, e.q("CREATE TABLE {items} (id INT PRIMARY KEY)")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.db.ExecContext(ctx, e.q("INSERT INTO {items} VALUES (1)")); err != nil {
+			t.Fatal(err)
+		}
+		holder, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Rollback()
+		if _, err := holder.ExecContext(ctx, e.q("SELECT id FROM {items} WHERE id = 1 FOR UPDATE")); err != nil {
+			t.Fatal(err)
+		}
+		var runs int
+		err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{LockTimeout: 100 * time.Millisecond}, func(ctx context.Context, tx *sql.Tx) error {
+			runs++
+			_, err := tx.ExecContext(ctx, e.q("UPDATE {items} SET id = 1 WHERE id = 1"))
+			return err
+		})
+		if !errors.Is(err, sqllock.ErrLocked) || runs != 1 {
+			t.Fatalf("lock wait past the timeout: %v after %d runs, want ErrLocked after 1", err, runs)
+		}
+		boom := errors.New("boom")
+		runs = 0
+		err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+			runs++
+			return boom
+		})
+		if err != boom || runs != 1 {
+			t.Fatalf("fn's own error: %v after %d runs", err, runs)
+		}
+		runs = 0
+		err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+			runs++
+			_, err := tx.ExecContext(ctx, "SELEC 1")
+			return err
+		})
+		if err == nil || errors.Is(err, sqllock.ErrTransient) || runs != 1 {
+			t.Fatalf("a syntax error: %v after %d runs", err, runs)
+		}
+		// The session setting does not leak into the pool (MySQL sets it
+		// per session): a plain transaction waits past 1s.
+		if e.kind == "mysql" {
+			var timeout int
+			for range 5 { // every idle connection of the pool
+				if err := e.db.QueryRowContext(ctx, "SELECT @@SESSION.innodb_lock_wait_timeout").Scan(&timeout); err != nil {
+					t.Fatal(err)
+				}
+				if timeout == 1 {
+					t.Fatal("innodb_lock_wait_timeout left at 1s on a pooled connection")
+				}
+			}
+		}
+	})
+}
