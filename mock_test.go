@@ -2,6 +2,7 @@ package sqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
@@ -104,4 +106,47 @@ func newMock(t *testing.T) (*postgres.Dialect, sqlmock.Sqlmock) {
 		t.Fatal(err)
 	}
 	return d, mock
+}
+
+// A commit whose connection breaks has an unknown outcome: InTx reports it
+// and does not run fn again. A serialization failure at commit is known to
+// have rolled back, and is retried.
+func TestInTxCommitOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d, mock := newMock(t)
+	mock.ExpectBegin()
+	mock.ExpectExec("SELECT set_config").WillReturnResult(sqlmock.NewResult(0, 0))
+	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 1))
+	mock.ExpectCommit().WillReturnError(io.ErrUnexpectedEOF)
+	runs := 0
+	err := sqllock.InTx(ctx, d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+		runs++
+		_, err := tx.ExecContext(ctx, "UPDATE items SET stock = stock - 1")
+		return err
+	})
+	if !errors.Is(err, sqllock.ErrOutcomeUnknown) || runs != 1 {
+		t.Fatalf("commit over a broken connection: %v after %d runs, want ErrOutcomeUnknown after 1", err, runs)
+	}
+
+	mock.ExpectBegin()
+	mock.ExpectExec("SELECT set_config").WillReturnResult(sqlmock.NewResult(0, 0))
+	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 1))
+	mock.ExpectCommit().WillReturnError(&pgconn.PgError{Code: "40001", Message: "could not serialize access"})
+	mock.ExpectBegin()
+	mock.ExpectExec("SELECT set_config").WillReturnResult(sqlmock.NewResult(0, 0))
+	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 1))
+	mock.ExpectCommit()
+	runs = 0
+	err = sqllock.InTx(ctx, d, sqllock.TxOptions{Isolation: sql.LevelSerializable}, func(ctx context.Context, tx *sql.Tx) error {
+		runs++
+		_, err := tx.ExecContext(ctx, "UPDATE items SET stock = stock - 1")
+		return err
+	})
+	if err != nil || runs != 2 {
+		t.Fatalf("serialization failure at commit: %v after %d runs, want success after 2", err, runs)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -19,8 +19,8 @@ var _ dialect.Pessimistic = (*Dialect)(nil)
 type rowLockQueries struct {
 	exclusive, exclusiveNoWait, create, token string
 	// shared and sharedNoWait differ between servers; see sharedMode.
-	shared, sharedNoWait func(mariadb bool) string
-	tokensSelect, tokensDelete                 string
+	shared, sharedNoWait       func(mariadb bool) string
+	tokensSelect, tokensDelete string
 }
 
 func buildRowLockQueries(db string) rowLockQueries {
