@@ -65,6 +65,8 @@ no lock:     each buyer reads the stock, thinks, then writes stock - 1: buyers w
 table:       buyers take turns under a lock row (RETRIES/WAITS: buyers who had to wait).
 optimistic:  the write checks the version read; a moved version means read again
              (RETRIES/WAITS: failed version checks).
+pessimistic: SELECT ... FOR UPDATE in a transaction: buyers queue for the row in the
+             database (RETRIES/WAITS: runs repeated after a deadlock; not on SQLite).
 `)
 		return nil
 	}
@@ -149,6 +151,9 @@ func (s *shop) scenarios() []scenario {
 	}
 	if _, ok := s.d.(dialect.Optimistic); ok {
 		list = append(list, scenario{"optimistic", s.buyOptimistic})
+	}
+	if _, ok := s.d.(dialect.Pessimistic); ok {
+		list = append(list, scenario{"pessimistic", s.buyPessimistic})
 	}
 	return list
 }

@@ -226,7 +226,7 @@ func TestRunNoWaitExcludes(t *testing.T) {
 // once the lease has expired, with a larger token.
 func TestRunAfterHolderKilled(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
-		for _, strategy := range []string{"table", "optimistic"} {
+		for _, strategy := range strategies(b) {
 			name := "nightly-" + strategy
 			const ttl = time.Second
 			h := b.hold(t, name, "--strategy", strategy, "--ttl", ttl.String())
@@ -244,12 +244,63 @@ func TestRunAfterHolderKilled(t *testing.T) {
 			if got <= tok {
 				t.Fatalf("%s: token %d after the killed holder's %d", strategy, got, tok)
 			}
-			if waited > ttl+2*time.Second {
-				t.Fatalf("%s: took the lock over %v after the kill, want within TTL %v + 2s", strategy, waited, ttl)
+			// A pessimistic lock dies with its connection: no TTL to wait.
+			if limit := ttl + 2*time.Second; strategy == "pessimistic" && waited > 2*time.Second || waited > limit {
+				t.Fatalf("%s: took the lock over %v after the kill, want within TTL %v + 2s (pessimistic: 2s)", strategy, waited, ttl)
 			}
 			if code := <-next.exit; code != 0 {
 				t.Fatalf("%s: next run exited %d", strategy, code)
 			}
+		}
+	})
+}
+
+// strategies lists the --strategy values b supports.
+func strategies(b backend) []string {
+	if b.kind == "sqlite" {
+		return []string{"table", "optimistic"}
+	}
+	return []string{"table", "optimistic", "pessimistic"}
+}
+
+// Killing the connection of a pessimistic holder stops its command: 76.
+func TestRunLostPessimisticLock(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if b.kind == "sqlite" {
+			return
+		}
+		h := b.hold(t, "conn", "--strategy", "pessimistic", "--grace", "5s")
+		<-h.token
+		// The connections holding a lock on this test's row-lock table (on
+		// MySQL, every connection to the test's database).
+		q := `SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = 'sqllock_rowlocks' AND n.nspname = $1 AND l.pid <> pg_backend_pid()`
+		if b.kind == "mysql" {
+			db := b.d.(interface{ Database() string }).Database()
+			rows, err := b.d.DB().QueryContext(ctxT(t), "SELECT id FROM information_schema.processlist WHERE db = ? AND id <> CONNECTION_ID()", db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []int64
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			rows.Close()
+			for _, id := range ids {
+				_, _ = b.d.DB().ExecContext(ctxT(t), fmt.Sprintf("KILL CONNECTION %d", id))
+			}
+		} else {
+			schema := b.d.(interface{ Schema() string }).Schema()
+			if _, err := b.d.DB().ExecContext(ctxT(t), q, schema); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code := <-h.exit; code != exitLost {
+			t.Fatalf("exit %d, want 76", code)
 		}
 	})
 }
@@ -313,6 +364,7 @@ func TestRunExitStatus(t *testing.T) {
 			{[]string{"run", "x", "--", "sh", "-c", "exit 3"}, 3},
 			{[]string{"run", "x", "sh", "-c", "kill -KILL $$"}, 128 + 9},
 			{[]string{"run", "--strategy", "optimistic", "--no-wait", "x", "--", "true"}, 0},
+			{[]string{"run", "--strategy", "pessimistic", "--no-wait", "x", "--", "true"}, map[bool]int{true: exitUsage, false: 0}[b.kind == "sqlite"]},
 			{[]string{"run"}, exitUsage},
 			{[]string{"run", "x"}, exitUsage},
 			{[]string{"run", "x", "--"}, exitUsage},
@@ -410,7 +462,7 @@ func TestDemo(t *testing.T) {
 		if err != nil {
 			t.Fatalf("demo: %v\n%s", err, out)
 		}
-		for _, strategy := range []string{"table", "optimistic"} {
+		for _, strategy := range strategies(b) {
 			if !hasRow(string(out), strategy, "correct") {
 				t.Errorf("demo: no correct %s row:\n%s", strategy, out)
 			}
