@@ -170,3 +170,66 @@ func ExampleRetryOnConflict() {
 		log.Print(err) // errSoldOut, ErrRowNotFound, or ErrConflict after the last attempt
 	}
 }
+
+// A pessimistic lock is a row lock held by a transaction: writes made in
+// the lock's transaction commit exactly when it is released, and the
+// database frees the lock at once if this process dies.
+func ExampleNewPessimistic() {
+	ctx := context.Background()
+	var d *postgres.Dialect
+	locker, err := sqllock.NewPessimistic(d, sqllock.PessimisticOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := locker.Acquire(ctx, "account:42") // waits in the database's lock queue
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, err = lock.Tx().ExecContext(ctx, "UPDATE accounts SET balance = balance - 10, fence = $1 WHERE id = 42", lock.Token())
+	if err != nil {
+		_ = lock.Release(ctx) // commits nothing that failed; the lock is freed
+		log.Fatal(err)
+	}
+	if err := lock.Release(ctx); err != nil { // COMMIT
+		log.Fatal(err)
+	}
+}
+
+// Readers share a lock; a writer waits for them and excludes them.
+func ExamplePessimistic_AcquireShared() {
+	ctx := context.Background()
+	var locker *sqllock.Pessimistic
+	lock, err := locker.AcquireShared(ctx, "config")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+	// ... read while no writer holds "config" ...
+}
+
+// The inventory with row locks: SELECT ... FOR UPDATE, check, UPDATE, in a
+// transaction that InTx runs again after a deadlock.
+func ExampleInTx() {
+	ctx := context.Background()
+	var d *postgres.Dialect
+	errSoldOut := errors.New("sold out")
+	err := sqllock.InTx(ctx, d, sqllock.TxOptions{LockTimeout: 2 * time.Second}, func(ctx context.Context, tx *sql.Tx) error {
+		var stock int
+		if err := tx.QueryRowContext(ctx, "SELECT stock FROM products WHERE id = $1 FOR UPDATE", 1).Scan(&stock); err != nil {
+			return err
+		}
+		if stock < 2 {
+			return errSoldOut // returned as is, never retried
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE products SET stock = stock - 2 WHERE id = $1", 1)
+		return err
+	})
+	switch {
+	case errors.Is(err, sqllock.ErrLocked):
+		log.Print("the product row stayed locked longer than 2s")
+	case errors.Is(err, sqllock.ErrOutcomeUnknown):
+		log.Print("the connection failed during COMMIT: check whether the sale happened")
+	case err != nil:
+		log.Print(err)
+	}
+}

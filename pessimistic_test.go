@@ -584,3 +584,56 @@ func TestInTxLockTimeoutAndErrors(t *testing.T) {
 		}
 	})
 }
+
+// On MySQL the tokens come from rows of sqllock_rowlock_tokens; the reaper
+// deletes the spent ones, keeping the newest and any of an open transaction.
+func TestPessimisticTokenRowsReaped(t *testing.T) {
+	t.Parallel()
+	e := envs[1].make(t) // MySQL
+	ctx := ctxT(t)
+	l := e.pessimistic(t, sqllock.PessimisticOptions{})
+	var last int64
+	for range 5 {
+		k, err := l.TryAcquire(ctx, "t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.Token() <= last {
+			t.Fatalf("token %d after %d", k.Token(), last)
+		}
+		last = k.Token()
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open, err := l.TryAcquire(ctx, "held") // its token row is uncommitted
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	var maxID int64
+	if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*), max(id) FROM {sqllock_rowlock_tokens}")).Scan(&n, &maxID); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || maxID != open.Token() {
+		t.Fatalf("%d token rows left (newest %d), want 2: the last spent one and the open one (%d)", n, maxID, open.Token())
+	}
+	k, err := l.TryAcquire(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(ctx)
+	if k.Token() <= open.Token() {
+		t.Fatalf("token %d after reaping, want > %d", k.Token(), open.Token())
+	}
+}

@@ -19,8 +19,8 @@ var _ dialect.Pessimistic = (*Dialect)(nil)
 type rowLockQueries struct {
 	exclusive, exclusiveNoWait, create, token string
 	// shared and sharedNoWait differ between servers; see sharedMode.
-	shared, sharedNoWait       func(mariadb bool) string
-	tokensSelect, tokensDelete string
+	shared, sharedNoWait                  func(mariadb bool) string
+	tokensMax, tokensSelect, tokensDelete string
 }
 
 func buildRowLockQueries(db string) rowLockQueries {
@@ -46,10 +46,14 @@ func buildRowLockQueries(db string) rowLockQueries {
 		sharedNoWait:    func(m bool) string { return lock(share(m) + " NOWAIT") },
 		create:          fmt.Sprintf(`INSERT INTO %s (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`, rowlocks),
 		token:           fmt.Sprintf(`INSERT INTO %s () VALUES ()`, tokens),
-		// Rows of open transactions are skipped; the newest row stays.
-		tokensSelect: fmt.Sprintf(`SELECT id FROM %[1]s WHERE id < (SELECT MAX(id) FROM %[1]s)
-ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, tokens),
-		tokensDelete: fmt.Sprintf(`DELETE FROM %s WHERE id IN (%%s)`, tokens),
+		// The newest committed row stays; rows of open transactions are
+		// skipped. (A subquery of a locking read would lock too: the
+		// newest id is read first, without locks.)
+		tokensMax:    fmt.Sprintf(`SELECT COALESCE(MAX(id), 0) FROM %s`, tokens),
+		tokensSelect: fmt.Sprintf(`SELECT id FROM %s WHERE id < ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`, tokens),
+		// One id per statement: a DELETE ... IN (list) may scan, and wait
+		// for the row of an open transaction.
+		tokensDelete: fmt.Sprintf(`DELETE FROM %s WHERE id = ?`, tokens),
 	}
 }
 
@@ -185,11 +189,15 @@ func (d *Dialect) reapTokens(ctx context.Context, limit int) (err error) {
 			_ = tx.Rollback()
 		}
 	}()
-	rows, err := tx.QueryContext(ctx, d.rq.tokensSelect, limit)
+	var newest int64
+	if err := tx.QueryRowContext(ctx, d.rq.tokensMax).Scan(&newest); err != nil {
+		return wrap(err)
+	}
+	rows, err := tx.QueryContext(ctx, d.rq.tokensSelect, newest, limit)
 	if err != nil {
 		return wrap(err)
 	}
-	var ids []any
+	var ids []int64
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
@@ -202,9 +210,8 @@ func (d *Dialect) reapTokens(ctx context.Context, limit int) (err error) {
 	if err := rows.Err(); err != nil {
 		return wrap(err)
 	}
-	if len(ids) > 0 {
-		marks := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(d.rq.tokensDelete, marks), ids...); err != nil {
+	for _, id := range ids {
+		if _, err := tx.ExecContext(ctx, d.rq.tokensDelete, id); err != nil {
 			return wrap(err)
 		}
 	}
