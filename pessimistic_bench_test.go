@@ -216,4 +216,3 @@ func pessimisticHandoffs(b *testing.B, d dialect.Dialect, name string, clients, 
 	wg.Wait()
 	return lat[:min(len(lat), n)]
 }
-
