@@ -14,7 +14,9 @@ out=bench/results.txt
 	echo "# $(date -u +%FT%TZ) $(uname -m) $(nproc) cores, $(go version | cut -d' ' -f3)"
 	go test -run '^$' -bench '^BenchmarkTryAcquireRelease$' -benchtime 5000x -count 3 .
 	go test -run '^$' -bench '^BenchmarkOptimisticTryAcquireRelease$' -benchtime 3000x -count 3 .
+	go test -run '^$' -bench '^BenchmarkPessimisticTryAcquireRelease$' -benchtime 3000x -count 3 .
 	go test -run '^$' -bench '^BenchmarkOptimisticUpdate$' -benchtime 3000x .
+	go test -run '^$' -bench '^BenchmarkPessimisticHandoff$' -benchtime 300x .
 	go test -run '^$' -bench '^BenchmarkHandoff$/.*/hold=0s' -benchtime 300x .
 	go test -run '^$' -bench '^BenchmarkHandoff$/.*/hold=1s' -benchtime 30x .
 	go test -run '^$' -bench '^BenchmarkIdleWaiters$' -benchtime 30x .
