@@ -155,8 +155,12 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 			continue // it ended meanwhile: forgotten soon
 		}
 		if wait := p.pending[key]; wait != nil {
-			// The same owner is acquiring name already: re-enter that.
+			// The same owner is acquiring name already: re-enter that,
+			// once it is held. A try does not wait for it.
 			p.mu.Unlock()
+			if !rp.Wait {
+				return nil, ErrLocked
+			}
 			select {
 			case <-wait:
 				continue

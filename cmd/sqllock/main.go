@@ -69,6 +69,7 @@ func init() {
 		{"locks", "[--dsn DSN] [--json]", "list the held locks", locksFlags},
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
+		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
 	}
 }
 
@@ -259,6 +260,12 @@ Pessimistic locks are row locks of open transactions and are not listed.
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
 table locks, in batches, and prints how many.
+`,
+	"bench": `Measures, for each strategy the database supports, uncontended
+TryAcquire+Release on distinct names (1 and 8 clients: operations per
+second, p50 and p99) and the hand-off latency from a release to the waiting
+Acquire, on the database of --dsn. It leaves rows named sqllock-bench-*.
+The ratios against raw SQL are measured by the Go benchmarks (BENCHMARKS.md).
 `,
 	"demo": `A shop has --stock hairdryers and --buyers buyers order at once. The demo
 runs the sale without a lock (which can oversell), then with each strategy

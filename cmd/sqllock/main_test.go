@@ -570,3 +570,17 @@ func TestDemoOnDefaultDatabase(t *testing.T) {
 		t.Fatalf("default database file: %v", err)
 	}
 }
+
+func TestBench(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		out, err := b.cmd(t, "bench", "--ops", "40", "--handoffs", "5").CombinedOutput()
+		if err != nil {
+			t.Fatalf("bench: %v\n%s", err, out)
+		}
+		for _, strategy := range strategies(b) {
+			if n := strings.Count(string(out), " "+strategy+" "); n != 2 {
+				t.Errorf("bench: %d rows for %s, want 2 (1 and 8 clients):\n%s", n, strategy, out)
+			}
+		}
+	})
+}
