@@ -86,7 +86,8 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 		holds:      1,
 		trustUntil: trust,
 	}
-	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	inner, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	l.ctx, l.cancel = &leaseContext{Context: inner, l: l}, cancel
 	ls.byKey[key] = l
 	l.mu.Lock()
 	l.startRenewal()
@@ -221,6 +222,33 @@ func (l *lease) renew() {
 	l.mu.Unlock()
 	if lost != "" {
 		l.lose(lost)
+	}
+}
+
+// leaseContext is a lease's context. Its Err checks the trust window on the
+// spot, so that a holder asking after a pause (a stopped process, a starved
+// goroutine) learns of the loss before the renewal timer has had a chance to
+// run.
+type leaseContext struct {
+	context.Context
+	l *lease
+}
+
+func (c *leaseContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	c.l.checkTrust()
+	return c.Context.Err()
+}
+
+// checkTrust ends the lease as lost if its trust window has passed.
+func (l *lease) checkTrust() {
+	l.mu.Lock()
+	passed := !l.ended && !time.Now().Before(l.trustUntil)
+	l.mu.Unlock()
+	if passed {
+		l.lose("the trust window passed without a successful renewal")
 	}
 }
 

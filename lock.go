@@ -264,6 +264,13 @@ func (k *Lock) Token() int64 { return k.h.ident().Token }
 // Context returns a context that is cancelled when the lock ends: with cause
 // ErrLockLost if it is lost, ErrNotHeld once every hold is released. It
 // carries the values of the context the lock was acquired with.
+//
+// For a lease-based lock, the context's own Err also checks the trust window
+// when called: after a pause longer than the window (a stopped process, a
+// starved goroutine), Err reports the loss at once rather than after the
+// renewal timer has run. Check Context().Err() right before acting as the
+// holder; contexts derived from it learn of the loss only when it is
+// cancelled.
 func (k *Lock) Context() context.Context { return k.h.context() }
 
 // Done is shorthand for Context().Done().

@@ -1,0 +1,53 @@
+package sqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// okStore accepts every lease statement.
+type okStore struct{}
+
+func (okStore) Renew(context.Context, dialect.Lease, time.Duration) (bool, error) { return true, nil }
+func (okStore) Release(context.Context, dialect.Lease) (bool, error)              { return true, nil }
+func (okStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error)        { return true, nil }
+
+// A holder that asks after its trust window has passed learns of the loss
+// from Err itself, even though the renewal timer has not run (here it is an
+// hour away), as after a SIGSTOP longer than the TTL.
+func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
+	t.Parallel()
+	opts, err := Options{TTL: 3 * time.Hour}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := newLeases(okStore{}, opts)
+	fresh := ls.grant(t.Context(), "fresh", "o", 1, time.Now())
+	stale := ls.grant(t.Context(), "stale", "o", 2, time.Now().Add(-opts.TTL))
+
+	if err := fresh.Context().Err(); err != nil {
+		t.Fatalf("fresh lease: Err() = %v, want nil", err)
+	}
+	ctx := stale.Context()
+	if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("stale lease: Err() = %v, want context.Canceled", err)
+	}
+	if cause := context.Cause(ctx); !errors.Is(cause, ErrLockLost) {
+		t.Fatalf("stale lease: cause %v, want ErrLockLost", cause)
+	}
+	select {
+	case <-stale.Done():
+	default:
+		t.Fatal("Err reported the loss but Done is not closed")
+	}
+	for _, l := range []*Lock{fresh, stale} {
+		if err := l.Release(context.Background()); err != nil {
+			t.Errorf("Release %s: %v", l.Name(), err)
+		}
+	}
+}
