@@ -15,7 +15,7 @@ type okStore struct{}
 
 func (okStore) Renew(context.Context, dialect.Lease, time.Duration) (bool, error) { return true, nil }
 func (okStore) Release(context.Context, dialect.Lease) (bool, error)              { return true, nil }
-func (okStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error)        { return true, nil }
+func (okStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error)       { return true, nil }
 
 // A holder that asks after its trust window has passed learns of the loss
 // from Err itself, even though the renewal timer has not run (here it is an
