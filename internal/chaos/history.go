@@ -1,0 +1,156 @@
+// Package chaos is sqllock's history-checked fault testing: workers contend
+// for a few lock names and record what they believed and did, faults are
+// injected between them and the database, and a checker reads the history
+// together with the guarded data left in the database.
+//
+// The checker fails a run on a double holder (an older acquisition still
+// trusting its lock after a newer one was granted), a fencing token that
+// does not grow, a guarded write accepted after a takeover, and a counter
+// that disagrees with the writes that committed (a lost or duplicated
+// update).
+package chaos
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+// Kind is the kind of an event in a history.
+type Kind string
+
+// Event kinds. An operation is an invoke followed by at most one completion
+// with the same worker and Op; an invoke without one (the worker was killed)
+// has an unknown outcome.
+const (
+	// AcquireInvoke starts an acquisition; AcquireOK carries its token,
+	// AcquireFail its error (refused, timed out, failed).
+	AcquireInvoke Kind = "acquire"
+	AcquireOK     Kind = "acquire-ok"
+	AcquireFail   Kind = "acquire-fail"
+	// Trusted records that the holder checked its lock and still trusted
+	// it. At is taken before the check, so the lock was held at At.
+	Trusted Kind = "trusted"
+	// Lost records that the holder learned it had lost the lock.
+	Lost Kind = "lost"
+	// WriteInvoke starts a guarded read-modify-write of the name's counter
+	// (At is before the transaction begins); WriteOK means it committed,
+	// WriteFail that it certainly did not (Err says why), WriteUnknown that
+	// its commit's outcome is unknown.
+	WriteInvoke  Kind = "write"
+	WriteOK      Kind = "write-ok"
+	WriteFail    Kind = "write-fail"
+	WriteUnknown Kind = "write-unknown"
+	// ReleaseInvoke starts a release; ReleaseOK and ReleaseFail end it.
+	ReleaseInvoke Kind = "release"
+	ReleaseOK     Kind = "release-ok"
+	ReleaseFail   Kind = "release-fail"
+)
+
+// Event is one entry of a history.
+type Event struct {
+	Worker string `json:"w"`
+	Op     int64  `json:"op"`            // links an invoke to its completion
+	Kind   Kind   `json:"k"`             // what happened
+	Name   string `json:"n"`             // lock name
+	Token  int64  `json:"t,omitempty"`   // fencing token of the acquisition
+	Value  int64  `json:"v,omitempty"`   // counter value written (WriteOK)
+	At     int64  `json:"at"`            // wall clock, Unix nanoseconds (shared by the processes of one host)
+	Err    string `json:"err,omitempty"` // the error of a failed operation
+}
+
+// Time returns the event's time.
+func (e Event) Time() time.Time { return time.Unix(0, e.At) }
+
+func (e Event) String() string {
+	s := fmt.Sprintf("%s %-8s op%-4d %-13s %q", e.Time().Format("15:04:05.000000"), e.Worker, e.Op, e.Kind, e.Name)
+	if e.Token != 0 {
+		s += fmt.Sprintf(" token=%d", e.Token)
+	}
+	if e.Value != 0 {
+		s += fmt.Sprintf(" value=%d", e.Value)
+	}
+	if e.Err != "" {
+		s += " err=" + e.Err
+	}
+	return s
+}
+
+// Recorder collects the events of one worker process. It is safe for
+// concurrent use. If it has a writer, each event is also written to it as a
+// JSON line as it happens, so that a process killed mid-run leaves every
+// event it recorded.
+type Recorder struct {
+	mu     sync.Mutex
+	events []Event
+	enc    *json.Encoder
+	err    error
+	op     int64
+}
+
+// NewRecorder returns a recorder; w may be nil.
+func NewRecorder(w io.Writer) *Recorder {
+	r := &Recorder{}
+	if w != nil {
+		r.enc = json.NewEncoder(w)
+	}
+	return r
+}
+
+// NextOp returns a new operation number.
+func (r *Recorder) NextOp() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.op++
+	return r.op
+}
+
+// Add records e, stamping its time if e.At is zero.
+func (r *Recorder) Add(e Event) {
+	if e.At == 0 {
+		e.At = time.Now().UnixNano()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	if r.enc != nil && r.err == nil {
+		r.err = r.enc.Encode(e)
+	}
+}
+
+// Events returns a copy of the events recorded so far.
+func (r *Recorder) Events() []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Event(nil), r.events...)
+}
+
+// Err returns the first error writing events, if any.
+func (r *Recorder) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// ReadEvents reads JSON-line events from rd, calling fn for each. A torn
+// last line (a process killed while writing it) is ignored.
+func ReadEvents(rd io.Reader, fn func(Event)) error {
+	sc := bufio.NewScanner(rd)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var pending []byte
+	for sc.Scan() {
+		if pending != nil {
+			return fmt.Errorf("chaos: bad event line %q", pending)
+		}
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			pending = append([]byte(nil), sc.Bytes()...)
+			continue
+		}
+		fn(e)
+	}
+	return sc.Err()
+}
