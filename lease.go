@@ -263,9 +263,11 @@ func (l *lease) lose(reason string) {
 	if l.timer != nil {
 		l.timer.Stop()
 	}
+	// Cancelled under l.mu: a concurrent Err must not find the lease ended
+	// and its context not yet cancelled.
+	l.cancel(ErrLockLost)
 	l.mu.Unlock()
 	l.ls.forget(l)
-	l.cancel(ErrLockLost)
 	l.logger().Warn("sqllock: lock lost", "name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "reason", reason)
 }
 
@@ -281,13 +283,13 @@ func (l *lease) dropHold(lost bool) {
 	last := l.holds == 0 && !l.ended
 	if last {
 		l.ended = true
+		l.cancel(ErrNotHeld)
 	} else {
 		l.startRenewal() // in case a final release paused it and a new hold came in
 	}
 	l.mu.Unlock()
 	if last {
 		l.ls.forget(l)
-		l.cancel(ErrNotHeld)
 		if l.ls.freed != nil {
 			l.ls.freed(l.ref.Name)
 		}

@@ -51,3 +51,31 @@ func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
 		}
 	}
 }
+
+// Err must report the loss even while the renewal timer is ending the lease
+// at the same moment (as both wake up when a stopped process resumes): it
+// must never see the lease ended and its context not yet cancelled.
+func TestLeaseContextErrRacesLose(t *testing.T) {
+	t.Parallel()
+	opts, err := Options{TTL: 3 * time.Hour}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := newLeases(okStore{}, opts)
+	for i := range 2000 {
+		lock := ls.grant(t.Context(), "n", "o", int64(i+1), time.Now().Add(-opts.TTL))
+		l := lock.h.(*lease)
+		start := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			<-start
+			l.lose("test")
+			close(done)
+		}()
+		close(start)
+		if err := lock.Context().Err(); err == nil {
+			t.Fatalf("iteration %d: Err() = nil after the trust window", i)
+		}
+		<-done
+	}
+}
