@@ -327,9 +327,22 @@ func checkData(data Data, writes map[opKey]*write, order []opKey) []Violation {
 			t = &tally{}
 		}
 		if len(ws) < t.ok || len(ws) > t.ok+t.unknown {
+			// The suspects: writes that failed for sure, by an acquisition
+			// whose increment is in the database without a recorded commit.
+			var es []Event
+			for _, lw := range ws {
+				if e, ok := okByValue[n][lw.Value]; ok && e.Token == lw.Token && e.Worker == lw.Worker {
+					continue
+				}
+				for _, k := range order {
+					if w := writes[k]; w.invoke.Worker == lw.Worker && w.invoke.Token == lw.Token && w.invoke.Name == n && w.done != nil && w.done.Kind == WriteFail {
+						es = append(es, *w.done)
+					}
+				}
+			}
 			vs = append(vs, Violation{Kind: "history/data mismatch",
 				Msg: fmt.Sprintf("%q: %d increments in the database, but workers saw %d commit and %d of unknown outcome",
-					n, len(ws), t.ok, t.unknown)})
+					n, len(ws), t.ok, t.unknown), Events: sortEvents(es)})
 		}
 		byValue := map[int64]Write{}
 		for _, w := range ws {

@@ -1,0 +1,936 @@
+package chaos
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+)
+
+// Environment variables of the chaos suite.
+const (
+	// durationEnv sets how long each scenario runs (default 3s); soakEnv,
+	// if set, is the whole run's length, shared out among the scenarios.
+	durationEnv = "SQLLOCK_CHAOS_DURATION"
+	soakEnv     = "SQLLOCK_CHAOS_SOAK"
+	// restartEnv, if set to 1, adds the scenario that restarts the
+	// database servers mid-run (it needs the rights to do so).
+	restartEnv = "SQLLOCK_CHAOS_RESTART"
+	// childEnv makes the test binary a worker process (JSON childSpec).
+	childEnv = "SQLLOCK_CHAOS_CHILD"
+)
+
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(childEnv); spec != "" {
+		os.Exit(runChild(spec))
+	}
+	code := m.Run()
+	printSummary()
+	dbtest.CloseAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// setup is one scenario's database: a migrated lock schema, the guarded
+// data, and how worker pools reach it.
+type setup struct {
+	kind  string // "postgres" or "mysql"
+	ns    string
+	admin *sql.DB // the shared pool: setup, reading the results, killing connections
+	dsn   string  // for worker pools; its host is replaced when a proxy is used
+	app   string  // PostgreSQL application_name of the workers' connections
+}
+
+func newSetup(t *testing.T, kind string, names []string) *setup {
+	s := &setup{kind: kind}
+	switch kind {
+	case "postgres":
+		s.admin, s.ns = dbtest.Postgres(t)
+		s.dsn = dbtest.PostgresURL(t)
+		s.app = "chaos_" + s.ns
+	case "mysql":
+		s.admin, s.ns = dbtest.MySQL(t)
+		s.dsn = dbtest.MySQLDSN(t)
+	}
+	ctx := t.Context()
+	d := s.dialect(t, s.admin)
+	if err := sqllock.Migrate(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	st, err := NewStore(s.admin, kind, s.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Create(ctx, names); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Dialect {
+	var d dialect.Dialect
+	var err error
+	if s.kind == "postgres" {
+		d, err = postgres.New(db, postgres.WithSchema(s.ns))
+	} else {
+		d, err = mysql.New(db, mysql.WithDatabase(s.ns))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// workerDSN is the DSN of the workers' pools: through addr if not empty,
+// tagged so that their connections can be told from others', and with
+// session parameters params (name=value).
+func (s *setup) workerDSN(addr string, params map[string]string) (string, error) {
+	if s.kind == "postgres" {
+		u, err := url.Parse(s.dsn)
+		if err != nil {
+			return "", err
+		}
+		if addr != "" {
+			u.Host = addr
+		}
+		q := u.Query()
+		q.Set("application_name", s.app)
+		for k, v := range params {
+			q.Set(k, v)
+		}
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	c, err := gomysql.ParseDSN(s.dsn)
+	if err != nil {
+		return "", err
+	}
+	if addr != "" {
+		c.Addr = addr
+	}
+	c.DBName = s.ns // the processlist shows the workers' connections in this database
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	for k, v := range params {
+		c.Params[k] = v
+	}
+	return c.FormatDSN(), nil
+}
+
+func (s *setup) host() string {
+	if s.kind == "postgres" {
+		u, _ := url.Parse(s.dsn)
+		return u.Host
+	}
+	c, _ := gomysql.ParseDSN(s.dsn)
+	return c.Addr
+}
+
+func driverOf(kind string) string {
+	if kind == "postgres" {
+		return "pgx"
+	}
+	return "mysql"
+}
+
+// killOne kills one connection of the workers, preferring those inside a
+// transaction (a holder mid-hold), and reports whether it found one.
+func (s *setup) killOne(ctx context.Context) (bool, error) {
+	if s.kind == "postgres" {
+		var ok bool
+		err := s.admin.QueryRowContext(ctx, `
+			SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE application_name = $1 AND pid <> pg_backend_pid()
+			ORDER BY xact_start IS NULL, random() LIMIT 1`, s.app).Scan(&ok)
+		if err == sql.ErrNoRows {
+			return false, nil
+		}
+		return ok, err
+	}
+	var id int64
+	err := s.admin.QueryRowContext(ctx, `
+		SELECT p.id FROM information_schema.processlist p
+		LEFT JOIN information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id
+		WHERE p.db = ? AND p.id <> CONNECTION_ID()
+		ORDER BY t.trx_id IS NULL, RAND() LIMIT 1`, s.ns).Scan(&id)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, err = s.admin.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id))
+	if err != nil && strings.Contains(err.Error(), "Unknown thread") {
+		return false, nil // it ended meanwhile
+	}
+	return err == nil, err
+}
+
+// config is what a worker (goroutine or process) is built from.
+type config struct {
+	Kind, DSN, NS, Strategy string
+	Names                   []string
+	TTL, Hold, Think, Wait  time.Duration
+	KeepAlive               time.Duration
+	TryEvery                int
+	Worker                  string
+	Seed                    uint64
+}
+
+const (
+	ttl       = time.Second
+	keepAlive = 200 * time.Millisecond
+	// idleTimeout is the servers' idle-in-transaction timeout for the
+	// pessimistic workers' sessions in process scenarios: a paused holder's
+	// session is ended after it, as a real deployment would set it.
+	idleTimeout = time.Second
+)
+
+// open builds a worker's pool, locker and store.
+func (c config) open() (*sql.DB, sqllock.Locker, *Store, error) {
+	db, err := sql.Open(driverOf(c.Kind), c.DSN)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	db.SetMaxOpenConns(20)
+	db.SetMaxIdleConns(20)
+	var d dialect.Dialect
+	if c.Kind == "postgres" {
+		d, err = postgres.New(db, postgres.WithSchema(c.NS))
+	} else {
+		d, err = mysql.New(db, mysql.WithDatabase(c.NS))
+	}
+	var l sqllock.Locker
+	if err == nil {
+		switch c.Strategy {
+		case "table":
+			l, err = sqllock.NewTable(d, sqllock.Options{TTL: c.TTL})
+		case "optimistic":
+			l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: c.TTL})
+		case "pessimistic":
+			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{KeepAlive: c.KeepAlive})
+		default:
+			err = fmt.Errorf("unknown strategy %q", c.Strategy)
+		}
+	}
+	var st *Store
+	if err == nil {
+		st, err = NewStore(db, c.Kind, c.NS)
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, err
+	}
+	return db, l, st, nil
+}
+
+func (c config) worker(l sqllock.Locker, st *Store, rec *Recorder) *Worker {
+	return &Worker{ID: c.Worker, Locker: l, Store: st, Pessimistic: c.Strategy == "pessimistic",
+		Names: c.Names, Hold: c.Hold, Think: c.Think, Wait: c.Wait, TryEvery: c.TryEvery,
+		Rec: rec, Rand: rand.New(rand.NewPCG(c.Seed, 0x5eed))}
+}
+
+// runChild is a worker process: it takes turns until its standard input
+// closes, writing its events to standard output.
+func runChild(spec string) int {
+	var c config
+	if err := json.Unmarshal([]byte(spec), &c); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		return 2
+	}
+	db, l, st, err := c.open()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		return 2
+	}
+	defer db.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		cancel()
+	}()
+	rec := NewRecorder(os.Stdout)
+	c.worker(l, st, rec).Run(ctx)
+	if err := rec.Err(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos child:", err)
+		return 2
+	}
+	return 0
+}
+
+// fault kinds of the scenarios.
+const (
+	noFault  = "none"
+	connKill = "conn-kill"
+	proxied  = "proxy"
+	pause    = "sigstop"
+	crash    = "sigkill"
+	restart  = "restart"
+)
+
+var strategies = []string{"table", "optimistic", "pessimistic"}
+
+func scenarios() []string {
+	s := []string{noFault, connKill, proxied, pause, crash}
+	if os.Getenv(restartEnv) == "1" {
+		s = append(s, restart)
+	}
+	return s
+}
+
+func scenarioDuration(t *testing.T) time.Duration {
+	if v := os.Getenv(soakEnv); v != "" {
+		total, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: %v", soakEnv, err)
+		}
+		// The two databases run side by side; scenarios one after another.
+		return total / time.Duration(len(strategies)*len(scenarios()))
+	}
+	if v := os.Getenv(durationEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("%s: %v", durationEnv, err)
+		}
+		return d
+	}
+	return 3 * time.Second
+}
+
+// TestChaos runs every strategy on both databases under each fault, and
+// checks the histories.
+func TestChaos(t *testing.T) {
+	dur := scenarioDuration(t)
+	for _, kind := range []string{"postgres", "mysql"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			for _, strat := range strategies {
+				for _, sc := range scenarios() {
+					t.Run(strat+"/"+sc, func(t *testing.T) {
+						runScenario(t, kind, strat, sc, dur)
+					})
+				}
+			}
+		})
+	}
+}
+
+// run is one scenario in progress.
+type run struct {
+	t        *testing.T
+	kind     string
+	strategy string
+	fault    string
+	s        *setup
+	names    []string
+	dur      time.Duration
+
+	mu     sync.Mutex
+	events []Event
+	faults map[string]int
+	notes  []string
+}
+
+func (r *run) add(e Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	r.mu.Unlock()
+}
+
+func (r *run) count(fault string, n int) {
+	r.mu.Lock()
+	r.faults[fault] += n
+	r.mu.Unlock()
+}
+
+func (r *run) base(worker string, seed uint64) config {
+	return config{Kind: r.kind, NS: r.s.ns, Strategy: r.strategy, Names: r.names,
+		TTL: ttl, Hold: 100 * time.Millisecond, Think: 20 * time.Millisecond,
+		Wait: 3*ttl + 2*time.Second, KeepAlive: keepAlive, TryEvery: 4,
+		Worker: worker, Seed: seed}
+}
+
+func runScenario(t *testing.T, kind, strat, fault string, dur time.Duration) {
+	names := []string{"chaos:a", "chaos:b"}
+	r := &run{t: t, kind: kind, strategy: strat, fault: fault, s: newSetup(t, kind, names),
+		names: names, dur: dur, faults: map[string]int{}}
+	if fault == pause || fault == crash {
+		// Room for a few faults, each followed by a takeover.
+		dur = max(dur, 4*(2*ttl)+ttl+2*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), dur)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	if r.strategy != "pessimistic" {
+		reaper, err := sqllock.NewReaper(r.s.dialect(t, r.s.admin), sqllock.ReaperOptions{Interval: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = reaper.Run(ctx) })
+	}
+	switch fault {
+	case pause, crash:
+		r.processes(ctx)
+	default:
+		r.goroutines(ctx)
+	}
+	wg.Wait()
+	r.check()
+}
+
+// goroutines runs four workers in two lockers (as if two processes of two
+// goroutines each) with the scenario's fault injected between them and the
+// database.
+func (r *run) goroutines(ctx context.Context) {
+	t := r.t
+	addr := ""
+	var proxy *Proxy
+	if r.fault == proxied {
+		var err error
+		proxy, err = NewProxy(r.s.host())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer proxy.Close()
+		addr = proxy.Addr()
+	}
+	dsn, err := r.s.workerDSN(addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	rec := NewRecorder(nil)
+	for p := range 2 {
+		c := r.base(fmt.Sprintf("p%d", p), uint64(p))
+		c.DSN = dsn
+		db, l, st, err := c.open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		for g := range 2 {
+			c := c
+			c.Worker = fmt.Sprintf("p%dg%d", p, g)
+			c.Seed = uint64(10*p + g)
+			w := c.worker(l, st, rec)
+			wg.Go(func() { w.Run(ctx) })
+		}
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	switch r.fault {
+	case connKill:
+		r.every(ctx, rng, 100*time.Millisecond, 300*time.Millisecond, func() {
+			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ok, err := r.s.killOne(kctx)
+			if err != nil {
+				t.Errorf("killing a connection: %v", err)
+			} else if ok {
+				r.count("connections killed", 1)
+			}
+		})
+	case proxied:
+		// Each fault in turn, so that a short run sees every one.
+		step := 0
+		r.every(ctx, rng, 150*time.Millisecond, 400*time.Millisecond, func() {
+			switch step++; step % 6 {
+			case 0, 3:
+				proxy.SetLatency(time.Duration(rng.IntN(30))*time.Millisecond, 20*time.Millisecond)
+				r.count("latency changes", 1)
+			case 1, 4:
+				r.count("connections reset", proxy.ResetRandom(0.3, rng))
+			case 2:
+				proxy.Stall(ttl / 5)
+				r.count("short stalls", 1)
+			case 5:
+				proxy.Stall(ttl + ttl/5) // longer than a lease: leases are lost
+				r.count("stalls past the TTL", 1)
+				proxy.SetLatency(0, 0)
+			}
+		})
+		proxy.SetLatency(0, 0)
+	case restart:
+		r.restartServer(ctx)
+	}
+	wg.Wait()
+	for _, e := range rec.Events() {
+		r.add(e)
+	}
+}
+
+// every calls f at random intervals in [lo, hi) until ctx ends.
+func (r *run) every(ctx context.Context, rng *rand.Rand, lo, hi time.Duration, f func()) {
+	for {
+		tm := time.NewTimer(lo + time.Duration(rng.Int64N(int64(hi-lo))))
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return
+		case <-tm.C:
+		}
+		f()
+	}
+}
+
+// restartServer restarts the database server once, in the middle of the
+// run.
+func (r *run) restartServer(ctx context.Context) {
+	tm := time.NewTimer(r.dur / 3)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-tm.C:
+	}
+	var cmd string
+	if r.kind == "postgres" {
+		cmd = `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main restart -m fast`
+	} else {
+		cmd = `start-stop-daemon --stop --retry 30 --exec /usr/sbin/mariadbd && start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd`
+	}
+	out, err := exec.Command("bash", "-c", cmd).CombinedOutput()
+	if err != nil {
+		r.t.Errorf("restarting %s: %v\n%s", r.kind, err, out)
+		return
+	}
+	r.count("server restarts", 1)
+}
+
+// child is a worker process.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	id    string
+	done  chan struct{} // its events are all read
+}
+
+// processes runs four worker processes and stops or kills holders as they
+// acquire.
+func (r *run) processes(ctx context.Context) {
+	t := r.t
+	var params map[string]string
+	if r.strategy == "pessimistic" {
+		// As a deployment would: sessions idle in a transaction for longer
+		// than this are ended by the server, which frees a stopped holder's
+		// row locks. The keep-alive keeps a running holder's session busy.
+		if r.kind == "postgres" {
+			params = map[string]string{"idle_in_transaction_session_timeout": fmt.Sprint(idleTimeout.Milliseconds())}
+		} else {
+			params = map[string]string{"idle_transaction_timeout": fmt.Sprint(int(idleTimeout.Seconds()))}
+		}
+	}
+	dsn, err := r.s.workerDSN("", params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := make(chan Event, 1024)
+	var mu sync.Mutex
+	children := map[string]*child{}
+	n := 0
+	start := func() {
+		n++
+		c := r.base(fmt.Sprintf("c%d", n), uint64(n))
+		c.DSN = dsn
+		c.Hold = 300 * time.Millisecond // long enough for a fault to land before the write
+		spec, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
+		cmd.Stderr = os.Stderr
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		ch := &child{cmd: cmd, stdin: stdin, id: c.Worker, done: make(chan struct{})}
+		mu.Lock()
+		children[c.Worker] = ch
+		mu.Unlock()
+		go func() {
+			defer close(ch.done)
+			err := ReadEvents(stdout, func(e Event) {
+				r.add(e)
+				if e.Kind == AcquireOK {
+					select {
+					case acquired <- e:
+					default:
+					}
+				}
+			})
+			if err != nil {
+				t.Errorf("reading the events of %s: %v", c.Worker, err)
+			}
+		}()
+	}
+	for range 4 {
+		start()
+	}
+
+	// The fault: on an acquisition, stop or kill the holder, at most one
+	// at a time, with a pause between faults so that work also gets done.
+	lastFault := time.Time{}
+	func() {
+		for {
+			var e Event
+			select {
+			case <-ctx.Done():
+				return
+			case e = <-acquired:
+			}
+			// Only a fresh grant: its holder is still holding (the channel
+			// fills up while a fault is under way).
+			if time.Since(lastFault) < 2*ttl || time.Since(e.Time()) > 50*time.Millisecond {
+				continue
+			}
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < ttl+2*time.Second {
+				continue // leave time to see the takeover
+			}
+			mu.Lock()
+			victim := children[e.Worker]
+			mu.Unlock()
+			if victim == nil {
+				continue
+			}
+			p := victim.cmd.Process
+			switch r.fault {
+			case pause:
+				stopAt := time.Now()
+				if p.Signal(syscall.SIGSTOP) != nil {
+					continue
+				}
+				length := 2*ttl + 200*time.Millisecond
+				if r.strategy == "pessimistic" {
+					length = 2*idleTimeout + 500*time.Millisecond
+				}
+				tm := time.NewTimer(length)
+				<-tm.C
+				if err := p.Signal(syscall.SIGCONT); err != nil {
+					t.Errorf("SIGCONT: %v", err)
+				}
+				r.notePause(e, stopAt.UnixNano(), time.Now().UnixNano())
+				r.count("holders paused past the TTL", 1)
+			case crash:
+				killAt := time.Now().UnixNano()
+				if p.Signal(syscall.SIGKILL) != nil {
+					continue
+				}
+				mu.Lock()
+				delete(children, e.Worker)
+				mu.Unlock()
+				<-victim.done // all its events are read: only then Wait
+				_ = victim.cmd.Wait()
+				r.noteKill(e, killAt)
+				r.count("holders killed", 1)
+				start()
+			}
+			lastFault = time.Now()
+		}
+	}()
+
+	mu.Lock()
+	all := make([]*child, 0, len(children))
+	for _, c := range children {
+		all = append(all, c)
+	}
+	mu.Unlock()
+	for _, c := range all {
+		_ = c.stdin.Close()
+	}
+	for _, c := range all {
+		tm := time.AfterFunc(30*time.Second, func() { _ = c.cmd.Process.Kill() })
+		<-c.done
+		if err := c.cmd.Wait(); err != nil {
+			t.Errorf("worker process %s: %v", c.id, err)
+		}
+		tm.Stop()
+	}
+}
+
+// A pause or a kill, checked once the history is complete.
+type pauseNote struct {
+	victim      Event // the acquisition of the paused holder
+	stop, cont  int64
+	takeoverTok int64
+}
+
+type killNote struct {
+	victim Event
+	at     int64
+}
+
+var (
+	notesMu sync.Mutex
+	pauses  = map[*run][]pauseNote{}
+	kills   = map[*run][]killNote{}
+)
+
+func (r *run) notePause(e Event, stop, cont int64) {
+	notesMu.Lock()
+	pauses[r] = append(pauses[r], pauseNote{victim: e, stop: stop, cont: cont})
+	notesMu.Unlock()
+}
+
+func (r *run) noteKill(e Event, at int64) {
+	notesMu.Lock()
+	kills[r] = append(kills[r], killNote{victim: e, at: at})
+	notesMu.Unlock()
+}
+
+// check runs the checker on the history and the data, then the scenario's
+// own expectations.
+func (r *run) check() {
+	t := r.t
+	st, err := NewStore(r.s.admin, r.kind, r.s.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	data, err := st.Data(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	events := slices.Clone(r.events)
+	r.mu.Unlock()
+	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
+	vs := Check(events, data)
+	for _, v := range vs {
+		t.Errorf("violation: %v", v)
+	}
+
+	st2 := stats(events)
+	if st2.acquired < 3 || st2.written < 2 {
+		t.Errorf("too little work to prove anything: %d acquisitions, %d committed writes", st2.acquired, st2.written)
+	}
+	notesMu.Lock()
+	ps, ks := pauses[r], kills[r]
+	delete(pauses, r)
+	delete(kills, r)
+	notesMu.Unlock()
+	switch r.fault {
+	case pause:
+		r.checkPauses(events, ps)
+	case crash:
+		r.checkKills(events, ks)
+	case connKill, proxied, restart:
+		if len(r.faults) == 0 {
+			t.Errorf("no fault was injected")
+		}
+	}
+	r.report(st2, len(vs))
+}
+
+// checkPauses: a holder resumed after someone else took its lock over must
+// learn it lost it, and its late write must not commit (the checker's stale
+// write rule covers the latter).
+func (r *run) checkPauses(events []Event, ps []pauseNote) {
+	t := r.t
+	if len(ps) == 0 {
+		t.Error("no holder was paused")
+		return
+	}
+	taken, learned, refused := 0, 0, 0
+	for _, p := range ps {
+		v := p.victim
+		over := false
+		for _, e := range events {
+			if e.Kind == AcquireOK && e.Name == v.Name && e.Token > v.Token && e.At < p.cont {
+				over = true
+				break
+			}
+		}
+		if !over {
+			continue
+		}
+		taken++
+		knew, wrote := false, false
+		for _, e := range events {
+			if e.Worker != v.Worker || e.Token != v.Token || e.Name != v.Name {
+				continue
+			}
+			switch e.Kind {
+			case Lost:
+				knew = true
+			case WriteFail:
+				wrote = true
+			}
+		}
+		if knew {
+			learned++
+		} else {
+			t.Errorf("%s was paused holding token %d of %q, taken over meanwhile, and never learned it lost the lock", v.Worker, v.Token, v.Name)
+		}
+		if wrote {
+			refused++
+		}
+	}
+	if taken == 0 {
+		t.Errorf("none of %d pauses saw a takeover", len(ps))
+	}
+	r.note(fmt.Sprintf("%d pauses, %d taken over, %d holders learned of it, %d late writes refused", len(ps), taken, learned, refused))
+}
+
+// checkKills: after a holder is killed, a waiter holds the lock within
+// TTL + 1 s (leases) or 1 s (pessimistic).
+func (r *run) checkKills(events []Event, ks []killNote) {
+	t := r.t
+	if len(ks) == 0 {
+		t.Error("no holder was killed")
+		return
+	}
+	bound := ttl + time.Second
+	if r.strategy == "pessimistic" {
+		bound = time.Second
+	}
+	var worst time.Duration
+	measured := 0
+	for _, k := range ks {
+		v := k.victim
+		// A waiter: an Acquire of that name under way at the kill.
+		waiting := false
+		open := map[opKey]bool{}
+		for _, e := range events {
+			if e.At > k.at {
+				break
+			}
+			key := opKey{e.Worker, e.Op}
+			switch {
+			case e.Kind == AcquireInvoke && e.Name == v.Name && e.Worker != v.Worker:
+				open[key] = true
+			case e.Kind == AcquireOK || e.Kind == AcquireFail:
+				delete(open, key)
+			}
+		}
+		waiting = len(open) > 0
+		if !waiting {
+			continue
+		}
+		var next int64
+		for _, e := range events {
+			if e.Kind == AcquireOK && e.Name == v.Name && e.Token > v.Token && e.At > k.at {
+				next = e.At
+				break
+			}
+		}
+		if next == 0 {
+			t.Errorf("%s was killed holding token %d of %q and nobody acquired it afterwards", v.Worker, v.Token, v.Name)
+			continue
+		}
+		measured++
+		d := time.Duration(next - k.at)
+		worst = max(worst, d)
+		if d > bound {
+			t.Errorf("%s killed holding %q: the next holder got it after %v (bound %v)", v.Worker, v.Name, d, bound)
+		}
+	}
+	r.note(fmt.Sprintf("%d holders killed, %d with waiters: slowest takeover %v (bound %v)", len(ks), measured, worst.Round(time.Millisecond), bound))
+}
+
+func (r *run) note(s string) {
+	r.mu.Lock()
+	r.notes = append(r.notes, s)
+	r.mu.Unlock()
+}
+
+type tally struct {
+	events, acquired, written, lost, refused int
+}
+
+func stats(events []Event) tally {
+	var s tally
+	s.events = len(events)
+	for _, e := range events {
+		switch e.Kind {
+		case AcquireOK:
+			s.acquired++
+		case WriteOK:
+			s.written++
+		case Lost:
+			s.lost++
+		case WriteFail:
+			s.refused++
+		}
+	}
+	return s
+}
+
+// The summary printed at the end of the run.
+var (
+	summaryMu sync.Mutex
+	summary   []string
+)
+
+func (r *run) report(s tally, violations int) {
+	r.mu.Lock()
+	var fs []string
+	total := 0
+	for k, n := range r.faults {
+		fs = append(fs, fmt.Sprintf("%s %d", k, n))
+		total += n
+	}
+	sort.Strings(fs)
+	line := fmt.Sprintf("%-8s %-11s %-9s %7d ops %6d acquired %6d writes %4d lost %4d refused %5d faults  violations: %d",
+		r.kind, r.strategy, r.fault, s.events, s.acquired, s.written, s.lost, s.refused, total, violations)
+	if len(fs) > 0 {
+		line += "  (" + strings.Join(fs, ", ") + ")"
+	}
+	for _, n := range r.notes {
+		line += "; " + n
+	}
+	r.mu.Unlock()
+	r.t.Log(line)
+	summaryMu.Lock()
+	summary = append(summary, line)
+	summaryMu.Unlock()
+}
+
+func printSummary() {
+	summaryMu.Lock()
+	defer summaryMu.Unlock()
+	if len(summary) == 0 {
+		return
+	}
+	sort.Strings(summary)
+	fmt.Println("chaos summary (ops = history events):")
+	for _, l := range summary {
+		fmt.Println("  " + l)
+	}
+}
