@@ -406,4 +406,13 @@ fi
 log "go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"
 log "go test -race -shuffle=on -timeout 20m ${pkgs[*]}${flags[*]:+ ${flags[*]}}${tail_args[*]:+ ${tail_args[*]}}"
-go test -race -shuffle=on -timeout 20m "${pkgs[@]}" ${flags[@]+"${flags[@]}"} ${tail_args[@]+"${tail_args[@]}"}
+# The chaos suite's summary (operations, faults, violations per scenario),
+# which go test would hide for a passing package.
+chaos_report="$(mktemp)"
+trap 'rm -f "$chaos_report"' EXIT
+status=0
+SQLLOCK_CHAOS_REPORT="$chaos_report" go test -race -shuffle=on -timeout 20m "${pkgs[@]}" ${flags[@]+"${flags[@]}"} ${tail_args[@]+"${tail_args[@]}"} || status=$?
+if [ -s "$chaos_report" ] && [[ " ${flags[*]:-} " != *" -v "* ]]; then
+	cat "$chaos_report"
+fi
+exit "$status"

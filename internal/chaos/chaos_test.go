@@ -4,8 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"math/rand/v2"
 	"net/url"
 	"os"
@@ -38,11 +40,18 @@ const (
 	// restartEnv, if set to 1, adds the scenario that restarts the
 	// database servers mid-run (it needs the rights to do so).
 	restartEnv = "SQLLOCK_CHAOS_RESTART"
-	// childEnv makes the test binary a worker process (JSON childSpec).
+	// childEnv makes the test binary a worker process (JSON config).
 	childEnv = "SQLLOCK_CHAOS_CHILD"
+	// reportEnv, if set, names a file the summary is appended to (go test
+	// shows a passing package's output only with -v; scripts/test.sh
+	// prints this file instead).
+	reportEnv = "SQLLOCK_CHAOS_REPORT"
 )
 
 func TestMain(m *testing.M) {
+	// Killed connections are the point here: the driver's log of each is
+	// noise.
+	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
 	if spec := os.Getenv(childEnv); spec != "" {
 		os.Exit(runChild(spec))
 	}
@@ -791,6 +800,9 @@ func (r *run) checkPauses(events []Event, ps []pauseNote) {
 				knew = true
 			case WriteFail:
 				wrote = true
+				// A pessimistic lock is its transaction: a statement of it
+				// failing is how its holder learns the lock is gone.
+				knew = knew || r.strategy == "pessimistic"
 			}
 		}
 		if knew {
@@ -929,8 +941,20 @@ func printSummary() {
 		return
 	}
 	sort.Strings(summary)
-	fmt.Println("chaos summary (ops = history events):")
+	var b strings.Builder
+	b.WriteString("chaos summary (ops = history events):\n")
 	for _, l := range summary {
-		fmt.Println("  " + l)
+		b.WriteString("  " + l + "\n")
+	}
+	fmt.Print(b.String())
+	if path := os.Getenv(reportEnv); path != "" {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, err = f.WriteString(b.String())
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chaos: writing the report:", err)
+		}
 	}
 }
