@@ -187,7 +187,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.RenewInterval == 0 {
 		o.RenewInterval = o.TTL / 3
 	}
-	if o.TTL < 3*o.RenewInterval {
+	if o.RenewInterval > o.TTL/3 { // not TTL < 3*RenewInterval, which overflows
 		return o, fmt.Errorf("%w: TTL %v must be at least 3 x RenewInterval %v", ErrInvalidOptions, o.TTL, o.RenewInterval)
 	}
 	if o.MaxBackoff == 0 {

@@ -83,10 +83,16 @@ func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
 		if !errors.Is(err, ErrLocked) {
 			return lock, 0, err
 		}
-		if left, ok, err := t.d.Remaining(ctx, name); err == nil && ok {
-			return nil, left, ErrLocked
+		left, ok, err := t.d.Remaining(ctx, name)
+		switch {
+		case err != nil:
+			return nil, -1, ErrLocked
+		case !ok:
+			// The row was reaped since the attempt: the lock is free,
+			// and no release will announce it. Try again at once.
+			return nil, 0, ErrLocked
 		}
-		return nil, -1, ErrLocked
+		return nil, left, ErrLocked
 	})
 }
 

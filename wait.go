@@ -96,7 +96,7 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 			// ends, spread a little so that many heads do not align.
 			wait = left + rand.N(min(left/10, 100*time.Millisecond)+1)
 		case r.listening():
-			wait = notifyPollFactor * r.maxBackoff
+			wait = notifyPollFactor * min(r.maxBackoff, time.Hour) // no overflow
 		case left >= 0 && left < wait:
 			wait = left
 		}

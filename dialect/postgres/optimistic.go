@@ -57,15 +57,15 @@ func (v versions) Read(ctx context.Context, name string) (dialect.VersionRow, bo
 }
 
 func (v versions) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
+	return v.once(ctx, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
 }
 
 func (v versions) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.take, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
+	return v.once(ctx, v.d.q.versions.take, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
 }
 
 func (v versions) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.reenter, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
+	return v.once(ctx, v.d.q.versions.reenter, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
 }
 
 func (v versions) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
@@ -77,7 +77,7 @@ func (v versions) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Du
 }
 
 func (v versions) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
+	return v.once(ctx, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
 }
 
 func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
@@ -86,4 +86,15 @@ func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 
 func (v versions) List(ctx context.Context) ([]dialect.LockInfo, error) {
 	return v.d.list(ctx, v.d.q.versions.lease.list)
+}
+
+// once runs a version swap that must not be applied twice on a connection
+// of its own (see Dialect.conn).
+func (v versions) once(ctx context.Context, q string, args ...any) (bool, error) {
+	conn, err := v.d.conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	return sqlrun.ExecOne(ctx, conn, wrap, q, args...)
 }

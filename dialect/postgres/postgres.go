@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
@@ -203,8 +204,13 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify($2, d.name) WHERE d.w
 
 // Acquire implements dialect.Dialect.
 func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	conn, err := d.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
 	var token int64
-	err := d.db.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
+	err = conn.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -240,9 +246,28 @@ func (d *Dialect) renewMany(ctx context.Context, q string, ls []dialect.Lease, t
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	conn, err := d.conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
 	var n int
-	err := d.db.QueryRowContext(ctx, d.q.release, l.Name, l.Owner, l.Token, d.channel).Scan(&n)
+	err = conn.QueryRowContext(ctx, d.q.release, l.Name, l.Owner, l.Token, d.channel).Scan(&n)
 	return n == 1, wrap(err)
+}
+
+// conn takes a connection of the pool for a statement that must not be
+// applied twice. On the *sql.DB itself, database/sql runs a statement again
+// on another connection when the driver reports driver.ErrBadConn, which
+// drivers are to report only when nothing was sent; but pgx's stdlib reports
+// it for every error pgx marks safe to retry, and pgx (v5.12) marks so a
+// connection it finds closed while waiting for the reply to a statement it
+// sent. An acquire applied twice re-enters its own lease (two holds, one
+// known), a release applied twice reports a loss. On a *sql.Conn,
+// database/sql never retries.
+func (d *Dialect) conn(ctx context.Context) (*sql.Conn, error) {
+	conn, err := d.db.Conn(ctx)
+	return conn, wrap(err)
 }
 
 // Guard implements dialect.Dialect.
@@ -360,8 +385,20 @@ func wrap(err error) error {
 		}
 		return err // the server answered: the statement was not applied
 	}
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, driver.ErrBadConn) || pgconn.SafeToRetry(err) {
+	if errors.Is(err, sql.ErrNoRows) || notSent(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, err)
+}
+
+// notSent reports whether err certainly means the statement was not sent.
+// pgx marks "conn closed" safe to retry (and its stdlib turns it into
+// driver.ErrBadConn) also when it finds the connection closed while waiting
+// for the reply to a statement it sent (pgx v5.12: PgConn.receiveMessage),
+// so neither is trusted; what is left of pgx's safe-to-retry errors is.
+func notSent(err error) bool {
+	if errors.Is(err, driver.ErrBadConn) || strings.Contains(err.Error(), "conn closed") {
+		return false
+	}
+	return pgconn.SafeToRetry(err)
 }

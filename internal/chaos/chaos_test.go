@@ -870,7 +870,14 @@ func (r *run) checkKills(events []Event, ks []killNote) {
 		d := time.Duration(next - k.at)
 		worst = max(worst, d)
 		if d > bound {
-			t.Errorf("%s killed holding %q: the next holder got it after %v (bound %v)", v.Worker, v.Name, d, bound)
+			var b strings.Builder
+			for _, e := range events {
+				if e.Name == v.Name && e.At >= v.At-int64(time.Second) && e.At <= next {
+					b.WriteString("\n    " + e.String())
+				}
+			}
+			t.Errorf("%s killed holding %q at %s: the next holder got it after %v (bound %v):%s",
+				v.Worker, v.Name, time.Unix(0, k.at).Format("15:04:05.000000"), d, bound, b.String())
 		}
 	}
 	r.note(fmt.Sprintf("%d holders killed, %d with waiters: slowest takeover %v (bound %v)", len(ks), measured, worst.Round(time.Millisecond), bound))

@@ -330,19 +330,24 @@ func checkData(data Data, writes map[opKey]*write, order []opKey) []Violation {
 			// The suspects: writes that failed for sure, by an acquisition
 			// whose increment is in the database without a recorded commit.
 			var es []Event
+			var rows []string
 			for _, lw := range ws {
 				if e, ok := okByValue[n][lw.Value]; ok && e.Token == lw.Token && e.Worker == lw.Worker {
 					continue
 				}
+				rows = append(rows, fmt.Sprintf("value %d by %s with token %d", lw.Value, lw.Worker, lw.Token))
 				for _, k := range order {
-					if w := writes[k]; w.invoke.Worker == lw.Worker && w.invoke.Token == lw.Token && w.invoke.Name == n && w.done != nil && w.done.Kind == WriteFail {
-						es = append(es, *w.done)
+					if w := writes[k]; w.invoke.Worker == lw.Worker && w.invoke.Token == lw.Token && w.invoke.Name == n {
+						es = append(es, w.invoke)
+						if w.done != nil {
+							es = append(es, *w.done)
+						}
 					}
 				}
 			}
 			vs = append(vs, Violation{Kind: "history/data mismatch",
-				Msg: fmt.Sprintf("%q: %d increments in the database, but workers saw %d commit and %d of unknown outcome",
-					n, len(ws), t.ok, t.unknown), Events: sortEvents(es)})
+				Msg: fmt.Sprintf("%q: %d increments in the database, but workers saw %d commit and %d of unknown outcome; in the database without a recorded commit: %s",
+					n, len(ws), t.ok, t.unknown, strings.Join(rows, "; ")), Events: sortEvents(es)})
 		}
 		byValue := map[int64]Write{}
 		for _, w := range ws {

@@ -332,10 +332,18 @@ func (w *Worker) release(lock *sqllock.Lock) error {
 
 // answered reports whether err certainly means the statement was not
 // applied: the server answered with an error, or the driver knows it sent
-// nothing.
+// nothing. pgx's "conn closed" (and the driver.ErrBadConn its stdlib makes
+// of it) is not trusted: pgx also reports it for a connection found closed
+// while waiting for the reply to a COMMIT it sent, which the chaos suite
+// caught committing.
 func answered(err error) bool {
 	var pe *pgconn.PgError
 	var me *gomysql.MySQLError
-	return errors.As(err, &pe) || errors.As(err, &me) || errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, sql.ErrTxDone) || pgconn.SafeToRetry(err)
+	if errors.As(err, &pe) || errors.As(err, &me) || errors.Is(err, sql.ErrTxDone) {
+		return true
+	}
+	if errors.Is(err, driver.ErrBadConn) || strings.Contains(err.Error(), "conn closed") {
+		return false
+	}
+	return pgconn.SafeToRetry(err)
 }

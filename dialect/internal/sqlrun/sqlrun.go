@@ -14,8 +14,13 @@ import (
 // Wrap maps a driver error onto the dialect's sentinels.
 type Wrap func(error) error
 
+// Execer runs a statement: a *sql.DB or a *sql.Conn.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // ExecOne runs q and reports whether it affected exactly one row.
-func ExecOne(ctx context.Context, db *sql.DB, wrap Wrap, q string, args ...any) (bool, error) {
+func ExecOne(ctx context.Context, db Execer, wrap Wrap, q string, args ...any) (bool, error) {
 	res, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return false, wrap(err)
