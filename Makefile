@@ -15,8 +15,17 @@ fmt:
 	@files="$$(gofmt -l .)"; \
 	if [ -n "$$files" ]; then echo "gofmt needed:"; echo "$$files"; exit 1; fi
 
+FUZZTIME ?= 10s
+
+# Runs every fuzz target of every package for FUZZTIME each (go test -fuzz
+# takes one target per package per run), and fails if any target failed.
 fuzz:
-	go test -run='^$$' -fuzz=FuzzValidateName -fuzztime=20s .
+	@fail=0; for pkg in $$(go list ./...); do \
+	  for target in $$(go test -list '^Fuzz' "$$pkg" | grep '^Fuzz'); do \
+	    echo "== $$target ($$pkg)"; \
+	    go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "$$pkg" || fail=1; \
+	  done; \
+	done; exit $$fail
 
 # The history-checked chaos suite alone (make test runs it too), with its
 # summary: every strategy x {PostgreSQL, MariaDB} x {no fault, killed

@@ -2,7 +2,9 @@ package sqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +39,7 @@ func TestValidateName(t *testing.T) {
 }
 
 func FuzzValidateName(f *testing.F) {
-	for _, s := range []string{"", "a", "job:1", "\x00", "\xff", strings.Repeat("é", 200)} {
+	for _, s := range append([]string{"", "a", "job:1", "\x00", "\xff", strings.Repeat("é", 200)}, hostileStrings...) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -53,7 +55,9 @@ func FuzzValidateName(f *testing.F) {
 }
 
 func FuzzValidateIdentifier(f *testing.F) {
-	for _, s := range []string{"", "locks", "_x1", "1x", `a"b`, "a`b", "a b", "x;drop", strings.Repeat("a", 64)} {
+	seeds := []string{"", "locks", "_x1", "1x", `a"b`, "a`b", "a b", "x;drop", strings.Repeat("a", 64)}
+	seeds = append(append(append(seeds, hostileStrings...), identifierStrings...), reservedIdentifiers...)
+	for _, s := range seeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -169,5 +173,122 @@ func checkNames(t *testing.T, ctx context.Context, l sqllock.Locker) {
 		if _, err := l.TryAcquire(sqllock.WithOwner(ctx, name), "ok"); !errors.Is(err, sqllock.ErrInvalidOwner) {
 			t.Errorf("TryAcquire with owner %q: %v", name, err)
 		}
+	}
+}
+
+// FuzzOptions feeds arbitrary durations and counts to every constructor
+// and helper that takes options, on dialects whose pools never connect:
+// each must accept exactly what the documentation allows, refuse the rest
+// with an error wrapping ErrInvalidOptions, and never panic. The
+// arguments are Options' TTL, RenewInterval and MaxBackoff,
+// PessimisticOptions' KeepAlive, ReaperOptions' Interval and BatchSize,
+// and RetryOptions' Attempts, MinBackoff and MaxBackoff.
+func FuzzOptions(f *testing.F) {
+	const (
+		maxI = math.MaxInt64
+		minI = math.MinInt64
+		ms   = int64(time.Millisecond)
+		sec  = int64(time.Second)
+	)
+	for _, seed := range [][9]int64{
+		{},
+		{30 * sec, 10 * sec, 500 * ms, sec, 60 * sec, 1000, 10, ms, 100 * ms},
+		{3 * sec, sec, 0, ms, 1, 1, 1, 1, 1},
+		{3 * sec, sec + 1, 0, ms - 1, 0, 0, 0, sec, ms},
+		{10 * ms, 0, 1, 1, -1, -1, -1, -1, -1},
+		{10*ms - 1, 0, 5*ms - 1, -1, 0, 0, 0, 0, 0},
+		{-1, -1, -1, -1, -1, -1, -1, -1, -1},
+		{maxI, 0, maxI, maxI, maxI, maxI, maxI, maxI, maxI},
+		{maxI, maxI / 3, 0, 0, 0, 0, 0, maxI, 0},
+		{30 * sec, maxI, 0, 0, 0, 0, 0, 0, 0},
+		{30 * sec, maxI / 2, 0, 0, 0, 0, 0, 0, 0}, // 3 x RenewInterval overflows int64
+		{minI, minI, minI, minI, minI, minI, minI, minI, minI},
+		{0, 20 * sec, 0, 0, 0, 0, 0, 2 * sec, sec},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3], seed[4], seed[5], seed[6], seed[7], seed[8])
+	}
+	pg, err := postgres.New(nonNilDB)
+	if err != nil {
+		f.Fatal(err)
+	}
+	my, err := mysql.New(nonNilDB)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, ttl, renew, maxBackoff, keepAlive, interval, batch, attempts, minRetry, maxRetry int64) {
+		opts := sqllock.Options{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}
+		popts := sqllock.PessimisticOptions{KeepAlive: time.Duration(keepAlive)}
+		ropts := sqllock.ReaperOptions{Interval: time.Duration(interval), BatchSize: int(batch)}
+		retry := sqllock.RetryOptions{Attempts: int(attempts), MinBackoff: time.Duration(minRetry), MaxBackoff: time.Duration(maxRetry)}
+		for _, d := range []dialect.Dialect{pg, my} {
+			_, err := sqllock.NewTable(d, opts)
+			checkOptions(t, "NewTable", opts, err, lockerOptionsOK(opts))
+			_, err = sqllock.NewOptimistic(d, opts)
+			checkOptions(t, "NewOptimistic", opts, err, lockerOptionsOK(opts))
+			_, err = sqllock.NewPessimistic(d, popts)
+			checkOptions(t, "NewPessimistic", popts, err, popts.KeepAlive == 0 || popts.KeepAlive >= time.Millisecond)
+			_, err = sqllock.NewReaper(d, ropts)
+			checkOptions(t, "NewReaper", ropts, err, ropts.Interval >= 0 && ropts.BatchSize >= 0)
+		}
+		ran := 0
+		err := sqllock.RetryOnConflict(context.Background(), retry, func(context.Context) error {
+			ran++
+			return nil
+		})
+		ok := retryOptionsOK(retry)
+		checkOptions(t, "RetryOnConflict", retry, err, ok)
+		if want := map[bool]int{true: 1, false: 0}[ok]; ran != want {
+			t.Fatalf("RetryOnConflict(%+v) ran fn %d times, want %d", retry, ran, want)
+		}
+		if !ok {
+			// Refused before a transaction is begun: the pool is never used.
+			err := sqllock.InTx(context.Background(), pg, sqllock.TxOptions{Retry: retry}, func(context.Context, *sql.Tx) error {
+				return errors.New("fn ran")
+			})
+			checkOptions(t, "InTx", retry, err, false)
+		}
+	})
+}
+
+// lockerOptionsOK is the documented rule for Options: no negative
+// duration; TTL (default 30s) at least 10ms; TTL >= 3 x RenewInterval
+// (default TTL/3); any MaxBackoff.
+func lockerOptionsOK(o sqllock.Options) bool {
+	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 {
+		return false
+	}
+	ttl := o.TTL
+	if ttl == 0 {
+		ttl = 30 * time.Second
+	}
+	// TTL >= 3 x RenewInterval, computed without overflow.
+	return ttl >= 10*time.Millisecond && o.RenewInterval <= ttl/3
+}
+
+// retryOptionsOK is the documented rule for RetryOptions: nothing
+// negative, and MaxBackoff (default 100ms, or MinBackoff if larger) not
+// below MinBackoff (default 1ms).
+func retryOptionsOK(o sqllock.RetryOptions) bool {
+	if o.Attempts < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 {
+		return false
+	}
+	minBackoff := o.MinBackoff
+	if minBackoff == 0 {
+		minBackoff = time.Millisecond
+	}
+	return o.MaxBackoff == 0 || o.MaxBackoff >= minBackoff
+}
+
+// checkOptions fails t unless err is nil when ok, and wraps
+// ErrInvalidOptions (and no other sentinel) when not.
+func checkOptions(t *testing.T, what string, opts any, err error, ok bool) {
+	t.Helper()
+	switch {
+	case ok && err != nil:
+		t.Fatalf("%s(%+v) = %v, want success", what, opts, err)
+	case !ok && !errors.Is(err, sqllock.ErrInvalidOptions):
+		t.Fatalf("%s(%+v) = %v, want ErrInvalidOptions", what, opts, err)
+	case !ok && (errors.Is(err, sqllock.ErrNilDB) || errors.Is(err, sqllock.ErrUnsupported)):
+		t.Fatalf("%s(%+v) = %v: wraps another sentinel too", what, opts, err)
 	}
 }

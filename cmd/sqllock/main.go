@@ -88,11 +88,11 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "sqllock:", ee.err)
+			fmt.Fprintln(stderr, "sqllock:", oneLine(ee.err.Error()))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "sqllock:", err)
+	fmt.Fprintln(stderr, "sqllock:", oneLine(err.Error()))
 	var (
 		ue usageError
 		ae unavailableError
@@ -105,6 +105,16 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitUnavailable
 	}
 	return exitFailure
+}
+
+// oneLine folds the lines of msg into one, so that every error is one line
+// of output: the indented lines that go on from a line ending in ':' join it
+// after a space, other indented lines are separated by "; ", and other line
+// breaks become spaces. (pgx, for one, reports each address it tried on a
+// line of its own.)
+func oneLine(msg string) string {
+	msg = strings.TrimRight(strings.ReplaceAll(msg, "\r\n", "\n"), "\n")
+	return strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", " ", "\r", " ").Replace(msg)
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
