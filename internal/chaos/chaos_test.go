@@ -532,6 +532,21 @@ func (r *run) restartServer(ctx context.Context) {
 		return
 	}
 	r.count("server restarts", 1)
+	// Back before the scenario ends, so that the next one finds it up.
+	up, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for up.Err() == nil {
+		if err := r.s.admin.PingContext(up); err == nil {
+			return
+		}
+		tm := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-up.Done():
+		case <-tm.C:
+		}
+		tm.Stop()
+	}
+	r.t.Errorf("%s did not come back within a minute of its restart", r.kind)
 }
 
 // child is a worker process.
