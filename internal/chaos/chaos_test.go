@@ -42,6 +42,8 @@ const (
 	restartEnv = "SQLLOCK_CHAOS_RESTART"
 	// childEnv makes the test binary a worker process (JSON config).
 	childEnv = "SQLLOCK_CHAOS_CHILD"
+	// errorsEnv, if set, makes each scenario log its failures by cause.
+	errorsEnv = "SQLLOCK_CHAOS_ERRORS"
 	// reportEnv, if set, names a file the summary is appended to (go test
 	// shows a passing package's output only with -v; scripts/test.sh
 	// prints this file instead).
@@ -760,6 +762,9 @@ func (r *run) check() {
 		t.Errorf("violation: %v", v)
 	}
 
+	if os.Getenv(errorsEnv) != "" {
+		t.Logf("errors:\n%s", errHistogram(events))
+	}
 	st2 := stats(events)
 	if st2.acquired < 3 || st2.written < 2 {
 		t.Errorf("too little work to prove anything: %d acquisitions, %d committed writes", st2.acquired, st2.written)
