@@ -204,17 +204,12 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify($2, d.name) WHERE d.w
 
 // Acquire implements dialect.Dialect.
 func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	conn, err := d.conn(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
 	var token int64
-	err = conn.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
+	err := d.scanOnce(ctx, &token, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds())
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
-	return token, wrap(err)
+	return token, err
 }
 
 // Remaining implements dialect.Dialect.
@@ -246,14 +241,9 @@ func (d *Dialect) renewMany(ctx context.Context, q string, ls []dialect.Lease, t
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	conn, err := d.conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
 	var n int
-	err = conn.QueryRowContext(ctx, d.q.release, l.Name, l.Owner, l.Token, d.channel).Scan(&n)
-	return n == 1, wrap(err)
+	err := d.scanOnce(ctx, &n, d.q.release, l.Name, l.Owner, l.Token, d.channel)
+	return n == 1, err
 }
 
 // conn takes a connection of the pool for a statement that must not be
@@ -266,8 +256,18 @@ func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
 // known), a release applied twice reports a loss. On a *sql.Conn,
 // database/sql never retries.
 func (d *Dialect) conn(ctx context.Context) (*sql.Conn, error) {
-	conn, err := d.db.Conn(ctx)
-	return conn, wrap(err)
+	return sqlrun.Pin(ctx, d.db, wrap)
+}
+
+// scanOnce runs q, which selects one value, into dest on a connection of
+// its own (see conn). The error is wrapped; sql.ErrNoRows comes back as is.
+func (d *Dialect) scanOnce(ctx context.Context, dest any, q string, args ...any) error {
+	conn, err := d.conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return wrap(conn.QueryRowContext(ctx, q, args...).Scan(dest))
 }
 
 // Guard implements dialect.Dialect.
