@@ -95,7 +95,7 @@ func newSetup(t *testing.T, kind string, names []string) *setup {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	st, err := NewStore(s.admin, kind, s.ns)
+	st, err := NewStore(d, s.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,18 +105,20 @@ func newSetup(t *testing.T, kind string, names []string) *setup {
 	return s
 }
 
-func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Dialect {
-	var d dialect.Dialect
-	var err error
-	if s.kind == "postgres" {
-		d, err = postgres.New(db, postgres.WithSchema(s.ns))
-	} else {
-		d, err = mysql.New(db, mysql.WithDatabase(s.ns))
-	}
+func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Pessimistic {
+	d, err := newDialect(s.kind, db, s.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// newDialect returns the dialect of kind on db, in namespace ns.
+func newDialect(kind string, db *sql.DB, ns string) (dialect.Pessimistic, error) {
+	if kind == "postgres" {
+		return postgres.New(db, postgres.WithSchema(ns))
+	}
+	return mysql.New(db, mysql.WithDatabase(ns))
 }
 
 // workerDSN is the DSN of the workers' pools: through addr if not empty,
@@ -233,12 +235,7 @@ func (c config) open() (*sql.DB, sqllock.Locker, *Store, error) {
 	}
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(20)
-	var d dialect.Dialect
-	if c.Kind == "postgres" {
-		d, err = postgres.New(db, postgres.WithSchema(c.NS))
-	} else {
-		d, err = mysql.New(db, mysql.WithDatabase(c.NS))
-	}
+	d, err := newDialect(c.Kind, db, c.NS)
 	var l sqllock.Locker
 	if err == nil {
 		switch c.Strategy {
@@ -254,7 +251,7 @@ func (c config) open() (*sql.DB, sqllock.Locker, *Store, error) {
 	}
 	var st *Store
 	if err == nil {
-		st, err = NewStore(db, c.Kind, c.NS)
+		st, err = NewStore(d, c.NS)
 	}
 	if err != nil {
 		db.Close()
@@ -368,6 +365,8 @@ type run struct {
 	events []Event
 	faults map[string]int
 	notes  []string
+	pauses []pauseNote
+	kills  []killNote
 }
 
 func (r *run) add(e Event) {
@@ -657,7 +656,6 @@ func (r *run) processes(ctx context.Context) {
 			p := victim.cmd.Process
 			switch r.fault {
 			case pause:
-				stopAt := time.Now()
 				if p.Signal(syscall.SIGSTOP) != nil {
 					continue
 				}
@@ -670,7 +668,9 @@ func (r *run) processes(ctx context.Context) {
 				if err := p.Signal(syscall.SIGCONT); err != nil {
 					t.Errorf("SIGCONT: %v", err)
 				}
-				r.notePause(e, stopAt.UnixNano(), time.Now().UnixNano())
+				r.mu.Lock()
+				r.pauses = append(r.pauses, pauseNote{victim: e, cont: time.Now().UnixNano()})
+				r.mu.Unlock()
 				r.count("holders paused past the TTL", 1)
 			case crash:
 				killAt := time.Now().UnixNano()
@@ -682,7 +682,9 @@ func (r *run) processes(ctx context.Context) {
 				mu.Unlock()
 				<-victim.done // all its events are read: only then Wait
 				_ = victim.cmd.Wait()
-				r.noteKill(e, killAt)
+				r.mu.Lock()
+				r.kills = append(r.kills, killNote{victim: e, at: killAt})
+				r.mu.Unlock()
 				r.count("holders killed", 1)
 				start()
 			}
@@ -711,39 +713,20 @@ func (r *run) processes(ctx context.Context) {
 
 // A pause or a kill, checked once the history is complete.
 type pauseNote struct {
-	victim      Event // the acquisition of the paused holder
-	stop, cont  int64
-	takeoverTok int64
+	victim Event // the acquisition of the paused holder
+	cont   int64 // when it was resumed
 }
 
 type killNote struct {
-	victim Event
+	victim Event // the acquisition of the killed holder
 	at     int64
-}
-
-var (
-	notesMu sync.Mutex
-	pauses  = map[*run][]pauseNote{}
-	kills   = map[*run][]killNote{}
-)
-
-func (r *run) notePause(e Event, stop, cont int64) {
-	notesMu.Lock()
-	pauses[r] = append(pauses[r], pauseNote{victim: e, stop: stop, cont: cont})
-	notesMu.Unlock()
-}
-
-func (r *run) noteKill(e Event, at int64) {
-	notesMu.Lock()
-	kills[r] = append(kills[r], killNote{victim: e, at: at})
-	notesMu.Unlock()
 }
 
 // check runs the checker on the history and the data, then the scenario's
 // own expectations.
 func (r *run) check() {
 	t := r.t
-	st, err := NewStore(r.s.admin, r.kind, r.s.ns)
+	st, err := NewStore(r.s.dialect(t, r.s.admin), r.s.ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -755,6 +738,7 @@ func (r *run) check() {
 	}
 	r.mu.Lock()
 	events := slices.Clone(r.events)
+	ps, ks := r.pauses, r.kills
 	r.mu.Unlock()
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
 	vs := Check(events, data)
@@ -769,11 +753,6 @@ func (r *run) check() {
 	if st2.acquired < 3 || st2.written < 2 {
 		t.Errorf("too little work to prove anything: %d acquisitions, %d committed writes", st2.acquired, st2.written)
 	}
-	notesMu.Lock()
-	ps, ks := pauses[r], kills[r]
-	delete(pauses, r)
-	delete(kills, r)
-	notesMu.Unlock()
 	switch r.fault {
 	case pause:
 		r.checkPauses(events, ps)
@@ -857,7 +836,6 @@ func (r *run) checkKills(events []Event, ks []killNote) {
 	for _, k := range ks {
 		v := k.victim
 		// A waiter: an Acquire of that name under way at the kill.
-		waiting := false
 		open := map[opKey]bool{}
 		for _, e := range events {
 			if e.At > k.at {
@@ -871,8 +849,7 @@ func (r *run) checkKills(events []Event, ks []killNote) {
 				delete(open, key)
 			}
 		}
-		waiting = len(open) > 0
-		if !waiting {
+		if len(open) == 0 {
 			continue
 		}
 		var next int64

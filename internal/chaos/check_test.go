@@ -25,11 +25,16 @@ func (h *hist) add(w string, k Kind, name string, token, value int64) {
 	h.es = append(h.es, Event{Worker: w, Op: h.op[w], Kind: k, Name: name, Token: token, Value: value, At: h.now})
 }
 
+// grant is an acquisition of name by w, granted token.
+func (h *hist) grant(w, name string, token int64) {
+	h.add(w, AcquireInvoke, name, 0, 0)
+	h.add(w, AcquireOK, name, token, 0)
+}
+
 // turn is a whole correct turn of w on name: acquire, trust, write value,
 // release.
 func (h *hist) turn(w, name string, token, value int64) {
-	h.add(w, AcquireInvoke, name, 0, 0)
-	h.add(w, AcquireOK, name, token, 0)
+	h.grant(w, name, token)
 	h.add(w, Trusted, name, token, 0)
 	h.add(w, WriteInvoke, name, token, 0)
 	h.add(w, WriteOK, name, token, value)
@@ -62,11 +67,9 @@ func TestCheckCorrectHistory(t *testing.T) {
 	h.turn("a", "y", 7, 1)
 	// c acquires, is paused, loses the lock to b, and its late write is
 	// refused: no violation, since it stopped trusting in time.
-	h.add("c", AcquireInvoke, "x", 0, 0)
-	h.add("c", AcquireOK, "x", 3, 0)
+	h.grant("c", "x", 3)
 	h.add("c", Trusted, "x", 3, 0)
-	h.add("b", AcquireInvoke, "x", 0, 0)
-	h.add("b", AcquireOK, "x", 4, 0)
+	h.grant("b", "x", 4)
 	h.add("c", Lost, "x", 3, 0)
 	h.add("c", WriteInvoke, "x", 3, 0)
 	h.add("c", WriteFail, "x", 3, 0)
@@ -84,10 +87,8 @@ func TestCheckCorrectHistory(t *testing.T) {
 func TestCheckDoubleHolder(t *testing.T) {
 	t.Parallel()
 	var h hist
-	h.add("a", AcquireInvoke, "x", 0, 0)
-	h.add("a", AcquireOK, "x", 1, 0)
-	h.add("b", AcquireInvoke, "x", 0, 0)
-	h.add("b", AcquireOK, "x", 2, 0)
+	h.grant("a", "x", 1)
+	h.grant("b", "x", 2)
 	h.add("a", Trusted, "x", 1, 0) // a still trusts token 1 after token 2 was granted
 	vs := Check(h.es, Data{})
 	wantKinds(t, vs, "double holder")
@@ -99,10 +100,8 @@ func TestCheckDoubleHolder(t *testing.T) {
 func TestCheckSameTokenTwice(t *testing.T) {
 	t.Parallel()
 	var h hist
-	h.add("a", AcquireInvoke, "x", 0, 0)
-	h.add("a", AcquireOK, "x", 5, 0)
-	h.add("b", AcquireInvoke, "x", 0, 0)
-	h.add("b", AcquireOK, "x", 5, 0)
+	h.grant("a", "x", 5)
+	h.grant("b", "x", 5)
 	wantKinds(t, Check(h.es, Data{}), "double holder")
 }
 
@@ -122,8 +121,7 @@ func TestCheckConcurrentAcquisitionsAnyOrder(t *testing.T) {
 	t.Parallel()
 	var h hist
 	h.add("a", AcquireInvoke, "x", 0, 0)
-	h.add("b", AcquireInvoke, "x", 0, 0)
-	h.add("b", AcquireOK, "x", 2, 0)
+	h.grant("b", "x", 2)
 	h.add("b", ReleaseInvoke, "x", 2, 0)
 	h.add("b", ReleaseOK, "x", 2, 0)
 	h.add("a", AcquireOK, "x", 1, 0) // a waited behind... no: a's token is older but returned later
@@ -133,10 +131,8 @@ func TestCheckConcurrentAcquisitionsAnyOrder(t *testing.T) {
 func TestCheckStaleWriteAccepted(t *testing.T) {
 	t.Parallel()
 	var h hist
-	h.add("a", AcquireInvoke, "x", 0, 0)
-	h.add("a", AcquireOK, "x", 1, 0)
-	h.add("b", AcquireInvoke, "x", 0, 0)
-	h.add("b", AcquireOK, "x", 2, 0)
+	h.grant("a", "x", 1)
+	h.grant("b", "x", 2)
 	h.add("a", WriteInvoke, "x", 1, 0) // a writes without trusting, after the takeover
 	h.add("a", WriteOK, "x", 1, 1)
 	data := Data{Counters: map[string]int64{"x": 1}, Writes: []Write{{"x", 1, 1, "a"}}}

@@ -3,15 +3,11 @@ package chaos
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
-
-	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -22,21 +18,25 @@ import (
 // as lost increments (two writers read the same value) and stale holders as
 // tokens going backwards in the log.
 type Store struct {
-	db   *sql.DB
-	kind string // "postgres" or "mysql"
-	ns   string // schema (PostgreSQL) or database (MySQL), validated
+	db       *sql.DB
+	kind     string // "postgres" or "mysql"
+	ns       string // schema (PostgreSQL) or database (MySQL), validated
+	classify func(error) error
 
 	read, update, insert string
 }
 
 // NewStore returns the guarded data in namespace ns (a PostgreSQL schema or
-// a MySQL database) of db; kind is "postgres" or "mysql".
-func NewStore(db *sql.DB, kind, ns string) (*Store, error) {
+// a MySQL database) of d's database. Commit errors are classified as d
+// classifies them (dialect.Pessimistic), so the suite also checks that
+// classification: a commit reported as certainly failed must not be found
+// in the database.
+func NewStore(d dialect.Pessimistic, ns string) (*Store, error) {
 	if err := dialect.ValidateIdentifier(ns); err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, kind: kind, ns: ns}
-	switch kind {
+	s := &Store{db: d.DB(), kind: d.Name(), ns: ns, classify: d.Classify}
+	switch s.kind {
 	case "postgres":
 		s.read = `SELECT value FROM ` + s.table("chaos_counters") + ` WHERE name = $1`
 		s.update = `UPDATE ` + s.table("chaos_counters") + ` SET value = $1, token = $2 WHERE name = $3`
@@ -46,7 +46,7 @@ func NewStore(db *sql.DB, kind, ns string) (*Store, error) {
 		s.update = `UPDATE ` + s.table("chaos_counters") + ` SET value = ?, token = ? WHERE name = ?`
 		s.insert = `INSERT INTO ` + s.table("chaos_writes") + ` (name, value, token, worker) VALUES (?, ?, ?, ?)`
 	default:
-		return nil, fmt.Errorf("chaos: unknown database kind %q", kind)
+		return nil, fmt.Errorf("chaos: unknown database kind %q", s.kind)
 	}
 	return s, nil
 }
@@ -259,9 +259,9 @@ func (w *Worker) writeGuarded(lock *sqllock.Lock) {
 		return
 	}
 	if err := tx.Commit(); err != nil {
-		k := WriteUnknown
-		if answered(err) {
-			k = WriteFail
+		k := WriteFail
+		if errors.Is(w.Store.classify(err), sqllock.ErrOutcomeUnknown) {
+			k = WriteUnknown
 		}
 		w.Rec.Add(w.event(op, k, name, tok, fmt.Errorf("commit: %w%s", err, chain(err))))
 		return
@@ -328,22 +328,4 @@ func (w *Worker) release(lock *sqllock.Lock) error {
 		w.Rec.Add(w.event(op, Lost, name, tok, err))
 	}
 	return err
-}
-
-// answered reports whether err certainly means the statement was not
-// applied: the server answered with an error, or the driver knows it sent
-// nothing. pgx's "conn closed" (and the driver.ErrBadConn its stdlib makes
-// of it) is not trusted: pgx also reports it for a connection found closed
-// while waiting for the reply to a COMMIT it sent, which the chaos suite
-// caught committing.
-func answered(err error) bool {
-	var pe *pgconn.PgError
-	var me *gomysql.MySQLError
-	if errors.As(err, &pe) || errors.As(err, &me) || errors.Is(err, sql.ErrTxDone) {
-		return true
-	}
-	if errors.Is(err, driver.ErrBadConn) || strings.Contains(err.Error(), "conn closed") {
-		return false
-	}
-	return pgconn.SafeToRetry(err)
 }
