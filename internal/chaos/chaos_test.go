@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -48,6 +50,9 @@ const (
 	// shows a passing package's output only with -v; scripts/test.sh
 	// prints this file instead).
 	reportEnv = "SQLLOCK_CHAOS_REPORT"
+	// keepEnv, if set, names a directory each scenario writes its history
+	// and guarded data into, in the format of the package documentation.
+	keepEnv = "SQLLOCK_CHAOS_KEEP"
 )
 
 func TestMain(m *testing.M) {
@@ -360,6 +365,13 @@ type run struct {
 	s        *setup
 	names    []string
 	dur      time.Duration
+	start    int64 // when the workers started, Unix nanoseconds
+
+	// What check found: the history in time order, the guarded data and
+	// the checker's verdict.
+	history    []Event
+	data       Data
+	violations []Violation
 
 	mu     sync.Mutex
 	events []Event
@@ -388,7 +400,8 @@ func (r *run) base(worker string, seed uint64) config {
 		Worker: worker, Seed: seed}
 }
 
-func runScenario(t *testing.T, kind, strat, fault string, dur time.Duration) {
+// runScenario runs and checks one scenario, and returns it once checked.
+func runScenario(t *testing.T, kind, strat, fault string, dur time.Duration) *run {
 	names := []string{"chaos:a", "chaos:b"}
 	r := &run{t: t, kind: kind, strategy: strat, fault: fault, s: newSetup(t, kind, names),
 		names: names, dur: dur, faults: map[string]int{}}
@@ -407,6 +420,7 @@ func runScenario(t *testing.T, kind, strat, fault string, dur time.Duration) {
 		}
 		wg.Go(func() { _ = reaper.Run(ctx) })
 	}
+	r.start = time.Now().UnixNano()
 	switch fault {
 	case pause, crash:
 		r.processes(ctx)
@@ -415,6 +429,7 @@ func runScenario(t *testing.T, kind, strat, fault string, dur time.Duration) {
 	}
 	wg.Wait()
 	r.check()
+	return r
 }
 
 // goroutines runs four workers in two lockers (as if two processes of two
@@ -656,6 +671,7 @@ func (r *run) processes(ctx context.Context) {
 			p := victim.cmd.Process
 			switch r.fault {
 			case pause:
+				stopAt := time.Now().UnixNano()
 				if p.Signal(syscall.SIGSTOP) != nil {
 					continue
 				}
@@ -669,7 +685,7 @@ func (r *run) processes(ctx context.Context) {
 					t.Errorf("SIGCONT: %v", err)
 				}
 				r.mu.Lock()
-				r.pauses = append(r.pauses, pauseNote{victim: e, cont: time.Now().UnixNano()})
+				r.pauses = append(r.pauses, pauseNote{victim: e, stop: stopAt, cont: time.Now().UnixNano()})
 				r.mu.Unlock()
 				r.count("holders paused past the TTL", 1)
 			case crash:
@@ -714,6 +730,7 @@ func (r *run) processes(ctx context.Context) {
 // A pause or a kill, checked once the history is complete.
 type pauseNote struct {
 	victim Event // the acquisition of the paused holder
+	stop   int64 // when it was stopped
 	cont   int64 // when it was resumed
 }
 
@@ -745,6 +762,12 @@ func (r *run) check() {
 	for _, v := range vs {
 		t.Errorf("violation: %v", v)
 	}
+	r.history, r.data, r.violations = events, data, vs
+	if dir := os.Getenv(keepEnv); dir != "" {
+		if err := r.keep(dir); err != nil {
+			t.Errorf("%s: %v", keepEnv, err)
+		}
+	}
 
 	if os.Getenv(errorsEnv) != "" {
 		t.Logf("errors:\n%s", errHistogram(events))
@@ -764,6 +787,39 @@ func (r *run) check() {
 		}
 	}
 	r.report(st2, len(vs))
+}
+
+// keepDir is the directory of a scenario under the SQLLOCK_CHAOS_KEEP
+// directory.
+func keepDir(dir, kind, strategy, fault string) string {
+	return filepath.Join(dir, kind+"-"+strategy+"-"+fault)
+}
+
+// keep writes the checked history and data under dir.
+func (r *run) keep(dir string) error {
+	m := Meta{
+		Scenario: r.kind + "/" + r.strategy + "/" + r.fault,
+		Database: r.kind, Strategy: r.strategy, Fault: r.fault,
+		Start: r.start, End: time.Now().UnixNano(),
+		TTL: int64(ttl), KeepAlive: int64(keepAlive),
+		Names:      r.names,
+		Violations: len(r.violations),
+	}
+	if r.strategy == "pessimistic" && (r.fault == pause || r.fault == crash) {
+		m.IdleTimeout = int64(idleTimeout)
+	}
+	r.mu.Lock()
+	m.Faults = maps.Clone(r.faults)
+	for _, p := range r.pauses {
+		m.Injected = append(m.Injected, Injection{Fault: pause, Worker: p.victim.Worker,
+			Name: p.victim.Name, Token: p.victim.Token, At: p.stop, Resumed: p.cont})
+	}
+	for _, k := range r.kills {
+		m.Injected = append(m.Injected, Injection{Fault: crash, Worker: k.victim.Worker,
+			Name: k.victim.Name, Token: k.victim.Token, At: k.at})
+	}
+	r.mu.Unlock()
+	return Kept{Meta: m, Events: r.history, Data: r.data}.Write(keepDir(dir, r.kind, r.strategy, r.fault))
 }
 
 // checkPauses: a holder resumed after someone else took its lock over must

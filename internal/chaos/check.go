@@ -20,6 +20,7 @@ type Write struct {
 // Data is what the guarded writes left in the database.
 type Data struct {
 	Counters map[string]int64 // counter value per lock name
+	Tokens   map[string]int64 // token of each counter's last write (0 if none)
 	Writes   []Write
 }
 

@@ -1,13 +1,3 @@
-// Package chaos is sqllock's history-checked fault testing: workers contend
-// for a few lock names and record what they believed and did, faults are
-// injected between them and the database, and a checker reads the history
-// together with the guarded data left in the database.
-//
-// The checker fails a run on a double holder (an older acquisition still
-// trusting its lock after a newer one was granted), a fencing token that
-// does not grow, a guarded write accepted after a takeover, and a counter
-// that disagrees with the writes that committed (a lost or duplicated
-// update).
 package chaos
 
 import (

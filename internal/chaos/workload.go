@@ -83,19 +83,20 @@ func (s *Store) Create(ctx context.Context, names []string) error {
 
 // Data reads the counters and the write log.
 func (s *Store) Data(ctx context.Context) (Data, error) {
-	d := Data{Counters: map[string]int64{}}
-	rows, err := s.db.QueryContext(ctx, `SELECT name, value FROM `+s.table("chaos_counters"))
+	d := Data{Counters: map[string]int64{}, Tokens: map[string]int64{}}
+	rows, err := s.db.QueryContext(ctx, `SELECT name, value, token FROM `+s.table("chaos_counters"))
 	if err != nil {
 		return d, err
 	}
 	for rows.Next() {
 		var n string
-		var v int64
-		if err := rows.Scan(&n, &v); err != nil {
+		var v, tok int64
+		if err := rows.Scan(&n, &v, &tok); err != nil {
 			rows.Close()
 			return d, err
 		}
 		d.Counters[n] = v
+		d.Tokens[n] = tok
 	}
 	if err := rows.Close(); err != nil {
 		return d, err

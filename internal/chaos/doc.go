@@ -1,0 +1,215 @@
+// Package chaos is sqllock's history-checked fault testing: workers contend
+// for a few lock names and record what they believed and did, faults are
+// injected between them and the database, and a checker reads the history
+// together with the guarded data left in the database.
+//
+// The checker fails a run on a double holder (an older acquisition still
+// trusting its lock after a newer one was granted), a fencing token that
+// does not grow, a guarded write accepted after a takeover, and a counter
+// that disagrees with the writes that committed (a lost or duplicated
+// update).
+//
+// # Kept runs
+//
+// With the environment variable SQLLOCK_CHAOS_KEEP set to a directory, every
+// scenario of TestChaos writes its complete history and the guarded data it
+// left into a directory of its own,
+//
+//	$SQLLOCK_CHAOS_KEEP/<database>-<strategy>-<fault>/
+//
+// for example postgres-table-sigkill, replacing the files of an earlier run
+// there, so that a checker other than [Check] can check the same runs. When
+// the variable is unset nothing is written. [Kept.Write] writes such a
+// directory and [ReadKept] reads one. It holds three UTF-8 JSON files:
+//
+//   - meta.json: one JSON object describing the scenario. It is written
+//     last: a directory without it holds an incomplete run.
+//   - history.jsonl: the events of all the scenario's workers, one JSON
+//     object a line, in time order. It includes the events of worker
+//     processes that were stopped or killed, up to the last line such a
+//     process wrote in full.
+//   - data.jsonl: the guarded data, one JSON object a line, read from the
+//     database once every worker had stopped.
+//
+// Every record has a "kind" field naming what it is, and every field listed
+// below for its kind is always present (zero or empty when it does not
+// apply). This is format 1. Fields may be added to it, which a reader
+// should ignore; any other change (a new kind, a field's meaning) comes with
+// a new "format" in meta.json.
+//
+// Units and clocks: every time is an integer number of nanoseconds since the
+// Unix epoch (fields ending in _ns), read with time.Now by the process that
+// recorded it. That is the host's real-time (wall) clock, which all the
+// worker processes of a run share because they all run on the test's host;
+// it is not monotonic, and the suite assumes it is not stepped during a run.
+// Durations are integer nanoseconds. The database server's clock, on which
+// leases expire, appears nowhere. A token is the fencing token of an
+// acquisition (sqllock's Lock.Token): a positive integer, per lock name,
+// that a correct lock makes grow with every grant.
+//
+// # meta.json
+//
+// Fields:
+//
+//   - kind: "meta".
+//   - format: 1.
+//   - scenario: "<database>/<strategy>/<fault>", the name of the scenario
+//     under TestChaos.
+//   - database: "postgres" or "mysql" (MariaDB or MySQL).
+//   - strategy: "table", "optimistic" (leases with a TTL) or "pessimistic"
+//     (a row lock held by the lock's own open transaction).
+//   - fault: "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
+//     (the README's chaos-suite section describes each).
+//   - start_ns: just before the first worker started. end_ns: just after
+//     the guarded data was read. Every event's at_ns lies between them.
+//   - start, end: the same two instants in RFC 3339, UTC, for people.
+//   - ttl_ns: the lease TTL of the table and optimistic strategies (a
+//     pessimistic lock has none: it lasts as long as its transaction).
+//   - keepalive_ns: the keep-alive interval of pessimistic locks.
+//   - idle_timeout_ns: the server's idle-in-transaction timeout set on the
+//     pessimistic workers' sessions in the process scenarios, which ends a
+//     stopped holder's session; 0 if none was set.
+//   - names: the lock names, which are also the names of the counters.
+//   - workers: the worker ids found in the history, sorted as strings.
+//   - faults: the faults injected, counted by a description such as
+//     "connections killed" (an object; empty for "none").
+//   - injected: the holders stopped or killed (the sigstop and sigkill
+//     scenarios; an empty array otherwise), each an object with fault
+//     ("sigstop" or "sigkill"), worker, name and token (the acquisition it
+//     held, granted just before), at_ns (just before SIGSTOP or SIGKILL was
+//     sent) and resumed_ns (just after SIGCONT was sent; 0 for sigkill).
+//   - events: the number of lines of history.jsonl.
+//   - violations: the number of violations [Check] found in this run
+//     (0 for a passing run).
+//
+// # history.jsonl
+//
+// Each line is one event, with these fields:
+//
+//   - kind: what happened; one of the event kinds below.
+//   - worker: the worker that recorded it. A worker takes turns in one
+//     goroutine, one turn at a time. Workers named pNgM (scenarios none,
+//     conn-kill, proxy and restart) are goroutine M of locker N, two
+//     lockers with a connection pool each, all in the test's process;
+//     workers named cN (sigstop, sigkill) are each an operating-system
+//     process of their own, numbered in order of starting (a killed
+//     process is replaced by a new number).
+//   - op: the operation the event belongs to, numbered per worker from 1.
+//     An operation is an invoke event followed by at most one completion
+//     event with the same worker and op; the point events trusted and lost
+//     carry the op of the operation during which they were recorded.
+//   - name: the lock name (one of meta.json's names).
+//   - token: the token of the acquisition the event is about; 0 on acquire
+//     and acquire-fail (no token yet).
+//   - value: on write-ok, the counter value the write wrote; 0 otherwise.
+//   - at_ns: when the event happened. An invoke's time is taken before the
+//     call starts and a completion's after it returned, so the operation
+//     itself lies within [invoke at_ns, completion at_ns].
+//   - error: on a failure, an unknown outcome or a loss, the error message
+//     (free text, for people; it may be long); "" otherwise.
+//
+// Lines are sorted by at_ns; events with equal times keep the order in
+// which they were recorded, and each worker's events are in the order it
+// recorded them.
+//
+// Event kinds:
+//
+//   - acquire (invoke): the worker asks for the lock name: Acquire, waiting
+//     at most 3×TTL+2s, or on every 4th turn TryAcquire, which does not wait.
+//   - acquire-ok (completion): a grant. The acquisition (name, token)
+//     belongs to worker from a moment within [acquire at_ns, acquire-ok
+//     at_ns] on. Each acquisition has exactly one acquire-ok.
+//   - acquire-fail (completion): not granted (held by another owner, the
+//     wait ran out, or an error). sqllock promises that a failed call
+//     leaves no lease behind.
+//   - trusted (point): the holder of (name, token) checked that it still
+//     holds the lock and found it did, so the lock was held at at_ns (the
+//     time is taken before the check). Table and optimistic: the lock's
+//     context was not done after the turn's hold pause (op of the acquire).
+//     Pessimistic: a statement of the lock's own transaction succeeded (op
+//     of the write).
+//   - lost (point): the holder of (name, token) learned that the lock is no
+//     longer its own: its lock's context was done after the hold pause (op
+//     of the acquire; error is the context's cause), the guard refused its
+//     write (op of the write), or its release found the lock taken over (op
+//     of the release). It never trusts that acquisition again.
+//   - write (invoke): a guarded write begins: a read-modify-write of the
+//     counter name with the acquisition (name, token). at_ns is before its
+//     transaction begins. A worker writes at most once per acquisition
+//     (once unless killed first), even after a loss (the guard must then
+//     refuse it), so (name, token) names one write.
+//   - write-ok (completion): the write committed; value is the counter value
+//     it wrote, which data.jsonl holds as a write record.
+//   - write-fail (completion): the write certainly did not commit.
+//   - write-unknown (completion): the outcome of the write's commit is
+//     unknown (the connection failed after COMMIT was sent; see
+//     sqllock.ErrOutcomeUnknown). data.jsonl settles it: the write committed
+//     if and only if a write record with its name, token and worker exists.
+//   - release (invoke): the holder releases (name, token).
+//   - release-ok (completion): released: the lease is gone (table,
+//     optimistic), or the lock's transaction committed (pessimistic).
+//   - release-fail (completion): the release failed. With error "sqllock:
+//     lock lost" (followed by a lost event) another owner had taken the lock
+//     over; otherwise the lock is left to expire (a lease after its TTL; a
+//     pessimistic lock when the server ends its session).
+//
+// An invoke without a completion is an operation whose outcome the worker
+// never recorded because its process was killed: forever pending, unless
+// data.jsonl settles it (a write). A killed holder's acquisition simply ends
+// with its lease (after the TTL) or with its session (pessimistic).
+//
+// A worker's turn, with A, W and R its operations:
+//
+//  1. acquire(A), then acquire-ok(A) with a token T, or acquire-fail(A),
+//     which ends the turn.
+//  2. A pause of up to the hold time. Table and optimistic: trusted(A), or
+//     lost(A) if the lock's context is done. Pessimistic: lost(A) if it is
+//     done, else nothing.
+//  3. Table and optimistic: write(W); in a transaction of its own it reads
+//     the counter, pauses, calls Lock.Guard (the fence: in the transaction,
+//     it checks on the database clock that (name, T) is still the live
+//     lease and share-locks the lock's row until the transaction ends; if
+//     it refuses, lost(W) then write-fail(W)), sets the counter to the value
+//     read plus one and its token to T, inserts the write record, and
+//     commits: write-ok(W), write-fail(W) or write-unknown(W). Then
+//     release(R), and release-ok(R) or release-fail(R).
+//  4. Pessimistic, instead of 3: write(W); the same statements run in the
+//     lock's own transaction (trusted(W) once the read succeeds; no
+//     Lock.Guard), then release(R) commits that transaction: release-ok(R)
+//     or release-fail(R), and only then write-ok(W), write-fail(W) or
+//     write-unknown(W). The write commits exactly when the release does,
+//     and W's interval contains R's.
+//
+// # data.jsonl
+//
+// The counters come first, sorted by name, then the write records, sorted
+// by name, value, token and worker. Kinds:
+//
+//   - counter: fields kind, name, value (the counter: one per committed
+//     increment in a correct run) and token (the token of the last write
+//     that committed; 0 if none).
+//   - write: one row of the write log, inserted in the same transaction as
+//     the counter update it describes: fields kind, name, value (the
+//     counter value the write wrote), token (the writer's token) and worker
+//     (the writer). The log records no commit time; value gives the commit
+//     order of a correct run.
+//
+// # What Check verifies
+//
+// For comparison with another checker, per lock name: (1) no trusted event
+// of an acquisition at or after the acquire-ok of an acquisition with a
+// greater token, and no token granted twice; (2) an acquisition asked for
+// (acquire at_ns) after another's acquire-ok has a greater token; (3) no
+// write-ok of a write whose write event came after the acquire-ok of a
+// greater token; (4) the counter equals the number of write records, whose
+// values are 1 to n, with tokens not decreasing in value order; (5) every
+// write-ok has its write record (same name, value, token and worker), and
+// the number of write records lies between the number of write-ok and that
+// plus the writes of unknown outcome (write-unknown or no completion).
+//
+// In a linearizability checker (a porcupine model of a fenced mutex, say),
+// each operation runs from its invoke's at_ns to its completion's; a write
+// of unknown outcome that data.jsonl shows committed has no return time
+// (it may take effect at any moment after its invoke), and one that did not
+// commit can be left out.
+package chaos
