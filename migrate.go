@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
@@ -14,9 +16,17 @@ import (
 // Migrate brings d's lock schema up to date with golang-migrate and the
 // embedded files of the migrations package. Versions are recorded in
 // sqllock_schema_migrations, never in the application's schema_migrations.
-// It is idempotent and safe to call from many processes at once (they
-// serialise on a database lock); it uses one connection of d's pool and
-// never closes the pool.
+// It is idempotent and safe to call from many processes at once: they
+// serialise on a database lock of the schema (PostgreSQL), database (MySQL)
+// or file (SQLite) the migrations write to, waited for as long as ctx
+// allows. It uses one connection of d's pool, which it closes afterwards
+// instead of returning it to the pool, and never closes the pool.
+//
+// On PostgreSQL and SQLite a run is one transaction: if it fails or ctx
+// ends, none of it is applied. On MySQL, whose DDL is not transactional,
+// the migrations completed before a failure stay applied, and one cut off
+// half-way is recorded as dirty (see MigrationVersion). If ctx ended, the
+// error wraps ctx's error.
 func Migrate(ctx context.Context, d dialect.Dialect) error {
 	return withMigrate(ctx, d, (*migrate.Migrate).Up)
 }
@@ -39,29 +49,61 @@ func MigrationVersion(ctx context.Context, d dialect.Dialect) (version uint, dir
 	return version, dirty, err
 }
 
-func withMigrate(ctx context.Context, d dialect.Dialect, fn func(*migrate.Migrate) error) error {
+// ctxErr returns ctx's error, also when its deadline passed before its
+// timer fired: a connection attempt that ran into the deadline can return
+// first, with an error of its own.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// withMigrate runs fn on a golang-migrate instance over one connection of
+// d's pool. The connection never goes back to the pool (the driver discards
+// it), so nothing of a failed or cancelled run can stay behind on it. If ctx
+// ended, the error wraps ctx's error, whatever else went wrong.
+func withMigrate(ctx context.Context, d dialect.Dialect, fn func(*migrate.Migrate) error) (err error) {
 	if isNil(d) || d.DB() == nil {
 		return ErrNilDB
 	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
+			err = fmt.Errorf("%w: %w", cerr, err)
+		}
+		err = fmt.Errorf("sqllock: migrate: %w", err)
+	}()
 	src, err := iofs.New(d.Migrations(), ".")
 	if err != nil {
-		return fmt.Errorf("sqllock: migrate: %w", err)
+		return err
 	}
 	conn, err := d.DB().Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("sqllock: migrate: %w", err)
+		return err
 	}
 	drv, err := d.MigrationDriver(ctx, conn)
 	if err != nil {
-		_ = conn.Close()
-		return fmt.Errorf("sqllock: migrate: %w", err)
+		// The connection's state is unknown: whatever the dialect left
+		// undone, it does not go back to the pool.
+		_ = dialect.Discard(conn)
+		return err
 	}
 	m, err := migrate.NewWithInstance("iofs", src, d.Name(), drv)
 	if err != nil {
 		_ = drv.Close()
-		return fmt.Errorf("sqllock: migrate: %w", err)
+		return err
 	}
 	defer m.Close()
+	// The driver waits for the migration lock for as long as ctx allows.
+	// golang-migrate's own timeout would return while the driver's Lock
+	// still ran on the connection.
+	m.LockTimeout = math.MaxInt64
 	stop := context.AfterFunc(ctx, func() {
 		select {
 		case m.GracefulStop <- true:
@@ -74,10 +116,8 @@ func withMigrate(ctx context.Context, d dialect.Dialect, fn func(*migrate.Migrat
 		err = nil
 	}
 	if err == nil {
+		// GracefulStop ends a run early without an error.
 		err = ctx.Err()
 	}
-	if err != nil {
-		return fmt.Errorf("sqllock: migrate: %w", err)
-	}
-	return nil
+	return err
 }

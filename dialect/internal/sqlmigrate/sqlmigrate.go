@@ -2,6 +2,12 @@
 // shared by the dialects. Unlike golang-migrate's own drivers it never closes
 // the caller's pool, records versions in a table named by the dialect, and
 // does not need multi-statement support in the user's DSN.
+//
+// Its connection never goes back to the pool: Close, and New when it fails,
+// discard it, so that no transaction, session lock or session setting of a
+// migration outlives it. Statements that end a transaction or release the
+// lock run on a context of their own, bounded by CleanupTimeout, so that
+// they run even after the caller's context ended.
 package sqlmigrate
 
 import (
@@ -12,19 +18,53 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
+
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
 )
+
+// CleanupTimeout bounds each statement that ends a migration run's
+// transaction or releases its lock.
+const CleanupTimeout = 5 * time.Second
 
 // Statements is the SQL a dialect supplies. Placeholders are the dialect's own.
 type Statements struct {
-	// Setup runs once on the connection before anything else (for example
-	// to create and select a schema); may be empty.
+	// Session runs once, first, outside the lock (for example to create
+	// and select a database); may be empty. Its settings end with the
+	// connection.
+	Session []string
+	// TxLock makes the migration lock a transaction's, for servers with
+	// transactional DDL: Lock begins a transaction with Begin, runs
+	// Prepare in it and then takes the lock with the Lock statement (if
+	// any); everything up to Unlock runs in that transaction, which Unlock
+	// commits, or rolls back if a statement in it failed or the context
+	// ended: a run is applied as a whole or not at all, and nothing of it
+	// outlives the transaction. Without TxLock, Lock and Unlock take and
+	// release a session lock, migration files run statement by statement,
+	// and each version record is a transaction of its own.
+	TxLock bool
+	// Begin begins the lock's transaction (TxLock only): BEGIN, or
+	// SQLite's BEGIN IMMEDIATE, which takes the lock itself.
+	Begin string
+	// Prepare runs in the lock's transaction before the Lock statement
+	// (TxLock only), for settings of the transaction (SET LOCAL).
+	Prepare []string
+	// Lock waits for the migration lock. It takes no arguments and
+	// returns one row whose single column is true once the lock is held
+	// (false means "try again"). Under TxLock it may be empty, when Begin
+	// takes the lock.
+	Lock string
+	// Unlock releases the session lock (without TxLock).
+	Unlock string
+	// Busy reports whether an error of Begin or Lock means that another
+	// migrator holds the lock, to be tried again; may be nil.
+	Busy func(error) bool
+	// Setup runs under the lock, before EnsureTable (for example to create
+	// the schema, which concurrent migrators would otherwise race on).
 	Setup []string
-	// Lock waits until this connection holds the migration lock; Unlock
-	// releases it. Both take no arguments. Lock must return one row whose
-	// single column is true once the lock is held (false means "try again").
-	Lock, Unlock string
 	// EnsureTable creates the version table if it does not exist.
 	EnsureTable string
 	// ReadVersion selects (version, dirty) from the version table.
@@ -33,48 +73,62 @@ type Statements struct {
 	ClearVersion string
 	// WriteVersion inserts (version, dirty).
 	WriteVersion string
-	// Transactional runs each migration file in a transaction (for servers
-	// with transactional DDL).
-	Transactional bool
-	// TxLock makes the migration lock a transaction, for databases whose
-	// only lock is the transaction's own (SQLite): Lock is a statement that
-	// begins a transaction holding that lock (BEGIN IMMEDIATE), executed
-	// rather than queried and retried while Busy says another migrator
-	// holds it; Unlock commits. Everything in between runs in that
-	// transaction, so Transactional is ignored, and a run during which a
-	// migration or a version write failed is rolled back as a whole by
-	// Unlock: the schema and its recorded version stay as they were.
-	TxLock bool
-	// Busy reports whether an error of Lock means that the lock is held
-	// elsewhere, to be tried again; used with TxLock, may be nil.
-	Busy func(error) bool
+	// Canceller, if not nil, is called once, first, and returns a function
+	// asking the server to cancel the statement running on conn. A
+	// statement running when the context ends is then ended on the server
+	// (see sqlrun.Cancellable), so that no wait outlives the context, and
+	// the lock is released on a live connection before it is discarded.
+	// Without it, the driver interrupts the statement as the context ends.
+	Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
 }
 
 // Driver implements database.Driver.
 type Driver struct {
-	ctx  context.Context
-	conn *sql.Conn
-	st   Statements
-	// failed records, under TxLock, that a statement of the current
-	// transaction failed, so that Unlock rolls it back.
+	ctx    context.Context
+	conn   *sql.Conn
+	st     Statements
+	cancel func(context.Context) error // from st.Canceller, or nil
+	// failed records that a statement failed since the current
+	// transaction began, so that it is rolled back.
 	failed bool
 }
 
-// New returns a driver on conn. It takes ownership of conn: Close discards it.
+// New returns a driver on conn, whose statements run on ctx. It takes
+// ownership of conn: Close discards it, and so does New if it fails.
 func New(ctx context.Context, conn *sql.Conn, st Statements) (*Driver, error) {
 	d := &Driver{ctx: ctx, conn: conn, st: st}
-	// Concurrent CREATE ... IF NOT EXISTS can fail on PostgreSQL with a
-	// unique violation, so even the setup runs under the migration lock.
-	if err := d.Lock(); err != nil {
+	if err := d.init(); err != nil {
+		_ = d.Close()
 		return nil, err
 	}
-	for _, q := range append(st.Setup, st.EnsureTable) {
-		if err := d.exec(q); err != nil {
-			_ = d.Unlock()
-			return nil, err
+	return d, nil
+}
+
+// init prepares the connection and ensures the version table.
+func (d *Driver) init() error {
+	if d.st.Canceller != nil {
+		var err error
+		if d.cancel, err = d.st.Canceller(d.ctx, d.conn); err != nil {
+			return err
 		}
 	}
-	return d, d.Unlock()
+	for _, q := range d.st.Session {
+		if err := d.exec(q); err != nil {
+			return err
+		}
+	}
+	// Concurrent CREATE ... IF NOT EXISTS can fail on PostgreSQL with a
+	// unique violation, so the setup runs under the migration lock.
+	if err := d.Lock(); err != nil {
+		return err
+	}
+	for _, q := range slices.Concat(d.st.Setup, []string{d.st.EnsureTable}) {
+		if err := d.exec(q); err != nil {
+			_ = d.Unlock()
+			return err
+		}
+	}
+	return d.Unlock()
 }
 
 // Open is not supported: drivers are built from a connection by New.
@@ -82,8 +136,10 @@ func (d *Driver) Open(string) (database.Driver, error) {
 	return nil, errors.New("sqlmigrate: Open is not supported; use sqllock.Migrate")
 }
 
-// Close discards the connection rather than returning it to the pool, since
-// Setup may have changed its session state. The pool itself stays open.
+// Close discards the connection rather than returning it to the pool: its
+// session state is the migration's, and a cleanup that failed may have left
+// it inside a transaction or holding the lock, which only the end of the
+// connection then releases. The pool itself stays open.
 func (d *Driver) Close() error {
 	// database/sql closes a connection whose Raw callback reports
 	// ErrBadConn, instead of returning it to the pool.
@@ -93,53 +149,114 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// Lock waits for the migration lock, for as long as the context allows.
+// Lock waits for the migration lock, for as long as the context allows. An
+// attempt that fails leaves nothing held.
 func (d *Driver) Lock() error {
 	for {
-		var (
-			ok  bool
-			err error
-		)
-		if d.st.TxLock {
-			_, err = d.conn.ExecContext(d.ctx, d.st.Lock)
-			ok = err == nil
-			if d.st.Busy != nil && d.st.Busy(err) {
-				err = nil
-			}
+		held, err := d.tryLock()
+		if err == nil && held {
 			d.failed = false
-		} else {
-			err = d.conn.QueryRowContext(d.ctx, d.st.Lock).Scan(&ok)
-		}
-		if err != nil {
-			return err
-		}
-		if ok {
 			return nil
 		}
-		if err := d.ctx.Err(); err != nil {
+		// Drop what the attempt may have left: its transaction, or a
+		// lock granted to a statement as the context cut it off.
+		_ = d.release()
+		// Once the context ended, the next attempt returns its error.
+		if err != nil && (d.st.Busy == nil || !d.st.Busy(err)) {
 			return err
 		}
 	}
+}
+
+// tryLock makes one attempt at the lock.
+func (d *Driver) tryLock() (held bool, err error) {
+	if d.st.TxLock {
+		for _, q := range append([]string{d.st.Begin}, d.st.Prepare...) {
+			if err := d.exec(q); err != nil {
+				return false, err
+			}
+		}
+		if d.st.Lock == "" {
+			return true, nil
+		}
+	}
+	err = d.run(func(ctx context.Context) error {
+		return d.conn.QueryRowContext(ctx, d.st.Lock).Scan(&held)
+	})
+	return held, err
 }
 
 // Unlock releases the migration lock. Under TxLock it commits the
-// transaction, or rolls it back if a statement in it failed.
+// transaction, or rolls it back if a statement in it failed or the context
+// ended; it then returns the context's error, since nothing was applied.
 func (d *Driver) Unlock() error {
-	q := d.st.Unlock
-	if d.st.TxLock && d.failed {
-		q = "ROLLBACK"
+	if d.st.TxLock {
+		return d.finish()
 	}
-	_, err := d.conn.ExecContext(d.ctx, q)
+	return d.release()
+}
+
+// finish ends the current transaction: it commits it unless a statement in
+// it failed or the context ended, and rolls it back otherwise. It returns
+// the context's error if that ended.
+func (d *Driver) finish() error {
+	if err := d.ctx.Err(); err != nil {
+		_ = d.cleanup("ROLLBACK")
+		return err
+	}
+	if d.failed {
+		return d.cleanup("ROLLBACK")
+	}
+	// COMMIT is not cut off when the context ends: its outcome would be
+	// unknown.
+	if err := d.cleanup("COMMIT"); err != nil {
+		_ = d.cleanup("ROLLBACK")
+		return err
+	}
+	return nil
+}
+
+// release drops the lock: it rolls the lock's transaction back (TxLock), or
+// releases the session lock.
+func (d *Driver) release() error {
+	if d.st.TxLock {
+		return d.cleanup("ROLLBACK")
+	}
+	return d.cleanup(d.st.Unlock)
+}
+
+// cleanup runs q, which ends a transaction or releases the lock, on a
+// context of its own: the caller's may have ended. It is bounded by
+// CleanupTimeout; if it fails, Close's discarding of the connection ends
+// what q was to end.
+func (d *Driver) cleanup(q string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), CleanupTimeout)
+	defer cancel()
+	_, err := d.conn.ExecContext(ctx, q)
 	return err
 }
 
-// exec runs q on the connection, recording a failure for Unlock.
-func (d *Driver) exec(q string, args ...any) error {
-	_, err := d.conn.ExecContext(d.ctx, q, args...)
+// run runs f, one statement on the connection, unless the context ended:
+// f's context ends with the driver's, or, with a canceller, the statement
+// is cancelled on the server when the driver's context ends. A failure is
+// recorded for the current transaction.
+func (d *Driver) run(f func(ctx context.Context) error) error {
+	err := d.ctx.Err()
+	if err == nil {
+		_, err = sqlrun.Cancellable(d.ctx, d.cancel, f)
+	}
 	if err != nil {
 		d.failed = true
 	}
 	return err
+}
+
+// exec runs q on the connection.
+func (d *Driver) exec(q string, args ...any) error {
+	return d.run(func(ctx context.Context) error {
+		_, err := d.conn.ExecContext(ctx, q, args...)
+		return err
+	})
 }
 
 // Run applies one migration file, statement by statement. Statements are
@@ -150,26 +267,12 @@ func (d *Driver) Run(migration io.Reader) error {
 	if err != nil {
 		return err
 	}
-	stmts := Split(body)
-	if !d.st.Transactional || d.st.TxLock {
-		for _, s := range stmts {
-			if err := d.exec(s); err != nil {
-				return fmt.Errorf("migration statement %q: %w", s, err)
-			}
-		}
-		return nil
-	}
-	tx, err := d.conn.BeginTx(d.ctx, nil)
-	if err != nil {
-		return err
-	}
-	for _, s := range stmts {
-		if _, err := tx.ExecContext(d.ctx, s); err != nil {
-			_ = tx.Rollback()
+	for _, s := range Split(body) {
+		if err := d.exec(s); err != nil {
 			return fmt.Errorf("migration statement %q: %w", s, err)
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // Split cuts a migration file into statements at lines ending in ';',
@@ -199,30 +302,25 @@ func Split(body []byte) []string {
 
 // SetVersion records version and dirty, replacing what was there.
 func (d *Driver) SetVersion(version int, dirty bool) error {
+	if !d.st.TxLock { // a transaction of its own
+		if err := d.exec("BEGIN"); err != nil {
+			return err
+		}
+		d.failed = false
+	}
+	err := d.exec(d.st.ClearVersion)
 	// golang-migrate records NilVersion (-1) after the last down migration:
 	// an empty table says the same.
-	write := version >= 0 || dirty
-	if d.st.TxLock { // already in the lock's transaction
-		if err := d.exec(d.st.ClearVersion); err != nil || !write {
-			return err
-		}
-		return d.exec(d.st.WriteVersion, int64(version), dirty)
+	if err == nil && (version >= 0 || dirty) {
+		err = d.exec(d.st.WriteVersion, int64(version), dirty)
 	}
-	tx, err := d.conn.BeginTx(d.ctx, nil)
-	if err != nil {
+	if d.st.TxLock { // the lock's transaction goes on
 		return err
 	}
-	if _, err := tx.ExecContext(d.ctx, d.st.ClearVersion); err != nil {
-		_ = tx.Rollback()
-		return err
+	if ferr := d.finish(); err == nil {
+		err = ferr
 	}
-	if write {
-		if _, err := tx.ExecContext(d.ctx, d.st.WriteVersion, int64(version), dirty); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-	}
-	return tx.Commit()
+	return err
 }
 
 // Version returns the recorded version, or database.NilVersion.
@@ -230,13 +328,20 @@ func (d *Driver) Version() (int, bool, error) {
 	var (
 		v     int64
 		dirty bool
+		none  bool
 	)
-	err := d.conn.QueryRowContext(d.ctx, d.st.ReadVersion).Scan(&v, &dirty)
-	if errors.Is(err, sql.ErrNoRows) {
-		return database.NilVersion, false, nil
-	}
-	if err != nil {
+	err := d.run(func(ctx context.Context) error {
+		err := d.conn.QueryRowContext(ctx, d.st.ReadVersion).Scan(&v, &dirty)
+		if errors.Is(err, sql.ErrNoRows) {
+			none, err = true, nil
+		}
+		return err
+	})
+	switch {
+	case err != nil:
 		return 0, false, err
+	case none:
+		return database.NilVersion, false, nil
 	}
 	return int(v), dirty, nil
 }
