@@ -58,8 +58,10 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 	if cause := context.Cause(k.Context()); cause != sqllock.ErrLockLost {
 		t.Fatalf("cause %v, want ErrLockLost", cause)
 	}
-	// Lost no earlier than the first renewal + the window, and not long after.
-	if took := time.Since(start); took < ttl-ttl/10 || took > 10*ttl {
+	// Lost no earlier than the trust window closes, and not long after: the
+	// retries, every RenewInterval/4, find it closed at once. The upper bound
+	// leaves seconds for a busy machine's late timers.
+	if took := time.Since(start); took < ttl-ttl/10 || took > ttl+5*time.Second {
 		t.Fatalf("lost after %v with TTL %v", took, ttl)
 	}
 

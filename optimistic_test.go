@@ -65,6 +65,7 @@ func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
 		e.s = optimisticStrategy
 		v := e.d.(dialect.Optimistic).Versions()
 		p := dialect.AcquireParams{Name: "cas", Owner: "a", TTL: time.Minute}
+		start := time.Now()
 		if ok, err := v.Create(ctx, p); err != nil || !ok {
 			t.Fatalf("create: %v %v", ok, err)
 		}
@@ -75,8 +76,10 @@ func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
 		if err != nil || !ok || row.Version != 1 || row.Owner != "a" || row.Holds != 1 || !row.Live {
 			t.Fatalf("read: %+v %v %v", row, ok, err)
 		}
-		if row.Remaining <= 59*time.Second || row.Remaining > time.Minute {
-			t.Fatalf("remaining %v, want about a minute", row.Remaining)
+		// Created at most this long ago; up to a millisecond for the
+		// clock's resolution.
+		if since := time.Since(start); row.Remaining < p.TTL-since-time.Millisecond || row.Remaining > p.TTL {
+			t.Fatalf("remaining %v, want the TTL %v less at most the %v since the grant", row.Remaining, p.TTL, since)
 		}
 		// Held and live: no take, and no re-entry by another owner.
 		sw := dialect.SwapParams{Name: "cas", Owner: "b", TTL: time.Minute, Version: 1}

@@ -219,21 +219,41 @@ func TestPessimisticCancelEndsServerWait(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer holder.Release(ctx)
-		for _, how := range []string{"cancel", "deadline"} {
+		// The deadline must fall while the waiter waits in the database. A
+		// busy machine may not get it there in time: then the attempt is
+		// repeated with a deadline twice as far.
+		deadline := 300 * time.Millisecond
+		hows := []string{"cancel", "deadline"}
+		for i := 0; i < len(hows); i++ {
+			how := hows[i]
 			wctx, cancel := context.WithCancel(ctx)
 			if how == "deadline" {
-				wctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+				wctx, cancel = context.WithTimeout(ctx, deadline)
 			}
 			errc := make(chan error, 1)
 			go func() {
 				_, err := l.Acquire(wctx, "busy")
 				errc <- err
 			}()
-			pollUntil(t, how+": the waiter waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
-			if how == "cancel" {
-				cancel()
+			var err error
+			seen := false
+			for !seen {
+				if seen = e.rowLockWaiters(t) == 1; seen {
+					if how == "cancel" {
+						cancel()
+					}
+					err = <-errc
+					break
+				}
+				select {
+				case err = <-errc: // Acquire returned before it was seen waiting
+				case <-ctx.Done():
+					t.Fatalf("never: %s: the waiter waits in the database", how)
+				case <-time.After(5 * time.Millisecond): // polling the server's view
+					continue
+				}
+				break
 			}
-			err := <-errc
 			cancel()
 			want := context.Canceled
 			if how == "deadline" {
@@ -245,6 +265,14 @@ func TestPessimisticCancelEndsServerWait(t *testing.T) {
 			// Acquire returns after the server acted on the cancel; allow it
 			// the moment it takes to list the session as gone.
 			pollUntil(t, how+": no session waits on the server", func() bool { return e.rowLockWaiters(t) == 0 })
+			if !seen {
+				if how != "deadline" || deadline >= time.Minute {
+					t.Fatalf("%s: Acquire returned %v before it was seen waiting in the database", how, err)
+				}
+				t.Logf("deadline %v passed before the waiter was seen waiting; again with twice that", deadline)
+				deadline *= 2
+				i--
+			}
 		}
 		if n := e.rowLockWaiters(t); n != 0 {
 			t.Fatalf("%d sessions still wait", n)
@@ -311,7 +339,10 @@ func TestPessimisticKeepAliveBeatsIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := k.Tx().ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '150ms'"); err != nil {
+	// The timeout is 50 keep-alives long: a busy machine that delays a ping
+	// by a few hundred milliseconds must not look like a dead holder.
+	const idleTimeout = time.Second
+	if _, err := k.Tx().ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '1s'"); err != nil {
 		t.Fatal(err)
 	}
 	// Idle for several timeouts: without pings the server would end the
@@ -319,7 +350,7 @@ func TestPessimisticKeepAliveBeatsIdleTimeout(t *testing.T) {
 	select {
 	case <-k.Done():
 		t.Fatalf("lock lost while idle: %v", context.Cause(k.Context()))
-	case <-time.After(600 * time.Millisecond):
+	case <-time.After(3 * idleTimeout):
 	}
 	var one int
 	if err := k.Tx().QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {

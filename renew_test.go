@@ -43,7 +43,12 @@ func TestBatchedRenewal(t *testing.T) {
 		ctx := ctxT(t)
 		var single, batches, renewed atomic.Int64
 		d := renewCounting{e.d, &single, &batches, &renewed}
-		const n, ttl, every = 1500, 2 * time.Second, 500 * time.Millisecond
+		// The TTL is long, so that no busy machine can make a renewal miss
+		// its trust window (acquiring the leases alone can take seconds);
+		// that the renewals work, the renewed counter shows. The interval
+		// sets the batch window (1/20 of it, at most 50ms), which a busy
+		// machine's late timers overrun less at 1s.
+		const n, ttl, every = 1500, time.Minute, time.Second
 		l, err := sqllock.NewTable(d, sqllock.Options{TTL: ttl, RenewInterval: every})
 		if err != nil {
 			t.Fatal(err)
@@ -64,11 +69,14 @@ func TestBatchedRenewal(t *testing.T) {
 			}
 		}
 		periods := int64(time.Since(start)/every) + 1
-		// 1500 leases need two batches of at most 1000; allow a third for
-		// timers that fire after the window closed — against 1500 single
-		// renewals per period.
-		if got := batches.Load() - b0; got > 3*periods+2 {
-			t.Fatalf("%d batches in %d periods for %d leases, want at most %d", got, periods, n, 3*periods+2)
+		// 1500 leases falling due together, on the renewal grid, need two
+		// batches of at most 1000 per period, and a third for timers that
+		// fire after the window closed; a busy machine runs a period's
+		// timers over a few windows, so allow five per period — against
+		// 1500 single renewals, or dozens of batches per period when the
+		// leases do not fall due together.
+		if got := batches.Load() - b0; got > 5*periods+2 {
+			t.Fatalf("%d batches in %d periods for %d leases, want at most %d", got, periods, n, 5*periods+2)
 		}
 		if single.Load() != 0 {
 			t.Fatalf("%d single renewals", single.Load())
