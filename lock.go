@@ -43,7 +43,7 @@ var (
 	// strategy. SQLite, for one, has no pessimistic strategy: it has no row
 	// locks (a writing transaction locks the whole database, a reading one
 	// nothing), so there is no SELECT ... FOR UPDATE to hold a lock with.
-	ErrUnsupported = errors.New("sqllock: not supported by this dialect")
+	ErrUnsupported = dialect.ErrUnsupported
 	// ErrConflict means a version-checked write matched no row: another
 	// writer changed the row since it was read (or the row is gone). See
 	// CheckUpdate and RetryOnConflict.
@@ -54,9 +54,16 @@ var (
 	// ErrSchemaMissing means the lock tables are missing or outdated: run
 	// Migrate, or apply the files of the migrations package.
 	ErrSchemaMissing = dialect.ErrSchemaMissing
-	// ErrOutcomeUnknown means the connection failed after a statement was
-	// sent, so it may or may not have been applied. See Lock.Release.
+	// ErrOutcomeUnknown means a statement may or may not have been applied:
+	// the connection failed (or the statement was abandoned) after it was
+	// sent. It is never returned when no statement was sent: that is
+	// ErrPoolExhausted, ErrUnavailable or the context's error. See
+	// Lock.Release.
 	ErrOutcomeUnknown = dialect.ErrOutcomeUnknown
+	// ErrUnavailable means no connection to the database could be
+	// established: no statement was sent, nothing was applied, and trying
+	// again later is safe.
+	ErrUnavailable = dialect.ErrUnavailable
 	// ErrPoolExhausted means no connection of the pool became free before
 	// the context ended. Every held pessimistic lock pins a connection: see
 	// NewPessimistic on sizing the pool.
@@ -295,9 +302,10 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 // error wrapping ErrOutcomeUnknown means the statement may have been
 // applied; a retry is then harmless for the last hold, while for a
 // re-entered lock it may drop one hold too many (the lease then ends with
-// the remaining holds' releases reporting ErrLockLost). For a pessimistic
-// lock, ErrOutcomeUnknown means the commit's outcome is unknown; the lock
-// itself is released either way.
+// the remaining holds' releases reporting ErrLockLost). A pessimistic lock
+// is released either way; if its session had died (the lock was lost, and
+// its context is cancelled with ErrLockLost), the error wraps ErrLockLost,
+// and ErrOutcomeUnknown as well if the commit may have been applied.
 func (k *Lock) Release(ctx context.Context) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -323,9 +331,13 @@ func (k *Lock) Release(ctx context.Context) error {
 // While tx keeps the row share-locked, renewals of this lease wait too: keep
 // guarded transactions well shorter than the TTL.
 //
-// A pessimistic lock guards only its own transaction (Tx): Guard reports
-// whether the lock is still held when tx is Tx, and an error wrapping
-// ErrUnsupported for any other transaction.
+// A pessimistic lock guards only its own transaction (Tx), and returns an
+// error wrapping ErrUnsupported for any other. Its lock lives as long as
+// Tx's session, so Guard checks the session with one statement on Tx: if
+// the session is gone (terminated, killed, cut off), the lock is lost —
+// another owner may hold it already — and Guard returns an error wrapping
+// ErrLockLost (the lock's context is then cancelled with that cause). If
+// Tx was aborted by a failed statement, the error says so.
 func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
 	k.mu.Lock()
 	released := k.released

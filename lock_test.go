@@ -234,16 +234,19 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl = 500 * time.Millisecond
-		// The crashed process: a grant nobody renews.
+		// The crashed process: a grant nobody renews. It ends at most a TTL
+		// after the statement returned.
 		crashed := dialect.Lease{Name: "nightly", Owner: "crashed-host:1"}
-		start := time.Now()
 		tok, err := e.s.grant(ctx, e.d, dialect.AcquireParams{Name: crashed.Name, Owner: crashed.Owner, TTL: ttl})
 		if err != nil || tok == 0 {
 			t.Fatalf("crashed holder's grant: %d, %v", tok, err)
 		}
+		start := time.Now()
 		crashed.Token = tok
 
-		l := e.locker(t, sqllock.Options{TTL: ttl})
+		// The new holder's own lease is long: it must still be held at the
+		// end of the test, however busy the machine.
+		l := e.locker(t, sqllock.Options{})
 		k, err := l.Acquire(ctx, "nightly")
 		if err != nil {
 			t.Fatal(err)
@@ -284,7 +287,9 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 func TestLostLeaseIsReported(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{TTL: 600 * time.Millisecond})
+		// A long lease, renewed often: only a renewal that finds the lease
+		// taken over can end it, and one comes soon.
+		l := e.locker(t, sqllock.Options{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
 		old, err := l.TryAcquire(ctx, "lease")
 		if err != nil {
 			t.Fatal(err)
@@ -324,28 +329,53 @@ func TestLostLeaseIsReported(t *testing.T) {
 	})
 }
 
-// Renewal keeps a lease alive well past its TTL.
+// Renewal keeps a lease alive past its TTL: each renewal moves the lease's
+// end, on the database clock, to a TTL from then. The TTL is long, so that
+// no busy machine can miss the trust window; the renewals are frequent, so
+// the database shows several of them quickly.
 func TestRenewalKeepsLease(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		const ttl = 300 * time.Millisecond
-		l := e.locker(t, sqllock.Options{TTL: ttl})
+		const ttl, every, renewals = time.Minute, 50 * time.Millisecond, 4
+		l := e.locker(t, sqllock.Options{TTL: ttl, RenewInterval: every})
 		k, err := l.TryAcquire(ctx, "long")
 		if err != nil {
 			t.Fatal(err)
 		}
-		other := e.locker(t, sqllock.Options{TTL: ttl})
-		// Poll the row until the lease has been renewed past four TTLs from
-		// the grant: the database, not a sleep, says when.
-		deadline := time.Now().Add(4 * ttl)
-		for time.Now().Before(deadline) {
+		other := e.locker(t, sqllock.Options{})
+		// Poll the row until the lease's end has moved several times, to
+		// beyond a TTL after the grant: the database, not a sleep, says when.
+		var ends []time.Time
+		for {
 			if _, err := other.TryAcquire(ctx, "long"); !errors.Is(err, sqllock.ErrLocked) {
 				t.Fatalf("TryAcquire while renewed: %v, want ErrLocked", err)
+			}
+			infos, err := l.List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(infos) != 1 || infos[0].Token != k.Token() {
+				t.Fatalf("List: %+v, want the lease of token %d", infos, k.Token())
+			}
+			li := infos[0]
+			switch {
+			case len(ends) == 0:
+				if d := li.ExpiresAt.Sub(li.AcquiredAt); d < ttl {
+					t.Fatalf("lease ends %v after its grant, want at least the TTL %v", d, ttl)
+				}
+				ends = append(ends, li.ExpiresAt)
+			case li.ExpiresAt.After(ends[len(ends)-1]):
+				ends = append(ends, li.ExpiresAt)
+			}
+			if len(ends) > renewals && li.ExpiresAt.Sub(li.AcquiredAt) > ttl {
+				break
 			}
 			select {
 			case <-k.Done():
 				t.Fatalf("lease lost: %v", context.Cause(k.Context()))
-			case <-time.After(ttl / 4):
+			case <-ctx.Done():
+				t.Fatalf("lease end moved %d times in %v, want %d", len(ends)-1, time.Since(li.AcquiredAt), renewals)
+			case <-time.After(every / 2): // polling the database's view
 			}
 		}
 		if err := k.Release(ctx); err != nil {
@@ -410,7 +440,10 @@ func TestGuardedWrite(t *testing.T) {
 		if _, err := e.db.ExecContext(ctx, e.q("INSERT INTO {ledger} VALUES (1, 0, 0)")); err != nil {
 			t.Fatal(err)
 		}
-		l := e.locker(t, sqllock.Options{TTL: time.Second})
+		// Renewals every 100ms queue behind the guarded transaction too (on
+		// the optimistic strategy the thief only reads a live lease). The
+		// TTL is long, so that the lease outlives any wait for the commit.
+		l := e.locker(t, sqllock.Options{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
 		k, err := l.TryAcquire(ctx, "ledger")
 		if err != nil {
 			t.Fatal(err)
@@ -472,7 +505,8 @@ AND (query LIKE 'INSERT INTO "` + e.ns + `".` + e.s.table + `%' OR query LIKE 'U
 		case "mysql":
 			// MariaDB lists a queued INSERT ... SELECT in the processlist, not
 			// in innodb_trx; a statement on the row lasts only while it waits.
-			q = "SELECT count(*) FROM information_schema.processlist WHERE info LIKE 'INSERT INTO `" + e.ns + "`." + e.s.table + "%' OR info LIKE 'UPDATE `" + e.ns + "`." + e.s.table + "%'"
+			// Acquires carry a leading comment (see mysql.Dialect's grant).
+			q = "SELECT count(*) FROM information_schema.processlist WHERE id <> CONNECTION_ID() AND (info LIKE '%INSERT INTO `" + e.ns + "`." + e.s.table + "%' OR info LIKE '%UPDATE `" + e.ns + "`." + e.s.table + "%')"
 		case "sqlite":
 			// SQLite lists no waiting statements. Open's pool has one
 			// connection, which the guarded transaction holds, so a
@@ -499,7 +533,9 @@ AND (query LIKE 'INSERT INTO "` + e.ns + `".` + e.s.table + `%' OR query LIKE 'U
 func TestListShowsHeldLocks(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{TTL: 10 * time.Second})
+		const ttl = 10 * time.Second
+		l := e.locker(t, sqllock.Options{TTL: ttl})
+		start := time.Now()
 		a, err := l.TryAcquire(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -516,6 +552,8 @@ func TestListShowsHeldLocks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// a was granted or renewed (every TTL/3) at most this long ago.
+		since := time.Since(start)
 		if len(infos) != 1 {
 			t.Fatalf("List: %+v, want only a", infos)
 		}
@@ -523,11 +561,12 @@ func TestListShowsHeldLocks(t *testing.T) {
 		if li.Name != "a" || li.Owner != a.Owner() || li.Token != a.Token() || li.Holds != 1 {
 			t.Fatalf("List: %+v", li)
 		}
-		if li.ExpiresIn <= 9*time.Second || li.ExpiresIn > 10*time.Second {
-			t.Fatalf("ExpiresIn %v, want about 10s", li.ExpiresIn)
+		// Up to a millisecond for the database clocks' resolution.
+		if li.ExpiresIn < ttl-since-time.Millisecond || li.ExpiresIn > ttl {
+			t.Fatalf("ExpiresIn %v, want the TTL %v less at most the %v since the grant", li.ExpiresIn, ttl, since)
 		}
-		if d := li.ExpiresAt.Sub(li.AcquiredAt); d < 9*time.Second || d > 11*time.Second {
-			t.Fatalf("ExpiresAt - AcquiredAt = %v", d)
+		if d := li.ExpiresAt.Sub(li.AcquiredAt); d < ttl || d > ttl+since+time.Millisecond {
+			t.Fatalf("ExpiresAt - AcquiredAt = %v, want the TTL %v plus at most the %v since the grant", d, ttl, since)
 		}
 		if skew := time.Since(li.AcquiredAt); skew < -time.Minute || skew > time.Minute {
 			t.Fatalf("AcquiredAt %v is far from now", li.AcquiredAt)

@@ -354,26 +354,73 @@ func (h *rowHold) releaseHold(ctx context.Context) error {
 	}
 	h.p.forget(h)
 	err := h.rl.Tx.Commit()
-	if err != nil {
-		_ = dialect.Discard(h.rl.Conn)
-	} else if cerr := h.rl.Close(ctx); cerr != nil {
-		h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", cerr)
+	if err == nil {
+		if cerr := h.rl.Close(ctx); cerr != nil {
+			h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", cerr)
+		}
+		h.cancel(ErrNotHeld)
+		return nil
 	}
-	h.cancel(ErrNotHeld)
-	if err != nil {
-		return fmt.Errorf("sqllock: release %q: commit: %w", h.ref.Name, h.p.d.Classify(err))
+	gone := h.sessionGone()
+	_ = dialect.Discard(h.rl.Conn)
+	if gone {
+		// The session ended (terminated, killed, cut off) before or while
+		// the commit was processed: the lock was lost with it, and another
+		// owner may have held it since. Whether Tx's statements committed
+		// is told by the classified error (ErrOutcomeUnknown when the
+		// commit may have been applied).
+		h.mu.Lock()
+		h.lost = true
+		h.mu.Unlock()
+		h.cancel(ErrLockLost)
+		return fmt.Errorf("sqllock: release %q: %w: the lock's session failed before the commit was answered: %w",
+			h.ref.Name, ErrLockLost, h.p.d.Classify(err))
 	}
-	return nil
+	h.cancel(ErrNotHeld) // the transaction ended, by rolling back
+	return fmt.Errorf("sqllock: release %q: commit: %w", h.ref.Name, h.p.d.Classify(err))
 }
 
-func (h *rowHold) guard(_ context.Context, tx *sql.Tx) error {
+// sessionGone reports whether the lock's connection is dead, after one of
+// its statements failed. A live session still holds the lock (its
+// transaction may only have been aborted by a failed statement); a dead one
+// does not.
+func (h *rowHold) sessionGone() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
+	defer cancel()
+	return pingRaw(ctx, h.rl.Conn) != nil
+}
+
+// guard checks the lock's session with a statement on its transaction: a
+// session that was terminated or cut off since the last keep-alive ping has
+// lost the lock (and another owner may hold it already).
+func (h *rowHold) guard(ctx context.Context, tx *sql.Tx) error {
 	if tx != h.rl.Tx {
 		return fmt.Errorf("%w: a pessimistic lock guards only its own transaction, Lock.Tx", ErrUnsupported)
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost {
+	lost := h.lost
+	h.mu.Unlock()
+	if lost {
 		return ErrLockLost
 	}
-	return nil
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// A statement cancelled by its context makes the driver close the
+	// connection, which would end the lock: the check has a bound of its
+	// own instead.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.pingTimeout())
+	defer cancel()
+	var one int
+	err := tx.QueryRowContext(qctx, "SELECT 1").Scan(&one)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, sql.ErrTxDone) || !h.sessionGone() {
+		// Ended by the caller, or aborted by a failed statement: the
+		// error says which.
+		return fmt.Errorf("sqllock: guard %q: %w", h.ref.Name, h.p.d.Classify(err))
+	}
+	h.lose(err)
+	return fmt.Errorf("sqllock: guard %q: %w: %w", h.ref.Name, ErrLockLost, h.p.d.Classify(err))
 }

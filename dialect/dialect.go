@@ -42,9 +42,23 @@ var (
 	ErrTransient = errors.New("sqllock: transient database conflict")
 
 	// ErrOutcomeUnknown means a statement may or may not have been applied:
-	// the connection failed after the statement was sent and before the reply
-	// arrived. The lock's fencing token settles what happened later.
+	// it was sent (or may have been), and the connection failed, or the
+	// statement was abandoned, before the reply arrived. It is never
+	// returned when no statement can have reached the server: see
+	// ErrPoolExhausted and ErrUnavailable. The lock's fencing token settles
+	// what happened later.
 	ErrOutcomeUnknown = errors.New("sqllock: outcome unknown: the connection failed after the statement was sent")
+
+	// ErrUnavailable means no connection to the database could be
+	// established or used (refused, unreachable, authentication failed, or
+	// broken before the statement was written): no statement was sent, so
+	// nothing was applied, and trying again later is safe.
+	ErrUnavailable = errors.New("sqllock: database unavailable: no statement was sent")
+
+	// ErrUnsupported means the database (or its configuration) cannot
+	// offer what was asked for; the error says why. The root package
+	// re-exports it.
+	ErrUnsupported = errors.New("sqllock: not supported by this dialect")
 
 	// ErrNilDB is returned for a nil *sql.DB, pool or dialect.
 	ErrNilDB = errors.New("sqllock: nil database")

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,9 @@ type Dialect struct {
 	q        queries
 	rq       rowLockQueries
 	srv      server
+	run      *sqlrun.Runner
+	marks    marker // tags grant statements, so that they can be found and cancelled
+	clock    clockCheck
 }
 
 // Option configures a Dialect.
@@ -65,6 +69,8 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	}
 	d.q = buildQueries(d.database)
 	d.rq = buildRowLockQueries(d.database)
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap}
+	d.marks = newMarker()
 	return d, nil
 }
 
@@ -99,8 +105,21 @@ type leaseQueries struct {
 	renewMany, renewed string
 }
 
-// now is the statement's start in UTC, whatever the session time zone.
-const now = "UTC_TIMESTAMP(6)"
+// now is the current time in UTC, on a clock that no session setting moves,
+// whatever the session time zone.
+//
+// UTC_TIMESTAMP(6) and NOW(6) are the statement's start on the session's
+// clock, which a session can set (SET timestamp = ..., as replication
+// appliers, fixtures and some drivers' init statements do); SYSDATE(6) is
+// the server's real clock, in the session time zone. Their difference is
+// how far the session's clock is off (plus the time the statement has run),
+// so adding it to UTC_TIMESTAMP(6) gives the real time in UTC. SYSDATE(6)
+// is read at each use; every use within a statement agrees within the
+// statement's run time, and the statements below are written so that only
+// the order of such reads matters, never their equality. A server started
+// with --sysdate-is-now makes SYSDATE() follow the session clock too: the
+// dialect detects it once and refuses to grant leases (see checkServer).
+const now = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)"
 
 func buildLeaseQueries(table, token string) leaseQueries {
 	return leaseQueries{
@@ -146,16 +165,18 @@ func buildQueries(db string) queries {
 		// right, each seeing the previous ones, so every condition below
 		// reads only columns not yet assigned. A new row starts above the
 		// token floor, read under a shared lock that the reaper must wait for.
+		// The time is read once, in the SELECT, and the update reads it back
+		// with VALUES(): every condition sees the same instant.
 		acquire: fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT ?, ?, LAST_INSERT_ID(f.token + 1), 1, %[3]s, %[3]s + INTERVAL ? MICROSECOND
-FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
+SELECT ?, ?, LAST_INSERT_ID(f.token + 1), 1, n.t, n.t + INTERVAL ? MICROSECOND
+FROM %[2]s f, (SELECT %[3]s AS t) n WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
-  token       = IF(%[1]s.expires_at <= %[3]s, LAST_INSERT_ID(%[1]s.token + 1),
+  token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[1]s.token + 1),
                   IF(%[1]s.owner = ?, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
-  acquired_at = IF(%[1]s.expires_at <= %[3]s, %[3]s, %[1]s.acquired_at),
-  holds       = IF(%[1]s.expires_at <= %[3]s, 1, IF(%[1]s.owner = ?, %[1]s.holds + 1, %[1]s.holds)),
-  owner       = IF(%[1]s.expires_at <= %[3]s, ?, %[1]s.owner),
-  expires_at  = IF(%[1]s.owner = ?, %[3]s + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, locks, floor, now),
+  holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = ?, %[1]s.holds + 1, %[1]s.holds)),
+  owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), ?, %[1]s.owner),
+  acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
+  expires_at  = IF(%[1]s.owner = ?, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now),
 		remaining:     fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = ?`, now, locks),
 		lease:         buildLeaseQueries(locks, "token"),
 		reapLockFloor: fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor),
@@ -167,26 +188,35 @@ ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED`, locks, now),
 	}
 }
 
-// Acquire implements dialect.Dialect.
+// Acquire implements dialect.Dialect. When ctx ends while the statement
+// waits (behind a guarded transaction's row lock, say), KILL QUERY ends the
+// wait on the server before Acquire returns (see grant).
 func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	ttl := p.TTL.Microseconds()
-	res, err := d.db.ExecContext(ctx, d.q.acquire,
-		p.Name, p.Owner, ttl, // insert
-		p.Owner, p.Owner, p.Owner, p.Owner, ttl) // update
+	var token int64
+	err := d.grant(ctx, func(ctx context.Context, conn *sql.Conn, mark string) error {
+		res, err := conn.ExecContext(ctx, mark+d.q.acquire,
+			p.Name, p.Owner, p.TTL.Microseconds(), // insert
+			p.Owner, p.Owner, p.Owner, p.Owner) // update
+		if err != nil {
+			return err
+		}
+		token, err = res.LastInsertId()
+		return err
+	})
 	if err != nil {
-		return 0, wrap(err)
+		return 0, err
 	}
-	return res.LastInsertId()
+	return token, nil
 }
 
 // Remaining implements dialect.Dialect.
 func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
-	return sqlrun.Micros(ctx, d.db, wrap, d.q.remaining, name)
+	return d.run.Micros(ctx, d.q.remaining, name)
 }
 
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+	return d.run.ExecOne(ctx, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
 // RenewMany implements dialect.BatchRenewer, in two statements: the update,
@@ -207,19 +237,24 @@ func (d *Dialect) renewMany(ctx context.Context, q leaseQueries, ls []dialect.Le
 	r := strings.NewReplacer(
 		"{names}", strings.TrimSuffix(strings.Repeat("?,", len(ls)), ","),
 		"{leases}", strings.TrimSuffix(strings.Repeat("(?,?,?),", len(ls)), ","))
-	if _, err := d.db.ExecContext(ctx, r.Replace(q.renewMany), append([]any{ttl.Microseconds()}, args...)...); err != nil {
-		return nil, wrap(err)
-	}
-	rows, err := d.db.QueryContext(ctx, r.Replace(q.renewed), args...)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	return sqlrun.Renewed(rows, ls, wrap)
+	var out []bool
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		if _, err := conn.ExecContext(ctx, r.Replace(q.renewMany), append([]any{ttl.Microseconds()}, args...)...); err != nil {
+			return wrap(err)
+		}
+		rows, err := conn.QueryContext(ctx, r.Replace(q.renewed), args...)
+		if err != nil {
+			return wrap(err)
+		}
+		out, err = sqlrun.Renewed(rows, ls, wrap)
+		return err
+	})
+	return out, err
 }
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.release, l.Name, l.Owner, l.Token)
+	return d.run.ExecOne(ctx, d.q.lease.release, l.Name, l.Owner, l.Token)
 }
 
 // Guard implements dialect.Dialect.
@@ -229,7 +264,7 @@ func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 
 // List implements dialect.Dialect.
 func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return sqlrun.ListMicros(ctx, d.db, wrap, d.q.lease.list)
+	return d.run.ListMicros(ctx, d.q.lease.list)
 }
 
 // Reap implements dialect.Dialect. In one READ COMMITTED transaction it
@@ -237,7 +272,19 @@ func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
 // batch of expired rows (skipping rows an acquirer is touching), deletes
 // them, and raises the floor to the largest deleted token.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (n int, err error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
+		n, err = d.reapLocks(ctx, conn, p.Limit)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The pessimistic strategy's spent token rows go too.
+	return n, d.reapTokens(ctx, p.Limit)
+}
+
+func (d *Dialect) reapLocks(ctx context.Context, conn *sql.Conn, limit int) (n int, err error) {
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, wrap(err)
 	}
@@ -250,7 +297,7 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (n int, err er
 	if err := tx.QueryRowContext(ctx, d.q.reapLockFloor).Scan(&floor); err != nil {
 		return 0, wrap(err)
 	}
-	rows, err := tx.QueryContext(ctx, d.q.reapSelect, p.Limit)
+	rows, err := tx.QueryContext(ctx, d.q.reapSelect, limit)
 	if err != nil {
 		return 0, wrap(err)
 	}
@@ -296,31 +343,58 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (n int, err er
 	if err := tx.Commit(); err != nil {
 		return 0, wrap(err)
 	}
-	// The pessimistic strategy's spent token rows go too.
-	return n, d.reapTokens(ctx, p.Limit)
+	return n, nil
 }
 
 // MigrationDriver implements dialect.Dialect. Migrations run on conn (after
 // USE of the configured database, created if missing), statement by
 // statement so that the DSN needs no multiStatements, serialised by
-// GET_LOCK, and recorded in sqllock_schema_migrations.
+// GET_LOCK, and recorded in sqllock_schema_migrations. The lock's name is
+// computed on the server from the database the migrations write to (its
+// SHA-1, so that it stays within MySQL's 64 characters), so that migrators
+// of different databases never wait for each other. A statement running
+// when ctx ends, a wait for the lock among them, is ended by KILL QUERY
+// from another connection of the pool (if none is free in time, conn is
+// closed, and the server's wait ends at GET_LOCK's own 5 s timeout). The
+// lock is released on a context of its own, and conn is closed after the
+// run instead of going back to the pool, which releases the lock whatever
+// happened.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	const key = `CONCAT('sqllock_migrate:', SHA1(COALESCE(DATABASE(), '')))`
 	st := sqlmigrate.Statements{
-		Lock:         fmt.Sprintf(`SELECT GET_LOCK('sqllock_migrate:%s', 5) = 1`, d.database),
-		Unlock:       fmt.Sprintf(`SELECT RELEASE_LOCK('sqllock_migrate:%s')`, d.database),
+		Lock:         `SELECT GET_LOCK(` + key + `, 5) = 1`,
+		Unlock:       `DO RELEASE_LOCK(` + key + `)`,
+		Canceller:    d.killQuery,
 		EnsureTable:  "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
 		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
 		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,
 	}
 	if d.database != "" {
-		st.Setup = []string{
+		// Before the lock, whose name is the selected database's.
+		st.Session = []string{
 			"CREATE DATABASE IF NOT EXISTS " + quote(d.database),
 			"USE " + quote(d.database),
 		}
 	}
 	drv, err := sqlmigrate.New(ctx, conn, st)
 	return drv, wrap(err)
+}
+
+// killQuery returns a function that ends the statement running on conn by
+// KILL QUERY from another connection of the pool (closing the connection,
+// the driver's own reaction to a context's end, would leave the server
+// waiting).
+func (d *Dialect) killQuery(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error) {
+	var id int64
+	if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id); err != nil {
+		return nil, err
+	}
+	kill := "KILL QUERY " + strconv.FormatInt(id, 10)
+	return func(ctx context.Context) error {
+		_, err := d.db.ExecContext(ctx, kill)
+		return err
+	}, nil
 }
 
 // wrap maps MySQL errors onto the dialect's sentinels.
@@ -340,8 +414,13 @@ func wrap(err error) error {
 		}
 		return err // the server answered: the statement was not applied
 	}
-	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, driver.ErrBadConn) {
+	if errors.Is(err, sql.ErrNoRows) {
 		return err
+	}
+	if errors.Is(err, driver.ErrBadConn) {
+		// The driver found the connection broken before writing the
+		// statement: nothing was sent.
+		return fmt.Errorf("%w: %w", dialect.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, err)
 }

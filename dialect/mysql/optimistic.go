@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -52,37 +51,35 @@ func (v versions) Read(ctx context.Context, name string) (dialect.VersionRow, bo
 		owner []byte
 		us    int64
 	)
-	err := v.d.db.QueryRowContext(ctx, v.d.q.versions.read, name).Scan(&r.Version, &owner, &r.Holds, &r.Live, &us)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, wrap(err)
-	}
+	ok, err := v.d.run.QueryRow(ctx, v.d.q.versions.read, []any{name}, &r.Version, &owner, &r.Holds, &r.Live, &us)
 	r.Owner = string(owner)
 	r.Remaining = time.Duration(us) * time.Microsecond
-	return r, true, nil
+	return r, ok, err
 }
 
 func (v versions) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
-	res, err := v.d.db.ExecContext(ctx, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
-	if err != nil {
-		return false, wrap(err)
-	}
-	id, err := res.LastInsertId()
-	return id == 1, err
+	var id int64
+	err := v.d.grant(ctx, func(ctx context.Context, conn *sql.Conn, mark string) error {
+		res, err := conn.ExecContext(ctx, mark+v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	return id == 1 && err == nil, err
 }
 
 func (v versions) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.take, p.Owner, p.TTL.Microseconds(), p.Name, p.Version)
+	return v.swap(ctx, v.d.q.versions.take, p.Owner, p.TTL.Microseconds(), p.Name, p.Version)
 }
 
 func (v versions) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.reenter, p.TTL.Microseconds(), p.Name, p.Version, p.Owner)
+	return v.swap(ctx, v.d.q.versions.reenter, p.TTL.Microseconds(), p.Name, p.Version, p.Owner)
 }
 
 func (v versions) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
 func (v versions) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
@@ -90,7 +87,7 @@ func (v versions) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Du
 }
 
 func (v versions) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
 }
 
 func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
@@ -98,5 +95,19 @@ func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 }
 
 func (v versions) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return sqlrun.ListMicros(ctx, v.d.db, wrap, v.d.q.versions.lease.list)
+	return v.d.run.ListMicros(ctx, v.d.q.versions.lease.list)
+}
+
+// swap runs a version swap, which may grant a lease, as Dialect.grant does.
+func (v versions) swap(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int64
+	err := v.d.grant(ctx, func(ctx context.Context, conn *sql.Conn, mark string) error {
+		res, err := conn.ExecContext(ctx, mark+q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n == 1 && err == nil, err
 }

@@ -88,8 +88,7 @@ func (d *Dialect) isMariaDB(ctx context.Context, tx *sql.Tx) (bool, error) {
 // at innodb_lock_wait_timeout.
 func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
 	r := sqlrun.RowLocker{
-		DB:   d.db,
-		Wrap: wrap,
+		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
 			q := d.rq.exclusiveNoWait
 			switch {
@@ -151,7 +150,7 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 // seconds (lockTimeout is rounded up) and is a session setting: the
 // returned RowTx's Close sets it back to the server's default.
 func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
-	conn, err := sqlrun.Pin(ctx, d.db, wrap)
+	conn, err := d.run.Pin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +178,12 @@ func (d *Dialect) Classify(err error) error { return wrap(err) }
 
 // reapTokens deletes up to limit committed rows of the token table but the
 // newest. Open transactions' rows are skipped, not waited for.
-func (d *Dialect) reapTokens(ctx context.Context, limit int) (err error) {
-	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+func (d *Dialect) reapTokens(ctx context.Context, limit int) error {
+	return d.run.Conn(ctx, func(conn *sql.Conn) error { return d.reapTokensOn(ctx, conn, limit) })
+}
+
+func (d *Dialect) reapTokensOn(ctx context.Context, conn *sql.Conn, limit int) (err error) {
+	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return wrap(err)
 	}

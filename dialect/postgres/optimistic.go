@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -45,31 +44,25 @@ func (v versions) Read(ctx context.Context, name string) (dialect.VersionRow, bo
 		r  dialect.VersionRow
 		us int64
 	)
-	err := v.d.db.QueryRowContext(ctx, v.d.q.versions.read, name).Scan(&r.Version, &r.Owner, &r.Holds, &r.Live, &us)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, wrap(err)
-	}
+	ok, err := v.d.run.QueryRow(ctx, v.d.q.versions.read, []any{name}, &r.Version, &r.Owner, &r.Holds, &r.Live, &us)
 	r.Remaining = time.Duration(us) * time.Microsecond
-	return r, true, nil
+	return r, ok, err
 }
 
 func (v versions) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
-	return v.once(ctx, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
+	return v.swap(ctx, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
 }
 
 func (v versions) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return v.once(ctx, v.d.q.versions.take, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
+	return v.swap(ctx, v.d.q.versions.take, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
 }
 
 func (v versions) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return v.once(ctx, v.d.q.versions.reenter, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
+	return v.swap(ctx, v.d.q.versions.reenter, p.Name, p.Owner, p.TTL.Microseconds(), p.Version)
 }
 
 func (v versions) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
+	return v.d.run.ExecOne(ctx, v.d.q.versions.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
 }
 
 func (v versions) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
@@ -77,7 +70,7 @@ func (v versions) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Du
 }
 
 func (v versions) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return v.once(ctx, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
 }
 
 func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
@@ -88,13 +81,16 @@ func (v versions) List(ctx context.Context) ([]dialect.LockInfo, error) {
 	return v.d.list(ctx, v.d.q.versions.lease.list)
 }
 
-// once runs a version swap that must not be applied twice on a connection
-// of its own (see Dialect.conn).
-func (v versions) once(ctx context.Context, q string, args ...any) (bool, error) {
-	conn, err := v.d.conn(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	return sqlrun.ExecOne(ctx, conn, wrap, q, args...)
+// swap runs a version swap, which may grant a lease, as Dialect.grant does.
+func (v versions) swap(ctx context.Context, q string, args ...any) (bool, error) {
+	var n int64
+	err := v.d.grant(ctx, func(ctx context.Context, conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n == 1 && err == nil, err
 }

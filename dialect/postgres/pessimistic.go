@@ -46,8 +46,7 @@ func buildRowLockQueries(schema string) rowLockQueries {
 // context is to close the connection, which leaves the server waiting).
 func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
 	r := sqlrun.RowLocker{
-		DB:   d.db,
-		Wrap: wrap,
+		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
 			q := d.rq.exclusiveNoWait
 			switch {
@@ -74,15 +73,16 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 	return r.LockRow(ctx, p)
 }
 
-// canceller returns a function sending a cancel request for conn's backend.
+// canceller returns a function sending a cancel request for conn's backend
+// (on a connection of its own: it needs no connection of the pool).
 func canceller(_ context.Context, conn *sql.Conn) (func(context.Context) error, error) {
 	var cancel func(context.Context) error
 	err := conn.Raw(func(dc any) error {
-		c, ok := dc.(interface{ Conn() *pgx.Conn })
-		if !ok {
-			return fmt.Errorf("sqllock: postgres: driver connection %T is not pgx's", dc)
+		// Another driver (a test double) gets no server-side cancel: its
+		// statements end with the context.
+		if c, ok := dc.(interface{ Conn() *pgx.Conn }); ok {
+			cancel = c.Conn().PgConn().CancelRequest
 		}
-		cancel = c.Conn().PgConn().CancelRequest
 		return nil
 	})
 	return cancel, err
@@ -91,7 +91,7 @@ func canceller(_ context.Context, conn *sql.Conn) (func(context.Context) error, 
 // BeginTx implements dialect.Pessimistic: lock_timeout is set for the
 // transaction only (SET LOCAL), so nothing needs undoing.
 func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
-	conn, err := sqlrun.Pin(ctx, d.db, wrap)
+	conn, err := d.run.Pin(ctx)
 	if err != nil {
 		return nil, err
 	}

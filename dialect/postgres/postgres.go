@@ -11,7 +11,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"strings"
 	"time"
@@ -36,6 +35,7 @@ type Dialect struct {
 	channel string // NOTIFY channel of released names
 	q       queries
 	rq      rowLockQueries
+	run     *sqlrun.Runner
 }
 
 // Option configures a Dialect.
@@ -73,6 +73,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	}
 	d.q = buildQueries(d.schema)
 	d.rq = buildRowLockQueries(d.schema)
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap}
 	return d, nil
 }
 
@@ -91,6 +92,12 @@ func NewFromPool(pool *pgxpool.Pool, opts ...Option) (*Dialect, error) {
 		return nil, err
 	}
 	d.ownDB = true
+	// The database/sql wrapper opens as many connections as asked for; the
+	// wait for one happens in the pgx pool, which knows its own limit.
+	d.run.Full = func() (bool, int) {
+		st := pool.Stat()
+		return st.AcquiredConns() >= st.MaxConns(), int(st.MaxConns())
+	}
 	return d, nil
 }
 
@@ -202,24 +209,46 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify($2, d.name) WHERE d.w
 	}
 }
 
-// Acquire implements dialect.Dialect.
+// Acquire implements dialect.Dialect. When ctx ends while the statement
+// waits (behind a guarded transaction's row lock, say), a cancel request
+// ends the wait on the server before Acquire returns.
 func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	var token int64
-	err := d.scanOnce(ctx, &token, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds())
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+	err := d.grant(ctx, func(ctx context.Context, conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
 	}
-	return token, err
+	return token, nil
+}
+
+// grant runs a statement that may grant a lease (see sqlrun.Runner.Grant):
+// on a connection of its own, and cancelled on the server if ctx ends, so
+// that no lease is granted after an error is returned. A connection of its
+// own also keeps database/sql from running the statement twice: on the
+// *sql.DB, it runs a statement again on another connection when the driver
+// reports driver.ErrBadConn, which drivers are to report only when nothing
+// was sent; but pgx's stdlib reports it for every error pgx marks safe to
+// retry, and pgx (v5.12) marks so a connection it finds closed while
+// waiting for the reply to a statement it sent. On a *sql.Conn,
+// database/sql never retries.
+func (d *Dialect) grant(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
+	return d.run.Grant(ctx, canceller, fn)
 }
 
 // Remaining implements dialect.Dialect.
 func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
-	return sqlrun.Micros(ctx, d.db, wrap, d.q.remaining, name)
+	return d.run.Micros(ctx, d.q.remaining, name)
 }
 
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
+	return d.run.ExecOne(ctx, d.q.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
 }
 
 // RenewMany implements dialect.BatchRenewer.
@@ -232,42 +261,23 @@ func (d *Dialect) renewMany(ctx context.Context, q string, ls []dialect.Lease, t
 	for i, l := range ls {
 		names[i], owners[i], tokens[i] = l.Name, l.Owner, l.Token
 	}
-	rows, err := d.db.QueryContext(ctx, q, names, owners, tokens, ttl.Microseconds())
-	if err != nil {
-		return nil, wrap(err)
-	}
-	return sqlrun.Renewed(rows, ls, wrap)
+	var out []bool
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		rows, err := conn.QueryContext(ctx, q, names, owners, tokens, ttl.Microseconds())
+		if err != nil {
+			return wrap(err)
+		}
+		out, err = sqlrun.Renewed(rows, ls, wrap)
+		return err
+	})
+	return out, err
 }
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
 	var n int
-	err := d.scanOnce(ctx, &n, d.q.release, l.Name, l.Owner, l.Token, d.channel)
+	_, err := d.run.QueryRow(ctx, d.q.release, []any{l.Name, l.Owner, l.Token, d.channel}, &n)
 	return n == 1, err
-}
-
-// conn takes a connection of the pool for a statement that must not be
-// applied twice. On the *sql.DB itself, database/sql runs a statement again
-// on another connection when the driver reports driver.ErrBadConn, which
-// drivers are to report only when nothing was sent; but pgx's stdlib reports
-// it for every error pgx marks safe to retry, and pgx (v5.12) marks so a
-// connection it finds closed while waiting for the reply to a statement it
-// sent. An acquire applied twice re-enters its own lease (two holds, one
-// known), a release applied twice reports a loss. On a *sql.Conn,
-// database/sql never retries.
-func (d *Dialect) conn(ctx context.Context) (*sql.Conn, error) {
-	return sqlrun.Pin(ctx, d.db, wrap)
-}
-
-// scanOnce runs q, which selects one value, into dest on a connection of
-// its own (see conn). The error is wrapped; sql.ErrNoRows comes back as is.
-func (d *Dialect) scanOnce(ctx context.Context, dest any, q string, args ...any) error {
-	conn, err := d.conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	return wrap(conn.QueryRowContext(ctx, q, args...).Scan(dest))
 }
 
 // Guard implements dialect.Dialect.
@@ -281,25 +291,21 @@ func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
 }
 
 func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error) {
-	rows, err := d.db.QueryContext(ctx, q)
-	if err != nil {
-		return nil, wrap(err)
-	}
-	defer rows.Close()
 	var out []dialect.LockInfo
-	for rows.Next() {
+	err := d.run.Query(ctx, q, nil, func(rows *sql.Rows) error {
 		var (
 			li dialect.LockInfo
 			us int64
 		)
 		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &li.AcquiredAt, &li.ExpiresAt, &us); err != nil {
-			return nil, wrap(err)
+			return err
 		}
 		li.AcquiredAt, li.ExpiresAt = li.AcquiredAt.UTC(), li.ExpiresAt.UTC()
 		li.ExpiresIn = time.Duration(us) * time.Microsecond
 		out = append(out, li)
-	}
-	return out, wrap(rows.Err())
+		return nil
+	})
+	return out, err
 }
 
 // Reap implements dialect.Dialect. Tokens come from a sequence, so deleting
@@ -307,8 +313,8 @@ func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error
 // Names that had waiters are announced with NOTIFY.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 	var n int
-	err := d.db.QueryRowContext(ctx, d.q.reap, p.Limit, d.channel).Scan(&n)
-	return n, wrap(err)
+	_, err := d.run.QueryRow(ctx, d.q.reap, []any{p.Limit, d.channel}, &n)
+	return n, err
 }
 
 // Listen implements dialect.Notifier with LISTEN on one connection of the
@@ -342,28 +348,39 @@ func (d *Dialect) Listen(ctx context.Context, ready func(), wake func(name strin
 	return err
 }
 
-// MigrationDriver implements dialect.Dialect. Migrations run on conn with
-// search_path set to the configured schema (created if missing), serialised
-// by an advisory lock, and recorded in sqllock_schema_migrations.
+// MigrationDriver implements dialect.Dialect. A migration run is one
+// transaction on conn (PostgreSQL's DDL is transactional), serialised with
+// other migrators of the same schema by a transaction-scoped advisory lock:
+// it sets search_path to the configured schema for the transaction alone,
+// waits for the lock, creates the schema if missing, applies the migrations,
+// records them in sqllock_schema_migrations, and commits; a failure or the
+// end of ctx rolls it all back. The lock's key is computed on the server
+// from the schema the migrations write to: the configured one, or else the
+// search_path's first existing schema, so that migrators of different
+// schemas never wait for each other. A wait for the lock ends with ctx,
+// through a cancel request. Nothing outlives the transaction (no session
+// lock, no session setting), which suits transaction poolers.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
-	h := fnv.New64a()
-	h.Write([]byte("sqllock:migrate:" + d.schema))
-	key := int64(h.Sum64())
+	table, schema := "sqllock_schema_migrations", "current_schema()"
 	st := sqlmigrate.Statements{
-		Lock:          fmt.Sprintf(`SELECT true FROM pg_advisory_lock(%d)`, key),
-		Unlock:        fmt.Sprintf(`SELECT pg_advisory_unlock(%d)`, key),
-		EnsureTable:   `CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`,
-		ReadVersion:   `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
-		ClearVersion:  `DELETE FROM sqllock_schema_migrations`,
-		WriteVersion:  `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES ($1, $2)`,
-		Transactional: true,
+		TxLock: true,
+		// A snapshot taken before the lock was granted would hide what
+		// the migrator before us committed.
+		Begin:     `BEGIN ISOLATION LEVEL READ COMMITTED`,
+		Canceller: canceller,
 	}
 	if d.schema != "" {
-		st.Setup = []string{
-			`CREATE SCHEMA IF NOT EXISTS ` + quote(d.schema),
-			`SET search_path TO ` + quote(d.schema),
-		}
+		// Qualified, the version table is found also outside the lock's
+		// transaction (where golang-migrate reads the version).
+		table, schema = quote(d.schema)+"."+table, "'"+d.schema+"'"
+		st.Prepare = []string{`SET LOCAL search_path TO ` + quote(d.schema)}
+		st.Setup = []string{`CREATE SCHEMA IF NOT EXISTS ` + quote(d.schema)}
 	}
+	st.Lock = fmt.Sprintf(`SELECT true FROM pg_advisory_xact_lock(hashtextextended('sqllock:migrate:' || COALESCE(%s, ''), 0))`, schema)
+	st.EnsureTable = `CREATE TABLE IF NOT EXISTS ` + table + ` (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`
+	st.ReadVersion = `SELECT version, dirty FROM ` + table + ` LIMIT 1`
+	st.ClearVersion = `DELETE FROM ` + table
+	st.WriteVersion = `INSERT INTO ` + table + ` (version, dirty) VALUES ($1, $2)`
 	drv, err := sqlmigrate.New(ctx, conn, st)
 	return drv, wrap(err)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,35 +42,29 @@ func (v versions) Read(ctx context.Context, name string) (dialect.VersionRow, bo
 		r  dialect.VersionRow
 		us int64
 	)
-	err := v.d.db.QueryRowContext(ctx, v.d.q.versions.read, name).Scan(&r.Version, &r.Owner, &r.Holds, &r.Live, &us)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, false, nil
-	}
-	if err != nil {
-		return r, false, wrap(err)
-	}
+	ok, err := v.d.run.QueryRow(ctx, v.d.q.versions.read, []any{name}, &r.Version, &r.Owner, &r.Holds, &r.Live, &us)
 	r.Remaining = time.Duration(us) * time.Microsecond
-	return r, true, nil
+	return r, ok, err
 }
 
 func (v versions) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
+	return v.d.run.ExecOne(ctx, v.d.q.versions.create, p.Name, p.Owner, p.TTL.Microseconds())
 }
 
 func (v versions) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.take, p.Owner, p.TTL.Microseconds(), p.Name, p.Version)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.take, p.Owner, p.TTL.Microseconds(), p.Name, p.Version)
 }
 
 func (v versions) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.reenter, p.TTL.Microseconds(), p.Name, p.Version, p.Owner)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.reenter, p.TTL.Microseconds(), p.Name, p.Version, p.Owner)
 }
 
 func (v versions) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
 func (v versions) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, v.d.db, wrap, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
+	return v.d.run.ExecOne(ctx, v.d.q.versions.lease.release, l.Name, l.Owner, l.Token)
 }
 
 // Guard is sound for the reasons given at Dialect.Guard.
@@ -80,5 +73,5 @@ func (v versions) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 }
 
 func (v versions) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return sqlrun.ListMicros(ctx, v.d.db, wrap, v.d.q.versions.lease.list)
+	return v.d.run.ListMicros(ctx, v.d.q.versions.lease.list)
 }

@@ -122,8 +122,9 @@ var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Dialect is the SQLite dialect. Create it with New.
 type Dialect struct {
-	db *sql.DB
-	q  queries
+	db  *sql.DB
+	q   queries
+	run *sqlrun.Runner
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -138,7 +139,7 @@ func New(db *sql.DB) (*Dialect, error) {
 	if _, ok := db.Driver().(*msqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlite: the pool's driver is %T, not modernc.org/sqlite's", db.Driver())
 	}
-	return &Dialect{db: db, q: buildQueries()}, nil
+	return &Dialect{db: db, q: buildQueries(), run: &sqlrun.Runner{DB: db, Wrap: wrap}}, nil
 }
 
 // Name returns "sqlite".
@@ -215,26 +216,23 @@ RETURNING token`, now),
 // Acquire implements dialect.Dialect.
 func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	var token int64
-	err := d.db.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return token, wrap(err)
+	_, err := d.run.QueryRow(ctx, d.q.acquire, []any{p.Name, p.Owner, p.TTL.Microseconds()}, &token)
+	return token, err
 }
 
 // Remaining implements dialect.Dialect.
 func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
-	return sqlrun.Micros(ctx, d.db, wrap, d.q.remaining, name)
+	return d.run.Micros(ctx, d.q.remaining, name)
 }
 
 // Renew implements dialect.Dialect.
 func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
+	return d.run.ExecOne(ctx, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
 }
 
 // Release implements dialect.Dialect.
 func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return sqlrun.ExecOne(ctx, d.db, wrap, d.q.lease.release, l.Name, l.Owner, l.Token)
+	return d.run.ExecOne(ctx, d.q.lease.release, l.Name, l.Owner, l.Token)
 }
 
 // Guard implements dialect.Dialect. SQLite has no FOR SHARE, and needs none:
@@ -261,7 +259,7 @@ func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool,
 
 // List implements dialect.Dialect.
 func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return sqlrun.ListMicros(ctx, d.db, wrap, d.q.lease.list)
+	return d.run.ListMicros(ctx, d.q.lease.list)
 }
 
 // Reap implements dialect.Dialect, in one DELETE statement. SQLite runs it
@@ -269,9 +267,9 @@ func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
 // trigger of migration 1 raises the token floor to every deleted token in
 // the same statement.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
-	res, err := d.db.ExecContext(ctx, d.q.reap, p.Limit)
+	res, err := d.run.Exec(ctx, d.q.reap, p.Limit)
 	if err != nil {
-		return 0, wrap(err)
+		return 0, err
 	}
 	n, err := res.RowsAffected()
 	return int(n), err
@@ -281,15 +279,16 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 // write lock: the driver begins a transaction with BEGIN IMMEDIATE (waiting
 // while another migrator or writer holds the lock, for as long as the
 // context allows), runs the whole migration and its version records in it,
-// and commits, or rolls everything back if a statement fails. A migrator
-// that dies mid-way leaves nothing behind: SQLite rolls back its
-// transaction and the operating system drops its lock. Versions are
-// recorded in sqllock_schema_migrations.
+// and commits, or rolls everything back if a statement fails or ctx ends
+// (the rollback runs on a context of its own, and conn is closed after the
+// run rather than returned to the pool, so that no transaction can outlive
+// it). A migrator that dies mid-way leaves nothing behind: SQLite rolls
+// back its transaction and the operating system drops its lock. Versions
+// are recorded in sqllock_schema_migrations.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
 	st := sqlmigrate.Statements{
-		Lock:         "BEGIN IMMEDIATE",
-		Unlock:       "COMMIT",
 		TxLock:       true,
+		Begin:        "BEGIN IMMEDIATE",
 		Busy:         isBusy,
 		EnsureTable:  `CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version INTEGER NOT NULL PRIMARY KEY, dirty INTEGER NOT NULL)`,
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,

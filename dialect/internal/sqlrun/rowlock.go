@@ -13,18 +13,15 @@ import (
 // RowLocker runs the pessimistic strategy's acquisition, leaving a dialect
 // its statements and its way of cancelling a statement on the server.
 type RowLocker struct {
-	DB   *sql.DB
-	Wrap Wrap
+	Run *Runner
 	// Lock runs the locking statement (and draws the token) in tx. found
 	// is false when name has no row.
 	Lock func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (token int64, found bool, err error)
 	// Create inserts name's row on conn, outside any transaction, doing
 	// nothing if it exists.
 	Create func(ctx context.Context, conn *sql.Conn, name string) error
-	// Canceller returns a function that cancels, on the server, the
-	// statement running on conn at the time it is called. It is prepared
-	// before a waiting statement starts.
-	Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
+	// Canceller cancels a waiting statement on the server.
+	Canceller Canceller
 }
 
 // CancelGrace bounds how long a cancelled wait may take to end on the
@@ -33,7 +30,7 @@ const CancelGrace = 2 * time.Second
 
 // LockRow implements dialect.Pessimistic.LockRow.
 func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
-	conn, err := Pin(ctx, r.DB, r.Wrap)
+	conn, err := r.Run.Pin(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +38,7 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 	if p.Wait {
 		if cancel, err = r.Canceller(ctx, conn); err != nil {
 			conn.Close()
-			return nil, r.Wrap(err)
+			return nil, r.Run.Wrap(err)
 		}
 	}
 	for created := false; ; created = true {
@@ -49,7 +46,7 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 		tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
 		if err != nil {
 			conn.Close()
-			return nil, r.Wrap(err)
+			return nil, r.Run.Wrap(err)
 		}
 		var token int64
 		var found bool
@@ -66,10 +63,10 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 			// The server may still be acting on the cancel: the
 			// connection's state is unknown.
 			_ = dialect.Discard(conn)
-			return nil, errors.Join(ctx.Err(), r.Wrap(err))
+			return nil, errors.Join(ctx.Err(), r.Run.Wrap(err))
 		case err != nil:
 			conn.Close()
-			return nil, r.Wrap(err)
+			return nil, r.Run.Wrap(err)
 		case found:
 			return &dialect.RowLock{RowTx: dialect.RowTx{Conn: conn, Tx: tx}, Token: token}, nil
 		case created:
@@ -78,27 +75,9 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 		}
 		if err := r.Create(ctx, conn, p.Name); err != nil {
 			conn.Close()
-			return nil, r.Wrap(err)
+			return nil, r.Run.Wrap(err)
 		}
 	}
-}
-
-// Pin takes a connection from db for the caller's exclusive use. If none
-// becomes free before ctx ends while the pool is at its limit, the error
-// wraps dialect.ErrPoolExhausted as well as ctx's error.
-func Pin(ctx context.Context, db *sql.DB, wrap Wrap) (*sql.Conn, error) {
-	conn, err := db.Conn(ctx)
-	if err == nil {
-		return conn, nil
-	}
-	if ctx.Err() != nil {
-		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections {
-			return nil, fmt.Errorf("%w: all %d connections (the pool's MaxOpenConns) in use: %w",
-				dialect.ErrPoolExhausted, st.MaxOpenConnections, err)
-		}
-		return nil, err
-	}
-	return nil, wrap(err)
 }
 
 // Cancellable runs run with a context that does not end with ctx: when ctx

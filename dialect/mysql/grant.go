@@ -1,0 +1,108 @@
+package mysql
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// marker tags statements with a comment unique to one call, by which another
+// connection finds them in the process list.
+type marker struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newMarker() marker {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return marker{prefix: "/* sqllock " + hex.EncodeToString(b[:]) + "-"}
+}
+
+// next returns a new mark: a comment to put in front of a statement.
+func (m *marker) next() string {
+	return m.prefix + strconv.FormatUint(m.n.Add(1), 36) + " */ "
+}
+
+// processByMark finds the connection running a statement that starts with
+// a mark. The mark is made of letters, digits, spaces, '/', '*' and '-',
+// none of them special in LIKE.
+const processByMark = `SELECT ID FROM information_schema.PROCESSLIST
+WHERE INFO LIKE CONCAT(?, '%') AND ID <> CONNECTION_ID() LIMIT 1`
+
+// grant runs fn, a statement that may grant a lease, on a connection of its
+// own, passing it a mark to put in front of the statement. If ctx ends while
+// the statement runs, the statement is found by its mark from another
+// connection of the pool and ended with KILL QUERY, and grant waits for it
+// to end before returning (see sqlrun.Runner.Grant), so that no lease is
+// granted after an error. The driver's own reaction to a cancelled context
+// is to close the connection, which leaves the server running the statement:
+// it would take the lock, for an owner nobody holds, once the row lock it
+// waits for is free. Finding the statement by its mark costs nothing unless
+// ctx ends (asking each connection for its CONNECTION_ID() would cost a round
+// trip per acquire).
+func (d *Dialect) grant(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn, mark string) error) error {
+	if err := d.checkServer(ctx); err != nil {
+		return err
+	}
+	mark := d.marks.next()
+	kill := func(ctx context.Context) error {
+		var id int64
+		err := d.db.QueryRowContext(ctx, processByMark, mark[:len(mark)-1]).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // not there yet, or done: the caller repeats while it runs
+		}
+		if err != nil {
+			return err
+		}
+		_, err = d.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+		return err
+	}
+	return d.run.Grant(ctx,
+		func(context.Context, *sql.Conn) (func(context.Context) error, error) { return kill, nil },
+		func(ctx context.Context, conn *sql.Conn) error { return fn(ctx, conn, mark) })
+}
+
+// clockCheck remembers what checkServer found.
+type clockCheck struct {
+	mu   sync.Mutex
+	done bool
+	err  error
+}
+
+// sysdateIsNow detects a server started with --sysdate-is-now, where
+// SYSDATE() is the statement's start like NOW(): the derived table's SLEEP
+// runs before the select list is evaluated, so the two differ (by at least
+// the sleep, or by how far the session's clock is set off) unless SYSDATE()
+// follows NOW().
+const sysdateIsNow = `SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) = 0 FROM (SELECT SLEEP(0.002)) AS s`
+
+// checkServer makes sure, once per dialect, that SYSDATE() reads the real
+// clock, which lease expiry relies on (see now). A server started with
+// --sysdate-is-now is refused with an error wrapping dialect.ErrUnsupported:
+// there, any session could move the clock its lock statements see.
+func (d *Dialect) checkServer(ctx context.Context) error {
+	d.clock.mu.Lock()
+	defer d.clock.mu.Unlock()
+	if d.clock.done {
+		return d.clock.err
+	}
+	var same bool
+	if _, err := d.run.QueryRow(ctx, sysdateIsNow, nil, &same); err != nil {
+		return err
+	}
+	if same {
+		d.clock.err = fmt.Errorf("%w: the server runs with --sysdate-is-now, so SYSDATE() follows each session's "+
+			"own clock (SET timestamp) and lease expiry could not be computed on the real clock", dialect.ErrUnsupported)
+	}
+	d.clock.done = true
+	return d.clock.err
+}
