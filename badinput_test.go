@@ -94,6 +94,7 @@ var injectionEnvs = append(envs[:len(envs):len(envs)],
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, d)
 		return migrated(t, &env{kind: "postgres", db: db, d: d, ns: schema, s: tableStrategy})
 	}},
 )
@@ -273,7 +274,7 @@ func (c *campaign) roundTrip(t *testing.T, s string) {
 		got <- acquireResult{w, err}
 	}()
 	if tl, ok := c.l.(*sqllock.Table); ok {
-		waitRoom(t, tl, s, fmt.Sprintf("a queued waiter for %q", s), func(up bool, _, waiting, _ int) bool {
+		waitRoom(t, tl, s, fmt.Sprintf("a queued waiter for %q", s), func(up bool, waiting int) bool {
 			return waiting == 1 && (up || c.e.kind != "postgres")
 		})
 	}

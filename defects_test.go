@@ -373,7 +373,7 @@ func TestPgxPoolExhaustedIsNotOutcomeUnknown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
+	closeAtEnd(t, d)
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
 	}

@@ -124,15 +124,15 @@ func TestPostgresFromPgxPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := ctxT(t)
 	defer func() {
-		if err := d.Close(); err != nil {
+		if err := d.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := pool.Ping(context.Background()); err != nil {
 			t.Fatalf("closing the dialect closed the pgx pool: %v", err)
 		}
 	}()
-	ctx := ctxT(t)
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@
 //
 //	db, _ := sql.Open("pgx", os.Getenv("DATABASE_URL"))
 //	d, _ := postgres.New(db)
+//	defer d.Close(ctx) // stops its listening connection, if one runs
 //	if err := sqllock.Migrate(ctx, d); err != nil { ... }
 //
 // A strategy turns it into a Locker. The lock-table strategy (NewTable) keeps

@@ -25,7 +25,6 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild(spec))
 	}
 	code := m.Run()
-	sqllock.RetireListeners()
 	nonNilDB.Close()
 	dbtest.CloseAll()
 	if code == 0 {
@@ -57,13 +56,6 @@ type locker interface {
 	List(ctx context.Context) ([]sqllock.LockInfo, error)
 }
 
-// leaseStatements are a strategy's dialect-level lease statements, with
-// which a test plays a process that crashed or paused.
-type leaseStatements interface {
-	Release(ctx context.Context, l dialect.Lease) (bool, error)
-	Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error)
-}
-
 // strategy is a lease-based strategy under test.
 type strategy struct {
 	name  string
@@ -71,7 +63,9 @@ type strategy struct {
 	new   func(d dialect.Dialect, opts sqllock.Options) (locker, error)
 	// grant acquires a fresh name without a locker: nobody renews it.
 	grant func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error)
-	stmts func(d dialect.Dialect) leaseStatements
+	// stmts returns the lease statements on its table, with which a test
+	// plays a process that crashed or paused.
+	stmts func(d dialect.Dialect) dialect.LeaseTable
 }
 
 var (
@@ -82,9 +76,9 @@ var (
 			return sqllock.NewTable(d, opts)
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
-			return d.Acquire(ctx, p)
+			return d.Locks().Acquire(ctx, p)
 		},
-		stmts: func(d dialect.Dialect) leaseStatements { return d },
+		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.Locks() },
 	}
 	optimisticStrategy = &strategy{
 		name:  "optimistic",
@@ -99,7 +93,7 @@ var (
 			}
 			return 1, nil
 		},
-		stmts: func(d dialect.Dialect) leaseStatements { return d.(dialect.Optimistic).Versions() },
+		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.(dialect.Optimistic).Versions() },
 	}
 	leaseStrategies = []*strategy{tableStrategy, optimisticStrategy}
 )
@@ -116,6 +110,7 @@ var envs = []envMaker{
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, d)
 		return migrated(t, &env{kind: "postgres", db: db, d: d, ns: schema, s: tableStrategy})
 	}},
 	{"mysql", func(t *testing.T) *env {
@@ -134,6 +129,18 @@ var envs = []envMaker{
 		}
 		return migrated(t, &env{kind: "sqlite", db: db, d: d, ns: path, s: tableStrategy})
 	}},
+}
+
+// closeAtEnd closes the PostgreSQL dialect d when t ends, stopping its
+// listening connection (cleanups run in reverse: before its pool closes).
+func closeAtEnd(t testing.TB, d *postgres.Dialect) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("closing the dialect: %v", err)
+		}
+	})
 }
 
 // openSQLite opens a fresh SQLite database file of the test's own, closed

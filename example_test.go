@@ -24,6 +24,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer d.Close(ctx) // stops its listening connection, if one runs
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		log.Fatal(err)
 	}

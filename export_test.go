@@ -1,50 +1,71 @@
 package sqllock
 
+import "sync"
+
 // Hooks into a Table's waiting room, for tests that must tell a wake-up by
 // notification from one by polling.
 
-// RoomState reports whether notifications reach t's waiting room, how many
-// times its listener became ready, how many calls wait for name, and how
-// many notifications for name reached the queue.
-func RoomState(t *Table, name string) (listening bool, connects, waiting, notified int) {
+// RoomState reports whether notifications reach t's waiting room, and how
+// many calls wait for name.
+func RoomState(t *Table, name string) (listening bool, waiting int) {
 	r := t.room
 	r.mu.Lock()
-	h := r.hub
-	waiting, notified = len(r.queues[name]), r.notified[name]
+	waiting = len(r.queues[name])
 	r.mu.Unlock()
-	if h != nil {
-		h.mu.Lock()
-		listening, connects = h.up, h.connects
-		h.mu.Unlock()
-	}
-	return listening, connects, waiting, notified
+	return r.listening(), waiting
 }
 
-// RoomRetries reports how many refused attempts the heads waiting for name
-// have made after a wait.
-func RoomRetries(t *Table, name string) int {
-	r := t.room
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.retries[name]
+// RoomProbe counts what a Table's waiting room sees.
+type RoomProbe struct {
+	mu       sync.Mutex
+	connects int            // times the listening connection became ready
+	notified map[string]int // notifications that reached a queue, by name
+	retries  map[string]int // refused attempts by heads after a wait, by name
 }
 
-// RetireListeners stops every idle listening connection now rather than
-// after hubLinger, and waits for them: for leak checks at the end of tests.
-func RetireListeners() {
-	hubs.Lock()
-	all := make([]*hub, 0, len(hubs.m))
-	for _, h := range hubs.m {
-		all = append(all, h)
+// ProbeRoom returns a probe of t's waiting room. Call it before t is used.
+func ProbeRoom(t *Table) *RoomProbe {
+	p := &RoomProbe{notified: make(map[string]int), retries: make(map[string]int)}
+	t.room.hooks = &roomHooks{
+		ready: func() {
+			p.mu.Lock()
+			p.connects++
+			p.mu.Unlock()
+		},
+		notified: func(name string) {
+			p.mu.Lock()
+			p.notified[name]++
+			p.mu.Unlock()
+		},
+		retried: func(name string) {
+			p.mu.Lock()
+			p.retries[name]++
+			p.mu.Unlock()
+		},
 	}
-	hubs.Unlock()
-	for _, h := range all {
-		h.retire()
-		h.mu.Lock()
-		idle := len(h.rooms) == 0
-		h.mu.Unlock()
-		if idle {
-			<-h.done
-		}
-	}
+	return p
+}
+
+// Connects reports how many times the room was told that a listening
+// connection became ready.
+func (p *RoomProbe) Connects() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.connects
+}
+
+// Notified reports how many notifications for name reached the queue of
+// its waiters.
+func (p *RoomProbe) Notified(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.notified[name]
+}
+
+// Retries reports how many refused attempts the heads waiting for name have
+// made after a wait.
+func (p *RoomProbe) Retries(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retries[name]
 }

@@ -24,6 +24,7 @@ func benchDialects(b *testing.B) map[string]dialect.Dialect {
 	if err != nil {
 		b.Fatal(err)
 	}
+	closeAtEnd(b, pg)
 	mdb, database := dbtest.MySQL(b)
 	my, err := mysql.New(mdb, mysql.WithDatabase(database))
 	if err != nil {
@@ -108,7 +109,7 @@ func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int, hold
 	othersWait := func(me int) {
 		for j, l := range lockers {
 			for j != me && ctx.Err() == nil {
-				if _, _, waiting, _ := sqllock.RoomState(l, name); waiting == 1 {
+				if _, waiting := sqllock.RoomState(l, name); waiting == 1 {
 					break
 				}
 				time.Sleep(20 * time.Microsecond)
@@ -168,14 +169,21 @@ type counting struct {
 	n *atomic.Int64
 }
 
-func (c counting) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	c.n.Add(1)
-	return c.Dialect.Acquire(ctx, p)
+func (c counting) Locks() dialect.LockTable { return countingLocks{c.Dialect.Locks(), c.n} }
+
+type countingLocks struct {
+	dialect.LockTable
+	n *atomic.Int64
 }
 
-func (c counting) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+func (c countingLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	c.n.Add(1)
-	return c.Dialect.Remaining(ctx, name)
+	return c.LockTable.Acquire(ctx, p)
+}
+
+func (c countingLocks) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	c.n.Add(1)
+	return c.LockTable.Remaining(ctx, name)
 }
 
 // countingNotifier is counting for a dialect that can LISTEN.

@@ -11,55 +11,37 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// leaseStore is what a lease-based strategy provides to keep a lease alive,
-// end it, and check it inside a user's transaction.
-type leaseStore interface {
-	Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error)
-	Release(ctx context.Context, l dialect.Lease) (bool, error)
-	Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error)
-}
-
 type leaseKey struct{ name, owner string }
 
 // leases tracks this process's live leases of one locker, so that re-entering
 // a lock shares the lease (one renewal loop, one context) of the first hold.
 type leases struct {
-	store leaseStore
+	store dialect.LeaseTable
 	opts  Options
 	freed func(name string) // called when a lock is released for good; may be nil
-	batch *renewBatcher     // nil when the store renews one lease at a time
-	epoch time.Time         // origin of the renewal grid
+	batch *renewBatcher
+	epoch time.Time // origin of the renewal grid
 
 	mu    sync.Mutex
 	byKey map[leaseKey]*lease
 }
 
-func newLeases(store leaseStore, opts Options) *leases {
-	ls := &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease), epoch: time.Now()}
-	if br, ok := store.(dialect.BatchRenewer); ok {
-		ls.batch = &renewBatcher{store: br, ttl: opts.TTL, window: renewBatchWindow(opts.RenewInterval)}
-	}
-	return ls
+func newLeases(store dialect.LeaseTable, opts Options) *leases {
+	return &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease), epoch: time.Now(),
+		batch: &renewBatcher{store: store, ttl: opts.TTL, window: renewBatchWindow(opts.RenewInterval)}}
 }
 
 // untilTick is the time to the next point of the renewal grid, every
 // RenewInterval from the locker's creation. Renewing on the grid makes the
 // leases of a locker fall due together, so that they renew in batches.
-// Without batching each lease keeps its own pace.
 func (ls *leases) untilTick() time.Duration {
-	if ls.batch == nil {
-		return ls.opts.RenewInterval
-	}
 	iv := ls.opts.RenewInterval
 	return iv - time.Since(ls.epoch)%iv
 }
 
-// renewOne renews ref, in the open batch if the store renews in batches.
+// renewOne renews ref, in the open batch.
 func (ls *leases) renewOne(ctx context.Context, ref dialect.Lease) (bool, error) {
-	if ls.batch != nil {
-		return ls.batch.renew(ctx, ref)
-	}
-	return ls.store.Renew(ctx, ref, ls.opts.TTL)
+	return ls.batch.renew(ctx, ref)
 }
 
 // trustMargin is how much earlier than its lease a holder stops trusting it,

@@ -18,63 +18,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// Errors returned by lockers, locks and helpers. Test for them with errors.Is.
-var (
-	// ErrLocked means another owner holds the lock.
-	ErrLocked = dialect.ErrLocked
-	// ErrLockLost means the lock is no longer held by this acquisition: its
-	// lease expired, was taken over, or could not be renewed within its trust
-	// window. It is the cause of a lost lock's context.
-	ErrLockLost = errors.New("sqllock: lock lost")
-	// ErrNotHeld means the lock handle was already released. It is the cause
-	// of a released lock's context.
-	ErrNotHeld = errors.New("sqllock: lock not held")
-	// ErrInvalidName is returned for a lock name that is empty, longer than
-	// MaxNameLen bytes, not valid UTF-8, or contains a NUL byte.
-	ErrInvalidName = errors.New("sqllock: invalid lock name")
-	// ErrInvalidOwner is returned for an owner identity (see WithOwner) that
-	// breaks the same rules as a name.
-	ErrInvalidOwner = errors.New("sqllock: invalid owner")
-	// ErrInvalidOptions is returned by constructors for options that are
-	// out of range or inconsistent.
-	ErrInvalidOptions = errors.New("sqllock: invalid options")
-
-	// ErrUnsupported means the dialect does not implement the requested
-	// strategy. SQLite, for one, has no pessimistic strategy: it has no row
-	// locks (a writing transaction locks the whole database, a reading one
-	// nothing), so there is no SELECT ... FOR UPDATE to hold a lock with.
-	ErrUnsupported = dialect.ErrUnsupported
-	// ErrConflict means a version-checked write matched no row: another
-	// writer changed the row since it was read (or the row is gone). See
-	// CheckUpdate and RetryOnConflict.
-	ErrConflict = errors.New("sqllock: version conflict")
-	// ErrRowNotFound means the row a version-checked write targets does not
-	// exist. See ConflictOrMissing.
-	ErrRowNotFound = errors.New("sqllock: row not found")
-	// ErrSchemaMissing means the lock tables are missing or outdated: run
-	// Migrate, or apply the files of the migrations package.
-	ErrSchemaMissing = dialect.ErrSchemaMissing
-	// ErrOutcomeUnknown means a statement may or may not have been applied:
-	// the connection failed (or the statement was abandoned) after it was
-	// sent. It is never returned when no statement was sent: that is
-	// ErrPoolExhausted, ErrUnavailable or the context's error. See
-	// Lock.Release.
-	ErrOutcomeUnknown = dialect.ErrOutcomeUnknown
-	// ErrUnavailable means no connection to the database could be
-	// established: no statement was sent, nothing was applied, and trying
-	// again later is safe.
-	ErrUnavailable = dialect.ErrUnavailable
-	// ErrPoolExhausted means no connection of the pool became free before
-	// the context ended. Every held pessimistic lock pins a connection: see
-	// NewPessimistic on sizing the pool.
-	ErrPoolExhausted = dialect.ErrPoolExhausted
-	// ErrNilDB is returned for a nil database, pool or dialect.
-	ErrNilDB = dialect.ErrNilDB
-	// ErrInvalidIdentifier is returned by dialects for a schema or database
-	// name that is not a plain SQL identifier.
-	ErrInvalidIdentifier = dialect.ErrInvalidIdentifier
-)
-
 // MaxNameLen is the longest lock name or owner identity, in bytes.
 const MaxNameLen = 255
 

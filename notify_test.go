@@ -2,12 +2,18 @@ package sqllock_test
 
 import (
 	"context"
-	"errors"
+	"database/sql"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
 // postgresEnv is the PostgreSQL env alone, for LISTEN/NOTIFY.
@@ -18,7 +24,7 @@ func postgresEnv(t *testing.T) *env {
 }
 
 // waitRoom polls a Table's waiting room (in memory) until cond holds.
-func waitRoom(t *testing.T, l *sqllock.Table, name string, what string, cond func(listening bool, connects, waiting, notified int) bool) {
+func waitRoom(t *testing.T, l *sqllock.Table, name string, what string, cond func(listening bool, waiting int) bool) {
 	t.Helper()
 	ctx := ctxT(t)
 	for !cond(sqllock.RoomState(l, name)) {
@@ -55,6 +61,7 @@ func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probe := sqllock.ProbeRoom(l)
 	a, err := holder.TryAcquire(ctx, "a")
 	if err != nil {
 		t.Fatal(err)
@@ -74,10 +81,10 @@ func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 	wctx, stopWarm := context.WithCancel(ctx)
 	warm := acquireAsync(wctx, l, "warm-up")
 	defer func() { stopWarm(); <-warm }()
-	waitRoom(t, l, "warm-up", "listener ready", func(up bool, _, waiting, _ int) bool { return up && waiting == 1 })
+	waitRoom(t, l, "warm-up", "listener ready", func(up bool, waiting int) bool { return up && waiting == 1 })
 	gotA, gotB := acquireAsync(ctx, l, "a"), acquireAsync(ctx, l, "b")
-	waitRoom(t, l, "a", "waiter on a", func(_ bool, _, waiting, _ int) bool { return waiting == 1 })
-	waitRoom(t, l, "b", "waiter on b", func(_ bool, _, waiting, _ int) bool { return waiting == 1 })
+	waitRoom(t, l, "a", "waiter on a", func(_ bool, waiting int) bool { return waiting == 1 })
+	waitRoom(t, l, "b", "waiter on b", func(_ bool, waiting int) bool { return waiting == 1 })
 	// Each set the waiters hint before queueing, so the releases notify.
 	var hinted int
 	if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks} WHERE waiters AND name IN ('a', 'b')")).Scan(&hinted); err != nil || hinted != 2 {
@@ -90,11 +97,11 @@ func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 	if ka == nil {
 		t.Fatal("waiter on a failed")
 	}
-	if _, _, _, n := sqllock.RoomState(l, "a"); n != 1 {
+	if n := probe.Notified("a"); n != 1 {
 		t.Fatalf("notifications for a: %d, want 1", n)
 	}
-	if _, _, waiting, n := sqllock.RoomState(l, "b"); n != 0 || waiting != 1 {
-		t.Fatalf("b: %d notifications, %d waiting; want 0 and 1", n, waiting)
+	if _, waiting := sqllock.RoomState(l, "b"); probe.Notified("b") != 0 || waiting != 1 {
+		t.Fatalf("b: %d notifications, %d waiting; want 0 and 1", probe.Notified("b"), waiting)
 	}
 	select {
 	case <-gotB:
@@ -116,9 +123,13 @@ func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 // could never be made.
 type notifierless struct{ *postgres.Dialect }
 
-func (notifierless) Listen(context.Context, func(), func(string)) error {
-	return errors.New("listening connection refused")
-}
+func (notifierless) Subscribe(dialect.Subscriber) dialect.Subscription { return never{} }
+
+// never is a subscription on which nothing is ever announced.
+type never struct{}
+
+func (never) Listening() bool { return false }
+func (never) Unsubscribe()    {}
 
 // Without a listener, waiters poll: a release is still seen, if later.
 func TestNoListenerDegradesToPolling(t *testing.T) {
@@ -129,12 +140,13 @@ func TestNoListenerDegradesToPolling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probe := sqllock.ProbeRoom(l)
 	k, err := holder.TryAcquire(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := acquireAsync(ctx, l, "x")
-	waitRoom(t, l, "x", "waiter on x", func(_ bool, _, waiting, _ int) bool { return waiting == 1 })
+	waitRoom(t, l, "x", "waiter on x", func(_ bool, waiting int) bool { return waiting == 1 })
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -142,8 +154,8 @@ func TestNoListenerDegradesToPolling(t *testing.T) {
 	if k2 == nil {
 		t.Fatal("waiter failed")
 	}
-	if up, _, _, n := sqllock.RoomState(l, "x"); up || n != 0 {
-		t.Fatalf("listening %v with %d notifications, want neither", up, n)
+	if up, _ := sqllock.RoomState(l, "x"); up || probe.Notified("x") != 0 || probe.Connects() != 0 {
+		t.Fatalf("listening %v with %d connections and %d notifications, want none", up, probe.Connects(), probe.Notified("x"))
 	}
 	_ = k2.Release(ctx)
 }
@@ -158,26 +170,27 @@ func TestListenerReconnects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	probe := sqllock.ProbeRoom(l)
 	k, err := holder.TryAcquire(ctx, "y")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := acquireAsync(ctx, l, "y")
-	waitRoom(t, l, "y", "listener ready", func(up bool, connects, waiting, _ int) bool { return up && connects == 1 && waiting == 1 })
+	waitRoom(t, l, "y", "listener ready", func(up bool, waiting int) bool { return up && probe.Connects() == 1 && waiting == 1 })
 	// The listener's first readiness woke the head once; let that attempt
 	// end before counting.
-	waitRoom(t, l, "y", "attempt after listening", func(bool, int, int, int) bool { return sqllock.RoomRetries(l, "y") >= 1 })
-	before := sqllock.RoomRetries(l, "y")
+	waitRoom(t, l, "y", "attempt after listening", func(bool, int) bool { return probe.Retries("y") >= 1 })
+	before := probe.Retries("y")
 	var killed int
 	err = e.db.QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 	if err != nil || killed != 1 {
 		t.Fatalf("terminated %d listeners: %v", killed, err)
 	}
-	waitRoom(t, l, "y", "listener back", func(up bool, connects, _, _ int) bool { return up && connects == 2 })
+	waitRoom(t, l, "y", "listener back", func(up bool, _ int) bool { return up && probe.Connects() == 2 })
 	// The new listener wakes the head once (releases may have gone unheard);
 	// let that attempt end, so that only a notification can wake it next.
-	waitRoom(t, l, "y", "attempt after reconnecting", func(bool, int, int, int) bool { return sqllock.RoomRetries(l, "y") > before })
+	waitRoom(t, l, "y", "attempt after reconnecting", func(bool, int) bool { return probe.Retries("y") > before })
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +198,7 @@ WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 	if k2 == nil {
 		t.Fatal("waiter failed")
 	}
-	if _, _, _, n := sqllock.RoomState(l, "y"); n != 1 {
+	if n := probe.Notified("y"); n != 1 {
 		t.Fatalf("notifications for y: %d, want 1", n)
 	}
 	_ = k2.Release(ctx)
@@ -212,7 +225,7 @@ func TestOneListenerPerDialect(t *testing.T) {
 		got = append(got, acquireAsync(wctx, l, "z"))
 	}
 	for _, l := range lockers {
-		waitRoom(t, l, "z", "listening waiter", func(up bool, _, waiting, _ int) bool { return up && waiting == 1 })
+		waitRoom(t, l, "z", "listening waiter", func(up bool, waiting int) bool { return up && waiting == 1 })
 	}
 	var listeners int
 	if err := e.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&listeners); err != nil || listeners != 1 {
@@ -223,4 +236,83 @@ func TestOneListenerPerDialect(t *testing.T) {
 		<-g
 	}
 	_ = k.Release(ctx)
+}
+
+// A program that makes a dialect and lockers on it, waits with them (which
+// starts the dialect's listening connection) and closes the dialect leaves
+// no goroutine behind, without any hook: on a database/sql pool and on a
+// pgx pool. Not parallel: the goroutine check sees the whole process.
+func TestClosedDialectLeavesNoGoroutines(t *testing.T) {
+	u := dbtest.PostgresURL(t)
+	for _, fromPool := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fromPool=%v", fromPool), func(t *testing.T) {
+			_, schema := dbtest.Postgres(t) // the shared pool opens before the check
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			ctx := ctxT(t)
+			var (
+				d    *postgres.Dialect
+				done func()
+				err  error
+			)
+			if fromPool {
+				pool, perr := pgxpool.New(ctx, u)
+				if perr != nil {
+					t.Fatal(perr)
+				}
+				done = pool.Close
+				d, err = postgres.NewFromPool(pool, postgres.WithSchema(schema))
+			} else {
+				db, oerr := sql.Open("pgx", u)
+				if oerr != nil {
+					t.Fatal(oerr)
+				}
+				done = func() { db.Close() }
+				d, err = postgres.New(db, postgres.WithSchema(schema))
+			}
+			if err != nil {
+				done()
+				t.Fatal(err)
+			}
+			defer done()
+			if err := sqllock.Migrate(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			holder, err := sqllock.NewTable(d, sqllock.Options{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := holder.TryAcquire(ctx, "leak")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []<-chan *sqllock.Lock
+			for range 2 {
+				l, err := sqllock.NewTable(d, sqllock.Options{TTL: time.Minute, MaxBackoff: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, acquireAsync(ctx, l, "leak"))
+				waitRoom(t, l, "leak", "a listening waiter", func(up bool, waiting int) bool { return up && waiting == 1 })
+			}
+			if err := k.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for range got {
+				// Each release wakes the next waiter, by notification.
+				select {
+				case k = <-got[0]:
+				case k = <-got[1]:
+				}
+				if k == nil {
+					t.Fatal("a waiter failed")
+				}
+				if err := k.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := d.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
 }

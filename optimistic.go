@@ -24,15 +24,16 @@ import (
 // The version is the fencing token. Rows are created on first use and never
 // deleted (the Reaper leaves them alone), so a name's version only grows.
 //
-// Renewal, loss, release and reentrancy behave exactly as with Table. Compared
-// with Table, an uncontended acquire costs one more round trip (the read), and
-// a refused one costs one read and no write.
+// Renewal, loss, release and reentrancy behave exactly as with Table: both
+// are the same lease machinery over a different table. Compared with Table,
+// an uncontended acquire costs one more round trip (the read), and a refused
+// one costs one read and no write. Waiters poll (the version table announces
+// no releases).
+//
+// An Optimistic is safe for concurrent use.
 type Optimistic struct {
-	v      dialect.Versions
-	opts   Options
-	owners *ownerSource
-	leases *leases
-	room   *waitRoom
+	leaseLocker
+	versions dialect.VersionTable
 }
 
 var _ Locker = (*Optimistic)(nil)
@@ -48,51 +49,12 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s dialect has no optimistic strategy", ErrUnsupported, d.Name())
 	}
-	opts, err := opts.withDefaults()
-	if err != nil {
+	o := &Optimistic{versions: od.Versions()}
+	o.try = o.tryOnce
+	if err := o.init(o.versions, nil, opts); err != nil {
 		return nil, err
 	}
-	v := od.Versions()
-	o := &Optimistic{v: v, opts: opts, owners: newOwnerSource(), leases: newLeases(v, opts), room: newWaitRoom(nil, opts)}
-	o.leases.freed = o.room.kick
 	return o, nil
-}
-
-// TryAcquire acquires name if it is free, expired, or held by the owner on
-// ctx (see WithOwner); otherwise it returns ErrLocked. It reads the lock's
-// row and swaps it, re-reading when another process changed the row in
-// between, a bounded number of times.
-func (o *Optimistic) TryAcquire(ctx context.Context, name string) (*Lock, error) {
-	owner, err := o.prepare(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	lock, _, err := o.try(ctx, name, owner)
-	return lock, err
-}
-
-// Acquire acquires name, waiting while another owner holds it. Waiting
-// calls of one Optimistic line up per name, and only the first of them asks
-// the database, holding no connection in between: it retries when this
-// locker releases the lock, when the holder's lease ends (as last read), or
-// after a jittered, exponentially growing backoff capped at
-// Options.MaxBackoff. When ctx ends first it returns an error wrapping
-// ctx.Err().
-func (o *Optimistic) Acquire(ctx context.Context, name string) (*Lock, error) {
-	owner, err := o.prepare(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return o.room.wait(ctx, name, func() (*Lock, time.Duration, error) {
-		return o.try(ctx, name, owner)
-	})
-}
-
-func (o *Optimistic) prepare(ctx context.Context, name string) (string, error) {
-	if err := ValidateName(name); err != nil {
-		return "", err
-	}
-	return o.owners.owner(ctx)
 }
 
 // maxSwapAttempts bounds how often one attempt re-reads a row that changed
@@ -100,13 +62,14 @@ func (o *Optimistic) prepare(ctx context.Context, name string) (string, error) {
 // the row, so the next read nearly always settles the question.
 const maxSwapAttempts = 4
 
-// try makes one acquisition attempt. On ErrLocked it also returns how long
-// the holder's lease has left, or -1 if that is unknown.
-func (o *Optimistic) try(ctx context.Context, name, owner string) (*Lock, time.Duration, error) {
+// tryOnce reads the lock's row and swaps it, re-reading when another
+// process changed the row in between, a bounded number of times. A refusal
+// reports how long the holder's lease has left, as read.
+func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
 	for range maxSwapAttempts {
-		row, exists, err := o.v.Read(ctx, name)
+		row, exists, err := o.versions.Read(ctx, name)
 		if err != nil {
-			return nil, 0, acquireError(ctx, name, err)
+			return 0, time.Time{}, 0, acquireError(ctx, name, err)
 		}
 		p := dialect.SwapParams{Name: name, Owner: owner, TTL: o.opts.TTL, Version: row.Version}
 		var (
@@ -117,31 +80,24 @@ func (o *Optimistic) try(ctx context.Context, name, owner string) (*Lock, time.D
 		switch {
 		case !exists:
 			token = 1
-			got, err = o.v.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
+			got, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
 		case !row.Live:
 			token = row.Version + 1
-			got, err = o.v.Take(ctx, p)
+			got, err = o.versions.Take(ctx, p)
 		case row.Owner == owner:
 			token = row.Version
-			got, err = o.v.Reenter(ctx, p)
+			got, err = o.versions.Reenter(ctx, p)
 		default:
-			return nil, row.Remaining, ErrLocked
+			return 0, start, row.Remaining, ErrLocked
 		}
 		if err != nil && !errors.Is(err, dialect.ErrTransient) {
-			return nil, 0, acquireError(ctx, name, err)
+			return 0, start, 0, acquireError(ctx, name, err)
 		}
 		if got {
-			return o.leases.grant(ctx, name, owner, token, start), 0, nil
+			return token, start, 0, nil
 		}
 	}
-	return nil, -1, ErrLocked
-}
-
-// List returns the currently held locks (including expired leases not yet
-// taken over), ordered by name, with times from the database clock. Token is
-// the version.
-func (o *Optimistic) List(ctx context.Context) ([]LockInfo, error) {
-	return o.v.List(ctx)
+	return 0, time.Time{}, -1, ErrLocked
 }
 
 // CheckUpdate turns the result of a version-checked write into an error:

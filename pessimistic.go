@@ -14,11 +14,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// ErrUpgrade is returned when an owner that holds a lock in shared mode asks
-// for it exclusively. Upgrading in place would deadlock as soon as two
-// readers tried it at once: release the shared holds first.
-var ErrUpgrade = errors.New("sqllock: a shared hold cannot be upgraded to exclusive")
-
 // PessimisticOptions configure NewPessimistic. The zero value of each field
 // selects its default.
 type PessimisticOptions struct {

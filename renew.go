@@ -19,7 +19,7 @@ func renewBatchWindow(renewInterval time.Duration) time.Duration {
 // one process holding thousands of leases renews them in a bounded number
 // of statements per period.
 type renewBatcher struct {
-	store  dialect.BatchRenewer
+	store  dialect.LeaseTable
 	ttl    time.Duration
 	window time.Duration
 

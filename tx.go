@@ -31,12 +31,6 @@ type TxOptions struct {
 
 const defaultLockTimeout = 5 * time.Second
 
-// ErrTransient means the database rolled a transaction back because of a
-// deadlock or a serialization failure: running it again may succeed. InTx
-// retries it; it returns an error wrapping ErrTransient only when attempts
-// ran out.
-var ErrTransient = dialect.ErrTransient
-
 // InTx runs fn in a transaction on d's pool and commits it if fn returns
 // nil; if fn returns an error, the transaction is rolled back and InTx
 // returns that error. It is the helper for users' own pessimistic work,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"reflect"
 	"sync"
 	"time"
 
@@ -19,20 +18,29 @@ import (
 // lease ends, a jittered backoff passes, or a wake-up arrives: a release
 // through this locker, or — when the dialect is a dialect.Notifier — a
 // release anywhere, announced by the database to the listening connection
-// that the process keeps per dialect while anyone waits (see hub).
+// that the dialect keeps while anyone waits. The room is subscribed to the
+// notifier while it has waiters, and keeps nothing for a name once nobody
+// waits for it.
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
-	hubKey     any              // the hub shared with other rooms on the same notifier
 	maxBackoff time.Duration
 	logger     *slog.Logger
+	hooks      *roomHooks // nil outside tests
 
 	subMu sync.Mutex // serialises subscribing and unsubscribing
 
-	mu       sync.Mutex
-	queues   map[string][]*waiter
-	hub      *hub           // while subscribed
-	notified map[string]int // notifications delivered to a queue, per name (tests)
-	retries  map[string]int // attempts by heads after a wait, per name (tests)
+	mu     sync.Mutex
+	queues map[string][]*waiter // by name, while anyone waits for it
+	sub    dialect.Subscription // while anyone waits
+}
+
+// roomHooks let tests see what a waiting room does (export_test.go sets
+// them, before the room is used). Outside tests a room's hooks are nil, and
+// each costs one comparison where it would be called. All fields are set.
+type roomHooks struct {
+	ready    func()            // the listening connection became ready
+	notified func(name string) // a notification reached name's queue
+	retried  func(name string) // a head was refused again after a wait
 }
 
 type waiter struct {
@@ -40,15 +48,11 @@ type waiter struct {
 	wake chan struct{} // a wake-up for the head; buffered
 }
 
+// newWaitRoom returns the waiting room of a locker on d, which wakes its
+// waiters on d's announcements if d is a dialect.Notifier; d may be nil.
 func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
-	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger,
-		queues: make(map[string][]*waiter), notified: make(map[string]int), retries: make(map[string]int)}
-	if n, ok := d.(dialect.Notifier); ok {
-		r.notifier, r.hubKey = n, any(r)
-		if reflect.TypeOf(n).Comparable() {
-			r.hubKey = n
-		}
-	}
+	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[string][]*waiter)}
+	r.notifier, _ = d.(dialect.Notifier)
 	return r
 }
 
@@ -118,9 +122,9 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 		if !errors.Is(err, ErrLocked) {
 			return lock, err
 		}
-		r.mu.Lock()
-		r.retries[name]++
-		r.mu.Unlock()
+		if r.hooks != nil {
+			r.hooks.retried(name)
+		}
 	}
 }
 
@@ -161,7 +165,7 @@ func (r *waitRoom) leave(name string, w *waiter) {
 	r.reconcile()
 }
 
-// reconcile subscribes the room to its hub while anyone waits, and
+// reconcile subscribes the room to its notifier while anyone waits, and
 // unsubscribes it when nobody does.
 func (r *waitRoom) reconcile() {
 	if r.notifier == nil {
@@ -170,19 +174,19 @@ func (r *waitRoom) reconcile() {
 	r.subMu.Lock()
 	defer r.subMu.Unlock()
 	r.mu.Lock()
-	want, h := len(r.queues) > 0, r.hub
+	want, sub := len(r.queues) > 0, r.sub
 	r.mu.Unlock()
 	switch {
-	case want && h == nil:
-		h = subscribe(r)
+	case want && sub == nil:
+		sub = r.notifier.Subscribe(r)
 		r.mu.Lock()
-		r.hub = h
+		r.sub = sub
 		r.mu.Unlock()
-	case !want && h != nil:
+	case !want && sub != nil:
 		r.mu.Lock()
-		r.hub = nil
+		r.sub = nil
 		r.mu.Unlock()
-		unsubscribe(r, h)
+		sub.Unsubscribe()
 	}
 }
 
@@ -202,8 +206,12 @@ func (r *waitRoom) kickLocked(name string) {
 	}
 }
 
-// kickAll wakes every head: releases may have gone unannounced.
-func (r *waitRoom) kickAll() {
+// Ready implements dialect.Subscriber: it wakes every head, as releases
+// before the listening connection was ready went unannounced.
+func (r *waitRoom) Ready() {
+	if r.hooks != nil {
+		r.hooks.ready()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for name := range r.queues {
@@ -211,20 +219,29 @@ func (r *waitRoom) kickAll() {
 	}
 }
 
-// notify delivers a notification that name was released.
-func (r *waitRoom) notify(name string) {
+// Released implements dialect.Subscriber: it wakes the head waiting for
+// name, if any.
+func (r *waitRoom) Released(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.queues[name]; ok {
-		r.notified[name]++
+		if r.hooks != nil {
+			r.hooks.notified(name)
+		}
 		r.kickLocked(name)
 	}
+}
+
+// Lost implements dialect.Subscriber: heads poll until the connection is
+// back.
+func (r *waitRoom) Lost(err error) {
+	r.logger.Warn("sqllock: lost the listening connection; waiters poll until it is back", "err", err)
 }
 
 // listening reports whether notifications reach this room.
 func (r *waitRoom) listening() bool {
 	r.mu.Lock()
-	h := r.hub
+	sub := r.sub
 	r.mu.Unlock()
-	return h != nil && h.listening()
+	return sub != nil && sub.Listening()
 }

@@ -108,9 +108,9 @@ type LockInfo struct {
 
 // Dialect is what a database must provide for sqllock.
 //
-// Implementations map server errors onto ErrSchemaMissing, ErrTransient and
-// ErrOutcomeUnknown (wrapping the original error), and never close the pool
-// they were given.
+// Implementations map server errors onto ErrSchemaMissing, ErrTransient,
+// ErrLocked, ErrUnavailable and ErrOutcomeUnknown (wrapping the original
+// error), and never close the pool they were given.
 type Dialect interface {
 	// Name is the dialect's name, such as "postgres", "mysql" or "sqlite".
 	Name() string
@@ -122,21 +122,30 @@ type Dialect interface {
 	Migrations() fs.FS
 	// MigrationDriver returns a golang-migrate driver that runs on conn,
 	// records versions in a table of its own, and serialises concurrent
-	// migrators. Closing the driver closes conn, never the pool.
+	// migrators. Closing the driver closes conn, never the pool; so does a
+	// failure to make the driver.
 	MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error)
 
-	// Acquire grants a lease on p.Name to p.Owner in one statement: it
-	// inserts the row, takes over an expired or released row (with a new
-	// token), or re-enters a live lease held by the same owner (same token,
-	// one more hold). It returns the lease's token, or 0 when another owner
-	// holds a live lease. Expiry is computed from the database clock.
-	Acquire(ctx context.Context, p AcquireParams) (token int64, err error)
-	// Remaining reports how long the live lease on name has left on the
-	// database clock; ok is false when there is no row.
-	Remaining(ctx context.Context, name string) (d time.Duration, ok bool, err error)
-	// Renew extends a live lease to ttl from now. It reports false when the
-	// lease is no longer held (expired, released, or taken over).
-	Renew(ctx context.Context, l Lease, ttl time.Duration) (bool, error)
+	// Locks returns the statements of the lock table (sqllock.NewTable).
+	Locks() LockTable
+	// Reap deletes up to p.Limit expired or released rows, on database time,
+	// without ever letting a later token for the same name be smaller than
+	// a deleted one. Concurrent calls from many processes are safe.
+	Reap(ctx context.Context, p ReapParams) (int, error)
+}
+
+// LeaseTable runs the statements on leases of a table with a row per lock
+// name holding an owner, a fencing token, a hold count and an expiry on the
+// database clock: the lock table and the version table. A lease is named by
+// (name, owner, token); on the version table the token is the version.
+// Every method is one statement (RenewMany: at most two), run on a
+// connection of its own.
+type LeaseTable interface {
+	// RenewMany extends the live leases among ls to ttl from now and
+	// reports, for each, whether it was renewed: false when the lease is no
+	// longer held (expired, released, or taken over). Callers pass at most
+	// MaxRenewBatch leases.
+	RenewMany(ctx context.Context, ls []Lease, ttl time.Duration) ([]bool, error)
 	// Release drops one hold of the lease; the last hold frees the lock while
 	// keeping what the next token must exceed. It reports false when the
 	// lease was taken over or already fully released.
@@ -147,19 +156,26 @@ type Dialect interface {
 	Guard(ctx context.Context, tx *sql.Tx, l Lease) (bool, error)
 	// List returns the held locks ordered by name.
 	List(ctx context.Context) ([]LockInfo, error)
-	// Reap deletes up to p.Limit expired or released rows, on database time,
-	// without ever letting a later token for the same name be smaller than
-	// a deleted one. Concurrent calls from many processes are safe.
-	Reap(ctx context.Context, p ReapParams) (int, error)
 }
 
-// BatchRenewer is implemented by lease statements (a Dialect, or the
-// Versions of a dialect.Optimistic) that can renew many leases at once.
-type BatchRenewer interface {
-	// RenewMany extends the live leases among ls to ttl from now, in one
-	// statement (two on MySQL), and reports for each lease whether it was
-	// renewed. Callers pass at most MaxRenewBatch leases.
-	RenewMany(ctx context.Context, ls []Lease, ttl time.Duration) ([]bool, error)
+// LockTable is the lock table: a LeaseTable whose rows are granted by one
+// upsert.
+type LockTable interface {
+	LeaseTable
+	// Acquire grants a lease on p.Name to p.Owner in one statement: it
+	// inserts the row, takes over an expired or released row (with a new
+	// token), or re-enters a live lease held by the same owner (same token,
+	// one more hold). It returns the lease's token, or 0 when another owner
+	// holds a live lease. Expiry is computed from the database clock. If ctx
+	// ends while the statement runs, the statement is cancelled on the
+	// server and Acquire returns only once it has ended: with the token if
+	// it was applied anyway, else with an error wrapping ctx's (or
+	// ErrOutcomeUnknown if the server could not be told).
+	Acquire(ctx context.Context, p AcquireParams) (token int64, err error)
+	// Remaining reports how long the live lease on name has left on the
+	// database clock; ok is false when there is no row. Only waiters ask:
+	// a dialect that announces releases marks the row as waited for.
+	Remaining(ctx context.Context, name string) (d time.Duration, ok bool, err error)
 }
 
 // MaxRenewBatch is the most leases one RenewMany call takes.

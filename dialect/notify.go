@@ -1,15 +1,45 @@
 package dialect
 
-import "context"
-
-// Notifier is implemented by dialects that can announce released locks to
-// waiting processes, such as PostgreSQL with LISTEN/NOTIFY. Strategies
-// without it fall back to polling.
+// Notifier is implemented by dialects whose database announces released
+// locks to waiting processes, such as PostgreSQL with LISTEN/NOTIFY.
+// Strategies on a dialect without it poll.
+//
+// A Notifier listens on behalf of every locker built on it: it keeps one
+// listening connection while it has subscribers, reconnecting after
+// failures, and stops it a short while after the last one leaves. The
+// dialect's Close stops it for good and waits for it. A Notifier is safe for
+// concurrent use.
 type Notifier interface {
-	// Listen holds one connection and calls wake with the name of every
-	// lock that is released (or reaped) while some process had been
-	// waiting for it, until ctx ends or the connection fails; it returns
-	// the reason. It calls ready once notifications are being delivered:
-	// releases from then on are not missed.
-	Listen(ctx context.Context, ready func(), wake func(name string)) error
+	// Subscribe tells s about announcements until the returned
+	// Subscription is ended, starting the listening connection if none
+	// runs. It does not wait for the connection: s is told Ready when
+	// announcements are delivered. After the dialect is closed, the
+	// subscription never listens.
+	Subscribe(s Subscriber) Subscription
+}
+
+// Subscriber receives a Notifier's announcements. Its methods are called
+// one at a time, from the notifier's goroutine; they must return quickly
+// and must not call the Notifier or the Subscription.
+type Subscriber interface {
+	// Ready reports that a new listening connection delivers announcements
+	// from now on: releases before it may have gone unannounced. It is not
+	// called for a connection that was ready before Subscribe.
+	Ready()
+	// Released reports that the lock name was released, or its expired
+	// row reaped, while some process waited for it.
+	Released(name string)
+	// Lost reports that the listening connection failed, or could not be
+	// made, with err: nothing is announced until the next Ready.
+	Lost(err error)
+}
+
+// Subscription is a Subscriber's registration with a Notifier. It is safe
+// for concurrent use.
+type Subscription interface {
+	// Listening reports whether announcements reach the subscriber now.
+	Listening() bool
+	// Unsubscribe ends the registration: once it returns, the subscriber
+	// is told nothing more. Calling it again does nothing.
+	Unsubscribe()
 }

@@ -2,7 +2,6 @@ package dialect
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
 
@@ -11,7 +10,7 @@ import (
 type Optimistic interface {
 	Dialect
 	// Versions returns the statements of the version table.
-	Versions() Versions
+	Versions() VersionTable
 }
 
 // VersionRow is the state of one row of the version table.
@@ -35,10 +34,12 @@ type SwapParams struct {
 	Version int64
 }
 
-// Versions runs the optimistic strategy's statements, each one statement.
-// Leases on the version table are named by (name, owner, version): Lease.Token
-// carries the version.
-type Versions interface {
+// VersionTable is the version table of the optimistic strategy: a
+// LeaseTable whose rows change only by compare-and-swap on the version,
+// which is the lease's token. The grants (Create, Take, Reenter) behave as
+// LockTable.Acquire when ctx ends while they run.
+type VersionTable interface {
+	LeaseTable
 	// Read returns name's row; ok is false when there is none.
 	Read(ctx context.Context, name string) (row VersionRow, ok bool, err error)
 	// Create inserts name's row at version 1, held by p.Owner for p.TTL. It
@@ -50,11 +51,4 @@ type Versions interface {
 	// Reenter adds a hold and extends the lease if the row still has
 	// p.Version and a live lease held by p.Owner.
 	Reenter(ctx context.Context, p SwapParams) (bool, error)
-	// Renew, Release and Guard behave as the Dialect methods of the same
-	// names, on the version table.
-	Renew(ctx context.Context, l Lease, ttl time.Duration) (bool, error)
-	Release(ctx context.Context, l Lease) (bool, error)
-	Guard(ctx context.Context, tx *sql.Tx, l Lease) (bool, error)
-	// List returns the held rows ordered by name; Token is the version.
-	List(ctx context.Context) ([]LockInfo, error)
 }

@@ -121,7 +121,7 @@ func listLocks(ctx context.Context, d dialect.Dialect) ([]lockRow, error) {
 			})
 		}
 	}
-	infos, err := d.List(ctx)
+	infos, err := d.Locks().List(ctx)
 	if err != nil {
 		return nil, err
 	}

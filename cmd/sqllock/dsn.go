@@ -31,7 +31,15 @@ type target struct {
 	embedded bool   // a local SQLite file: migrated on first use
 }
 
-func (t *target) Close() error { return t.db.Close() }
+// Close stops what the dialect runs in the background (PostgreSQL's
+// listening connection) and closes the pool.
+func (t *target) Close() error {
+	var err error
+	if c, ok := t.d.(interface{ Close(context.Context) error }); ok {
+		err = c.Close(context.Background())
+	}
+	return errors.Join(err, t.db.Close())
+}
 
 // defaultDSN is where the lock database lives when neither --dsn nor
 // SQLLOCK_DSN says: an SQLite file in the user's state directory.

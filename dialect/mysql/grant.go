@@ -38,37 +38,19 @@ func (m *marker) next() string {
 const processByMark = `SELECT ID FROM information_schema.PROCESSLIST
 WHERE INFO LIKE CONCAT(?, '%') AND ID <> CONNECTION_ID() LIMIT 1`
 
-// grant runs fn, a statement that may grant a lease, on a connection of its
-// own, passing it a mark to put in front of the statement. If ctx ends while
-// the statement runs, the statement is found by its mark from another
-// connection of the pool and ended with KILL QUERY, and grant waits for it
-// to end before returning (see sqlrun.Runner.Grant), so that no lease is
-// granted after an error. The driver's own reaction to a cancelled context
-// is to close the connection, which leaves the server running the statement:
-// it would take the lock, for an owner nobody holds, once the row lock it
-// waits for is free. Finding the statement by its mark costs nothing unless
-// ctx ends (asking each connection for its CONNECTION_ID() would cost a round
-// trip per acquire).
-func (d *Dialect) grant(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn, mark string) error) error {
-	if err := d.checkServer(ctx); err != nil {
+// killMarked ends the statement that starts with mark, if one runs, with
+// KILL QUERY from another connection of the pool.
+func (d *Dialect) killMarked(ctx context.Context, mark string) error {
+	var id int64
+	err := d.db.QueryRowContext(ctx, processByMark, mark[:len(mark)-1]).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil // not there yet, or done: the caller repeats while it runs
+	}
+	if err != nil {
 		return err
 	}
-	mark := d.marks.next()
-	kill := func(ctx context.Context) error {
-		var id int64
-		err := d.db.QueryRowContext(ctx, processByMark, mark[:len(mark)-1]).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // not there yet, or done: the caller repeats while it runs
-		}
-		if err != nil {
-			return err
-		}
-		_, err = d.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
-		return err
-	}
-	return d.run.Grant(ctx,
-		func(context.Context, *sql.Conn) (func(context.Context) error, error) { return kill, nil },
-		func(ctx context.Context, conn *sql.Conn) error { return fn(ctx, conn, mark) })
+	_, err = d.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+	return err
 }
 
 // clockCheck remembers what checkServer found.
@@ -96,8 +78,8 @@ func (d *Dialect) checkServer(ctx context.Context) error {
 		return d.clock.err
 	}
 	var same bool
-	if _, err := d.run.QueryRow(ctx, sysdateIsNow, nil, &same); err != nil {
-		return err
+	if err := d.db.QueryRowContext(ctx, sysdateIsNow).Scan(&same); err != nil {
+		return wrap(err)
 	}
 	if same {
 		d.clock.err = fmt.Errorf("%w: the server runs with --sysdate-is-now, so SYSDATE() follows each session's "+

@@ -131,17 +131,7 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 			}
 			return err
 		},
-		Canceller: func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error) {
-			var id int64
-			if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id); err != nil {
-				return nil, err
-			}
-			kill := "KILL QUERY " + strconv.FormatInt(id, 10)
-			return func(ctx context.Context) error {
-				_, err := d.db.ExecContext(ctx, kill)
-				return err
-			}, nil
-		},
+		Canceller: d.killQuery,
 	}
 	return r.LockRow(ctx, p)
 }

@@ -22,20 +22,26 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/listen"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
 	"github.com/sqllock/sqllock/migrations"
 )
 
-// Dialect is the PostgreSQL dialect. Create it with New or NewFromPool.
+// Dialect is the PostgreSQL dialect. Create it with New or NewFromPool, and
+// Close it when done: while its lockers wait, it runs a listening connection.
+// A Dialect is safe for concurrent use.
 type Dialect struct {
-	db      *sql.DB
-	ownDB   bool   // db wraps a pgx pool and is ours to close
-	schema  string // validated; "" means the connection's search_path
-	channel string // NOTIFY channel of released names
-	q       queries
-	rq      rowLockQueries
-	run     *sqlrun.Runner
+	db       *sql.DB
+	ownDB    bool        // db wraps a pgx pool and is ours to close
+	schema   string      // validated; "" means the connection's search_path
+	channel  string      // NOTIFY channel of released names
+	hub      *listen.Hub // the listening connection, shared by every locker
+	rq       rowLockQueries
+	run      *sqlrun.Runner
+	locks    *sqlrun.LockTable
+	versions *sqlrun.VersionTable
+	reap     sqlrun.Stmt
 }
 
 // Option configures a Dialect.
@@ -71,16 +77,19 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if d.schema != "" {
 		d.channel = ("sqllock:" + d.schema)[:min(63, len("sqllock:")+len(d.schema))]
 	}
-	d.q = buildQueries(d.schema)
 	d.rq = buildRowLockQueries(d.schema)
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap}
+	d.hub = listen.New(d.listen, listenLinger)
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: cancelGrant}
+	if err := d.tables(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
 // NewFromPool returns the dialect for a pgx pool. Lock statements borrow the
 // pool's connections; no second pool is opened. Call Close when done with
-// the dialect to stop the small database/sql wrapper around the pool (the
-// pool itself stays open).
+// the dialect: it also stops the small database/sql wrapper around the pool
+// (the pool itself stays open).
 func NewFromPool(pool *pgxpool.Pool, opts ...Option) (*Dialect, error) {
 	if pool == nil {
 		return nil, dialect.ErrNilDB
@@ -101,14 +110,20 @@ func NewFromPool(pool *pgxpool.Pool, opts ...Option) (*Dialect, error) {
 	return d, nil
 }
 
-// Close releases what the dialect itself opened: the database/sql wrapper of
-// NewFromPool, whose closing leaves the pgx pool open. For a dialect made by
-// New it does nothing; the *sql.DB belongs to the caller.
-func (d *Dialect) Close() error {
+// Close releases what the dialect itself started or opened: it stops the
+// listening connection, if one runs, and waits until its goroutine has
+// ended or ctx ends (then it returns ctx's error), and it closes the
+// database/sql wrapper of NewFromPool, which leaves the pgx pool open. The
+// *sql.DB given to New belongs to the caller and stays open, and lockers on
+// it keep working, but their waiters poll: nothing listens any more. Call
+// Close once the dialect's lockers are no longer used; calling it again
+// does no harm.
+func (d *Dialect) Close(ctx context.Context) error {
+	err := d.hub.Close(ctx)
 	if d.ownDB {
-		return d.db.Close()
+		err = errors.Join(err, d.db.Close())
 	}
-	return nil
+	return err
 }
 
 // Name returns "postgres".
@@ -126,201 +141,25 @@ func (d *Dialect) Migrations() fs.FS { return migrations.Postgres() }
 // quote double-quotes a validated identifier.
 func quote(ident string) string { return `"` + ident + `"` }
 
-type queries struct {
-	acquire, remaining, release, reap string
-	lease                             leaseQueries // on sqllock_locks
-	versions                          versionQueries
+// listenLinger is how long the listening connection stays after the last
+// waiter left: lockers that take turns on a name would otherwise reconnect
+// and LISTEN again at every hand-off.
+const listenLinger = 500 * time.Millisecond
+
+var _ dialect.Notifier = (*Dialect)(nil)
+
+// Subscribe implements dialect.Notifier. The dialect keeps one listening
+// connection, taken from the pool and shared by every locker built on it,
+// while any of them has waiters and for a short while after; releases are
+// announced with NOTIFY on a channel of the dialect's schema. Close stops
+// it.
+func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
+	return d.hub.Subscribe(s)
 }
 
-// leaseQueries are the statements on a lease, for a table with the columns
-// of sqllock_locks whose token column is named token.
-type leaseQueries struct {
-	renew, renewMany, release, guard, list string
-}
-
-func buildLeaseQueries(table, token string) leaseQueries {
-	// now() is the statement's start in autocommit; the guard runs inside a
-	// user's transaction, where clock_timestamp() is the current time.
-	return leaseQueries{
-		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = now() + $4::bigint * interval '1 microsecond'
-WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0 AND expires_at > now()`, table, token),
-		renewMany: fmt.Sprintf(`UPDATE %[1]s AS l SET expires_at = now() + $4::bigint * interval '1 microsecond'
-FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(name, owner, token)
-WHERE l.name = r.name AND l.owner = r.owner AND l.%[2]s = r.token AND l.holds > 0 AND l.expires_at > now()
-RETURNING l.name, l.owner, l.%[2]s`, table, token),
-		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
-  expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
-WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0`, table, token),
-		guard: fmt.Sprintf(`SELECT 1 FROM %[1]s
-WHERE name = $1 AND owner = $2 AND %[2]s = $3 AND holds > 0 AND expires_at > clock_timestamp()
-FOR SHARE`, table, token),
-		list: fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at,
-  (extract(epoch FROM expires_at - now()) * 1000000)::bigint
-FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token),
-	}
-}
-
-func buildQueries(schema string) queries {
-	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
-	if schema != "" {
-		locks = quote(schema) + "." + locks
-		seq = quote(schema) + "." + seq
-		versions = quote(schema) + "." + versions
-	}
-	return queries{
-		// The token comes from the sequence; on takeover it is drawn in the
-		// UPDATE, after the row lock, so it exceeds the token it replaces.
-		acquire: fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES ($1, $2, nextval('%[2]s'), 1, now(), now() + $3::bigint * interval '1 microsecond')
-ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= now() THEN nextval('%[2]s') ELSE l.token END,
-  holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
-  owner       = EXCLUDED.owner,
-  expires_at  = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
-RETURNING token`, locks, seq),
-		// Only waiters ask how long a lease has left: the same statement
-		// sets the waiters hint (once), so that the release will NOTIFY.
-		remaining: fmt.Sprintf(`WITH hint AS (
-  UPDATE %[1]s SET waiters = true WHERE name = $1 AND NOT waiters AND expires_at > now()
-)
-SELECT (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
-FROM %[1]s WHERE name = $1`, locks),
-		lease: buildLeaseQueries(locks, "token"),
-		// The last release of a name someone waited for announces it.
-		release: fmt.Sprintf(`WITH r AS (
-  UPDATE %s SET holds = holds - 1,
-    expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
-  WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0
-  RETURNING name, holds = 0 AND waiters AS wake
-)
-SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify($4, r.name) WHERE r.wake) n ON true`, locks),
-		// SKIP LOCKED lets reapers in many processes share the work and never
-		// wait behind an acquirer; the outer condition re-checks expiry.
-		reap: fmt.Sprintf(`WITH d AS (
-  DELETE FROM %[1]s WHERE name IN (
-    SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED
-  ) AND expires_at <= now()
-  RETURNING name, waiters
-)
-SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify($2, d.name) WHERE d.waiters) n ON true`, locks),
-		versions: buildVersionQueries(versions),
-	}
-}
-
-// Acquire implements dialect.Dialect. When ctx ends while the statement
-// waits (behind a guarded transaction's row lock, say), a cancel request
-// ends the wait on the server before Acquire returns.
-func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	var token int64
-	err := d.grant(ctx, func(ctx context.Context, conn *sql.Conn) error {
-		err := conn.QueryRowContext(ctx, d.q.acquire, p.Name, p.Owner, p.TTL.Microseconds()).Scan(&token)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	return token, nil
-}
-
-// grant runs a statement that may grant a lease (see sqlrun.Runner.Grant):
-// on a connection of its own, and cancelled on the server if ctx ends, so
-// that no lease is granted after an error is returned. A connection of its
-// own also keeps database/sql from running the statement twice: on the
-// *sql.DB, it runs a statement again on another connection when the driver
-// reports driver.ErrBadConn, which drivers are to report only when nothing
-// was sent; but pgx's stdlib reports it for every error pgx marks safe to
-// retry, and pgx (v5.12) marks so a connection it finds closed while
-// waiting for the reply to a statement it sent. On a *sql.Conn,
-// database/sql never retries.
-func (d *Dialect) grant(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
-	return d.run.Grant(ctx, canceller, fn)
-}
-
-// Remaining implements dialect.Dialect.
-func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
-	return d.run.Micros(ctx, d.q.remaining, name)
-}
-
-// Renew implements dialect.Dialect.
-func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return d.run.ExecOne(ctx, d.q.lease.renew, l.Name, l.Owner, l.Token, ttl.Microseconds())
-}
-
-// RenewMany implements dialect.BatchRenewer.
-func (d *Dialect) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
-	return d.renewMany(ctx, d.q.lease.renewMany, ls, ttl)
-}
-
-func (d *Dialect) renewMany(ctx context.Context, q string, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
-	names, owners, tokens := make([]string, len(ls)), make([]string, len(ls)), make([]int64, len(ls))
-	for i, l := range ls {
-		names[i], owners[i], tokens[i] = l.Name, l.Owner, l.Token
-	}
-	var out []bool
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
-		rows, err := conn.QueryContext(ctx, q, names, owners, tokens, ttl.Microseconds())
-		if err != nil {
-			return wrap(err)
-		}
-		out, err = sqlrun.Renewed(rows, ls, wrap)
-		return err
-	})
-	return out, err
-}
-
-// Release implements dialect.Dialect.
-func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	var n int
-	_, err := d.run.QueryRow(ctx, d.q.release, []any{l.Name, l.Owner, l.Token, d.channel}, &n)
-	return n == 1, err
-}
-
-// Guard implements dialect.Dialect.
-func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
-	return sqlrun.Exists(ctx, tx, wrap, d.q.lease.guard, l.Name, l.Owner, l.Token)
-}
-
-// List implements dialect.Dialect.
-func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return d.list(ctx, d.q.lease.list)
-}
-
-func (d *Dialect) list(ctx context.Context, q string) ([]dialect.LockInfo, error) {
-	var out []dialect.LockInfo
-	err := d.run.Query(ctx, q, nil, func(rows *sql.Rows) error {
-		var (
-			li dialect.LockInfo
-			us int64
-		)
-		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &li.AcquiredAt, &li.ExpiresAt, &us); err != nil {
-			return err
-		}
-		li.AcquiredAt, li.ExpiresAt = li.AcquiredAt.UTC(), li.ExpiresAt.UTC()
-		li.ExpiresIn = time.Duration(us) * time.Microsecond
-		out = append(out, li)
-		return nil
-	})
-	return out, err
-}
-
-// Reap implements dialect.Dialect. Tokens come from a sequence, so deleting
-// rows cannot make a later token smaller.
-// Names that had waiters are announced with NOTIFY.
-func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
-	var n int
-	_, err := d.run.QueryRow(ctx, d.q.reap, []any{p.Limit, d.channel}, &n)
-	return n, err
-}
-
-// Listen implements dialect.Notifier with LISTEN on one connection of the
-// pool, which it discards afterwards. The connection is busy for as long as
-// Listen runs.
-func (d *Dialect) Listen(ctx context.Context, ready func(), wake func(name string)) error {
+// listen holds one connection of the pool with LISTEN in effect, and
+// discards it afterwards: the dialect's listen.Func.
+func (d *Dialect) listen(ctx context.Context, ready func(), wake func(name string)) error {
 	conn, err := d.db.Conn(ctx)
 	if err != nil {
 		return wrap(err)

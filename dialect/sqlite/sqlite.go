@@ -122,9 +122,11 @@ var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Dialect is the SQLite dialect. Create it with New.
 type Dialect struct {
-	db  *sql.DB
-	q   queries
-	run *sqlrun.Runner
+	db       *sql.DB
+	run      *sqlrun.Runner
+	locks    *sqlrun.LockTable
+	versions *sqlrun.VersionTable
+	reap     sqlrun.Stmt
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
@@ -139,7 +141,11 @@ func New(db *sql.DB) (*Dialect, error) {
 	if _, ok := db.Driver().(*msqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlite: the pool's driver is %T, not modernc.org/sqlite's", db.Driver())
 	}
-	return &Dialect{db: db, q: buildQueries(), run: &sqlrun.Runner{DB: db, Wrap: wrap}}, nil
+	d := &Dialect{db: db, run: &sqlrun.Runner{DB: db, Wrap: wrap}}
+	if err := d.tables(); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Name returns "sqlite".
@@ -150,130 +156,6 @@ func (d *Dialect) DB() *sql.DB { return d.db }
 
 // Migrations returns the SQLite migration files.
 func (d *Dialect) Migrations() fs.FS { return migrations.SQLite() }
-
-// now is the current time on the host's clock, in integer microseconds
-// since the Unix epoch. SQLite reads the clock with millisecond resolution,
-// once per statement execution, so every use within a statement agrees.
-const now = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
-
-// released is the expiry of a released row: before any real time.
-const released = "0"
-
-type queries struct {
-	acquire, remaining, reap string
-	lease                    leaseQueries // on sqllock_locks
-	versions                 versionQueries
-}
-
-// leaseQueries are the statements on a lease, for a table with the columns
-// of sqllock_locks whose token column is named token.
-type leaseQueries struct {
-	renew, release, guard, list string
-}
-
-func buildLeaseQueries(table, token string) leaseQueries {
-	return leaseQueries{
-		renew: fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + ?
-WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s`, table, token, now),
-		release: fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
-  expires_at = CASE WHEN holds = 1 THEN %[3]s ELSE expires_at END
-WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0`, table, token, released),
-		guard: fmt.Sprintf(`SELECT 1 FROM %[1]s
-WHERE name = ? AND owner = ? AND %[2]s = ? AND holds > 0 AND expires_at > %[3]s`, table, token, now),
-		list: fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
-FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now),
-	}
-}
-
-func buildQueries() queries {
-	return queries{
-		// One statement, under SQLite's write lock from start to end. A new
-		// row starts above the token floor; a takeover adds one to the
-		// row's token, which already exceeds every earlier token of the
-		// name. All SET expressions read the row as it was. The upsert
-		// returns no row when the WHERE refuses it: held by another owner.
-		acquire: fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
-ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
-  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner       = excluded.owner,
-  expires_at  = excluded.expires_at
-WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
-RETURNING token`, now),
-		remaining: fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = ?`, now),
-		lease:     buildLeaseQueries("sqllock_locks", "token"),
-		// The trigger of migration 1 raises the token floor for each row
-		// deleted, in this same statement.
-		reap: fmt.Sprintf(`DELETE FROM sqllock_locks WHERE name IN (
-  SELECT name FROM sqllock_locks WHERE expires_at <= %s ORDER BY expires_at LIMIT ?
-)`, now),
-		versions: buildVersionQueries("sqllock_versions"),
-	}
-}
-
-// Acquire implements dialect.Dialect.
-func (d *Dialect) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	var token int64
-	_, err := d.run.QueryRow(ctx, d.q.acquire, []any{p.Name, p.Owner, p.TTL.Microseconds()}, &token)
-	return token, err
-}
-
-// Remaining implements dialect.Dialect.
-func (d *Dialect) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
-	return d.run.Micros(ctx, d.q.remaining, name)
-}
-
-// Renew implements dialect.Dialect.
-func (d *Dialect) Renew(ctx context.Context, l dialect.Lease, ttl time.Duration) (bool, error) {
-	return d.run.ExecOne(ctx, d.q.lease.renew, ttl.Microseconds(), l.Name, l.Owner, l.Token)
-}
-
-// Release implements dialect.Dialect.
-func (d *Dialect) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	return d.run.ExecOne(ctx, d.q.lease.release, l.Name, l.Owner, l.Token)
-}
-
-// Guard implements dialect.Dialect. SQLite has no FOR SHARE, and needs none:
-// a takeover is a write, and SQLite lets one transaction at a time write to
-// the database. The check reads the lease inside tx, on the host's clock at
-// that statement, and then:
-//
-//   - if tx holds the write lock (it was begun IMMEDIATE, as every
-//     read-write transaction of a pool from Open is, or it wrote before the
-//     check), no takeover can commit until tx ends: the check holds until
-//     Commit;
-//   - if tx only read so far (deferred BEGIN), a takeover may commit after
-//     the check, but then tx's snapshot predates it, and tx's first write
-//     fails with SQLITE_BUSY_SNAPSHOT instead of waiting: tx cannot commit
-//     a write made under a lease that was taken over meanwhile.
-//
-// Either way a guarded transaction that writes commits only while the lease
-// holds. A transaction that never writes has nothing to commit; its reads
-// come from one snapshot in which the lease was live. tx must belong to the
-// same database file as the locks.
-func (d *Dialect) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
-	return sqlrun.Exists(ctx, tx, wrap, d.q.lease.guard, l.Name, l.Owner, l.Token)
-}
-
-// List implements dialect.Dialect.
-func (d *Dialect) List(ctx context.Context) ([]dialect.LockInfo, error) {
-	return d.run.ListMicros(ctx, d.q.lease.list)
-}
-
-// Reap implements dialect.Dialect, in one DELETE statement. SQLite runs it
-// under the write lock, so concurrent reapers and acquirers take turns; the
-// trigger of migration 1 raises the token floor to every deleted token in
-// the same statement.
-func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
-	res, err := d.run.Exec(ctx, d.q.reap, p.Limit)
-	if err != nil {
-		return 0, err
-	}
-	n, err := res.RowsAffected()
-	return int(n), err
-}
 
 // MigrationDriver implements dialect.Dialect. The migration lock is SQLite's
 // write lock: the driver begins a transaction with BEGIN IMMEDIATE (waiting

@@ -79,6 +79,15 @@ func open(dsn, name string) (*replica, error) {
 	return r, err
 }
 
+// close stops what the replica's dialect runs in the background
+// (PostgreSQL's listening connection) and closes its pool.
+func (r *replica) close() {
+	if c, ok := r.d.(interface{ Close(context.Context) error }); ok {
+		_ = c.Close(context.Background())
+	}
+	r.db.Close()
+}
+
 func run(dsn string, n int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -88,7 +97,7 @@ func run(dsn string, n int) error {
 		if err != nil {
 			return err
 		}
-		defer r.db.Close()
+		defer r.close()
 		rs[i] = r
 	}
 	if err := sqllock.Migrate(ctx, rs[0].d); err != nil {

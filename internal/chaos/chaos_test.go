@@ -232,8 +232,9 @@ const (
 	idleTimeout = time.Second
 )
 
-// open builds a worker's pool, locker and store.
-func (c config) open() (*sql.DB, sqllock.Locker, *Store, error) {
+// open builds a worker's pool, locker and store, and what closes the pool
+// and the dialect (with its listening connection, on PostgreSQL).
+func (c config) open() (func(), sqllock.Locker, *Store, error) {
 	db, err := sql.Open(driverOf(c.Kind), c.DSN)
 	if err != nil {
 		return nil, nil, nil, err
@@ -262,7 +263,13 @@ func (c config) open() (*sql.DB, sqllock.Locker, *Store, error) {
 		db.Close()
 		return nil, nil, nil, err
 	}
-	return db, l, st, nil
+	closeAll := func() {
+		if c, ok := d.(interface{ Close(context.Context) error }); ok {
+			_ = c.Close(context.Background())
+		}
+		db.Close()
+	}
+	return closeAll, l, st, nil
 }
 
 func (c config) worker(l sqllock.Locker, st *Store, rec *Recorder) *Worker {
@@ -279,12 +286,12 @@ func runChild(spec string) int {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
-	db, l, st, err := c.open()
+	closeAll, l, st, err := c.open()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos child:", err)
 		return 2
 	}
-	defer db.Close()
+	defer closeAll()
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -457,11 +464,11 @@ func (r *run) goroutines(ctx context.Context) {
 	for p := range 2 {
 		c := r.base(fmt.Sprintf("p%d", p), uint64(p))
 		c.DSN = dsn
-		db, l, st, err := c.open()
+		closeAll, l, st, err := c.open()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer db.Close()
+		defer closeAll()
 		for g := range 2 {
 			c := c
 			c.Worker = fmt.Sprintf("p%dg%d", p, g)

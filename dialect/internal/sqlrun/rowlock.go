@@ -21,8 +21,13 @@ type RowLocker struct {
 	// nothing if it exists.
 	Create func(ctx context.Context, conn *sql.Conn, name string) error
 	// Canceller cancels a waiting statement on the server.
-	Canceller Canceller
+	Canceller ConnCanceller
 }
+
+// ConnCanceller returns a function that cancels, on the server, the
+// statement running on conn at the time it is called. It is prepared before
+// a waiting statement starts.
+type ConnCanceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
 
 // CancelGrace bounds how long a cancelled wait may take to end on the
 // server before its connection is abandoned (closed by the driver).

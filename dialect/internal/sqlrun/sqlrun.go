@@ -1,5 +1,9 @@
-// Package sqlrun runs the statement shapes the dialects share, leaving them
-// only their SQL text and their error mapping.
+// Package sqlrun runs the statements of sqllock's dialects. A dialect
+// declares its statements as data (SQL text with named parameters, see SQL)
+// and builds its tables with NewLockTable and NewVersionTable; everything
+// else — binding parameters, pinning connections, cancelling grants on the
+// server, telling a statement that was never sent from one whose outcome is
+// unknown — is written once, here.
 package sqlrun
 
 import (
@@ -7,7 +11,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 )
@@ -15,11 +18,11 @@ import (
 // Wrap maps a driver error onto the dialect's sentinels.
 type Wrap func(error) error
 
-// Canceller returns a function that cancels, on the server, the statement
-// running on conn at the time it is called. It is prepared before the
-// statement starts; a nil Canceller (or a nil function) leaves cancelling to
-// the driver's reaction to the context.
-type Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
+// Canceller prepares the cancelling of a statement about to run on conn: it
+// returns a text to put in front of the statement (a comment by which the
+// server's process list shows it, say; may be empty) and a function that
+// cancels the statement on the server when called while it runs.
+type Canceller func(ctx context.Context, conn *sql.Conn) (prefix string, cancel func(context.Context) error, err error)
 
 // Runner runs a dialect's statements. Each runs on a connection pinned for
 // it, so that the failure to obtain a connection (nothing was sent) is told
@@ -29,6 +32,9 @@ type Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) 
 type Runner struct {
 	DB   *sql.DB
 	Wrap Wrap
+	// Cancel, if not nil, cancels grants on the server (see Grant). Nil
+	// leaves it to the driver's reaction to the context.
+	Cancel Canceller
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -64,7 +70,8 @@ func (r *Runner) Pin(ctx context.Context) (*sql.Conn, error) {
 	return nil, fmt.Errorf("%w: %w", dialect.ErrUnavailable, err)
 }
 
-// Conn runs fn on a pinned connection.
+// Conn runs fn on a pinned connection. Errors of fn are returned as they
+// are: fn wraps them.
 func (r *Runner) Conn(ctx context.Context, fn func(conn *sql.Conn) error) error {
 	conn, err := r.Pin(ctx)
 	if err != nil {
@@ -74,30 +81,21 @@ func (r *Runner) Conn(ctx context.Context, fn func(conn *sql.Conn) error) error 
 	return fn(conn)
 }
 
-// Exec runs q and returns its result; the error is wrapped.
-func (r *Runner) Exec(ctx context.Context, q string, args ...any) (res sql.Result, err error) {
+// Int runs st and returns its number: see Kind.
+func (r *Runner) Int(ctx context.Context, st *Stmt, p *Params) (n int64, err error) {
 	err = r.Conn(ctx, func(conn *sql.Conn) error {
-		res, err = conn.ExecContext(ctx, q, args...)
+		n, err = intOn(ctx, conn, "", st, p)
 		return r.Wrap(err)
 	})
-	return res, err
+	return n, err
 }
 
-// ExecOne runs q and reports whether it affected exactly one row.
-func (r *Runner) ExecOne(ctx context.Context, q string, args ...any) (bool, error) {
-	res, err := r.Exec(ctx, q, args...)
-	if err != nil {
-		return false, err
-	}
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
-// QueryRow runs q, which selects at most one row, into dest. ok is false
-// when it selects none.
-func (r *Runner) QueryRow(ctx context.Context, q string, args []any, dest ...any) (ok bool, err error) {
+// Row runs st, which selects at most one row, into dest; ok is false when
+// it selects none.
+func (r *Runner) Row(ctx context.Context, st *Stmt, p *Params, dest ...any) (ok bool, err error) {
 	err = r.Conn(ctx, func(conn *sql.Conn) error {
-		err := conn.QueryRowContext(ctx, q, args...).Scan(dest...)
+		text, args := st.bind(p)
+		err := conn.QueryRowContext(ctx, text, args...).Scan(dest...)
 		if errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
@@ -109,120 +107,109 @@ func (r *Runner) QueryRow(ctx context.Context, q string, args []any, dest ...any
 	return err == nil, err
 }
 
-// Query runs q and calls scan for each row.
-func (r *Runner) Query(ctx context.Context, q string, args []any, scan func(*sql.Rows) error) error {
-	return r.Conn(ctx, func(conn *sql.Conn) error {
-		rows, err := conn.QueryContext(ctx, q, args...)
-		if err != nil {
-			return r.Wrap(err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				return r.Wrap(err)
-			}
-		}
-		return r.Wrap(rows.Err())
-	})
+// Each runs st and calls scan for each row it selects.
+func (r *Runner) Each(ctx context.Context, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
+	return r.Conn(ctx, func(conn *sql.Conn) error { return eachOn(ctx, conn, r.Wrap, st, p, scan) })
 }
 
-// Micros runs q, which selects one integer count of microseconds; ok is
-// false when it selects no row.
-func (r *Runner) Micros(ctx context.Context, q string, args ...any) (d time.Duration, ok bool, err error) {
-	var us int64
-	ok, err = r.QueryRow(ctx, q, args, &us)
-	return time.Duration(us) * time.Microsecond, ok, err
-}
-
-// ListMicros runs q, which selects name, owner, token, holds, and the
-// acquisition time, the expiry time (both in microseconds since the Unix
-// epoch) and the time left until expiry (in microseconds), and returns the
-// rows as LockInfo.
-func (r *Runner) ListMicros(ctx context.Context, q string) ([]dialect.LockInfo, error) {
-	var out []dialect.LockInfo
-	err := r.Query(ctx, q, nil, func(rows *sql.Rows) error {
-		var (
-			li                           dialect.LockInfo
-			acquired, expires, expiresIn int64
-		)
-		if err := rows.Scan(&li.Name, &li.Owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn); err != nil {
-			return err
-		}
-		li.AcquiredAt = time.UnixMicro(acquired).UTC()
-		li.ExpiresAt = time.UnixMicro(expires).UTC()
-		li.ExpiresIn = time.Duration(expiresIn) * time.Microsecond
-		out = append(out, li)
-		return nil
-	})
-	return out, err
-}
-
-// Grant runs fn, a statement that may grant a lock, on a pinned connection,
-// such that nothing is granted after Grant has returned an error. When ctx
-// ends while fn runs, cancel (if not nil) asks the server to end the
-// statement, and Grant waits for fn to return (see Cancellable): if the
-// statement completed anyway, Grant returns nil and the caller keeps what it
-// obtained; if the server ended it, the error joins ctx's error with the
-// statement's. Only if the server could not be told in time (the connection
-// is then closed) may the statement still take effect; the error then wraps
-// dialect.ErrOutcomeUnknown. The connection is discarded after a
-// cancellation, since the server may still act on the cancel.
-func (r *Runner) Grant(ctx context.Context, cancel Canceller, fn func(ctx context.Context, conn *sql.Conn) error) error {
+// GrantInt runs st, a statement that may grant a lock, and returns its
+// number, such that nothing is granted after it has returned an error.
+// When ctx ends while the statement runs, r.Cancel asks the server to end
+// it, and GrantInt waits for the statement to return (see Cancellable): if
+// it completed anyway, GrantInt returns its number and no error — the
+// caller keeps what was granted; if the server ended it, the error joins
+// ctx's error with the statement's. Only if the server could not be told in
+// time (the connection is then closed) may the statement still take
+// effect; the error then wraps dialect.ErrOutcomeUnknown. The connection is
+// discarded after a cancellation, since the server may still act on the
+// cancel.
+func (r *Runner) GrantInt(ctx context.Context, st *Stmt, p *Params) (int64, error) {
 	conn, err := r.Pin(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	var stop func(context.Context) error
-	if cancel != nil {
-		if stop, err = cancel(ctx, conn); err != nil {
+	var (
+		prefix string
+		cancel func(context.Context) error
+	)
+	if r.Cancel != nil {
+		if prefix, cancel, err = r.Cancel(ctx, conn); err != nil {
 			_ = dialect.Discard(conn)
-			return r.Wrap(err)
+			return 0, r.Wrap(err)
 		}
 	}
-	cancelled, err := Cancellable(ctx, stop, func(qctx context.Context) error { return fn(qctx, conn) })
+	var n int64
+	cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
+		n, err = intOn(qctx, conn, prefix, st, p)
+		return err
+	})
 	if cancelled {
 		_ = dialect.Discard(conn)
 		if err != nil {
-			return errors.Join(ctx.Err(), r.Wrap(err))
+			return 0, errors.Join(ctx.Err(), r.Wrap(err))
 		}
-		return nil
+		return n, nil
 	}
 	conn.Close()
-	return r.Wrap(err)
-}
-
-// Exists runs q in tx and reports whether it selected a row.
-func Exists(ctx context.Context, tx *sql.Tx, wrap Wrap, q string, args ...any) (bool, error) {
-	var one int
-	err := tx.QueryRowContext(ctx, q, args...).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+	if err != nil {
+		return 0, r.Wrap(err)
 	}
-	return err == nil, wrap(err)
+	return n, nil
 }
 
-// Renewed reads (name, owner, token) rows of renewed leases and reports,
-// for each of ls, whether it is among them. It closes rows.
-func Renewed(rows *sql.Rows, ls []dialect.Lease, wrap Wrap) ([]bool, error) {
-	defer rows.Close()
-	got := make(map[dialect.Lease]bool, len(ls))
-	for rows.Next() {
-		var (
-			l           dialect.Lease
-			name, owner []byte
-		)
-		if err := rows.Scan(&name, &owner, &l.Token); err != nil {
-			return nil, wrap(err)
+// querier runs statements: a *sql.Conn or a *sql.Tx.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// intOn runs st on q, after prefix, and returns its number. The error is
+// the driver's.
+func intOn(ctx context.Context, q querier, prefix string, st *Stmt, p *Params) (int64, error) {
+	text, args := st.bind(p)
+	text = prefix + text
+	if st.Kind == Query {
+		var n int64
+		err := q.QueryRowContext(ctx, text, args...).Scan(&n)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
 		}
-		l.Name, l.Owner = string(name), string(owner)
-		got[l] = true
+		return n, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, wrap(err)
+	res, err := q.ExecContext(ctx, text, args...)
+	if err != nil {
+		return 0, err
 	}
-	out := make([]bool, len(ls))
-	for i, l := range ls {
-		out[i] = got[l]
+	if st.Kind == ExecID {
+		return res.LastInsertId()
 	}
-	return out, nil
+	return res.RowsAffected()
+}
+
+// eachOn runs st on q and calls scan for each row; the error is wrapped.
+func eachOn(ctx context.Context, q querier, wrap Wrap, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
+	text, args := st.bind(p)
+	rows, err := q.QueryContext(ctx, text, args...)
+	if err != nil {
+		return wrap(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := scan(rows); err != nil {
+			return wrap(err)
+		}
+	}
+	return wrap(rows.Err())
+}
+
+// IntOn runs st in tx and returns its number (see Kind); the error is the
+// driver's. For statements of a dialect's own transactions.
+func IntOn(ctx context.Context, tx *sql.Tx, st *Stmt, p *Params) (int64, error) {
+	return intOn(ctx, tx, "", st, p)
+}
+
+// EachOn runs st in tx and calls scan for each row; the error is wrapped.
+func EachOn(ctx context.Context, tx *sql.Tx, wrap Wrap, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
+	return eachOn(ctx, tx, wrap, st, p, scan)
 }

@@ -1,0 +1,252 @@
+// Package listen keeps a dialect's listening connection and fans what it
+// hears out to subscribers: the reusable part of a dialect.Notifier. A
+// dialect supplies the connection (a Func); a Hub runs it while anyone
+// subscribes, reconnecting after failures with a growing pause, tells the
+// subscribers when it is ready or lost, and stops it a linger period after
+// the last subscriber left, or when the Hub is closed.
+package listen
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Func holds one listening connection: it calls ready once announcements
+// are being delivered, then released with each announced name, until ctx
+// ends or the connection fails, and returns why. It must return soon after
+// ctx ends.
+type Func func(ctx context.Context, ready func(), released func(name string)) error
+
+// Pauses between attempts to listen after a failure: the first, doubling
+// up to the last.
+const (
+	firstPause = 50 * time.Millisecond
+	maxPause   = 5 * time.Second
+)
+
+// Hub runs a Func for its subscribers. Create it with New; it starts
+// nothing until the first Subscribe. A Hub is safe for concurrent use.
+type Hub struct {
+	listen Func
+	linger time.Duration
+
+	mu      sync.Mutex
+	subs    map[*subscription]struct{}
+	current *listener   // the running listener, if any
+	up      bool        // current delivers announcements
+	timer   *time.Timer // the pending linger, if any
+	gen     uint64      // identifies the latest linger timer
+	active  int         // listener goroutines and linger timers not yet finished
+	closed  bool
+	drained chan struct{} // closed once closed and active == 0
+}
+
+// listener is one run of the listening goroutine.
+type listener struct {
+	cancel context.CancelFunc
+}
+
+// New returns a Hub that runs listen while it has subscribers, and for
+// linger after the last one left: subscribers that take turns do not make
+// it reconnect at every turn.
+func New(listen Func, linger time.Duration) *Hub {
+	return &Hub{listen: listen, linger: linger, subs: make(map[*subscription]struct{}), drained: make(chan struct{})}
+}
+
+var _ dialect.Notifier = (*Hub)(nil)
+
+// Subscribe implements dialect.Notifier.
+func (h *Hub) Subscribe(s dialect.Subscriber) dialect.Subscription {
+	sub := &subscription{h: h, s: s}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return sub // never listening
+	}
+	h.subs[sub] = struct{}{}
+	h.disarm()
+	if h.current == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		l := &listener{cancel: cancel}
+		h.current = l
+		h.active++
+		go h.run(ctx, l)
+	}
+	return sub
+}
+
+// Close stops the listener, if any, and waits until its goroutine and
+// timers are gone or ctx ends; it returns ctx's error in the latter case.
+// Subscribers stay registered but are told nothing more, and later
+// subscriptions never listen. Close may be called more than once.
+func (h *Hub) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		h.disarm()
+		h.stop()
+		if h.active == 0 {
+			close(h.drained)
+		}
+	}
+	h.mu.Unlock()
+	select {
+	case <-h.drained:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run listens until ctx ends, again after every failure.
+func (h *Hub) run(ctx context.Context, l *listener) {
+	defer h.finished()
+	pause := firstPause
+	var wait *time.Timer
+	for {
+		err := h.listen(ctx, func() { h.ready(l) }, h.deliver)
+		if ctx.Err() != nil {
+			return
+		}
+		h.lost(l, err)
+		if wait == nil {
+			wait = time.NewTimer(pause)
+		} else {
+			wait.Reset(pause)
+		}
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return
+		case <-wait.C:
+		}
+		pause = min(2*pause, maxPause)
+	}
+}
+
+// ready marks the hub up and tells the subscribers, unless l was stopped.
+func (h *Hub) ready(l *listener) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.current != l {
+		return
+	}
+	h.up = true
+	for sub := range h.subs {
+		sub.s.Ready()
+	}
+}
+
+// deliver passes an announcement on, also from a listener being stopped:
+// it is news all the same.
+func (h *Hub) deliver(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sub := range h.subs {
+		sub.s.Released(name)
+	}
+}
+
+// lost marks the hub down and tells the subscribers, unless l was stopped.
+func (h *Hub) lost(l *listener, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.current != l {
+		return
+	}
+	h.up = false
+	for sub := range h.subs {
+		sub.s.Lost(err)
+	}
+}
+
+// stop cancels the current listener, if any; its goroutine ends on its
+// own. h.mu is held.
+func (h *Hub) stop() {
+	if h.current != nil {
+		h.current.cancel()
+		h.current, h.up = nil, false
+	}
+}
+
+// arm starts the linger timer. h.mu is held.
+func (h *Hub) arm() {
+	h.gen++
+	gen := h.gen
+	h.active++
+	h.timer = time.AfterFunc(h.linger, func() { h.retire(gen) })
+}
+
+// disarm cancels the linger timer, if any. A timer that fired already
+// finds itself outdated when its function runs. h.mu is held.
+func (h *Hub) disarm() {
+	if h.timer == nil {
+		return
+	}
+	if h.timer.Stop() {
+		h.active-- // its function will not run (Close checks for the last)
+	}
+	h.timer = nil
+}
+
+// retire is the linger timer's function: it stops the listener, unless the
+// timer was disarmed meanwhile (a subscriber came) or replaced.
+func (h *Hub) retire(gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	defer h.finishedLocked()
+	if h.timer == nil || gen != h.gen {
+		return
+	}
+	h.timer = nil
+	h.stop()
+}
+
+// finished counts a listener goroutine out.
+func (h *Hub) finished() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.finishedLocked()
+}
+
+// finishedLocked counts a goroutine or timer out and, once a closed hub has
+// none left, reports it drained. h.mu is held.
+func (h *Hub) finishedLocked() {
+	h.active--
+	if h.active == 0 && h.closed {
+		close(h.drained)
+	}
+}
+
+// subscription is a subscriber's registration with a Hub.
+type subscription struct {
+	h *Hub
+	s dialect.Subscriber
+}
+
+// Listening implements dialect.Subscription.
+func (sub *subscription) Listening() bool {
+	h := sub.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, in := h.subs[sub]
+	return in && h.up
+}
+
+// Unsubscribe implements dialect.Subscription. The last subscriber to
+// leave arms the linger timer.
+func (sub *subscription) Unsubscribe() {
+	h := sub.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, in := h.subs[sub]; !in {
+		return
+	}
+	delete(h.subs, sub)
+	if len(h.subs) == 0 && h.current != nil {
+		h.arm()
+	}
+}

@@ -1,0 +1,329 @@
+package listen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fake is a Func whose connections the test drives.
+type fake struct {
+	starts chan *conn // every call, in order
+}
+
+// conn is one call of a fake Func: ready at once, then announcing what the
+// test sends, until its context ends or the test fails it.
+type conn struct {
+	ctx   context.Context
+	names chan string
+	fail  chan error
+}
+
+func newFake() *fake { return &fake{starts: make(chan *conn, 16)} }
+
+func (f *fake) listen(ctx context.Context, ready func(), released func(string)) error {
+	c := &conn{ctx: ctx, names: make(chan string), fail: make(chan error)}
+	f.starts <- c
+	ready()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-c.fail:
+			return err
+		case n := <-c.names:
+			released(n)
+		}
+	}
+}
+
+// next returns the next connection the hub made.
+func (f *fake) next(t *testing.T) *conn {
+	t.Helper()
+	select {
+	case c := <-f.starts:
+		return c
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hub did not listen")
+		return nil
+	}
+}
+
+// none checks that the hub made no new connection.
+func (f *fake) none(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.starts:
+		t.Fatal("the hub listened again")
+	default:
+	}
+}
+
+// recorder is a subscriber that records what it is told.
+type recorder chan string
+
+func newRecorder() recorder { return make(recorder, 64) }
+
+func (r recorder) Ready()               { r <- "ready" }
+func (r recorder) Released(name string) { r <- "released " + name }
+func (r recorder) Lost(err error)       { r <- "lost " + err.Error() }
+
+// expect checks that r is told want next.
+func (r recorder) expect(t *testing.T, want string) {
+	t.Helper()
+	select {
+	case got := <-r:
+		if got != want {
+			t.Fatalf("told %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("never told %q", want)
+	}
+}
+
+// quiet checks that r was told nothing more.
+func (r recorder) quiet(t *testing.T) {
+	t.Helper()
+	select {
+	case got := <-r:
+		t.Fatalf("told %q, want nothing", got)
+	default:
+	}
+}
+
+func closeHub(t *testing.T, h *Hub) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// The hub listens only once someone subscribes, on one connection for all
+// subscribers, fans announcements out to those subscribed at the time, and
+// keeps the connection while subscribers come back within the linger.
+func TestSubscribersShareOneConnection(t *testing.T) {
+	f := newFake()
+	h := New(f.listen, time.Hour)
+	f.none(t)
+	ra, rb := newRecorder(), newRecorder()
+	a := h.Subscribe(ra)
+	c := f.next(t)
+	ra.expect(t, "ready")
+	if !a.Listening() {
+		t.Fatal("a is not listening after ready")
+	}
+	b := h.Subscribe(rb)
+	if !b.Listening() {
+		t.Fatal("b, subscribed to a ready connection, is not listening")
+	}
+	c.names <- "x"
+	ra.expect(t, "released x")
+	rb.expect(t, "released x")
+	a.Unsubscribe()
+	a.Unsubscribe() // again: nothing
+	c.names <- "y"
+	rb.expect(t, "released y")
+	if a.Listening() {
+		t.Fatal("a listens after Unsubscribe")
+	}
+	b.Unsubscribe()
+	rc := newRecorder()
+	sc := h.Subscribe(rc) // within the linger: the same connection
+	if !sc.Listening() {
+		t.Fatal("c, subscribed within the linger, is not listening")
+	}
+	c.names <- "z"
+	rc.expect(t, "released z")
+	f.none(t)
+	ra.quiet(t)
+	rb.quiet(t)
+	rc.quiet(t)
+	closeHub(t, h)
+	<-c.ctx.Done()
+}
+
+// The connection stops a linger period after the last subscriber left, and
+// the next subscriber makes a new one.
+func TestLingerThenStop(t *testing.T) {
+	const linger = 50 * time.Millisecond
+	f := newFake()
+	h := New(f.listen, linger)
+	defer closeHub(t, h)
+	r := newRecorder()
+	s := h.Subscribe(r)
+	c := f.next(t)
+	r.expect(t, "ready")
+	left := time.Now()
+	s.Unsubscribe()
+	<-c.ctx.Done()
+	if d := time.Since(left); d < linger {
+		t.Fatalf("stopped %v after the last subscriber left, want at least %v", d, linger)
+	}
+	s = h.Subscribe(r)
+	f.next(t)
+	r.expect(t, "ready")
+	s.Unsubscribe()
+}
+
+// A failed connection is reported lost and replaced after a pause; the new
+// one is reported ready.
+func TestReconnects(t *testing.T) {
+	f := newFake()
+	h := New(f.listen, time.Hour)
+	defer closeHub(t, h)
+	r := newRecorder()
+	s := h.Subscribe(r)
+	c := f.next(t)
+	r.expect(t, "ready")
+	c.fail <- errors.New("connection reset")
+	r.expect(t, "lost connection reset")
+	if s.Listening() {
+		t.Fatal("listening after the connection was lost")
+	}
+	c = f.next(t)
+	r.expect(t, "ready")
+	if !s.Listening() {
+		t.Fatal("not listening after reconnecting")
+	}
+	c.names <- "x"
+	r.expect(t, "released x")
+	s.Unsubscribe()
+}
+
+// A connection that can never be made is reported lost at every attempt,
+// with growing pauses; nobody ever listens.
+func TestNeverReady(t *testing.T) {
+	calls := make(chan time.Time, 16)
+	refuse := func(ctx context.Context, _ func(), _ func(string)) error {
+		calls <- time.Now()
+		return errors.New("refused")
+	}
+	h := New(refuse, time.Hour)
+	defer closeHub(t, h)
+	r := newRecorder()
+	s := h.Subscribe(r)
+	var at []time.Time
+	for range 3 {
+		r.expect(t, "lost refused")
+		at = append(at, <-calls)
+		if s.Listening() {
+			t.Fatal("listening without a connection")
+		}
+	}
+	if p1, p2 := at[1].Sub(at[0]), at[2].Sub(at[1]); p1 < firstPause || p2 < 2*firstPause {
+		t.Fatalf("pauses %v, %v: want at least %v, %v", p1, p2, firstPause, 2*firstPause)
+	}
+	s.Unsubscribe()
+}
+
+// Close stops the connection and waits for it, lingering or not; later
+// subscriptions never listen; a second Close returns at once.
+func TestClose(t *testing.T) {
+	for _, lingering := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lingering=%v", lingering), func(t *testing.T) {
+			f := newFake()
+			h := New(f.listen, time.Hour)
+			r := newRecorder()
+			s := h.Subscribe(r)
+			c := f.next(t)
+			r.expect(t, "ready")
+			if lingering {
+				s.Unsubscribe()
+			}
+			closeHub(t, h)
+			select {
+			case <-c.ctx.Done():
+			default:
+				t.Fatal("the connection outlived Close")
+			}
+			if s.Listening() {
+				t.Fatal("listening after Close")
+			}
+			late := h.Subscribe(r)
+			if late.Listening() {
+				t.Fatal("a subscription after Close listens")
+			}
+			late.Unsubscribe()
+			s.Unsubscribe()
+			f.none(t)
+			r.quiet(t)
+			closeHub(t, h)
+		})
+	}
+}
+
+// Close gives up waiting when its context ends, and a later Close waits
+// for what is left.
+func TestCloseBounded(t *testing.T) {
+	stuck, release := make(chan struct{}), make(chan struct{})
+	slow := func(ctx context.Context, ready func(), _ func(string)) error {
+		ready()
+		<-ctx.Done()
+		close(stuck)
+		<-release // slow to notice
+		return ctx.Err()
+	}
+	h := New(slow, time.Hour)
+	r := newRecorder()
+	h.Subscribe(r)
+	r.expect(t, "ready")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := h.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a stuck listener: %v, want DeadlineExceeded", err)
+	}
+	<-stuck
+	close(release)
+	closeHub(t, h)
+}
+
+// Subscribers coming and going from many goroutines, with a linger short
+// enough to stop and restart the connection among them, leave nothing
+// running once the hub is closed (TestMain checks for goroutines).
+func TestChurn(t *testing.T) {
+	var n int
+	var mu sync.Mutex
+	counting := func(ctx context.Context, ready func(), released func(string)) error {
+		mu.Lock()
+		n++
+		mu.Unlock()
+		ready()
+		released("x")
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	h := New(counting, 10*time.Microsecond)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				s := h.Subscribe(nop{})
+				_ = s.Listening()
+				s.Unsubscribe()
+			}
+		})
+	}
+	wg.Wait()
+	closeHub(t, h)
+	mu.Lock()
+	defer mu.Unlock()
+	if n == 0 {
+		t.Fatal("never listened")
+	}
+}
+
+// nop is a subscriber that ignores what it is told.
+type nop struct{}
+
+func (nop) Ready()          {}
+func (nop) Released(string) {}
+func (nop) Lost(error)      {}

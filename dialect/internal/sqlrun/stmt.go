@@ -1,0 +1,237 @@
+package sqlrun
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Style is a dialect's placeholder syntax.
+type Style int
+
+const (
+	// Question writes ? for every parameter, in order (MySQL, SQLite).
+	Question Style = iota
+	// Dollar writes $n, numbering parameters by first use (PostgreSQL).
+	Dollar
+)
+
+// Kind is how a statement reports its outcome.
+type Kind int
+
+const (
+	// Query selects rows; as a number, the first column of the first row
+	// (no row counts as 0).
+	Query Kind = iota
+	// Exec changes rows; as a number, how many it affected.
+	Exec
+	// ExecID changes rows; as a number, the insert id it reports
+	// (MySQL's LAST_INSERT_ID(expr) channel for statements without
+	// RETURNING).
+	ExecID
+)
+
+// SQL is a statement as a dialect declares it: text with named parameters,
+// and the kind of its outcome. Parameters are written :name and take their
+// values from Params (see Params for the names); a colon next to another
+// colon (a PostgreSQL cast, ::bigint) or followed by anything but a lower-case
+// letter is text. Since the values are bound by name, the order in which a
+// dialect's text uses them cannot drift from the order of the arguments.
+type SQL struct {
+	Text string
+	Kind Kind
+}
+
+// Q, X and XID declare statements of kind Query, Exec and ExecID.
+func Q(text string) SQL   { return SQL{text, Query} }
+func X(text string) SQL   { return SQL{text, Exec} }
+func XID(text string) SQL { return SQL{text, ExecID} }
+
+// Params are the values of a statement's named parameters.
+type Params struct {
+	Name    string        // :name
+	Owner   string        // :owner
+	Token   int64         // :token, the lease's token (on the version table, its version)
+	Version int64         // :version, the version a swap expects
+	TTL     time.Duration // :ttl, in whole microseconds
+	Limit   int           // :limit
+	Channel string        // :channel, the notification channel
+	// Leases expands :names to a list of their names and :leases to a
+	// list of (name, owner, token) tuples, for IN (...).
+	Leases []dialect.Lease
+}
+
+// params lists the names a statement may use; list ones expand.
+var params = map[string]bool{
+	"name": false, "owner": false, "token": false, "version": false, "ttl": false,
+	"limit": false, "channel": false, "names": true, "leases": true,
+}
+
+// value returns the value of the scalar parameter name.
+func (p *Params) value(name string) any {
+	switch name {
+	case "name":
+		return p.Name
+	case "owner":
+		return p.Owner
+	case "token":
+		return p.Token
+	case "version":
+		return p.Version
+	case "ttl":
+		return p.TTL.Microseconds()
+	case "limit":
+		return p.Limit
+	}
+	return p.Channel
+}
+
+// Stmt is a statement compiled for a dialect's placeholder style.
+type Stmt struct {
+	Kind  Kind
+	style Style
+	parts []string // text around the parameters: len(parts) == len(names)+1
+	names []string // the parameters, in order of use
+	list  bool     // a parameter expands to a list: rendered at each use
+	text  string   // without list parameters: the final text,
+	args  []string // and the parameter behind each placeholder
+}
+
+// Compile parses s's named parameters for style. It fails on a name that
+// Params does not have.
+func Compile(style Style, s SQL) (Stmt, error) {
+	st := Stmt{Kind: s.Kind, style: style}
+	t := s.Text
+	var cur strings.Builder
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if c != ':' || i+1 >= len(t) || t[i+1] < 'a' || t[i+1] > 'z' || (i > 0 && t[i-1] == ':') {
+			cur.WriteByte(c)
+			continue
+		}
+		j := i + 1
+		for j < len(t) && (t[j] >= 'a' && t[j] <= 'z' || t[j] == '_') {
+			j++
+		}
+		name := t[i+1 : j]
+		list, ok := params[name]
+		if !ok {
+			return Stmt{}, fmt.Errorf("sqlrun: statement uses unknown parameter :%s: %s", name, t)
+		}
+		st.list = st.list || list
+		st.parts = append(st.parts, cur.String())
+		st.names = append(st.names, name)
+		cur.Reset()
+		i = j - 1
+	}
+	st.parts = append(st.parts, cur.String())
+	if !st.list {
+		var refs []arg
+		st.text, refs = st.render(nil)
+		for _, r := range refs {
+			st.args = append(st.args, r.name)
+		}
+	}
+	return st, nil
+}
+
+// Compiler compiles a dialect's statements, keeping the first error, so
+// that a constructor compiles them all and checks once.
+type Compiler struct {
+	Style Style
+	Err   error
+}
+
+// Compile compiles s; after an error it returns a zero Stmt.
+func (c *Compiler) Compile(s SQL) Stmt {
+	if c.Err != nil {
+		return Stmt{}
+	}
+	st, err := Compile(c.Style, s)
+	c.Err = err
+	return st
+}
+
+// arg is the value behind one placeholder: a scalar parameter by name, or
+// an element of a list parameter.
+type arg struct {
+	name string
+	val  any
+}
+
+// bind returns the statement's text and arguments for p.
+func (s *Stmt) bind(p *Params) (string, []any) {
+	if !s.list {
+		args := make([]any, len(s.args))
+		for i, name := range s.args {
+			args[i] = p.value(name)
+		}
+		return s.text, args
+	}
+	text, refs := s.render(p)
+	args := make([]any, len(refs))
+	for i, r := range refs {
+		args[i] = r.val
+		if r.name != "" {
+			args[i] = p.value(r.name)
+		}
+	}
+	return text, args
+}
+
+// render writes the text with placeholders. List parameters take their
+// elements from p; with a nil p they must not occur.
+func (s *Stmt) render(p *Params) (string, []arg) {
+	var (
+		b    strings.Builder
+		refs []arg
+		nums map[string]int // Dollar: the number given to each scalar name
+	)
+	mark := func(a arg) {
+		refs = append(refs, a)
+		if s.style == Dollar {
+			b.WriteString("$" + strconv.Itoa(len(refs)))
+		} else {
+			b.WriteByte('?')
+		}
+	}
+	for i, name := range s.names {
+		b.WriteString(s.parts[i])
+		switch name {
+		case "names", "leases":
+			for k, l := range p.Leases {
+				if k > 0 {
+					b.WriteString(", ")
+				}
+				if name == "names" {
+					mark(arg{val: l.Name})
+					continue
+				}
+				b.WriteByte('(')
+				mark(arg{val: l.Name})
+				b.WriteString(", ")
+				mark(arg{val: l.Owner})
+				b.WriteString(", ")
+				mark(arg{val: l.Token})
+				b.WriteByte(')')
+			}
+		default:
+			if n, ok := nums[name]; ok && s.style == Dollar {
+				b.WriteString("$" + strconv.Itoa(n))
+				continue
+			}
+			mark(arg{name: name})
+			if s.style == Dollar {
+				if nums == nil {
+					nums = make(map[string]int)
+				}
+				nums[name] = len(refs)
+			}
+		}
+	}
+	b.WriteString(s.parts[len(s.parts)-1])
+	return b.String(), refs
+}

@@ -1,0 +1,59 @@
+package sqlrun
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+func TestCompileBindsByName(t *testing.T) {
+	p := &Params{Name: "n", Owner: "o", Token: 7, Version: 3, TTL: 2 * time.Second, Limit: 10, Channel: "c",
+		Leases: []dialect.Lease{{Name: "a", Owner: "x", Token: 1}, {Name: "b", Owner: "y", Token: 2}}}
+	for _, tc := range []struct {
+		style Style
+		text  string
+		want  string
+		args  []any
+	}{
+		{Dollar, `UPDATE t SET e = now() + :ttl::bigint * interval '1 microsecond' WHERE name = :name AND owner = :owner AND o2 = :owner`,
+			`UPDATE t SET e = now() + $1::bigint * interval '1 microsecond' WHERE name = $2 AND owner = $3 AND o2 = $3`,
+			[]any{int64(2000000), "n", "o"}},
+		{Question, `UPDATE t SET e = :ttl WHERE name = :name AND owner = :owner AND o2 = :owner`,
+			`UPDATE t SET e = ? WHERE name = ? AND owner = ? AND o2 = ?`,
+			[]any{int64(2000000), "n", "o", "o"}},
+		{Question, `SELECT '00:00:00', a::b, :version, :limit, :channel, :token`,
+			`SELECT '00:00:00', a::b, ?, ?, ?, ?`,
+			[]any{int64(3), 10, "c", int64(7)}},
+		{Dollar, `WHERE name IN (:names) AND (name, owner, token) IN (:leases) AND e > :ttl`,
+			`WHERE name IN ($1, $2) AND (name, owner, token) IN (($3, $4, $5), ($6, $7, $8)) AND e > $9`,
+			[]any{"a", "b", "a", "x", int64(1), "b", "y", int64(2), int64(2000000)}},
+		{Question, `WHERE e > :ttl AND name IN (:names)`,
+			`WHERE e > ? AND name IN (?, ?)`,
+			[]any{int64(2000000), "a", "b"}},
+	} {
+		st, err := Compile(tc.style, X(tc.text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, args := st.bind(p)
+		if text != tc.want || !reflect.DeepEqual(args, tc.args) {
+			t.Errorf("bind(%q)\n got %q %v\nwant %q %v", tc.text, text, args, tc.want, tc.args)
+		}
+	}
+}
+
+func TestCompileRefusesUnknownNames(t *testing.T) {
+	_, err := Compile(Question, Q(`SELECT :nope`))
+	if err == nil || !strings.Contains(err.Error(), ":nope") {
+		t.Fatalf("unknown parameter: %v", err)
+	}
+	c := &Compiler{Style: Dollar}
+	c.Compile(Q(`SELECT :name`))
+	c.Compile(Q(`SELECT :typo`))
+	if st := c.Compile(Q(`SELECT :name`)); c.Err == nil || st.text != "" {
+		t.Fatalf("the compiler kept no error: %v", c.Err)
+	}
+}

@@ -1,0 +1,234 @@
+package sqlrun
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// LeaseSQL declares the statements of a lease table: one row per lock name
+// with owner, token, hold count and an expiry on the database clock. The
+// lock table and the version table are both lease tables; one
+// implementation, LeaseTable, runs the statements of either on every
+// dialect.
+type LeaseSQL struct {
+	// RenewMany extends the live leases among :leases to :ttl from now
+	// (:names lists their names, to narrow an index scan). A Query selects
+	// the (name, owner, token) of each lease it renewed; an Exec is
+	// followed, on the same connection, by Renewed, which selects the
+	// leases among :leases that are live afterwards.
+	RenewMany, Renewed SQL
+	// Release drops one hold of (:name, :owner, :token), freeing the lock
+	// with the last one; its number is 1 when it did.
+	Release SQL
+	// Guard selects a row, inside the caller's transaction, when the lease
+	// (:name, :owner, :token) is live, and share-locks it until the
+	// transaction ends.
+	Guard SQL
+	// List selects name, owner, token, holds, and the acquisition time, the
+	// expiry time (microseconds since the Unix epoch) and the time left (in
+	// microseconds) of every held row, ordered by name.
+	List SQL
+	// Channel is the value of :channel.
+	Channel string
+}
+
+// LeaseTable implements dialect.LeaseTable over a dialect's statements.
+type LeaseTable struct {
+	run                                      *Runner
+	renewMany, renewed, release, guard, list Stmt
+	channel                                  string
+}
+
+func newLeaseTable(run *Runner, c *Compiler, s LeaseSQL) LeaseTable {
+	t := LeaseTable{run: run, channel: s.Channel,
+		renewMany: c.Compile(s.RenewMany),
+		release:   c.Compile(s.Release), guard: c.Compile(s.Guard), list: c.Compile(s.List)}
+	if s.RenewMany.Kind != Query {
+		t.renewed = c.Compile(s.Renewed)
+	}
+	return t
+}
+
+func (t *LeaseTable) params(l dialect.Lease) *Params {
+	return &Params{Name: l.Name, Owner: l.Owner, Token: l.Token, Channel: t.channel}
+}
+
+// RenewMany implements dialect.LeaseTable.
+func (t *LeaseTable) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+	p := &Params{Leases: ls, TTL: ttl, Channel: t.channel}
+	got := make(map[dialect.Lease]bool, len(ls))
+	scan := func(rows *sql.Rows) error {
+		var (
+			l           dialect.Lease
+			name, owner []byte
+		)
+		if err := rows.Scan(&name, &owner, &l.Token); err != nil {
+			return err
+		}
+		l.Name, l.Owner = string(name), string(owner)
+		got[l] = true
+		return nil
+	}
+	err := t.run.Conn(ctx, func(conn *sql.Conn) error {
+		if t.renewMany.Kind == Query {
+			return eachOn(ctx, conn, t.run.Wrap, &t.renewMany, p, scan)
+		}
+		if _, err := intOn(ctx, conn, "", &t.renewMany, p); err != nil {
+			return t.run.Wrap(err)
+		}
+		return eachOn(ctx, conn, t.run.Wrap, &t.renewed, p, scan)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(ls))
+	for i, l := range ls {
+		out[i] = got[l]
+	}
+	return out, nil
+}
+
+// Release implements dialect.LeaseTable.
+func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	n, err := t.run.Int(ctx, &t.release, t.params(l))
+	return n == 1, err
+}
+
+// Guard implements dialect.LeaseTable.
+func (t *LeaseTable) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bool, error) {
+	text, args := t.guard.bind(t.params(l))
+	var one int
+	err := tx.QueryRowContext(ctx, text, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, t.run.Wrap(err)
+}
+
+// List implements dialect.LeaseTable.
+func (t *LeaseTable) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	var out []dialect.LockInfo
+	err := t.run.Each(ctx, &t.list, &Params{}, func(rows *sql.Rows) error {
+		var (
+			li                           dialect.LockInfo
+			name, owner                  []byte
+			acquired, expires, expiresIn int64
+		)
+		if err := rows.Scan(&name, &owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn); err != nil {
+			return err
+		}
+		li.Name, li.Owner = string(name), string(owner)
+		li.AcquiredAt = time.UnixMicro(acquired).UTC()
+		li.ExpiresAt = time.UnixMicro(expires).UTC()
+		li.ExpiresIn = time.Duration(expiresIn) * time.Microsecond
+		out = append(out, li)
+		return nil
+	})
+	return out, err
+}
+
+// LockSQL declares the statements of the lock table.
+type LockSQL struct {
+	LeaseSQL
+	// Acquire grants a lease on :name to :owner for :ttl in one statement
+	// (insert, re-enter, or take over an expired or released row) and
+	// gives its token as its number; 0 when another owner holds a live
+	// lease. It runs as a grant (see Runner.Grant).
+	Acquire SQL
+	// Remaining selects the microseconds the lease on :name has left (0
+	// if none), and no row when there is no row.
+	Remaining SQL
+}
+
+// LockTable implements dialect.LockTable.
+type LockTable struct {
+	LeaseTable
+	acquire, remaining Stmt
+}
+
+// NewLockTable compiles s; a compile error is kept in c.
+func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
+	return &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
+		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining)}
+}
+
+// Acquire implements dialect.LockTable.
+func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	return t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
+}
+
+// Remaining implements dialect.LockTable.
+func (t *LockTable) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	var us int64
+	ok, err := t.run.Row(ctx, &t.remaining, &Params{Name: name, Channel: t.channel}, &us)
+	return time.Duration(us) * time.Microsecond, ok, err
+}
+
+// VersionSQL declares the statements of the version table, whose token
+// column is the version.
+type VersionSQL struct {
+	LeaseSQL
+	// Read selects version, owner, holds, whether the lease is live, and
+	// the microseconds it has left, of :name's row.
+	Read SQL
+	// Create inserts :name's row at version 1, held by :owner for :ttl; its
+	// number is 1 when it did, 0 when the row exists (without an error).
+	Create SQL
+	// Take sets :owner, version + 1, one hold and an expiry :ttl from now
+	// if the row still has :version and is free or expired; number 1 when
+	// it did.
+	Take SQL
+	// Reenter adds a hold and extends the lease to :ttl from now if the row
+	// still has :version and a live lease of :owner; number 1 when it did.
+	Reenter SQL
+}
+
+// VersionTable implements dialect.VersionTable.
+type VersionTable struct {
+	LeaseTable
+	read, create, take, reenter Stmt
+}
+
+// NewVersionTable compiles s; a compile error is kept in c.
+func NewVersionTable(run *Runner, c *Compiler, s VersionSQL) *VersionTable {
+	return &VersionTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
+		read: c.Compile(s.Read), create: c.Compile(s.Create), take: c.Compile(s.Take), reenter: c.Compile(s.Reenter)}
+}
+
+// Read implements dialect.VersionTable.
+func (t *VersionTable) Read(ctx context.Context, name string) (dialect.VersionRow, bool, error) {
+	var (
+		r     dialect.VersionRow
+		owner []byte
+		us    int64
+	)
+	ok, err := t.run.Row(ctx, &t.read, &Params{Name: name}, &r.Version, &owner, &r.Holds, &r.Live, &us)
+	r.Owner = string(owner)
+	r.Remaining = time.Duration(us) * time.Microsecond
+	return r, ok, err
+}
+
+// Create implements dialect.VersionTable.
+func (t *VersionTable) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
+	n, err := t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
+	return n == 1 && err == nil, err
+}
+
+// Take implements dialect.VersionTable.
+func (t *VersionTable) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
+	return t.swap(ctx, &t.take, p)
+}
+
+// Reenter implements dialect.VersionTable.
+func (t *VersionTable) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
+	return t.swap(ctx, &t.reenter, p)
+}
+
+func (t *VersionTable) swap(ctx context.Context, st *Stmt, p dialect.SwapParams) (bool, error) {
+	n, err := t.run.GrantInt(ctx, st, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	return n == 1 && err == nil, err
+}

@@ -1,0 +1,164 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// The statements of the lock and version tables, declared once for both
+// through leaseSQL; sqlrun binds their named parameters. Times travel as
+// integers computed on the server in UTC, and every state change is
+// detected in a way that does not depend on whether the server counts
+// matched or changed rows (clientFoundRows).
+
+// now is the current time in UTC, on a clock that no session setting moves,
+// whatever the session time zone.
+//
+// UTC_TIMESTAMP(6) and NOW(6) are the statement's start on the session's
+// clock, which a session can set (SET timestamp = ..., as replication
+// appliers, fixtures and some drivers' init statements do); SYSDATE(6) is
+// the server's real clock, in the session time zone. Their difference is
+// how far the session's clock is off (plus the time the statement has run),
+// so adding it to UTC_TIMESTAMP(6) gives the real time in UTC. SYSDATE(6)
+// is read at each use; every use within a statement agrees within the
+// statement's run time, and the statements below are written so that only
+// the order of such reads matters, never their equality. A server started
+// with --sysdate-is-now makes SYSDATE() follow the session clock too: the
+// dialect detects it once and refuses to grant leases (see checkServer).
+const now = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)"
+
+// released is the expiry a released row gets: before any real time.
+const released = "'1000-01-01 00:00:00'"
+
+// micros is the microseconds since the Unix epoch of a DATETIME(6) in UTC.
+func micros(col string) string {
+	return `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ` + col + `)`
+}
+
+// leaseSQL declares the lease statements of table, whose token column is
+// token.
+func leaseSQL(table, token string) sqlrun.LeaseSQL {
+	// GREATEST(... + 1 µs) makes every renewal change the row, so the
+	// affected-row count is 1 whether the DSN counts found or changed rows.
+	const extend = `expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, ` + now + ` + INTERVAL :ttl MICROSECOND)`
+	return sqlrun.LeaseSQL{
+		RenewMany: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET %[3]s
+WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[4]s`, table, token, extend, now)),
+		// No RETURNING: a lease of the batch is live afterwards exactly
+		// when the update renewed it (nothing else makes the same
+		// (name, owner, token) live again).
+		Renewed: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
+WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
+		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = IF(holds = 0, %[3]s, expires_at)
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released)),
+		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
+LOCK IN SHARE MODE`, table, token, now)),
+		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[4]s, %[5]s, TIMESTAMPDIFF(MICROSECOND, %[3]s, expires_at)
+FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now, micros("acquired_at"), micros("expires_at"))),
+	}
+}
+
+// lockSQL declares the lock table's statements.
+func lockSQL(locks, floor string) sqlrun.LockSQL {
+	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token")}
+	// One statement, no RETURNING: the token travels back as the
+	// statement's insert id via LAST_INSERT_ID(expr), and a refusal sets it
+	// to 0. MySQL applies ON DUPLICATE KEY UPDATE assignments left to
+	// right, each seeing the previous ones, so every condition below reads
+	// only columns not yet assigned. A new row starts above the token
+	// floor, read under a shared lock that the reaper must wait for. The
+	// time is read once, in the SELECT, and the update reads it back with
+	// VALUES(): every condition sees the same instant.
+	s.Acquire = sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
+SELECT :name, :owner, LAST_INSERT_ID(f.token + 1), 1, n.t, n.t + INTERVAL :ttl MICROSECOND
+FROM %[2]s f, (SELECT %[3]s AS t) n WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE
+  token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[1]s.token + 1),
+                  IF(%[1]s.owner = :owner, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
+  holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = :owner, %[1]s.holds + 1, %[1]s.holds)),
+  owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), :owner, %[1]s.owner),
+  acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
+  expires_at  = IF(%[1]s.owner = :owner, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now))
+	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
+	return s
+}
+
+// versionSQL declares the version table's statements. Both swaps change a
+// column whenever they match (version, holds), so rows affected is rows
+// matched whatever clientFoundRows says.
+func versionSQL(versions string) sqlrun.VersionSQL {
+	return sqlrun.VersionSQL{
+		LeaseSQL: leaseSQL(versions, "version"),
+		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s,
+  GREATEST(TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at), 0)
+FROM %[1]s WHERE name = :name`, versions, now)),
+		// The insert id says whether the row was created: 1 from the
+		// inserted values, 0 from the no-op update of an existing row (the
+		// affected-row count cannot tell, as it depends on clientFoundRows).
+		Create: sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+VALUES (:name, :owner, LAST_INSERT_ID(1), 1, %[2]s, %[2]s + INTERVAL :ttl MICROSECOND)
+ON DUPLICATE KEY UPDATE version = version + LAST_INSERT_ID(0)`, versions, now)),
+		Take: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1,
+  acquired_at = %[2]s, expires_at = %[2]s + INTERVAL :ttl MICROSECOND
+WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now)),
+		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1,
+  expires_at = GREATEST(expires_at, %[2]s + INTERVAL :ttl MICROSECOND)
+WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > %[2]s`, versions, now)),
+	}
+}
+
+// reapStmts are the reaper's statements on the lock table.
+type reapStmts struct {
+	lockFloor, expired, delete, raiseFloor sqlrun.Stmt
+}
+
+// tables compiles the dialect's statements.
+func (d *Dialect) tables() error {
+	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
+	if d.database != "" {
+		locks = quote(d.database) + "." + locks
+		floor = quote(d.database) + "." + floor
+		versions = quote(d.database) + "." + versions
+	}
+	c := &sqlrun.Compiler{Style: sqlrun.Question}
+	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
+	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions))
+	d.reap = reapStmts{
+		lockFloor: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor))),
+		expired: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, token FROM %s WHERE expires_at <= %s
+ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, locks, now))),
+		delete:     c.Compile(sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name IN (:names)`, locks))),
+		raiseFloor: c.Compile(sqlrun.X(fmt.Sprintf(`UPDATE %s SET token = GREATEST(token, :token) WHERE id = 1`, floor))),
+	}
+	return c.Err
+}
+
+var _ dialect.Optimistic = (*Dialect)(nil)
+
+// Locks implements dialect.Dialect.
+func (d *Dialect) Locks() dialect.LockTable { return d.locks }
+
+// Versions implements dialect.Optimistic.
+func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
+
+// cancelGrant prepares the cancelling of a grant: a mark to put in front of
+// the statement, by which another connection of the pool finds it in the
+// process list and ends it with KILL QUERY. The driver's own reaction to a
+// cancelled context is to close the connection, which leaves the server
+// running the statement: it would take the lock, for an owner nobody holds,
+// once the row lock it waits for is free. Finding the statement by its mark
+// costs nothing unless ctx ends (asking each connection for its
+// CONNECTION_ID() would cost a round trip per acquire). It first makes sure
+// that the server's clock can be trusted (see checkServer).
+func (d *Dialect) cancelGrant(ctx context.Context, _ *sql.Conn) (string, func(context.Context) error, error) {
+	if err := d.checkServer(ctx); err != nil {
+		return "", nil, err
+	}
+	mark := d.marks.next()
+	return mark, func(ctx context.Context) error { return d.killMarked(ctx, mark) }, nil
+}

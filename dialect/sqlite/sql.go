@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// The statements of the lock and version tables, declared once for both
+// through leaseSQL; sqlrun binds their named parameters. Times are integer
+// microseconds since the Unix epoch.
+
+// now is the current time on the host's clock, in integer microseconds
+// since the Unix epoch. SQLite reads the clock with millisecond resolution,
+// once per statement execution, so every use within a statement agrees. No
+// connection setting moves it: SQLite runs in the process, on the host's
+// clock, the same for every process on the machine.
+const now = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+
+// released is the expiry of a released row: before any real time.
+const released = "0"
+
+// leaseSQL declares the lease statements of table, whose token column is
+// token.
+//
+// The guard needs no FOR SHARE, which SQLite does not have: a takeover is a
+// write, and SQLite lets one transaction at a time write to the database.
+// The check reads the lease inside the caller's transaction, on the host's
+// clock at that statement, and then:
+//
+//   - if the transaction holds the write lock (it was begun IMMEDIATE, as
+//     every read-write transaction of a pool from Open is, or it wrote
+//     before the check), no takeover can commit until it ends: the check
+//     holds until Commit;
+//   - if it only read so far (deferred BEGIN), a takeover may commit after
+//     the check, but then the transaction's snapshot predates it, and its
+//     first write fails with SQLITE_BUSY_SNAPSHOT instead of waiting: it
+//     cannot commit a write made under a lease that was taken over
+//     meanwhile.
+//
+// Either way a guarded transaction that writes commits only while the lease
+// holds. One that never writes has nothing to commit; its reads come from
+// one snapshot in which the lease was live. The transaction must belong to
+// the same database file as the locks.
+func leaseSQL(table, token string) sqlrun.LeaseSQL {
+	return sqlrun.LeaseSQL{
+		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
+WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
+RETURNING name, owner, %[2]s`, table, token, now)),
+		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
+  expires_at = CASE WHEN holds = 1 THEN %[3]s ELSE expires_at END
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released)),
+		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
+		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
+FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now)),
+	}
+}
+
+// lockSQL declares the lock table's statements. The acquire is one
+// statement, under SQLite's write lock from start to end. A new row starts
+// above the token floor; a takeover adds one to the row's token, which
+// already exceeds every earlier token of the name. All SET expressions read
+// the row as it was. The upsert returns no row when the WHERE refuses it:
+// held by another owner.
+func lockSQL() sqlrun.LockSQL {
+	s := sqlrun.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token")}
+	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+VALUES (:name, :owner, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + :ttl)
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
+  owner       = excluded.owner,
+  expires_at  = excluded.expires_at
+WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
+RETURNING token`, now))
+	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
+	return s
+}
+
+// versionSQL declares the version table's statements.
+func versionSQL() sqlrun.VersionSQL {
+	const versions = "sqllock_versions"
+	return sqlrun.VersionSQL{
+		LeaseSQL: leaseSQL(versions, "version"),
+		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s, max(expires_at - %[2]s, 0)
+FROM %[1]s WHERE name = :name`, versions, now)),
+		Create: sqlrun.X(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+VALUES (:name, :owner, 1, 1, %[2]s, %[2]s + :ttl)
+ON CONFLICT (name) DO NOTHING`, versions, now)),
+		Take: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + :ttl
+WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now)),
+		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1, expires_at = max(expires_at, %[2]s + :ttl)
+WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > %[2]s`, versions, now)),
+	}
+}
+
+// reapSQL deletes expired rows of the lock table in one statement. SQLite
+// runs it under the write lock, so concurrent reapers and acquirers take
+// turns; the trigger of migration 1 raises the token floor to every deleted
+// token in the same statement.
+func reapSQL() sqlrun.SQL {
+	return sqlrun.X(fmt.Sprintf(`DELETE FROM sqllock_locks WHERE name IN (
+  SELECT name FROM sqllock_locks WHERE expires_at <= %s ORDER BY expires_at LIMIT :limit
+)`, now))
+}
+
+// tables compiles the dialect's statements.
+func (d *Dialect) tables() error {
+	c := &sqlrun.Compiler{Style: sqlrun.Question}
+	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL())
+	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL())
+	d.reap = c.Compile(reapSQL())
+	return c.Err
+}
+
+var _ dialect.Optimistic = (*Dialect)(nil)
+
+// Locks implements dialect.Dialect.
+func (d *Dialect) Locks() dialect.LockTable { return d.locks }
+
+// Versions implements dialect.Optimistic.
+func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
+
+// Reap implements dialect.Dialect.
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
+	n, err := d.run.Int(ctx, &d.reap, &sqlrun.Params{Limit: p.Limit})
+	return int(n), err
+}

@@ -1,0 +1,147 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// alwaysListening is a dialect.Notifier whose announcements always arrive;
+// the test delivers them itself. It counts the subscriptions in effect.
+type alwaysListening struct{ subs atomic.Int64 }
+
+func (n *alwaysListening) Subscribe(dialect.Subscriber) dialect.Subscription {
+	n.subs.Add(1)
+	return &listeningSub{n: n}
+}
+
+type listeningSub struct {
+	n    *alwaysListening
+	once sync.Once
+}
+
+func (s *listeningSub) Listening() bool { return true }
+func (s *listeningSub) Unsubscribe()    { s.once.Do(func() { s.n.subs.Add(-1) }) }
+
+// newTestRoom returns a waiting room on n that logs nothing.
+func newTestRoom(n dialect.Notifier) *waitRoom {
+	r := newWaitRoom(nil, Options{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	r.notifier = n
+	return r
+}
+
+// contend runs two waiters for each of names distinct names through r, with
+// workers names at a time. Each waiter is refused before queueing (the
+// holder's lease ends at once), refused again after that wait with a
+// notification for the name arriving meanwhile, as the listening connection
+// would deliver it, and then granted. The second waiter of a name queues
+// behind the first, or comes after it.
+func contend(ctx context.Context, r *waitRoom, names, workers int) error {
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first atomic.Pointer[error]
+	)
+	waiter := func(name string) {
+		calls := 0
+		_, err := r.wait(ctx, name, func() (*Lock, time.Duration, error) {
+			calls++
+			switch calls {
+			case 1:
+				return nil, 0, ErrLocked
+			case 2:
+				r.Released(name)
+				return nil, -1, ErrLocked
+			}
+			return nil, 0, nil
+		})
+		if err != nil {
+			first.CompareAndSwap(nil, &err)
+		}
+	}
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(names); i = next.Add(1) {
+				name := fmt.Sprintf("order:%d", i)
+				var pair sync.WaitGroup
+				pair.Go(func() { waiter(name) })
+				pair.Go(func() { waiter(name) })
+				pair.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	if err := first.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// heap returns the bytes of live heap objects after a collection.
+func heap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// A waiting room keeps nothing for a name once nobody waits for it: after
+// 100 000 distinct contended names came and went through one room, its
+// per-name state is empty, it is no longer subscribed, and the heap is
+// where it was (within 1 MiB, that is 10 bytes a name). Not parallel: the
+// heap is the whole process's.
+func TestWaitRoomForgetsNames(t *testing.T) {
+	const names = 100_000
+	n := &alwaysListening{}
+	r := newTestRoom(n)
+	// A first round grows what is reused (the queue map, goroutine stacks).
+	if err := contend(t.Context(), r, 1000, 64); err != nil {
+		t.Fatal(err)
+	}
+	before := heap()
+	if err := contend(t.Context(), r, names, 64); err != nil {
+		t.Fatal(err)
+	}
+	grown := heap() - before
+	r.mu.Lock()
+	queues, sub := len(r.queues), r.sub
+	r.mu.Unlock()
+	if queues != 0 || sub != nil || n.subs.Load() != 0 {
+		t.Fatalf("after the last waiter left: %d names queued, subscription %v, %d subscriptions in effect; want none",
+			queues, sub, n.subs.Load())
+	}
+	t.Logf("heap grew by %d bytes over %d names (%.2f bytes a name)", grown, names, float64(grown)/names)
+	if grown > 1<<20 {
+		t.Fatalf("heap grew by %d bytes over %d names: the room keeps state per name", grown, names)
+	}
+	runtime.KeepAlive(r)
+}
+
+// BenchmarkWaitRoomNames runs b.N distinct contended names (two waiters
+// each, as in TestWaitRoomForgetsNames) through one waiting room and
+// reports the heap it retains per name afterwards: 0 when nothing is kept
+// for names nobody waits for. Run:
+//
+//	go test -run '^$' -bench WaitRoomNames -benchtime 100000x .
+func BenchmarkWaitRoomNames(b *testing.B) {
+	r := newTestRoom(&alwaysListening{})
+	if err := contend(b.Context(), r, 1000, 64); err != nil {
+		b.Fatal(err)
+	}
+	before := heap()
+	b.ReportAllocs()
+	b.ResetTimer()
+	if err := contend(b.Context(), r, b.N, 64); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(heap()-before)/float64(b.N), "retained-B/name")
+	runtime.KeepAlive(r)
+}
