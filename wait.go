@@ -32,6 +32,11 @@ type waitRoom struct {
 	mu     sync.Mutex
 	queues map[string][]*waiter // by name, while anyone waits for it
 	sub    dialect.Subscription // while anyone waits
+	// releases counts the releases this room learned of (of any name, and
+	// whether anyone waited): a caller that was refused before it joined a
+	// queue compares it to tell whether a release it could not be woken by
+	// came in between.
+	releases uint64
 }
 
 // roomHooks let tests see what a waiting room does (export_test.go sets
@@ -66,11 +71,12 @@ const notifyPollFactor = 10
 // also reports how long the holder's lease has left, or a negative duration
 // when that is unknown.
 func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+	seen := r.releaseCount()
 	lock, left, err := try()
 	if !errors.Is(err, ErrLocked) {
 		return lock, err
 	}
-	w := r.join(name)
+	w := r.join(name, seen)
 	defer r.leave(name, w)
 	backoff := minBackoff
 	var timer *time.Timer
@@ -128,13 +134,26 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 	}
 }
 
-// join queues a waiter for name; the first in line is the head at once.
-func (r *waitRoom) join(name string) *waiter {
+func (r *waitRoom) releaseCount() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.releases
+}
+
+// join queues a waiter for name; the first in line is the head at once. A
+// head that was refused before a release this room learned of since seen
+// (which found no queue to wake) starts with a wake-up, so that it tries
+// again at once rather than sleep until the released lease would have
+// ended.
+func (r *waitRoom) join(name string, seen uint64) *waiter {
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	q := r.queues[name]
 	if len(q) == 0 {
 		close(w.turn)
+		if r.releases != seen {
+			w.wake <- struct{}{}
+		}
 	}
 	r.queues[name] = append(q, w)
 	r.mu.Unlock()
@@ -194,6 +213,7 @@ func (r *waitRoom) reconcile() {
 func (r *waitRoom) kick(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.releases++
 	r.kickLocked(name)
 }
 
@@ -214,6 +234,7 @@ func (r *waitRoom) Ready() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.releases++
 	for name := range r.queues {
 		r.kickLocked(name)
 	}
@@ -224,6 +245,7 @@ func (r *waitRoom) Ready() {
 func (r *waitRoom) Released(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.releases++
 	if _, ok := r.queues[name]; ok {
 		if r.hooks != nil {
 			r.hooks.notified(name)

@@ -145,3 +145,27 @@ func BenchmarkWaitRoomNames(b *testing.B) {
 	b.ReportMetric(float64(heap()-before)/float64(b.N), "retained-B/name")
 	runtime.KeepAlive(r)
 }
+
+// A release that arrives after a caller's first refusal but before it joins
+// the queue (so that no queue is there to wake) does not leave it asleep
+// until the released lease would have ended: it tries again at once.
+func TestReleaseBeforeJoiningIsNotMissed(t *testing.T) {
+	t.Parallel()
+	r := newTestRoom(&alwaysListening{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	calls := 0
+	lock, err := r.wait(ctx, "x", func() (*Lock, time.Duration, error) {
+		calls++
+		if calls == 1 {
+			// The holder releases right after the refusal; its lease had
+			// an hour left.
+			r.Released("x")
+			return nil, time.Hour, ErrLocked
+		}
+		return &Lock{}, 0, nil
+	})
+	if err != nil || lock == nil {
+		t.Fatalf("wait: %v after %d attempts, want the lock at the second", err, calls)
+	}
+}
