@@ -22,15 +22,24 @@
 //	defer lock.Release(context.WithoutCancel(ctx))
 //	work(lock.Context()) // cancelled with cause ErrLockLost if the lease is lost
 //
-// The optimistic strategy (NewOptimistic) offers the same Locker through
+// The optimistic strategy ([NewOptimistic]) offers the same [Locker] through
 // compare-and-swap on a version column, the version being the fencing token.
-// For users' own rows, CheckUpdate and RetryOnConflict make version-checked
-// updates (read, then UPDATE ... WHERE version = ?) retry on conflict.
+// For users' own rows, [CheckUpdate] and [RetryOnConflict] make
+// version-checked updates (read, then UPDATE ... WHERE version = ?) retry on
+// conflict. The pessimistic strategy ([NewPessimistic]) holds a row lock
+// (SELECT ... FOR UPDATE) in an open transaction, [Lock.Tx], whose writes
+// commit with the release; [InTx] runs a function in a transaction that is
+// retried on deadlocks and serialization failures. A [Reaper] deletes the
+// rows of expired and released locks.
 //
 // Properties: mutual exclusion; expiry, so a crashed holder cannot block
-// everyone; explicit reentrancy (WithOwner); non-blocking TryAcquire and
+// everyone; explicit reentrancy ([WithOwner]); non-blocking TryAcquire and
 // blocking Acquire bounded by a context; background renewal with a local
-// trust window; loss reported through the lock's context; fencing tokens
-// that only grow per name; and guarded writes (Lock.Guard), which let a
-// holder's own transaction commit only while it still holds the lock.
+// trust window; loss reported through the lock's context ([ErrLockLost]);
+// fencing tokens that only grow per name ([Lock.Token]); and guarded writes
+// ([Lock.Guard]), which let a holder's own transaction commit only while it
+// still holds the lock. A call that returns an error leaves nothing behind
+// on the server, and its error says whether a statement may have been
+// applied ([ErrOutcomeUnknown]) or none was sent ([ErrPoolExhausted],
+// [ErrUnavailable]).
 package sqllock

@@ -21,7 +21,8 @@ import (
 // MaxNameLen is the longest lock name or owner identity, in bytes.
 const MaxNameLen = 255
 
-// Locker acquires named locks. All strategies implement it.
+// Locker acquires named locks. All strategies implement it ([Table],
+// [Optimistic], [Pessimistic]), and are safe for concurrent use.
 //
 // Acquire waits until the lock is acquired or ctx ends; the error then wraps
 // ctx.Err(). TryAcquire returns ErrLocked at once when another owner holds

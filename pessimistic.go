@@ -67,9 +67,11 @@ func (o PessimisticOptions) withDefaults() (PessimisticOptions, error) {
 // ErrPoolExhausted; TryAcquire does not wait for a connection when the pool
 // is at its limit with none idle.
 //
-// Reentrancy works as with the other strategies (see WithOwner), within one
+// Reentrancy works as with the other strategies (see [WithOwner]), within one
 // Pessimistic: the lock belongs to its connection, so the same owner in
 // another process waits like anyone else.
+//
+// A Pessimistic is safe for concurrent use.
 type Pessimistic struct {
 	d      dialect.Pessimistic
 	opts   PessimisticOptions

@@ -28,6 +28,9 @@ type ReaperOptions struct {
 // lease never waits for it. It never deletes a live lease, never lets a
 // later fencing token for a name be smaller than a deleted one, and may run
 // in any number of processes at once.
+//
+// A Reaper is safe for concurrent use; Run is meant to run in one goroutine
+// the caller owns, until its context ends.
 type Reaper struct {
 	d    dialect.Dialect
 	opts ReaperOptions

@@ -2,7 +2,6 @@ package sqllock_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -87,8 +86,10 @@ WHERE name = ? AND owner = ? AND version = ? AND holds > 0`
 				}
 			}
 		}
-		for _, clients := range []int{1, 8} {
-			b.Run(fmt.Sprintf("%s/clients=%d", kind, clients), func(b *testing.B) {
+		for _, run := range benchRuns(b) {
+			clients := run.clients
+			ctx = run.ctx
+			b.Run(kind+"/"+run.name, func(b *testing.B) {
 				var tOurs, tRaw time.Duration
 				for left := b.N; left > 0; left -= chunk {
 					c := min(left, chunk)

@@ -1,12 +1,19 @@
 // Package dialect is the seam between sqllock's strategies and a database.
 //
-// A strategy owns behaviour (leases, renewal, waiting, reentrancy, errors);
-// a dialect owns SQL text and the mapping of server error codes. Every method
-// that changes lock state issues exactly one statement, so the round trips of
-// a strategy are those of the minimal raw SQL doing the same transition.
+// This is an implementer's API: it may change between minor versions. Users
+// pick a dialect (postgres.New, mysql.New, sqlite.New) and hand it to a
+// strategy constructor of package sqllock; they do not call these methods.
+// A new database is supported by a package that implements [Dialect] (and
+// [Optimistic], [Pessimistic], [Notifier] where it can) and passes the
+// conformance suite, dialecttest.Exercise.
 //
-// Users pick a dialect (postgres.New, mysql.New, sqlite.New) and hand it to
-// a strategy constructor; they rarely call these methods themselves.
+// A strategy owns behaviour (leases, renewal, waiting, reentrancy, errors);
+// a dialect owns SQL text and the mapping of server error codes. The lock
+// table and the version table are both a [LeaseTable], so the lease
+// machinery is written once against that interface. Every method that
+// changes lock state issues exactly one statement, so the round trips of a
+// strategy are those of the minimal raw SQL doing the same transition.
+// Implementations of every interface here must be safe for concurrent use.
 package dialect
 
 import (

@@ -55,6 +55,7 @@ func (d *Dialect) killMarked(ctx context.Context, mark string) error {
 
 // clockCheck remembers what checkServer found.
 type clockCheck struct {
+	ok   atomic.Bool // checked, and fine: the fast path
 	mu   sync.Mutex
 	done bool
 	err  error
@@ -72,6 +73,9 @@ const sysdateIsNow = `SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) = 0 
 // --sysdate-is-now is refused with an error wrapping dialect.ErrUnsupported:
 // there, any session could move the clock its lock statements see.
 func (d *Dialect) checkServer(ctx context.Context) error {
+	if d.clock.ok.Load() {
+		return nil
+	}
 	d.clock.mu.Lock()
 	defer d.clock.mu.Unlock()
 	if d.clock.done {
@@ -86,5 +90,6 @@ func (d *Dialect) checkServer(ctx context.Context) error {
 			"own clock (SET timestamp) and lease expiry could not be computed on the real clock", dialect.ErrUnsupported)
 	}
 	d.clock.done = true
+	d.clock.ok.Store(d.clock.err == nil)
 	return d.clock.err
 }

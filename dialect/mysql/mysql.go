@@ -26,7 +26,8 @@ import (
 	"github.com/sqllock/sqllock/migrations"
 )
 
-// Dialect is the MySQL/MariaDB dialect. Create it with New.
+// Dialect is the MySQL/MariaDB dialect. Create it with New. A Dialect is
+// safe for concurrent use; it starts no goroutines and holds no connection.
 type Dialect struct {
 	db       *sql.DB
 	database string // validated; "" means the connection's default database

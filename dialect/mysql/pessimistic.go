@@ -17,35 +17,24 @@ import (
 var _ dialect.Pessimistic = (*Dialect)(nil)
 
 type rowLockQueries struct {
-	exclusive, exclusiveNoWait, create, token string
-	// shared and sharedNoWait differ between servers; see sharedMode.
-	shared, sharedNoWait                  func(mariadb bool) string
+	// The share clause differs between servers: MariaDB has no FOR SHARE;
+	// MySQL 8 takes NOWAIT only after FOR SHARE.
+	mysql, mariadb                        sqlrun.RowModes
+	create, token                         string
 	tokensMax, tokensSelect, tokensDelete string
 }
 
 func buildRowLockQueries(db string) rowLockQueries {
 	rowlocks, tokens := "sqllock_rowlocks", "sqllock_rowlock_tokens"
-	if db != "" {
-		rowlocks = quote(db) + "." + rowlocks
-		tokens = quote(db) + "." + tokens
-	}
+	sqlrun.Qualify(db, quote, &rowlocks, &tokens)
 	lock := func(mode string) string {
 		return fmt.Sprintf(`SELECT 1 FROM %s WHERE name = ? %s`, rowlocks, mode)
 	}
-	// MariaDB has no FOR SHARE; MySQL 8 takes NOWAIT only after FOR SHARE.
-	share := func(mariadb bool) string {
-		if mariadb {
-			return "LOCK IN SHARE MODE"
-		}
-		return "FOR SHARE"
-	}
 	return rowLockQueries{
-		exclusive:       lock("FOR UPDATE"),
-		exclusiveNoWait: lock("FOR UPDATE NOWAIT"),
-		shared:          func(m bool) string { return lock(share(m)) },
-		sharedNoWait:    func(m bool) string { return lock(share(m) + " NOWAIT") },
-		create:          fmt.Sprintf(`INSERT INTO %s (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`, rowlocks),
-		token:           fmt.Sprintf(`INSERT INTO %s () VALUES ()`, tokens),
+		mysql:   sqlrun.NewRowModes(lock, "FOR SHARE"),
+		mariadb: sqlrun.NewRowModes(lock, "LOCK IN SHARE MODE"),
+		create:  fmt.Sprintf(`INSERT INTO %s (name) VALUES (?) ON DUPLICATE KEY UPDATE name = name`, rowlocks),
+		token:   fmt.Sprintf(`INSERT INTO %s () VALUES ()`, tokens),
 		// The newest committed row stays; rows of open transactions are
 		// skipped. (A subquery of a locking read would lock too: the
 		// newest id is read first, without locks.)
@@ -90,20 +79,17 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 	r := sqlrun.RowLocker{
 		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
-			q := d.rq.exclusiveNoWait
-			switch {
-			case p.Shared:
+			modes := &d.rq.mysql
+			if p.Shared {
 				m, err := d.isMariaDB(ctx, tx)
 				if err != nil {
 					return 0, false, err
 				}
-				q = d.rq.sharedNoWait(m)
-				if p.Wait {
-					q = d.rq.shared(m)
+				if m {
+					modes = &d.rq.mariadb
 				}
-			case p.Wait:
-				q = d.rq.exclusive
 			}
+			q := modes.For(p)
 			var one int
 			err := tx.QueryRowContext(ctx, q, p.Name).Scan(&one)
 			if errors.Is(err, sql.ErrNoRows) {

@@ -72,11 +72,11 @@ func lockSQL(locks, floor string) sqlrun.LockSQL {
 	// right, each seeing the previous ones, so every condition below reads
 	// only columns not yet assigned. A new row starts above the token
 	// floor, read under a shared lock that the reaper must wait for. The
-	// time is read once, in the SELECT, and the update reads it back with
+	// time is read in the SELECT, and the update reads it back with
 	// VALUES(): every condition sees the same instant.
 	s.Acquire = sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, LAST_INSERT_ID(f.token + 1), 1, n.t, n.t + INTERVAL :ttl MICROSECOND
-FROM %[2]s f, (SELECT %[3]s AS t) n WHERE f.id = 1 LOCK IN SHARE MODE
+SELECT :name, :owner, LAST_INSERT_ID(f.token + 1), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
+FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
   token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[1]s.token + 1),
                   IF(%[1]s.owner = :owner, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
@@ -120,11 +120,7 @@ type reapStmts struct {
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
-	if d.database != "" {
-		locks = quote(d.database) + "." + locks
-		floor = quote(d.database) + "." + floor
-		versions = quote(d.database) + "." + versions
-	}
+	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions)
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions))

@@ -17,15 +17,13 @@ import (
 var _ dialect.Pessimistic = (*Dialect)(nil)
 
 type rowLockQueries struct {
-	exclusive, exclusiveNoWait, shared, sharedNoWait, create string
+	modes  sqlrun.RowModes
+	create string
 }
 
 func buildRowLockQueries(schema string) rowLockQueries {
 	rowlocks, seq := "sqllock_rowlocks", "sqllock_rowlock_token_seq"
-	if schema != "" {
-		rowlocks = quote(schema) + "." + rowlocks
-		seq = quote(schema) + "." + seq
-	}
+	sqlrun.Qualify(schema, quote, &rowlocks, &seq)
 	// The locking read sits in a subquery so that nextval runs above its
 	// LockRows step: the token is drawn once the lock is granted, and so
 	// exceeds the token of every earlier holder.
@@ -33,11 +31,8 @@ func buildRowLockQueries(schema string) rowLockQueries {
 		return fmt.Sprintf(`SELECT nextval('%s') FROM (SELECT 1 FROM %s WHERE name = $1 %s) AS l`, seq, rowlocks, mode)
 	}
 	return rowLockQueries{
-		exclusive:       lock("FOR UPDATE"),
-		exclusiveNoWait: lock("FOR UPDATE NOWAIT"),
-		shared:          lock("FOR SHARE"),
-		sharedNoWait:    lock("FOR SHARE NOWAIT"),
-		create:          fmt.Sprintf(`INSERT INTO %s (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, rowlocks),
+		modes:  sqlrun.NewRowModes(lock, "FOR SHARE"),
+		create: fmt.Sprintf(`INSERT INTO %s (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, rowlocks),
 	}
 }
 
@@ -48,15 +43,7 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 	r := sqlrun.RowLocker{
 		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
-			q := d.rq.exclusiveNoWait
-			switch {
-			case p.Shared && p.Wait:
-				q = d.rq.shared
-			case p.Shared:
-				q = d.rq.sharedNoWait
-			case p.Wait:
-				q = d.rq.exclusive
-			}
+			q := d.rq.modes.For(p)
 			var token int64
 			err := tx.QueryRowContext(ctx, q, p.Name).Scan(&token)
 			if errors.Is(err, sql.ErrNoRows) {

@@ -109,11 +109,7 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify(:channel, d.name) WHE
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
-	if d.schema != "" {
-		locks = quote(d.schema) + "." + locks
-		seq = quote(d.schema) + "." + seq
-		versions = quote(d.schema) + "." + versions
-	}
+	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions)
 	c := &sqlrun.Compiler{Style: sqlrun.Dollar}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions))

@@ -120,7 +120,8 @@ func dsn(path string) string {
 
 var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
-// Dialect is the SQLite dialect. Create it with New.
+// Dialect is the SQLite dialect. Create it with New. A Dialect is safe for
+// concurrent use; it starts no goroutines and holds no connection.
 type Dialect struct {
 	db       *sql.DB
 	run      *sqlrun.Runner

@@ -93,7 +93,9 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 // ctx ended while run ran; the caller must then treat the connection's state
 // as unknown. A nil cancel makes run's context end with ctx.
 func Cancellable(ctx context.Context, cancel func(context.Context) error, run func(ctx context.Context) error) (cancelled bool, err error) {
-	if cancel == nil {
+	if cancel == nil || ctx.Done() == nil {
+		// Nothing to cancel on the server, or a context that never ends:
+		// run's context is ctx itself, which a driver need not watch.
 		err = run(ctx)
 		return ctx.Err() != nil && err != nil, err
 	}
@@ -135,4 +137,33 @@ func Cancellable(ctx context.Context, cancel func(context.Context) error, run fu
 		return true, err
 	}
 	return false, err
+}
+
+// RowModes are a dialect's four locking reads of a row-lock row.
+type RowModes struct {
+	Exclusive, ExclusiveNoWait, Shared, SharedNoWait string
+}
+
+// NewRowModes builds the four reads from lock, which appends a locking
+// clause to the dialect's read, and the dialect's share clause.
+func NewRowModes(lock func(mode string) string, share string) RowModes {
+	return RowModes{
+		Exclusive:       lock("FOR UPDATE"),
+		ExclusiveNoWait: lock("FOR UPDATE NOWAIT"),
+		Shared:          lock(share),
+		SharedNoWait:    lock(share + " NOWAIT"),
+	}
+}
+
+// For returns the read that p asks for.
+func (m *RowModes) For(p dialect.RowLockParams) string {
+	switch {
+	case p.Shared && p.Wait:
+		return m.Shared
+	case p.Shared:
+		return m.SharedNoWait
+	case p.Wait:
+		return m.Exclusive
+	}
+	return m.ExclusiveNoWait
 }

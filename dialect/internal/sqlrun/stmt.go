@@ -235,3 +235,14 @@ func (s *Stmt) render(p *Params) (string, []arg) {
 	b.WriteString(s.parts[len(s.parts)-1])
 	return b.String(), refs
 }
+
+// Qualify prefixes each of names with the namespace ns (a schema or
+// database, validated by the caller) quoted by quote, unless ns is "".
+func Qualify(ns string, quote func(string) string, names ...*string) {
+	if ns == "" {
+		return
+	}
+	for _, n := range names {
+		*n = quote(ns) + "." + *n
+	}
+}
