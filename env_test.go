@@ -18,12 +18,11 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(childEnv); spec != "" { // a child process of a SQLite test
-		os.Exit(runChild(spec))
-	}
+	testutil.ChildMain(childEnv, childConfig.run) // a child process of a SQLite test
 	code := m.Run()
 	nonNilDB.Close()
 	dbtest.CloseAll()
@@ -87,11 +86,7 @@ var (
 			return sqllock.NewOptimistic(d, opts)
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
-			ok, err := d.(dialect.Optimistic).Versions().Create(ctx, p)
-			if err != nil || !ok {
-				return 0, err
-			}
-			return 1, nil
+			return d.(dialect.Optimistic).Versions().Create(ctx, p)
 		},
 		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.(dialect.Optimistic).Versions() },
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // The conformance suite: every behaviour of a lease-based Locker, against
@@ -346,7 +347,10 @@ func TestRenewalKeepsLease(t *testing.T) {
 		// Poll the row until the lease's end has moved several times, to
 		// beyond a TTL after the grant: the database, not a sleep, says when.
 		var ends []time.Time
-		for {
+		testutil.Eventually(ctx, t, "the lease's end moves with several renewals, to beyond a TTL after the grant", func() bool {
+			if k.Context().Err() != nil {
+				t.Fatalf("lease lost: %v", context.Cause(k.Context()))
+			}
 			if _, err := other.TryAcquire(ctx, "long"); !errors.Is(err, sqllock.ErrLocked) {
 				t.Fatalf("TryAcquire while renewed: %v, want ErrLocked", err)
 			}
@@ -367,17 +371,8 @@ func TestRenewalKeepsLease(t *testing.T) {
 			case li.ExpiresAt.After(ends[len(ends)-1]):
 				ends = append(ends, li.ExpiresAt)
 			}
-			if len(ends) > renewals && li.ExpiresAt.Sub(li.AcquiredAt) > ttl {
-				break
-			}
-			select {
-			case <-k.Done():
-				t.Fatalf("lease lost: %v", context.Cause(k.Context()))
-			case <-ctx.Done():
-				t.Fatalf("lease end moved %d times in %v, want %d", len(ends)-1, time.Since(li.AcquiredAt), renewals)
-			case <-time.After(every / 2): // polling the database's view
-			}
-		}
+			return len(ends) > renewals && li.ExpiresAt.Sub(li.AcquiredAt) > ttl
+		})
 		if err := k.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -521,13 +516,7 @@ AND (query LIKE 'INSERT INTO "` + e.ns + `".` + e.s.table + `%' OR query LIKE 'U
 		}
 		return n > 0
 	}
-	for !waiting() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("no acquire ever waited on the guarded row")
-		case <-time.After(5 * time.Millisecond): // polling the server's view
-		}
-	}
+	testutil.Eventually(ctx, t, "an acquire waits on the guarded row", waiting)
 }
 
 func TestListShowsHeldLocks(t *testing.T) {
@@ -715,16 +704,13 @@ func TestReaperRun(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
-		for {
+		testutil.Eventually(ctx, t, "the reaper empties the lock table", func() bool {
 			var n int
 			if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks}")).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n == 0 {
-				break
-			}
-			time.Sleep(5 * time.Millisecond) // polling the database for the reaper's effect
-		}
+			return n == 0
+		})
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run: %v", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // The migration lock as the dialects name it, for tests that hold it from
@@ -210,21 +211,19 @@ func TestMigrateLockPerResolvedSchema(t *testing.T) {
 	}
 	stuck := make(chan error, 1)
 	go func() { stuck <- sqllock.Migrate(ctx, dA) }()
-	for {
+	testutil.Eventually(ctx, t, "the migrator of schema "+a+" waits for its lock", func() bool {
+		select {
+		case err := <-stuck:
+			t.Fatalf("the migrator of schema %s was not held up: %v", a, err)
+		default:
+		}
 		var n int
 		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%sqllock_schema_migrations%'`, app).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		select {
-		case err := <-stuck:
-			t.Fatalf("the migrator of schema %s was not held up: %v", a, err)
-		case <-time.After(5 * time.Millisecond): // polling the server's view
-		}
-	}
+		return n > 0
+	})
 	bctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := sqllock.Migrate(bctx, dB); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // postgresEnv is the PostgreSQL env alone, for LISTEN/NOTIFY.
@@ -23,17 +24,10 @@ func postgresEnv(t *testing.T) *env {
 	return envs[0].make(t)
 }
 
-// waitRoom polls a Table's waiting room (in memory) until cond holds.
+// waitRoom waits until cond holds for a Table's waiting room (in memory).
 func waitRoom(t *testing.T, l *sqllock.Table, name string, what string, cond func(listening bool, waiting int) bool) {
 	t.Helper()
-	ctx := ctxT(t)
-	for !cond(sqllock.RoomState(l, name)) {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(time.Millisecond):
-		}
-	}
+	testutil.Eventually(ctxT(t), t, what, func() bool { return cond(sqllock.RoomState(l, name)) })
 }
 
 // acquireAsync runs l.Acquire(name) in a goroutine.

@@ -21,8 +21,9 @@ import (
 //	WHERE name = ? AND version = ? AND expires_at <= <database now>
 //
 // One row changed means acquired; none means another owner got there first.
-// The version is the fencing token. Rows are created on first use and never
-// deleted (the Reaper leaves them alone), so a name's version only grows.
+// The version is the fencing token. Rows are created on first use and
+// deleted by the Reaper once released or expired; a name's new row starts
+// above every version it had before, so a name's version only grows.
 //
 // Renewal, loss, release and reentrancy behave exactly as with Table: both
 // are the same lease machinery over a different table. Compared with Table,
@@ -79,8 +80,8 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		start := time.Now()
 		switch {
 		case !exists:
-			token = 1
-			got, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
+			token, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
+			got = token != 0
 		case !row.Live:
 			token = row.Version + 1
 			got, err = o.versions.Take(ctx, p)

@@ -413,9 +413,11 @@ func (h *rowHold) guard(ctx context.Context, tx *sql.Tx) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, sql.ErrTxDone) || !h.sessionGone() {
-		// Ended by the caller, or aborted by a failed statement: the
-		// error says which.
+	if errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("sqllock: guard %q: the lock's transaction was ended by its caller: %w", h.ref.Name, err)
+	}
+	if !h.sessionGone() {
+		// Aborted by a failed statement, say: the error says why.
 		return fmt.Errorf("sqllock: guard %q: %w", h.ref.Name, h.p.d.Classify(err))
 	}
 	h.lose(err)

@@ -14,6 +14,8 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // eachPessimistic runs fn on every dialect with row locks.
@@ -29,19 +31,6 @@ func eachPessimistic(t *testing.T, fn func(t *testing.T, e *env)) {
 			e.pess = true
 			fn(t, e)
 		})
-	}
-}
-
-// pollUntil polls the server's view until cond holds, or fails the test.
-func pollUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	ctx := ctxT(t)
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("never: %s", what)
-		case <-time.After(5 * time.Millisecond):
-		}
 	}
 }
 
@@ -118,7 +107,7 @@ func TestPessimisticSharedAndExclusive(t *testing.T) {
 			}
 			got <- w
 		}()
-		pollUntil(t, "the writer waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
+		testutil.Eventually(ctx, t, "the writer waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
 		for _, r := range []*sqllock.Lock{r1, r2} {
 			if err := r.Release(ctx); err != nil {
 				t.Fatal(err)
@@ -177,7 +166,7 @@ func TestPessimisticHolderConnectionKilled(t *testing.T) {
 			}
 			got <- result{k, time.Now()}
 		}()
-		pollUntil(t, "the waiter waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
+		testutil.Eventually(ctx, t, "the waiter waits in the database", func() bool { return e.rowLockWaiters(t) == 1 })
 		killed := time.Now()
 		e.killBackend(t, pid)
 		r := <-got
@@ -236,23 +225,22 @@ func TestPessimisticCancelEndsServerWait(t *testing.T) {
 				errc <- err
 			}()
 			var err error
-			seen := false
-			for !seen {
-				if seen = e.rowLockWaiters(t) == 1; seen {
-					if how == "cancel" {
-						cancel()
-					}
-					err = <-errc
-					break
-				}
+			returned := false
+			testutil.Eventually(ctx, t, how+": the waiter waits in the database", func() bool {
 				select {
 				case err = <-errc: // Acquire returned before it was seen waiting
-				case <-ctx.Done():
-					t.Fatalf("never: %s: the waiter waits in the database", how)
-				case <-time.After(5 * time.Millisecond): // polling the server's view
-					continue
+					returned = true
+					return true
+				default:
 				}
-				break
+				return e.rowLockWaiters(t) == 1
+			})
+			seen := !returned
+			if seen {
+				if how == "cancel" {
+					cancel()
+				}
+				err = <-errc
 			}
 			cancel()
 			want := context.Canceled
@@ -264,7 +252,7 @@ func TestPessimisticCancelEndsServerWait(t *testing.T) {
 			}
 			// Acquire returns after the server acted on the cancel; allow it
 			// the moment it takes to list the session as gone.
-			pollUntil(t, how+": no session waits on the server", func() bool { return e.rowLockWaiters(t) == 0 })
+			testutil.Eventually(ctx, t, how+": no session waits on the server", func() bool { return e.rowLockWaiters(t) == 0 })
 			if !seen {
 				if how != "deadline" || deadline >= time.Minute {
 					t.Fatalf("%s: Acquire returned %v before it was seen waiting in the database", how, err)
@@ -419,70 +407,33 @@ func TestPessimisticUnsupportedOnSQLite(t *testing.T) {
 }
 
 // The seeds' scenario with the transaction helper: stock 2, 50 buyers of 1
-// or 2 items at once.
+// or 2 items at once, each locking the product row in a transaction.
 func TestInTxInventory(t *testing.T) {
 	eachPessimistic(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		const initial, buyers = 2, 50
-		for _, q := range []string{
-			"CREATE TABLE {products} (id INT PRIMARY KEY, stock INT NOT NULL)",
-			"CREATE TABLE {orders} (buyer INT PRIMARY KEY, qty INT NOT NULL)",
-			"INSERT INTO {products} VALUES (1, 2)",
-		} {
-			if _, err := e.db.ExecContext(ctx, e.q(q)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		errSoldOut := errors.New("sold out")
-		var (
-			wg                   sync.WaitGroup
-			sold, ordered, empty atomic.Int32
-			start                = make(chan struct{})
-		)
-		for b := range buyers {
-			qty := 1 + b%2
-			wg.Go(func() {
-				<-start
-				err := sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
-					var stock int
-					if err := tx.QueryRowContext(ctx, e.q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
-						return err
-					}
-					if stock < qty {
-						return errSoldOut
-					}
-					if _, err := tx.ExecContext(ctx, e.q("UPDATE {products} SET stock = stock - ? WHERE id = 1"), qty); err != nil {
-						return err
-					}
-					_, err := tx.ExecContext(ctx, e.q("INSERT INTO {orders} VALUES (?, ?)"), b, qty)
+		s := e.shop(t)
+		res, err := s.Run(ctx, 2, 50, func(ctx context.Context, buyer int) (int, error) {
+			qty := 1 + buyer%2
+			return qty, sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+				var stock int
+				if err := tx.QueryRowContext(ctx, s.Q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
 					return err
-				})
-				switch {
-				case err == nil:
-					sold.Add(int32(qty))
-					ordered.Add(1)
-				case errors.Is(err, errSoldOut):
-					empty.Add(1)
-				default:
-					t.Errorf("buyer %d: %v", b, err)
 				}
+				if stock < qty {
+					return shop.ErrSoldOut
+				}
+				if _, err := tx.ExecContext(ctx, s.Q("UPDATE {products} SET stock = stock - ? WHERE id = 1"), qty); err != nil {
+					return err
+				}
+				return s.Order(ctx, tx, buyer, qty)
 			})
-		}
-		close(start)
-		wg.Wait()
-		var stock, orders, qty int
-		if err := e.db.QueryRowContext(ctx, e.q("SELECT stock FROM {products} WHERE id = 1")).Scan(&stock); err != nil {
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*), coalesce(sum(qty), 0) FROM {orders}")).Scan(&orders, &qty); err != nil {
+		t.Logf("%+v", res)
+		if err := res.Check(); err != nil {
 			t.Fatal(err)
-		}
-		t.Logf("sold %d in %d orders, %d buyers found it sold out, stock left %d", sold.Load(), ordered.Load(), empty.Load(), stock)
-		if stock < 0 || orders != int(ordered.Load()) || qty != int(sold.Load()) || qty+stock != initial {
-			t.Fatalf("stock %d, orders %d (%d succeeded), sold %d (%d recorded): oversold or lost", stock, orders, ordered.Load(), sold.Load(), qty)
-		}
-		if int(ordered.Load())+int(empty.Load()) != buyers {
-			t.Fatalf("%d orders and %d refusals for %d buyers", ordered.Load(), empty.Load(), buyers)
 		}
 	})
 }

@@ -16,18 +16,28 @@ type ReaperOptions struct {
 	// Interval between passes. Default 1m. Each wait is jittered by up to
 	// 10% so that reapers in many processes drift apart.
 	Interval time.Duration
-	// BatchSize bounds the rows one statement deletes. Default 1000.
+	// BatchSize bounds the rows one batch deletes from each table.
+	// Default 1000.
 	BatchSize int
 	// Logger receives a line per pass that deleted rows, and errors.
 	// Default: none.
 	Logger *slog.Logger
 }
 
-// Reaper deletes expired and released rows of the lock table, in bounded
-// batches, on database time. It only reclaims space: takeover of an expired
-// lease never waits for it. It never deletes a live lease, never lets a
-// later fencing token for a name be smaller than a deleted one, and may run
-// in any number of processes at once.
+// Reaper deletes the rows that no lock needs any more, in bounded batches,
+// from every table of the dialect's strategies: expired and released rows
+// of the lock table ([Table]) and of the version table ([Optimistic]), on
+// database time, and rows of the row-lock table ([Pessimistic]) that no
+// transaction holds or waits for. Without it, these tables keep a row for
+// every name ever locked. It only reclaims space: takeover of an expired
+// lease never waits for it. It never deletes a live lease or a held row
+// lock, never lets a later fencing token or version for a name be smaller
+// than a deleted one, and may run in any number of processes at once.
+//
+// While it deletes an idle row of the row-lock table, for the length of one
+// batch (PostgreSQL) or of a transaction of at most 100 rows (MySQL), a
+// pessimistic TryAcquire of that name is refused with [ErrLocked]; a
+// waiting Acquire waits, and creates the row again.
 //
 // A Reaper is safe for concurrent use; Run is meant to run in one goroutine
 // the caller owns, until its context ends.
@@ -36,7 +46,7 @@ type Reaper struct {
 	opts ReaperOptions
 }
 
-// NewReaper returns a reaper for d's lock table.
+// NewReaper returns a reaper for d's tables.
 func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
@@ -56,8 +66,9 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 	return &Reaper{d: d, opts: opts}, nil
 }
 
-// Reap runs one pass: it deletes batches until a batch comes back short or
-// ctx ends, and returns how many rows it deleted.
+// Reap runs one pass: it deletes batches until every table's batch comes
+// back short or ctx ends, and returns how many rows it deleted from all
+// tables.
 func (r *Reaper) Reap(ctx context.Context) (int, error) {
 	total := 0
 	for {
@@ -92,7 +103,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 		case err != nil && ctx.Err() == nil:
 			r.opts.Logger.Error("sqllock: reaper pass failed", "deleted", n, "err", err)
 		case n > 0:
-			r.opts.Logger.Info("sqllock: reaped expired locks", "deleted", n, "took", time.Since(start))
+			r.opts.Logger.Info("sqllock: reaped expired and released lock rows", "deleted", n, "took", time.Since(start))
 		}
 		jitter := time.Duration(rand.Int64N(int64(r.opts.Interval)/10 + 1))
 		timer.Reset(r.opts.Interval - jitter)

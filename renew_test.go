@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // renewCounting counts the renewal statements of a dialect's lock table.
@@ -62,13 +63,7 @@ func TestBatchedRenewal(t *testing.T) {
 		}
 		// Watch three renewal periods' worth of renewals.
 		start, b0, r0 := time.Now(), batches.Load(), renewed.Load()
-		for renewed.Load()-r0 < 3*n {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("renewed %d leases in %v", renewed.Load()-r0, time.Since(start))
-			case <-time.After(10 * time.Millisecond): // watching counters, not synchronising
-			}
-		}
+		testutil.Eventually(ctx, t, fmt.Sprintf("%d renewals", 3*n), func() bool { return renewed.Load()-r0 >= 3*n })
 		periods := int64(time.Since(start)/every) + 1
 		// 1500 leases falling due together, on the renewal grid, need two
 		// batches of at most 1000 per period, and a third for timers that

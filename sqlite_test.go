@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +18,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // Tests of the SQLite dialect with several operating-system processes on
@@ -38,22 +38,9 @@ type childConfig struct {
 	Rounds   int           // critical sections, for "counter"
 }
 
-// runChild runs the child process described by the environment and returns
-// its exit status.
-func runChild(spec string) int {
-	var c childConfig
-	err := json.Unmarshal([]byte(spec), &c)
-	if err == nil {
-		err = c.run(context.Background())
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "child %d: %v\n", os.Getpid(), err)
-		return 2
-	}
-	return 0
-}
-
-func (c childConfig) run(ctx context.Context) error {
+// run is the child process's work (see testutil.ChildMain in TestMain).
+func (c childConfig) run() error {
+	ctx := context.Background()
 	db, err := sqlite.Open(c.File)
 	if err != nil {
 		return err
@@ -147,12 +134,10 @@ func holdAndHang(ctx context.Context, db *sql.DB, l locker) error {
 // returned builder, to be read after Wait.
 func startChild(t *testing.T, c childConfig) (*exec.Cmd, *strings.Builder) {
 	t.Helper()
-	spec, err := json.Marshal(c)
+	cmd, err := testutil.ChildCommand(ctxT(t), childEnv, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctxT(t), os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	return cmd, &stderr
@@ -373,9 +358,7 @@ func TestSQLiteGuardHoldsOffOtherConnections(t *testing.T) {
 			}
 			expired := func(name string) {
 				t.Helper()
-				for !isExpired(name) { // polling the database clock
-					time.Sleep(10 * time.Millisecond)
-				}
+				testutil.Eventually(ctx, t, "the lease of "+name+" expires on the database clock", func() bool { return isExpired(name) })
 			}
 			// guarded grants a short lease on name to owner through gd, and
 			// guards a transaction begun on db with it. A machine too busy

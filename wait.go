@@ -134,10 +134,21 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 	}
 }
 
+// releaseCount counts the releases this room learned of and, with a
+// notifier, every announcement the notifier received: one that came while
+// the room was not subscribed reached no queue, but shows here.
 func (r *waitRoom) releaseCount() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.releases
+	return r.releaseCountLocked()
+}
+
+func (r *waitRoom) releaseCountLocked() uint64 {
+	n := r.releases
+	if r.notifier != nil {
+		n += r.notifier.Announced()
+	}
+	return n
 }
 
 // join queues a waiter for name; the first in line is the head at once. A
@@ -151,7 +162,7 @@ func (r *waitRoom) join(name string, seen uint64) *waiter {
 	q := r.queues[name]
 	if len(q) == 0 {
 		close(w.turn)
-		if r.releases != seen {
+		if r.releaseCountLocked() != seen {
 			w.wake <- struct{}{}
 		}
 	}

@@ -15,7 +15,12 @@ import (
 
 // alwaysListening is a dialect.Notifier whose announcements always arrive;
 // the test delivers them itself. It counts the subscriptions in effect.
-type alwaysListening struct{ subs atomic.Int64 }
+type alwaysListening struct {
+	subs      atomic.Int64
+	announced atomic.Uint64
+}
+
+func (n *alwaysListening) Announced() uint64 { return n.announced.Load() }
 
 func (n *alwaysListening) Subscribe(dialect.Subscriber) dialect.Subscription {
 	n.subs.Add(1)
@@ -144,6 +149,30 @@ func BenchmarkWaitRoomNames(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(heap()-before)/float64(b.N), "retained-B/name")
 	runtime.KeepAlive(r)
+}
+
+// An announcement that reached the notifier while the room was not
+// subscribed (between a caller's first refusal and its joining the queue)
+// does not leave the caller asleep until the released lease would have
+// ended: it tries again at once.
+func TestAnnouncementBeforeSubscribingIsNotMissed(t *testing.T) {
+	t.Parallel()
+	n := &alwaysListening{}
+	r := newTestRoom(n)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	calls := 0
+	lock, err := r.wait(ctx, "x", func() (*Lock, time.Duration, error) {
+		calls++
+		if calls == 1 {
+			n.announced.Add(1) // announced to nobody in this room
+			return nil, time.Hour, ErrLocked
+		}
+		return &Lock{}, 0, nil
+	})
+	if err != nil || lock == nil {
+		t.Fatalf("wait: %v after %d attempts, want the lock at the second", err, calls)
+	}
 }
 
 // A release that arrives after a caller's first refusal but before it joins

@@ -96,7 +96,7 @@ type AcquireParams struct {
 
 // ReapParams are the parameters of Dialect.Reap.
 type ReapParams struct {
-	// Limit bounds the number of rows one call deletes.
+	// Limit bounds the number of rows one call deletes from each table.
 	Limit int
 }
 
@@ -135,9 +135,18 @@ type Dialect interface {
 
 	// Locks returns the statements of the lock table (sqllock.NewTable).
 	Locks() LockTable
-	// Reap deletes up to p.Limit expired or released rows, on database time,
-	// without ever letting a later token for the same name be smaller than
-	// a deleted one. Concurrent calls from many processes are safe.
+	// Reap deletes, in one call, a batch of up to p.Limit rows from each
+	// table of the dialect's strategies that keeps rows nobody needs:
+	//   - the lock table's and the version table's ([Optimistic]) expired
+	//     and released rows, on database time, never a live lease's;
+	//   - the row-lock table's ([Pessimistic]) rows that no transaction
+	//     holds or waits for, skipping locked rows instead of waiting;
+	//   - a dialect's own bookkeeping, such as spent token rows.
+	// It never lets a token or version handed out for a name after a
+	// deletion be smaller than, or equal to, one handed out before it. It
+	// returns the number of rows deleted from all tables together, so a
+	// result below p.Limit means that no table had a full batch.
+	// Concurrent calls from many processes are safe.
 	Reap(ctx context.Context, p ReapParams) (int, error)
 }
 

@@ -16,6 +16,12 @@ type Notifier interface {
 	// announcements are delivered. After the dialect is closed, the
 	// subscription never listens.
 	Subscribe(s Subscriber) Subscription
+	// Announced counts the announcements received so far, of any name, and
+	// the listening connections that became ready (before which releases
+	// may have gone unannounced). A caller refused before it subscribed
+	// compares two readings to learn whether a release may have gone by
+	// that it could not be told of.
+	Announced() uint64
 }
 
 // Subscriber receives a Notifier's announcements. Its methods are called

@@ -42,9 +42,12 @@ type VersionTable interface {
 	LeaseTable
 	// Read returns name's row; ok is false when there is none.
 	Read(ctx context.Context, name string) (row VersionRow, ok bool, err error)
-	// Create inserts name's row at version 1, held by p.Owner for p.TTL. It
-	// reports false, without error or log noise, if the row exists.
-	Create(ctx context.Context, p AcquireParams) (bool, error)
+	// Create inserts name's row, held by p.Owner for p.TTL, at a version
+	// above the version floor: above every version of a row that was
+	// deleted (reaped), so that a name's versions keep growing across
+	// reaping. It returns the new row's version, or 0, without error or
+	// log noise, if the row exists.
+	Create(ctx context.Context, p AcquireParams) (version int64, err error)
 	// Take sets owner, version + 1, one hold and a new expiry if the row
 	// still has p.Version and is free or expired.
 	Take(ctx context.Context, p SwapParams) (bool, error)

@@ -37,9 +37,11 @@ type Pessimistic interface {
 	// Classify wraps err, from a statement of a transaction or its commit,
 	// with ErrLocked for a lock wait that timed out or a NOWAIT refusal,
 	// ErrTransient for a deadlock or serialization failure (the transaction
-	// was rolled back and may be run again), and ErrOutcomeUnknown when the
-	// connection failed after a statement was sent. Other errors are
-	// returned as they are.
+	// was rolled back and may be run again), ErrSchemaMissing for missing
+	// tables, and ErrOutcomeUnknown for every error that is not the server's
+	// answer (a failed connection, a context that ended mid-statement): the
+	// statement may have been applied. Other answers of the server (the
+	// statement was refused) are returned as they are.
 	Classify(err error) error
 }
 

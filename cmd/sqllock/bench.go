@@ -71,8 +71,8 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprint(stdout, "\nThe rows named sqllock-bench-* stay behind for the reaper (pessimistic and\n"+
-			"optimistic rows are kept by design). Ratios against raw SQL: see BENCHMARKS.md.\n")
+		fmt.Fprint(stdout, "\nThe rows named sqllock-bench-* stay behind for the reaper (sqllock reap).\n"+
+			"Ratios against raw SQL: see BENCHMARKS.md.\n")
 		return nil
 	}
 }

@@ -7,15 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/shop"
 )
 
 func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -41,20 +39,23 @@ func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if _, err := listLocks(ctx, t.d); err != nil { // is the schema there?
 			return t.fail(err)
 		}
-		s := &shop{db: t.db, d: t.d, stock: *stock, buyers: *buyers, think: *think}
+		s := &demo{db: t.db, d: t.d, shop: shop.New(t.db, "sqllock_demo_", t.d.Name() == "postgres"), think: *think}
 		if err := s.setup(ctx); err != nil {
 			return t.fail(err)
 		}
-		defer s.teardown(context.WithoutCancel(ctx))
+		defer s.shop.Drop(context.WithoutCancel(ctx))
 		fmt.Fprintf(stdout, "A shop on %s has %d hairdryers; %d buyers order one each at the same moment.\n\n", t.d.Name(), *stock, *buyers)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "STRATEGY\tSOLD\tREFUSED\tSTOCK LEFT\tRETRIES/WAITS\tTIME\tRESULT")
 		for _, sc := range s.scenarios() {
-			res, err := s.play(ctx, sc)
+			var extra atomic.Int64
+			res, err := s.shop.Run(ctx, *stock, *buyers, func(ctx context.Context, buyer int) (int, error) {
+				return 1, sc.buy(ctx, buyer, &extra)
+			})
 			if err != nil {
 				return t.fail(fmt.Errorf("demo %s: %w", sc.name, err))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%s\n", sc.name, res.sold, res.refused, res.left, res.extra, res.took.Round(time.Millisecond), res.verdict(*stock))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%s\n", sc.name, res.Sold, res.Refused, res.Left, extra.Load(), res.Took.Round(time.Millisecond), res.Verdict())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -72,80 +73,33 @@ pessimistic: SELECT ... FOR UPDATE in a transaction: buyers queue for the row in
 	}
 }
 
-// shop is the demo's data: one product row and an orders table.
-type shop struct {
-	db            *sql.DB
-	d             dialect.Dialect
-	stock, buyers int
-	think         time.Duration
+// demo plays the scenarios of the shop, whose buyers each order one item.
+type demo struct {
+	db    *sql.DB
+	d     dialect.Dialect
+	shop  *shop.Shop
+	think time.Duration
 }
 
-// q adapts ?-placeholders to the dialect.
-func (s *shop) q(query string) string {
-	if s.d.Name() != "postgres" {
-		return query
+// setup makes the shop's tables afresh.
+func (s *demo) setup(ctx context.Context) error {
+	if err := s.shop.Drop(ctx); err != nil {
+		return err
 	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func (s *shop) setup(ctx context.Context) error {
-	s.teardown(ctx)
-	for _, q := range []string{
-		"CREATE TABLE sqllock_demo_products (id INT PRIMARY KEY, stock INT NOT NULL, version BIGINT NOT NULL)",
-		"CREATE TABLE sqllock_demo_orders (buyer INT PRIMARY KEY)",
-	} {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *shop) teardown(ctx context.Context) {
-	for _, q := range []string{"DROP TABLE IF EXISTS sqllock_demo_orders", "DROP TABLE IF EXISTS sqllock_demo_products"} {
-		_, _ = s.db.ExecContext(ctx, q)
-	}
+	return s.shop.Create(ctx)
 }
 
 type scenario struct {
 	name string
-	// buy makes buyer's purchase; it reports whether the buyer got one, and
-	// counts retries or waits in extra.
-	buy func(ctx context.Context, buyer int, extra *atomic.Int64) (bool, error)
+	// buy makes buyer's purchase of one item, or returns shop.ErrSoldOut,
+	// and counts retries or waits in extra.
+	buy func(ctx context.Context, buyer int, extra *atomic.Int64) error
 }
 
-type result struct {
-	sold, refused, left int
-	extra               int64
-	took                time.Duration
-}
-
-func (r result) verdict(initial int) string {
-	switch {
-	case r.sold > initial || r.left < 0:
-		return fmt.Sprintf("OVERSOLD by %d", r.sold-initial)
-	case r.sold+r.left != initial:
-		return "LOST UPDATE"
-	}
-	return "correct"
-}
-
-var errSoldOut = errors.New("sold out")
-
-func (s *shop) scenarios() []scenario {
+func (s *demo) scenarios() []scenario {
 	list := []scenario{{"no lock", s.buyUnlocked}}
 	if l, err := sqllock.NewTable(s.d, sqllock.Options{}); err == nil {
-		list = append(list, scenario{"table", func(ctx context.Context, buyer int, waits *atomic.Int64) (bool, error) {
+		list = append(list, scenario{"table", func(ctx context.Context, buyer int, waits *atomic.Int64) error {
 			return s.buyLocked(ctx, l, buyer, waits)
 		}})
 	}
@@ -158,73 +112,28 @@ func (s *shop) scenarios() []scenario {
 	return list
 }
 
-func (s *shop) play(ctx context.Context, sc scenario) (result, error) {
-	for _, q := range []string{"DELETE FROM sqllock_demo_orders", "DELETE FROM sqllock_demo_products"} {
-		if _, err := s.db.ExecContext(ctx, q); err != nil {
-			return result{}, err
-		}
-	}
-	if _, err := s.db.ExecContext(ctx, s.q("INSERT INTO sqllock_demo_products VALUES (1, ?, 1)"), s.stock); err != nil {
-		return result{}, err
-	}
-	var (
-		wg    sync.WaitGroup
-		res   result
-		mu    sync.Mutex
-		errs  []error
-		extra atomic.Int64
-		start = make(chan struct{})
-	)
-	for b := range s.buyers {
-		wg.Go(func() {
-			<-start
-			ok, err := sc.buy(ctx, b, &extra)
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, err)
-			case ok:
-				res.sold++
-			default:
-				res.refused++
-			}
-		})
-	}
-	began := time.Now()
-	close(start)
-	wg.Wait()
-	res.took = time.Since(began)
-	if err := errors.Join(errs...); err != nil {
-		return res, err
-	}
-	res.extra = extra.Load()
-	err := s.db.QueryRowContext(ctx, "SELECT stock FROM sqllock_demo_products WHERE id = 1").Scan(&res.left)
-	return res, err
-}
-
 // buyUnlocked is the naive code: read, think, write what was read minus one.
-func (s *shop) buyUnlocked(ctx context.Context, buyer int, _ *atomic.Int64) (bool, error) {
+func (s *demo) buyUnlocked(ctx context.Context, buyer int, _ *atomic.Int64) error {
 	var stock int
-	if err := s.db.QueryRowContext(ctx, "SELECT stock FROM sqllock_demo_products WHERE id = 1").Scan(&stock); err != nil {
-		return false, err
+	if err := s.db.QueryRowContext(ctx, s.shop.Q("SELECT stock FROM {products} WHERE id = 1")).Scan(&stock); err != nil {
+		return err
 	}
 	time.Sleep(s.think) // the payment provider answers
 	if stock < 1 {
-		return false, nil
+		return shop.ErrSoldOut
 	}
-	return true, s.order(ctx, s.db, buyer, stock-1, "UPDATE sqllock_demo_products SET stock = ? WHERE id = 1")
+	return s.order(ctx, s.db, buyer, stock-1)
 }
 
 // buyLocked is the same code inside a lock on the product.
-func (s *shop) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, waits *atomic.Int64) (bool, error) {
+func (s *demo) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, waits *atomic.Int64) error {
 	lock, err := l.TryAcquire(ctx, "demo:hairdryer")
 	if errors.Is(err, sqllock.ErrLocked) {
 		waits.Add(1)
 		lock, err = l.Acquire(ctx, "demo:hairdryer")
 	}
 	if err != nil {
-		return false, err
+		return err
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
 	return s.buyUnlocked(lock.Context(), buyer, nil)
@@ -232,20 +141,20 @@ func (s *shop) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, waits
 
 // buyOptimistic reads stock and version, and writes only if the version has
 // not moved, retrying on conflict.
-func (s *shop) buyOptimistic(ctx context.Context, buyer int, retries *atomic.Int64) (bool, error) {
+func (s *demo) buyOptimistic(ctx context.Context, buyer int, retries *atomic.Int64) error {
 	attempts := 0
-	err := sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
+	return sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
 		if attempts++; attempts > 1 {
 			retries.Add(1)
 		}
 		var stock int
 		var version int64
-		if err := s.db.QueryRowContext(ctx, "SELECT stock, version FROM sqllock_demo_products WHERE id = 1").Scan(&stock, &version); err != nil {
+		if err := s.db.QueryRowContext(ctx, s.shop.Q("SELECT stock, version FROM {products} WHERE id = 1")).Scan(&stock, &version); err != nil {
 			return err
 		}
 		time.Sleep(s.think)
 		if stock < 1 {
-			return errSoldOut
+			return shop.ErrSoldOut
 		}
 		tx, err := s.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -253,31 +162,21 @@ func (s *shop) buyOptimistic(ctx context.Context, buyer int, retries *atomic.Int
 		}
 		defer tx.Rollback()
 		err = sqllock.CheckUpdate(tx.ExecContext(ctx,
-			s.q("UPDATE sqllock_demo_products SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-1, version))
+			s.shop.Q("UPDATE {products} SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-1, version))
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.q("INSERT INTO sqllock_demo_orders VALUES (?)"), buyer); err != nil {
+		if err := s.shop.Order(ctx, tx, buyer, 1); err != nil {
 			return err
 		}
 		return tx.Commit()
 	})
-	if errors.Is(err, errSoldOut) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// execer is *sql.DB or *sql.Tx.
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // order writes the new stock and records the buyer's order.
-func (s *shop) order(ctx context.Context, db execer, buyer, stock int, update string) error {
-	if _, err := db.ExecContext(ctx, s.q(update), stock); err != nil {
+func (s *demo) order(ctx context.Context, db shop.Execer, buyer, stock int) error {
+	if _, err := db.ExecContext(ctx, s.shop.Q("UPDATE {products} SET stock = ? WHERE id = 1"), stock); err != nil {
 		return err
 	}
-	_, err := db.ExecContext(ctx, s.q("INSERT INTO sqllock_demo_orders VALUES (?)"), buyer)
-	return err
+	return s.shop.Order(ctx, db, buyer, 1)
 }

@@ -269,7 +269,8 @@ owner, token, how long held, and time left on the lease (database clock).
 Pessimistic locks are row locks of open transactions and are not listed.
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
-table locks, in batches, and prints how many.
+table and optimistic locks and of idle pessimistic locks, in batches, and
+prints how many.
 `,
 	"bench": `Measures, for each strategy the database supports, uncontended
 TryAcquire+Release on distinct names (1 and 8 clients: operations per

@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/shop"
 )
 
 // newPessimistic builds the locker of --strategy pessimistic: the lock is a
@@ -21,24 +21,20 @@ func newPessimistic(d dialect.Dialect) (sqllock.Locker, error) {
 // buyPessimistic locks the product row (SELECT ... FOR UPDATE) in a
 // transaction, so that buyers queue in the database; InTx runs it again
 // after a deadlock, counted in retries.
-func (s *shop) buyPessimistic(ctx context.Context, buyer int, retries *atomic.Int64) (bool, error) {
+func (s *demo) buyPessimistic(ctx context.Context, buyer int, retries *atomic.Int64) error {
 	runs := 0
-	err := sqllock.InTx(ctx, s.d, sqllock.TxOptions{LockTimeout: time.Minute}, func(ctx context.Context, tx *sql.Tx) error {
+	return sqllock.InTx(ctx, s.d, sqllock.TxOptions{LockTimeout: time.Minute}, func(ctx context.Context, tx *sql.Tx) error {
 		if runs++; runs > 1 {
 			retries.Add(1)
 		}
 		var stock int
-		if err := tx.QueryRowContext(ctx, "SELECT stock FROM sqllock_demo_products WHERE id = 1 FOR UPDATE").Scan(&stock); err != nil {
+		if err := tx.QueryRowContext(ctx, s.shop.Q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
 			return err
 		}
 		time.Sleep(s.think)
 		if stock < 1 {
-			return errSoldOut
+			return shop.ErrSoldOut
 		}
-		return s.order(ctx, tx, buyer, stock-1, "UPDATE sqllock_demo_products SET stock = ? WHERE id = 1")
+		return s.order(ctx, tx, buyer, stock-1)
 	})
-	if errors.Is(err, errSoldOut) {
-		return false, nil
-	}
-	return err == nil, err
 }

@@ -81,9 +81,14 @@ func (d *Dialect) checkServer(ctx context.Context) error {
 	if d.clock.done {
 		return d.clock.err
 	}
+	// On a connection pinned like a lock statement's, so that an exhausted
+	// pool is reported as such (ErrPoolExhausted: nothing was sent).
 	var same bool
-	if err := d.db.QueryRowContext(ctx, sysdateIsNow).Scan(&same); err != nil {
-		return wrap(err)
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		return wrap(conn.QueryRowContext(ctx, sysdateIsNow).Scan(&same))
+	})
+	if err != nil {
+		return err
 	}
 	if same {
 		d.clock.err = fmt.Errorf("%w: the server runs with --sysdate-is-now, so SYSDATE() follows each session's "+

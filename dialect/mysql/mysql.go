@@ -70,7 +70,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	}
 	d.rq = buildRowLockQueries(d.database)
 	d.marks = newMarker()
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant}
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant, Check: d.checkServer}
 	if err := d.tables(); err != nil {
 		return nil, err
 	}
@@ -92,69 +92,132 @@ func (d *Dialect) Migrations() fs.FS { return migrations.MySQL() }
 // quote backquotes a validated identifier.
 func quote(ident string) string { return "`" + ident + "`" }
 
-// Reap implements dialect.Dialect. In one READ COMMITTED transaction it
-// locks the token floor (so no new row can start from it meanwhile), locks a
-// batch of expired rows (skipping rows an acquirer is touching), deletes
-// them, and raises the floor to the largest deleted token.
-func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (n int, err error) {
+// Reap implements dialect.Dialect. On one connection, it reaps a batch of
+// the lock table, of the version table and of the row-lock table, and the
+// spent rows of the token table, each in READ COMMITTED transactions of
+// at most reapChunk rows. A chunk of the lock or version table locks the
+// table's floor (so no new row can start from it meanwhile), locks expired
+// and released rows (skipping rows an acquirer is touching), deletes them,
+// and raises the floor to the largest token or version deleted.
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (total int, err error) {
 	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
-		n, err = d.reapLocks(ctx, conn, p.Limit)
-		return err
+		for _, reap := range []func(context.Context, *sql.Conn, int) (int, error){
+			d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens,
+		} {
+			for left := p.Limit; left > 0; {
+				chunk := min(left, reapChunk)
+				n, err := reap(ctx, conn, chunk)
+				total += n
+				left -= n
+				if err != nil {
+					return err
+				}
+				if n < chunk {
+					break
+				}
+			}
+		}
+		return nil
 	})
-	if err != nil {
-		return 0, err
-	}
-	// The pessimistic strategy's spent token rows go too.
-	return n, d.reapTokens(ctx, p.Limit)
+	return total, err
 }
 
-func (d *Dialect) reapLocks(ctx context.Context, conn *sql.Conn, limit int) (n int, err error) {
+// reapChunk bounds the rows one reaper transaction deletes. They stay
+// locked until it commits, and so does the floor of the lock or version
+// table: an acquirer of one of those names, or of a new name, waits for at
+// most one chunk (a pessimistic TryAcquire of one of those names is
+// refused), and with deletes of one row per statement (see deleteByName), a
+// chunk of 100 takes a few milliseconds.
+const reapChunk = 100
+
+func (d *Dialect) reapLocks(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	return reapFloored(ctx, conn, &d.reap.locks, limit)
+}
+
+func (d *Dialect) reapVersions(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	return reapFloored(ctx, conn, &d.reap.versions, limit)
+}
+
+// reapFloored reaps a batch of the table of s, raising its floor.
+func reapFloored(ctx context.Context, conn *sql.Conn, s *floorReap, limit int) (int, error) {
+	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
+		floor, err := sqlrun.IntOn(ctx, tx, &s.lockFloor, &sqlrun.Params{})
+		if err != nil {
+			return 0, wrap(err)
+		}
+		var (
+			names []any
+			top   = floor // the largest token deleted, or the floor
+		)
+		err = sqlrun.EachOn(ctx, tx, wrap, &s.expired, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
+			var (
+				name  []byte
+				token int64
+			)
+			if err := rows.Scan(&name, &token); err != nil {
+				return err
+			}
+			names = append(names, name)
+			top = max(top, token)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		n, err := deleteEach(ctx, tx, s.delete, names)
+		if err != nil {
+			return 0, wrap(err)
+		}
+		if top > floor {
+			if _, err := sqlrun.IntOn(ctx, tx, &s.raiseFloor, &sqlrun.Params{Token: top}); err != nil {
+				return 0, wrap(err)
+			}
+		}
+		return n, nil
+	})
+}
+
+// reapTx runs fn, which returns a number of deleted rows and wrapped
+// errors, in a READ COMMITTED transaction on conn, and commits it.
+func reapTx(ctx context.Context, conn *sql.Conn, fn func(tx *sql.Tx) (int, error)) (int, error) {
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return 0, wrap(err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	floor, err := sqlrun.IntOn(ctx, tx, &d.reap.lockFloor, &sqlrun.Params{})
+	n, err := fn(tx)
 	if err != nil {
-		return 0, wrap(err)
-	}
-	var (
-		expired []dialect.Lease
-		top     = floor // the largest token deleted, or the floor
-	)
-	err = sqlrun.EachOn(ctx, tx, wrap, &d.reap.expired, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
-		var (
-			name  []byte
-			token int64
-		)
-		if err := rows.Scan(&name, &token); err != nil {
-			return err
-		}
-		expired = append(expired, dialect.Lease{Name: string(name)})
-		top = max(top, token)
-		return nil
-	})
-	if err != nil {
+		_ = tx.Rollback()
 		return 0, err
-	}
-	if len(expired) > 0 {
-		deleted, err := sqlrun.IntOn(ctx, tx, &d.reap.delete, &sqlrun.Params{Leases: expired})
-		if err != nil {
-			return 0, wrap(err)
-		}
-		n = int(deleted)
-		if top > floor {
-			if _, err := sqlrun.IntOn(ctx, tx, &d.reap.raiseFloor, &sqlrun.Params{Token: top}); err != nil {
-				return 0, wrap(err)
-			}
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, wrap(err)
+	}
+	return n, nil
+}
+
+// deleteEach runs query, a prepared DELETE of one row by its key, in tx for
+// each of keys, and returns how many rows it deleted. The error is the
+// driver's.
+func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	st, err := tx.PrepareContext(ctx, query)
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	n := 0
+	for _, k := range keys {
+		res, err := st.ExecContext(ctx, k)
+		if err != nil {
+			return 0, err
+		}
+		deleted, err := res.RowsAffected()
+		if err != nil {
+			return 0, err
+		}
+		n += int(deleted)
 	}
 	return n, nil
 }

@@ -152,47 +152,57 @@ func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 // Classify implements dialect.Pessimistic.
 func (d *Dialect) Classify(err error) error { return wrap(err) }
 
-// reapTokens deletes up to limit committed rows of the token table but the
-// newest. Open transactions' rows are skipped, not waited for.
-func (d *Dialect) reapTokens(ctx context.Context, limit int) error {
-	return d.run.Conn(ctx, func(conn *sql.Conn) error { return d.reapTokensOn(ctx, conn, limit) })
+// reapRowLocks deletes a batch of rows of the row-lock table that no
+// transaction holds or waits for: a held row is locked by its holder, and
+// a waiter is queued behind a holder, so SKIP LOCKED passes over both. A
+// waiter granted a row the reaper deleted meanwhile finds no row, and
+// LockRow creates it again. Tokens are not in these rows: deleting them
+// changes none.
+func (d *Dialect) reapRowLocks(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
+		var names []any
+		err := sqlrun.EachOn(ctx, tx, wrap, &d.reap.rowLocks, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
+			var name []byte
+			if err := rows.Scan(&name); err != nil {
+				return err
+			}
+			names = append(names, name)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		n, err := deleteEach(ctx, tx, d.reap.deleteRowLock, names)
+		return n, wrap(err)
+	})
 }
 
-func (d *Dialect) reapTokensOn(ctx context.Context, conn *sql.Conn, limit int) (err error) {
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return wrap(err)
-	}
-	defer func() {
+// reapTokens deletes up to limit committed rows of the token table but the
+// newest. Open transactions' rows are skipped, not waited for.
+func (d *Dialect) reapTokens(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
+		var newest int64
+		if err := tx.QueryRowContext(ctx, d.rq.tokensMax).Scan(&newest); err != nil {
+			return 0, wrap(err)
+		}
+		rows, err := tx.QueryContext(ctx, d.rq.tokensSelect, newest, limit)
 		if err != nil {
-			_ = tx.Rollback()
+			return 0, wrap(err)
 		}
-	}()
-	var newest int64
-	if err := tx.QueryRowContext(ctx, d.rq.tokensMax).Scan(&newest); err != nil {
-		return wrap(err)
-	}
-	rows, err := tx.QueryContext(ctx, d.rq.tokensSelect, newest, limit)
-	if err != nil {
-		return wrap(err)
-	}
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return wrap(err)
+		var ids []any
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return 0, wrap(err)
+			}
+			ids = append(ids, id)
 		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return wrap(err)
-	}
-	for _, id := range ids {
-		if _, err := tx.ExecContext(ctx, d.rq.tokensDelete, id); err != nil {
-			return wrap(err)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, wrap(err)
 		}
-	}
-	return wrap(tx.Commit())
+		n, err := deleteEach(ctx, tx, d.rq.tokensDelete, ids)
+		return n, wrap(err)
+	})
 }

@@ -91,18 +91,21 @@ ON DUPLICATE KEY UPDATE
 // versionSQL declares the version table's statements. Both swaps change a
 // column whenever they match (version, holds), so rows affected is rows
 // matched whatever clientFoundRows says.
-func versionSQL(versions string) sqlrun.VersionSQL {
+func versionSQL(versions, floor string) sqlrun.VersionSQL {
 	return sqlrun.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version"),
 		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s,
   GREATEST(TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at), 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
-		// The insert id says whether the row was created: 1 from the
-		// inserted values, 0 from the no-op update of an existing row (the
-		// affected-row count cannot tell, as it depends on clientFoundRows).
+		// A new row starts above the version floor, read under a shared
+		// lock that the reaper must wait for, as the lock table's Acquire
+		// does. The insert id is the new row's version, or 0 from the
+		// no-op update of an existing row (the affected-row count cannot
+		// tell, as it depends on clientFoundRows).
 		Create: sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
-VALUES (:name, :owner, LAST_INSERT_ID(1), 1, %[2]s, %[2]s + INTERVAL :ttl MICROSECOND)
-ON DUPLICATE KEY UPDATE version = version + LAST_INSERT_ID(0)`, versions, now)),
+SELECT :name, :owner, LAST_INSERT_ID(f.version + 1), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
+FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE %[1]s.version = %[1]s.version + LAST_INSERT_ID(0)`, versions, floor, now)),
 		Take: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1,
   acquired_at = %[2]s, expires_at = %[2]s + INTERVAL :ttl MICROSECOND
 WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now)),
@@ -112,24 +115,60 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 	}
 }
 
-// reapStmts are the reaper's statements on the lock table.
+// floorReap are the reaper's statements on a table whose new rows start
+// above a floor (the largest token, or version, of a deleted row): lock the
+// floor, select a batch of expired and released rows (skipping rows that
+// others have locked), delete them one by one (see deleteByName), raise the
+// floor.
+type floorReap struct {
+	lockFloor, expired, raiseFloor sqlrun.Stmt
+	delete                         string
+}
+
+// newFloorReap compiles the reaper's statements on table, whose token
+// column is token, and on its floor, whose column is floorCol.
+func newFloorReap(c *sqlrun.Compiler, table, token, floor, floorCol string) floorReap {
+	return floorReap{
+		lockFloor: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT %s FROM %s WHERE id = 1 FOR UPDATE`, floorCol, floor))),
+		expired: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, %s FROM %s WHERE expires_at <= %s
+ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, token, table, now))),
+		raiseFloor: c.Compile(sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = GREATEST(%[2]s, :token) WHERE id = 1`, floor, floorCol))),
+		delete:     deleteByName(table),
+	}
+}
+
+// deleteByName deletes the row of one name. The reaper deletes the rows it
+// locked one statement each, by primary key: a DELETE ... WHERE name IN
+// (list) naming most rows of a small table is run as a full scan, which
+// waits for every row that another transaction has locked (a guarded
+// transaction's, a held pessimistic lock's), and would hold the rows and
+// the floor the reaper locked for as long.
+func deleteByName(table string) string {
+	return fmt.Sprintf(`DELETE FROM %s WHERE name = ?`, table)
+}
+
+// reapStmts are the reaper's statements.
 type reapStmts struct {
-	lockFloor, expired, delete, raiseFloor sqlrun.Stmt
+	locks, versions floorReap
+	// rowLocks selects a batch of rows of the row-lock table that no
+	// transaction has locked, locking them; deleteRowLock deletes one.
+	rowLocks      sqlrun.Stmt
+	deleteRowLock string
 }
 
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
-	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions)
+	versionFloor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
+	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks)
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
-	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions))
+	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
 	d.reap = reapStmts{
-		lockFloor: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor))),
-		expired: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, token FROM %s WHERE expires_at <= %s
-ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, locks, now))),
-		delete:     c.Compile(sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name IN (:names)`, locks))),
-		raiseFloor: c.Compile(sqlrun.X(fmt.Sprintf(`UPDATE %s SET token = GREATEST(token, :token) WHERE id = 1`, floor))),
+		locks:         newFloorReap(c, locks, "token", floor, "token"),
+		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),
+		rowLocks:      c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name FROM %s LIMIT :limit FOR UPDATE SKIP LOCKED`, rowlocks))),
+		deleteRowLock: deleteByName(rowlocks),
 	}
 	return c.Err
 }
@@ -149,12 +188,8 @@ func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 // running the statement: it would take the lock, for an owner nobody holds,
 // once the row lock it waits for is free. Finding the statement by its mark
 // costs nothing unless ctx ends (asking each connection for its
-// CONNECTION_ID() would cost a round trip per acquire). It first makes sure
-// that the server's clock can be trusted (see checkServer).
-func (d *Dialect) cancelGrant(ctx context.Context, _ *sql.Conn) (string, func(context.Context) error, error) {
-	if err := d.checkServer(ctx); err != nil {
-		return "", nil, err
-	}
+// CONNECTION_ID() would cost a round trip per acquire).
+func (d *Dialect) cancelGrant(context.Context, *sql.Conn) (string, func(context.Context) error, error) {
 	mark := d.marks.next()
 	return mark, func(ctx context.Context) error { return d.killMarked(ctx, mark) }, nil
 }

@@ -41,7 +41,7 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
-	reap     sqlrun.Stmt
+	reap     reapStmts
 }
 
 // Option configures a Dialect.
@@ -156,6 +156,9 @@ var _ dialect.Notifier = (*Dialect)(nil)
 func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	return d.hub.Subscribe(s)
 }
+
+// Announced implements dialect.Notifier.
+func (d *Dialect) Announced() uint64 { return d.hub.Announced() }
 
 // listen holds one connection of the pool with LISTEN in effect, and
 // discards it afterwards: the dialect's listen.Func.

@@ -77,15 +77,19 @@ SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHE
 }
 
 // versionSQL declares the version table's statements.
-func versionSQL(versions string) sqlrun.VersionSQL {
+func versionSQL(versions, floor string) sqlrun.VersionSQL {
 	return sqlrun.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version"),
 		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > now(),
   (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
 FROM %s WHERE name = :name`, versions)),
-		Create: sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name, owner, version, holds, acquired_at, expires_at)
-VALUES (:name, :owner, 1, 1, now(), %s)
-ON CONFLICT (name) DO NOTHING`, versions, ttl)),
+		// A new row starts above the version floor, read under a shared
+		// lock: a reaper raising it waits for the insert to commit, and an
+		// insert after the reaper's deletions reads the raised floor.
+		Create: sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+SELECT :name, :owner, f.version + 1, 1, now(), %[3]s FROM %[2]s f WHERE f.id = 1 FOR SHARE
+ON CONFLICT (name) DO NOTHING
+RETURNING version`, versions, floor, ttl)),
 		Take: sqlrun.X(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = version + 1, holds = 1, acquired_at = now(), expires_at = %s
 WHERE name = :name AND version = :version AND expires_at <= now()`, versions, ttl)),
 		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
@@ -96,24 +100,72 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 // reapSQL deletes expired rows of the lock table. SKIP LOCKED lets reapers
 // in many processes share the work and never wait behind an acquirer; the
 // outer condition re-checks expiry. Names that had waiters are announced.
+//
+// The reaper's deletes name their batch as = ANY(ARRAY(subquery)): the
+// batch is selected once and its rows are found by primary key. With IN
+// (subquery), the planner, given a large table's statistics, joins the
+// batch with a sequential scan of the whole table, at every batch.
 func reapSQL(locks string) sqlrun.SQL {
 	return sqlrun.Q(fmt.Sprintf(`WITH d AS (
-  DELETE FROM %[1]s WHERE name IN (
+  DELETE FROM %[1]s WHERE name = ANY(ARRAY(
     SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
-  ) AND expires_at <= now()
+  )) AND expires_at <= now()
   RETURNING name, waiters
 )
 SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify(:channel, d.name) WHERE d.waiters) n ON true`, locks))
 }
 
+// reapVersionsSQL are the statements of the reaper's transaction on the
+// version table: the first locks the version floor, so that no new row
+// reads it until the transaction ends (a Create holding it shared makes the
+// reaper wait; the reaper never waits for anything else while holding it);
+// the second deletes a batch of expired and released rows, skipping locked
+// ones, and raises the floor to the largest version deleted.
+func reapVersionsSQL(versions, floor string) (lockFloor, reap sqlrun.SQL) {
+	return sqlrun.Q(fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, floor)),
+		sqlrun.Q(fmt.Sprintf(`WITH d AS (
+  DELETE FROM %[1]s WHERE name = ANY(ARRAY(
+    SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
+  )) AND expires_at <= now()
+  RETURNING version
+), f AS (
+  UPDATE %[2]s f SET version = m.top FROM (SELECT max(version) AS top FROM d) m
+  WHERE f.id = 1 AND f.version < m.top
+)
+SELECT count(*) FROM d`, versions, floor))
+}
+
+// reapRowLocksSQL deletes a batch of rows of the row-lock table that no
+// transaction has locked: a held row is locked by its holder, and a waiter
+// waits for a holder, so SKIP LOCKED passes over both. A waiter granted a
+// row the reaper deleted meanwhile finds no row, and LockRow creates it
+// again. Tokens come from a sequence: deleting rows changes none.
+func reapRowLocksSQL(rowlocks string) sqlrun.SQL {
+	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE name = ANY(ARRAY(
+  SELECT name FROM %[1]s LIMIT :limit FOR UPDATE SKIP LOCKED
+))`, rowlocks))
+}
+
+// reapStmts are the reaper's statements.
+type reapStmts struct {
+	locks, versionFloor, versions, rowLocks sqlrun.Stmt
+}
+
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
-	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions)
+	floor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
+	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks)
 	c := &sqlrun.Compiler{Style: sqlrun.Dollar}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel))
-	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions))
-	d.reap = c.Compile(reapSQL(locks))
+	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor))
+	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
+	d.reap = reapStmts{
+		locks:        c.Compile(reapSQL(locks)),
+		versionFloor: c.Compile(lockFloor),
+		versions:     c.Compile(reapVersions),
+		rowLocks:     c.Compile(reapRowLocksSQL(rowlocks)),
+	}
 	return c.Err
 }
 
@@ -125,11 +177,46 @@ func (d *Dialect) Locks() dialect.LockTable { return d.locks }
 // Versions implements dialect.Optimistic.
 func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 
-// Reap implements dialect.Dialect. Tokens come from a sequence, so deleting
-// rows cannot make a later token smaller.
+// Reap implements dialect.Dialect: a batch of the lock table, of the
+// version table and of the row-lock table, in turn. Lock-table and
+// row-lock tokens come from sequences, which deleting rows cannot set
+// back; versions start above the version floor (see reapVersionsSQL).
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
-	n, err := d.run.Int(ctx, &d.reap, &sqlrun.Params{Limit: p.Limit, Channel: d.channel})
-	return int(n), err
+	params := &sqlrun.Params{Limit: p.Limit, Channel: d.channel}
+	n, err := d.run.Int(ctx, &d.reap.locks, params)
+	total := int(n)
+	if err != nil {
+		return total, err
+	}
+	n, err = d.reapVersions(ctx, params)
+	total += int(n)
+	if err != nil {
+		return total, err
+	}
+	n, err = d.run.Int(ctx, &d.reap.rowLocks, params)
+	return total + int(n), err
+}
+
+// reapVersions runs the reaper's transaction on the version table.
+func (d *Dialect) reapVersions(ctx context.Context, p *sqlrun.Params) (n int64, err error) {
+	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
+		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return wrap(err)
+		}
+		defer tx.Rollback()
+		if _, err := sqlrun.IntOn(ctx, tx, &d.reap.versionFloor, p); err != nil {
+			return wrap(err)
+		}
+		if n, err = sqlrun.IntOn(ctx, tx, &d.reap.versions, p); err != nil {
+			return wrap(err)
+		}
+		return wrap(tx.Commit())
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // cancelGrant prepares the cancelling of a grant on conn: a cancel request,

@@ -88,9 +88,13 @@ func versionSQL() sqlrun.VersionSQL {
 		LeaseSQL: leaseSQL(versions, "version"),
 		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s, max(expires_at - %[2]s, 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
-		Create: sqlrun.X(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
-VALUES (:name, :owner, 1, 1, %[2]s, %[2]s + :ttl)
-ON CONFLICT (name) DO NOTHING`, versions, now)),
+		// A new row starts above the version floor, which the trigger of
+		// migration 6 raises with every deletion; the statement runs under
+		// SQLite's write lock, so no deletion comes between.
+		Create: sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+VALUES (:name, :owner, (SELECT version + 1 FROM sqllock_version_floor WHERE id = 1), 1, %[2]s, %[2]s + :ttl)
+ON CONFLICT (name) DO NOTHING
+RETURNING version`, versions, now)),
 		Take: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + :ttl
 WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now)),
 		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1, expires_at = max(expires_at, %[2]s + :ttl)
@@ -98,14 +102,15 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 	}
 }
 
-// reapSQL deletes expired rows of the lock table in one statement. SQLite
-// runs it under the write lock, so concurrent reapers and acquirers take
-// turns; the trigger of migration 1 raises the token floor to every deleted
-// token in the same statement.
-func reapSQL() sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM sqllock_locks WHERE name IN (
-  SELECT name FROM sqllock_locks WHERE expires_at <= %s ORDER BY expires_at LIMIT :limit
-)`, now))
+// reapSQL deletes a batch of expired and released rows of table in one
+// statement. SQLite runs it under the write lock, so concurrent reapers and
+// acquirers take turns; a trigger raises the table's floor (the token floor
+// of migration 1, the version floor of migration 6) to every deleted token
+// or version in the same statement.
+func reapSQL(table string) sqlrun.SQL {
+	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE name IN (
+  SELECT name FROM %[1]s WHERE expires_at <= %[2]s ORDER BY expires_at LIMIT :limit
+)`, table, now))
 }
 
 // tables compiles the dialect's statements.
@@ -113,7 +118,7 @@ func (d *Dialect) tables() error {
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL())
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL())
-	d.reap = c.Compile(reapSQL())
+	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions"))}
 	return c.Err
 }
 
@@ -125,8 +130,16 @@ func (d *Dialect) Locks() dialect.LockTable { return d.locks }
 // Versions implements dialect.Optimistic.
 func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 
-// Reap implements dialect.Dialect.
+// Reap implements dialect.Dialect: a batch of the lock table, then one of
+// the version table, each in a statement of its own.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
-	n, err := d.run.Int(ctx, &d.reap, &sqlrun.Params{Limit: p.Limit})
-	return int(n), err
+	total := 0
+	for i := range d.reap {
+		n, err := d.run.Int(ctx, &d.reap[i], &sqlrun.Params{Limit: p.Limit})
+		total += int(n)
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }

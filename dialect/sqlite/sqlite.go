@@ -127,7 +127,7 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
-	reap     sqlrun.Stmt
+	reap     []sqlrun.Stmt // one per table
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)

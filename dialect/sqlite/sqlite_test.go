@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,13 +15,105 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	_ "github.com/jackc/pgx/v5/stdlib" // a driver other than SQLite's
+	"go.uber.org/goleak"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// The dialect passes the conformance suite, on a database file of each
+// subtest's own. SQLite has one writer at a time, no sessions to kill, and
+// no view of waiting statements: Waiting counts the statements under way on
+// the dialect's pool.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	dialecttest.Exercise(t, dialecttest.Harness{New: newEnv, SingleWriter: true})
+}
+
+// newEnv is the suite's dialect on a fresh, migrated database file.
+func newEnv(t *testing.T) *dialecttest.Env {
+	path := filepath.Join(t.TempDir(), "locks.db")
+	db := open(t, path)
+	d, err := sqlite.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := sqllock.Migrate(ctx, d); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return &dialecttest.Env{
+		Dialect: d,
+		Open: func(t *testing.T, maxConns int) dialect.Dialect {
+			db := open(t, path)
+			if maxConns > 0 {
+				db.SetMaxOpenConns(maxConns)
+			}
+			d, err := sqlite.New(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return d
+		},
+		Expire: func(ctx context.Context, tb dialecttest.Table, name string) error {
+			// Times are microseconds since the Unix epoch.
+			res, err := db.ExecContext(ctx, "UPDATE "+string(tb)+" SET expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000 WHERE name = ?", name)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return fmt.Errorf("%q: %d rows changed (%v), want 1", name, n, err)
+			}
+			return nil
+		},
+		// The database's write lock, taken by a write in a transaction of
+		// another pool (as another process would).
+		HoldRow: func(ctx context.Context, tb dialecttest.Table, name string) (func() error, error) {
+			other, err := sqlite.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			tx, err := other.BeginTx(ctx, nil)
+			if err == nil {
+				var res sql.Result
+				if res, err = tx.ExecContext(ctx, "UPDATE "+string(tb)+" SET holds = holds WHERE name = ?", name); err == nil {
+					if n, _ := res.RowsAffected(); n != 1 {
+						err = fmt.Errorf("%q: no row", name)
+					}
+				}
+				if err != nil {
+					_ = tx.Rollback()
+				}
+			}
+			if err != nil {
+				other.Close()
+				return nil, err
+			}
+			var once sync.Once
+			return func() (err error) {
+				once.Do(func() { err = errors.Join(tx.Rollback(), other.Close()) })
+				return err
+			}, nil
+		},
+		Waiting: func(context.Context) (int, error) { return db.Stats().InUse, nil },
+	}
+}
 
 func open(t *testing.T, path string) *sql.DB {
 	t.Helper()
@@ -166,8 +259,8 @@ func TestMigrateFromManyPools(t *testing.T) {
 		}
 		wg.Wait()
 	}
-	if v, dirty, err := sqllock.MigrationVersion(ctx, ds[0]); err != nil || v != 2 || dirty {
-		t.Fatalf("version %d dirty %v err %v, want 2", v, dirty, err)
+	if v, dirty, err := sqllock.MigrationVersion(ctx, ds[0]); err != nil || v != 6 || dirty {
+		t.Fatalf("version %d dirty %v err %v, want 6", v, dirty, err)
 	}
 }
 

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // Environment variables of the chaos suite.
@@ -59,9 +59,7 @@ func TestMain(m *testing.M) {
 	// Killed connections are the point here: the driver's log of each is
 	// noise.
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	if spec := os.Getenv(childEnv); spec != "" {
-		os.Exit(runChild(spec))
-	}
+	testutil.ChildMain(childEnv, config.runChild)
 	code := m.Run()
 	printSummary()
 	dbtest.CloseAll()
@@ -278,18 +276,13 @@ func (c config) worker(l sqllock.Locker, st *Store, rec *Recorder) *Worker {
 		Rec: rec, Rand: rand.New(rand.NewPCG(c.Seed, 0x5eed))}
 }
 
-// runChild is a worker process: it takes turns until its standard input
-// closes, writing its events to standard output.
-func runChild(spec string) int {
-	var c config
-	if err := json.Unmarshal([]byte(spec), &c); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos child:", err)
-		return 2
-	}
+// runChild is a worker process (see testutil.ChildMain in TestMain): it
+// takes turns until its standard input closes, writing its events to
+// standard output.
+func (c config) runChild() error {
 	closeAll, l, st, err := c.open()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos child:", err)
-		return 2
+		return fmt.Errorf("chaos child: %w", err)
 	}
 	defer closeAll()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -300,10 +293,9 @@ func runChild(spec string) int {
 	rec := NewRecorder(os.Stdout)
 	c.worker(l, st, rec).Run(ctx)
 	if err := rec.Err(); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos child:", err)
-		return 2
+		return fmt.Errorf("chaos child: %w", err)
 	}
-	return 0
+	return nil
 }
 
 // fault kinds of the scenarios.
@@ -608,12 +600,10 @@ func (r *run) processes(ctx context.Context) {
 		c := r.base(fmt.Sprintf("c%d", n), uint64(n))
 		c.DSN = dsn
 		c.Hold = 300 * time.Millisecond // long enough for a fault to land before the write
-		spec, err := json.Marshal(c)
+		cmd, err := testutil.ChildCommand(context.Background(), childEnv, c)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+string(spec))
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()
 		if err != nil {

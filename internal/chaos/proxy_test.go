@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // echoServer is a TCP server on 127.0.0.1:0 that writes back everything it reads.
@@ -115,13 +118,9 @@ func roundTrip(t *testing.T, c net.Conn, msg []byte) {
 // waitFor polls cond until it holds, failing the test after a generous deadline.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	testutil.Eventually(ctx, t, what, cond)
 }
 
 var errMismatch = errors.New("echoed data differs")

@@ -9,6 +9,7 @@ package listen
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -42,6 +43,8 @@ type Hub struct {
 	active  int         // listener goroutines and linger timers not yet finished
 	closed  bool
 	drained chan struct{} // closed once closed and active == 0
+
+	announced atomic.Uint64 // see Announced
 }
 
 // listener is one run of the listening goroutine.
@@ -57,6 +60,9 @@ func New(listen Func, linger time.Duration) *Hub {
 }
 
 var _ dialect.Notifier = (*Hub)(nil)
+
+// Announced implements dialect.Notifier.
+func (h *Hub) Announced() uint64 { return h.announced.Load() }
 
 // Subscribe implements dialect.Notifier.
 func (h *Hub) Subscribe(s dialect.Subscriber) dialect.Subscription {
@@ -135,6 +141,7 @@ func (h *Hub) ready(l *listener) {
 		return
 	}
 	h.up = true
+	h.announced.Add(1)
 	for sub := range h.subs {
 		sub.s.Ready()
 	}
@@ -143,6 +150,7 @@ func (h *Hub) ready(l *listener) {
 // deliver passes an announcement on, also from a listener being stopped:
 // it is news all the same.
 func (h *Hub) deliver(name string) {
+	h.announced.Add(1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for sub := range h.subs {

@@ -32,9 +32,12 @@ type Canceller func(ctx context.Context, conn *sql.Conn) (prefix string, cancel 
 type Runner struct {
 	DB   *sql.DB
 	Wrap Wrap
-	// Cancel, if not nil, cancels grants on the server (see Grant). Nil
+	// Cancel, if not nil, cancels grants on the server (see GrantInt). Nil
 	// leaves it to the driver's reaction to the context.
 	Cancel Canceller
+	// Check, if not nil, runs before every grant; its error is returned
+	// as is, and no statement is sent.
+	Check func(ctx context.Context) error
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -124,6 +127,11 @@ func (r *Runner) Each(ctx context.Context, st *Stmt, p *Params, scan func(*sql.R
 // discarded after a cancellation, since the server may still act on the
 // cancel.
 func (r *Runner) GrantInt(ctx context.Context, st *Stmt, p *Params) (int64, error) {
+	if r.Check != nil {
+		if err := r.Check(ctx); err != nil {
+			return 0, err
+		}
+	}
 	conn, err := r.Pin(ctx)
 	if err != nil {
 		return 0, err
@@ -132,7 +140,7 @@ func (r *Runner) GrantInt(ctx context.Context, st *Stmt, p *Params) (int64, erro
 		prefix string
 		cancel func(context.Context) error
 	)
-	if r.Cancel != nil {
+	if r.Cancel != nil && ctx.Done() != nil { // a context that never ends needs no cancel
 		if prefix, cancel, err = r.Cancel(ctx, conn); err != nil {
 			_ = dialect.Discard(conn)
 			return 0, r.Wrap(err)

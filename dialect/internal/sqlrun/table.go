@@ -175,8 +175,11 @@ type VersionSQL struct {
 	// Read selects version, owner, holds, whether the lease is live, and
 	// the microseconds it has left, of :name's row.
 	Read SQL
-	// Create inserts :name's row at version 1, held by :owner for :ttl; its
-	// number is 1 when it did, 0 when the row exists (without an error).
+	// Create inserts :name's row one above the version floor (the largest
+	// version of any deleted row, read such that a deletion cannot slip in
+	// between), held by :owner for :ttl; its number is the new row's
+	// version, 0 when the row exists (without an error). It runs as a
+	// grant.
 	Create SQL
 	// Take sets :owner, version + 1, one hold and an expiry :ttl from now
 	// if the row still has :version and is free or expired; number 1 when
@@ -213,9 +216,8 @@ func (t *VersionTable) Read(ctx context.Context, name string) (dialect.VersionRo
 }
 
 // Create implements dialect.VersionTable.
-func (t *VersionTable) Create(ctx context.Context, p dialect.AcquireParams) (bool, error) {
-	n, err := t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
-	return n == 1 && err == nil, err
+func (t *VersionTable) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	return t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
 }
 
 // Take implements dialect.VersionTable.

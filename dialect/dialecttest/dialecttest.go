@@ -1,0 +1,431 @@
+// Package dialecttest is the conformance suite of sqllock's dialect seam.
+// Exercise checks, statement by statement, that a dialect keeps the
+// contracts documented in package dialect: the grants and their fencing
+// tokens, renewal, release, the guard, listing, the version table's
+// compare-and-swap, reaping, the end of a grant whose context ends, pool
+// exhaustion, row locks and announcements of released locks.
+//
+// Every dialect runs it from its own tests, with a Harness that gives each
+// subtest a fresh dialect on tables of its own, plus the few hooks that the
+// suite cannot do through the seam (make a lease expire now, hold a row
+// from another transaction, see which statements wait, end a session):
+//
+//	func TestConformance(t *testing.T) {
+//		dialecttest.Exercise(t, dialecttest.Harness{New: newEnv})
+//	}
+//
+// A new dialect (CockroachDB, TiDB, SQL Server, ...) is written by passing
+// this suite: the strategies of package sqllock rely on nothing the suite
+// does not check. Like the dialect interfaces, the suite is an
+// implementer's API, and changes with them.
+//
+// The suite does not need an idle machine: leases that are not meant to
+// expire get a TTL of an hour, leases that must expire are expired by the
+// harness (Env.Expire), and every wait is for a condition the suite can
+// observe, bounded by a context.
+//
+// # What is checked
+//
+// Lock table: Acquire inserts, re-enters (same token, one more hold),
+// takes over expired and released rows (a larger token, one hold) and
+// refuses another owner's live lease (0, the lease untouched); Remaining
+// with and without a row.
+//
+// Each lease table (lock table; version table of a dialect.Optimistic):
+// tokens only grow per name across release, expiry, takeover and Reap (the
+// floor rule); RenewMany reports exactly which leases of a mixed batch it
+// renewed and extends them on the database clock, also for a batch of
+// dialect.MaxRenewBatch; Release drops one hold, the last one frees the
+// lock, and it reports false after a takeover or a full release; Guard is
+// true for a live lease only, and a takeover waits for the guarded
+// transaction; List shows held rows only, ordered by name, with times on
+// the database clock; lock names and owners are bind parameters, compared
+// byte for byte; a grant whose context ends while it waits behind a row
+// lock returns an error wrapping the context's, and nothing is granted
+// after it returned.
+//
+// Version table: Read, Create, Take and Reenter as compare-and-swaps on the
+// version (a stale version is refused; Create of an existing row returns 0
+// without error).
+//
+// Reap deletes expired and released rows, at most Limit per call, spares
+// live ones, and concurrent reapers (on pools of their own, like processes)
+// beside acquirers keep tokens growing.
+//
+// Every statement that needs a connection fails with an error wrapping
+// dialect.ErrPoolExhausted, never dialect.ErrOutcomeUnknown, when the pool
+// is exhausted; the dialect never closes its pool (nor does a migration
+// driver, which closes its own connection); schema and database names are
+// validated (Harness.WithNamespace).
+//
+// Row locks (dialect.Pessimistic): NOWAIT refusals wrap dialect.ErrLocked,
+// shared and exclusive modes exclude each other as they should, tokens grow
+// across names and rollbacks, a waiting LockRow gets the lock once it is
+// free, a cancelled one leaves no wait on the server and nothing pinned,
+// BeginTx's lock timeout is classified as dialect.ErrLocked, and a killed
+// holder's lock goes to the next one.
+//
+// Announcements (dialect.Notifier): a subscriber is told Ready, and then
+// the names released, or reaped, while someone waited for them (marked by
+// Remaining), and no others.
+package dialecttest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
+)
+
+// Harness is what a dialect's tests give Exercise.
+type Harness struct {
+	// New returns a fresh dialect for one subtest, its tables migrated, on
+	// a namespace of its own (a schema, a database, a file) that no other
+	// subtest uses, together with the hooks. What it opens it closes when
+	// t ends (t.Cleanup), the dialect included if it has a Close. Subtests
+	// call it in parallel.
+	New func(t *testing.T) *Env
+
+	// WithNamespace builds the dialect with its tables in the named schema
+	// or database (say postgres.WithSchema(name)) and returns the
+	// constructor's error, without connecting. Nil for a dialect without
+	// namespaces (SQLite): the identifier checks are then skipped.
+	WithNamespace func(name string) error
+
+	// SingleWriter says that the database lets one transaction at a time
+	// write, as SQLite does. Guard then holds off takeovers by the
+	// database's write lock, which a guarded transaction on the harness's
+	// pools holds from BEGIN on, instead of by a share lock on the lease's
+	// row, and the transitions of every name wait for a guarded
+	// transaction. Without it, the suite checks that the transitions of
+	// other names go ahead while one name's row is guarded.
+	SingleWriter bool
+}
+
+// Env is one dialect under test and the hooks that reach below its seam.
+// The hooks act on the dialect's own namespace, may be called from several
+// goroutines at once, and must not wait for anything but the database.
+type Env struct {
+	// Dialect is the dialect under test.
+	Dialect dialect.Dialect
+
+	// Open returns another dialect on the same tables, on a private pool
+	// of its own, as another process would have: with at most maxConns
+	// open connections when maxConns > 0, else as many as the dialect's
+	// pools usually have. Pool and dialect are closed when t ends.
+	Open func(t *testing.T, maxConns int) dialect.Dialect
+
+	// Expire makes the lease on name in table expire now: it sets the
+	// row's expires_at to one second before the database's current time
+	// and leaves the rest of the row alone. It fails if there is no row.
+	Expire func(ctx context.Context, table Table, name string) error
+
+	// HoldRow begins a transaction on a connection of its own that locks
+	// the row of name in table as a writer would (SELECT ... FOR UPDATE;
+	// on a SingleWriter database, the database's write lock), so that the
+	// row's transitions wait for it, and returns a function that ends the
+	// transaction. It fails if there is no row.
+	HoldRow func(ctx context.Context, table Table, name string) (end func() error, err error)
+
+	// Waiting reports how many statements on the namespace's tables wait
+	// for a lock held by another transaction, as the server shows them. A
+	// database that shows no waiting statements may count the statements
+	// under way on Dialect's pool instead: the suite asks only while the
+	// statement it waits for is the one statement on that pool.
+	Waiting func(ctx context.Context) (int, error)
+
+	// Kill ends, from another connection, the server session running tx,
+	// as an administrator or a failover would. Nil for a database without
+	// sessions (SQLite): the checks that need it are skipped.
+	Kill func(ctx context.Context, tx *sql.Tx) error
+}
+
+// Table names a lease table for the hooks: its unqualified name, which the
+// harness qualifies with the namespace.
+type Table string
+
+const (
+	// Locks is the lock table, dialect.LockTable.
+	Locks Table = "sqllock_locks"
+	// Versions is the version table, dialect.VersionTable.
+	Versions Table = "sqllock_versions"
+)
+
+// long is the TTL of leases that must not expire during a test.
+const long = time.Hour
+
+// testTimeout bounds each subtest's waits.
+const testTimeout = 2 * time.Minute
+
+// Exercise runs the suite against the dialect of h, in parallel subtests
+// of t. It calls h.New once for t itself, to learn which optional
+// interfaces the dialect implements, and once per subtest.
+func Exercise(t *testing.T, h Harness) {
+	t.Helper()
+	if h.New == nil {
+		t.Fatal("dialecttest: Harness.New is nil")
+	}
+	probe := h.New(t)
+	if probe == nil || probe.Dialect == nil || probe.Open == nil || probe.Expire == nil || probe.HoldRow == nil || probe.Waiting == nil {
+		t.Fatal("dialecttest: Harness.New must return an Env with a Dialect and the hooks Open, Expire, HoldRow and Waiting")
+	}
+	_, optimistic := probe.Dialect.(dialect.Optimistic)
+	_, pessimistic := probe.Dialect.(dialect.Pessimistic)
+	_, notifier := probe.Dialect.(dialect.Notifier)
+
+	run := func(name string, check func(t *testing.T, e *env)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			check(t, newEnv(t, &h))
+		})
+	}
+	t.Run("Identifiers", func(t *testing.T) {
+		t.Parallel()
+		checkIdentifiers(t, h)
+	})
+	run("Migrations", checkMigrations)
+	run("PoolNotClosed", checkPoolNotClosed)
+	run("PoolExhausted", checkPoolExhausted)
+	run("Acquire", checkAcquire)
+	run("Remaining", checkRemaining)
+	run("ReapLimit", checkReapLimit)
+	run("ReapConcurrent", checkReapConcurrent)
+
+	kinds := []Table{Locks}
+	if optimistic {
+		kinds = append(kinds, Versions)
+		run("Versions/Swaps", checkSwaps)
+	}
+	for _, k := range kinds {
+		prefix := map[Table]string{Locks: "Locks/", Versions: "Versions/"}[k]
+		for _, c := range leaseChecks {
+			run(prefix+c.name, func(t *testing.T, e *env) { c.check(t, e, e.table(k)) })
+		}
+	}
+	if pessimistic {
+		for _, c := range rowLockChecks {
+			run("RowLocks/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.(dialect.Pessimistic)) })
+		}
+	}
+	if notifier {
+		run("Notifier", checkNotifier)
+	}
+}
+
+// env is one subtest's dialect, hooks and context.
+type env struct {
+	*Env
+	h   *Harness
+	t   *testing.T
+	ctx context.Context
+}
+
+func newEnv(t *testing.T, h *Harness) *env {
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	t.Cleanup(cancel)
+	return &env{Env: h.New(t), h: h, t: t, ctx: ctx}
+}
+
+// must fails the test if err is not nil.
+func (e *env) must(err error, what string) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// expire makes the lease on name in tb expire now.
+func (e *env) expire(tb *table, name string) {
+	e.t.Helper()
+	e.must(e.Expire(e.ctx, tb.name, name), "Expire "+name)
+}
+
+// eventually waits until cond holds, bounded by the subtest's context.
+func (e *env) eventually(what string, cond func() bool) {
+	e.t.Helper()
+	testutil.Eventually(e.ctx, e.t, what, cond)
+}
+
+// waiting reports the statements waiting for a lock, per Env.Waiting.
+func (e *env) waiting() int {
+	e.t.Helper()
+	n, err := e.Waiting(e.ctx)
+	e.must(err, "Waiting")
+	return n
+}
+
+// grantResult is what a grant run in a goroutine returned.
+type grantResult struct {
+	token int64
+	err   error
+}
+
+// grantAsync runs tb.grant in a goroutine.
+func grantAsync(ctx context.Context, tb *table, name, owner string) <-chan grantResult {
+	got := make(chan grantResult, 1)
+	go func() {
+		token, err := tb.grant(ctx, name, owner, long)
+		got <- grantResult{token, err}
+	}()
+	return got
+}
+
+// await returns what got delivers, or fails the test when the subtest's
+// context ends first.
+func await[T any](e *env, what string, got <-chan T) T {
+	e.t.Helper()
+	select {
+	case v := <-got:
+		return v
+	case <-e.ctx.Done():
+		e.t.Fatalf("never: %s", what)
+		var zero T
+		return zero
+	}
+}
+
+// table is one lease table under test: its statements and how its rows are
+// granted.
+type table struct {
+	name  Table
+	stmts dialect.LeaseTable
+	// grant makes one attempt to grant a lease on name to owner for ttl:
+	// it returns the lease's token, or 0 when another owner holds a live
+	// lease.
+	grant func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error)
+}
+
+// table returns the lease table k of the dialect under test.
+func (e *env) table(k Table) *table {
+	if k == Versions {
+		return versionTable(e.Dialect.(dialect.Optimistic).Versions())
+	}
+	lt := e.Dialect.Locks()
+	return &table{name: Locks, stmts: lt,
+		grant: func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
+			return lt.Acquire(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: ttl})
+		}}
+}
+
+// versionTable grants rows of the version table as the optimistic strategy
+// does: read the row, then create it, re-enter it or take it over by a
+// compare-and-swap on the version read.
+func versionTable(vt dialect.VersionTable) *table {
+	grant := func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
+		row, ok, err := vt.Read(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		p := dialect.SwapParams{Name: name, Owner: owner, TTL: ttl, Version: row.Version}
+		var swapped bool
+		switch {
+		case !ok:
+			return vt.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: ttl})
+		case row.Live && row.Owner == owner:
+			swapped, err = vt.Reenter(ctx, p)
+		case row.Live:
+			return 0, nil
+		default:
+			swapped, err = vt.Take(ctx, p)
+			row.Version++
+		}
+		if err != nil || !swapped {
+			return 0, err
+		}
+		return row.Version, nil
+	}
+	return &table{name: Versions, stmts: vt, grant: grant}
+}
+
+// grant grants a lease on name to owner for an hour, failing the test
+// unless it is granted.
+func (e *env) grant(tb *table, name, owner string) dialect.Lease {
+	e.t.Helper()
+	return e.grantTTL(tb, name, owner, long)
+}
+
+// grantTTL is grant with a TTL.
+func (e *env) grantTTL(tb *table, name, owner string, ttl time.Duration) dialect.Lease {
+	e.t.Helper()
+	token, err := tb.grant(e.ctx, name, owner, ttl)
+	e.must(err, "grant "+name+" to "+owner)
+	if token <= 0 {
+		e.t.Fatalf("grant %s to %s: refused (token %d)", name, owner, token)
+	}
+	return dialect.Lease{Name: name, Owner: owner, Token: token}
+}
+
+// refused checks that owner is refused the lease on name.
+func (e *env) refused(tb *table, name, owner string) {
+	e.t.Helper()
+	token, err := tb.grant(e.ctx, name, owner, long)
+	e.must(err, "grant "+name+" to "+owner)
+	if token != 0 {
+		e.t.Fatalf("grant %s to %s while another owner holds it: token %d, want 0 (refused)", name, owner, token)
+	}
+}
+
+// release releases one hold of l and checks the reply.
+func (e *env) release(tb *table, l dialect.Lease, want bool) {
+	e.t.Helper()
+	ok, err := tb.stmts.Release(e.ctx, l)
+	e.must(err, "Release "+l.Name)
+	if ok != want {
+		e.t.Fatalf("Release(%+v) = %v, want %v", l, ok, want)
+	}
+}
+
+// held returns name's row as List shows it; ok is false when it is not
+// listed.
+func (e *env) held(tb *table, name string) (li dialect.LockInfo, ok bool) {
+	e.t.Helper()
+	infos, err := tb.stmts.List(e.ctx)
+	e.must(err, "List")
+	for _, li := range infos {
+		if li.Name == name {
+			return li, true
+		}
+	}
+	return dialect.LockInfo{}, false
+}
+
+// holder checks that name is listed as held by l with holds holds.
+func (e *env) holder(tb *table, l dialect.Lease, holds int) {
+	e.t.Helper()
+	li, ok := e.held(tb, l.Name)
+	if !ok || li.Owner != l.Owner || li.Token != l.Token || li.Holds != holds {
+		e.t.Fatalf("List shows %q as %+v (listed: %v), want owner %q, token %d, %d holds", l.Name, li, ok, l.Owner, l.Token, holds)
+	}
+}
+
+// reapAll calls Reap until it deletes nothing more.
+func (e *env) reapAll() int {
+	e.t.Helper()
+	total := 0
+	for range 1000 {
+		n, err := e.Dialect.Reap(e.ctx, dialect.ReapParams{Limit: 100})
+		e.must(err, "Reap")
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+	e.t.Fatalf("Reap still deleting rows after %d", total)
+	return total
+}
+
+// notSentErr checks that err says that no statement was sent because the
+// pool was exhausted.
+func notSentErr(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, dialect.ErrPoolExhausted) {
+		t.Errorf("%s with the pool exhausted: %v, want an error wrapping ErrPoolExhausted", what, err)
+	}
+	if errors.Is(err, dialect.ErrOutcomeUnknown) {
+		t.Errorf("%s with the pool exhausted: %v wraps ErrOutcomeUnknown, but no statement was sent", what, err)
+	}
+}
