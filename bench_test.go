@@ -45,8 +45,12 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 				b.Fatal(err)
 			}
 			benchSetup(b, d, &locker)
+			// The fence (a shared advisory lock for the statement) is part
+			// of a correct acquire: without it, a reaper deleting the row
+			// while the insert waits could let a token go backwards.
 			q := fmt.Sprintf(`INSERT INTO "%[1]s".sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES ($1, $2, nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond')
+SELECT $1, $2, nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
+FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1))) AS fence
 ON CONFLICT (name) DO UPDATE SET
   token = CASE WHEN l.expires_at <= now() THEN nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
   holds = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,

@@ -215,9 +215,15 @@ func (e *env) anyLocker(t *testing.T) sqllock.Locker {
 }
 
 // pessimistic returns a pessimistic locker.
+//
+// It runs on a pool of its own (same namespace): every held lock pins a
+// connection, and TryAcquire refuses at once with ErrPoolExhausted when the
+// pool is full, which the process-wide pool of a parallel suite can be at
+// any moment.
 func (e *env) pessimistic(t *testing.T, opts sqllock.PessimisticOptions) *sqllock.Pessimistic {
 	t.Helper()
-	l, err := sqllock.NewPessimistic(e.d, opts)
+	_, d := e.sibling(t, 0)
+	l, err := sqllock.NewPessimistic(d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,8 +48,17 @@ func lockSQL(locks, seq, channel string) sqlrun.LockSQL {
 	s.Channel = channel
 	// The token comes from the sequence; on takeover it is drawn in the
 	// UPDATE, after the row lock, so it exceeds the token it replaces.
+	//
+	// The new row's token is drawn before the insert meets a conflicting
+	// row; if that row were deleted while the insert waits for it (the
+	// reaper deleting a released row), the insert would go ahead with a
+	// token drawn before the conflicting row's holder got a larger one.
+	// So the statement first takes the name's fence (an advisory lock, in
+	// shared mode, for this statement's transaction only), and the reaper
+	// deletes no row whose fence it cannot take at once.
 	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES (:name, :owner, nextval('%[2]s'), 1, now(), %[3]s)
+SELECT :name, :owner, nextval('%[2]s'), 1, now(), %[3]s
+FROM (SELECT pg_advisory_xact_lock_shared(%[4]s)) AS fence
 ON CONFLICT (name) DO UPDATE SET
   token       = CASE WHEN l.expires_at <= now() THEN nextval('%[2]s') ELSE l.token END,
   holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
@@ -57,14 +66,22 @@ ON CONFLICT (name) DO UPDATE SET
   owner       = EXCLUDED.owner,
   expires_at  = EXCLUDED.expires_at
 WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
-RETURNING token`, locks, seq, ttl))
+RETURNING token`, locks, seq, ttl, fence(":name")))
 	// Only waiters ask how long a lease has left: the same statement sets
-	// the waiters hint (once), so that the release will NOTIFY.
+	// the waiters hint (once), so that the release will NOTIFY. The SELECT
+	// reads the statement's snapshot, but the hint's UPDATE the latest
+	// row: when the snapshot shows a live lease without the hint and the
+	// UPDATE changed nothing, a release (or takeover) committed in
+	// between — one that read no hint and announced nothing — and the
+	// waiter must look again at once (0) rather than sleep until the lease
+	// it saw would have ended.
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`WITH hint AS (
   UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters AND expires_at > now()
+  RETURNING 1
 )
-SELECT (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
-FROM %[1]s WHERE name = :name`, locks))
+SELECT CASE WHEN l.expires_at > now() AND NOT l.waiters AND NOT EXISTS (SELECT 1 FROM hint) THEN 0
+  ELSE (extract(epoch FROM greatest(l.expires_at, now()) - now()) * 1000000)::bigint END
+FROM %[1]s l WHERE l.name = :name`, locks))
 	// The last release of a name someone waited for announces it.
 	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %s SET holds = holds - 1,
@@ -105,14 +122,29 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 // batch is selected once and its rows are found by primary key. With IN
 // (subquery), the planner, given a large table's statistics, joins the
 // batch with a sequential scan of the whole table, at every batch.
+//
+// A row whose name's fence an acquire holds (see lockSQL) is left for a
+// later pass: the acquire may have drawn its token before the row's holder
+// drew a larger one.
 func reapSQL(locks string) sqlrun.SQL {
 	return sqlrun.Q(fmt.Sprintf(`WITH d AS (
   DELETE FROM %[1]s WHERE name = ANY(ARRAY(
     SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
-  )) AND expires_at <= now()
+  )) AND expires_at <= now() AND pg_try_advisory_xact_lock(%[2]s)
   RETURNING name, waiters
 )
-SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify(:channel, d.name) WHERE d.waiters) n ON true`, locks))
+SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify(:channel, d.name) WHERE d.waiters) n ON true`, locks, fence("name")))
+}
+
+// fenceClass is the first key of the fences' advisory locks ("sqlk"): the
+// two-key form keeps them apart from an application's one-key advisory
+// locks. They are transaction-scoped, so they never outlive a statement of
+// sqllock and survive no pooler.
+const fenceClass = 0x73716c6b
+
+// fence is the advisory lock key of the lock named by the expression name.
+func fence(name string) string {
+	return fmt.Sprintf("%d, hashtext(%s)", fenceClass, name)
 }
 
 // reapVersionsSQL are the statements of the reaper's transaction on the
