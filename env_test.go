@@ -10,7 +10,6 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -25,14 +24,7 @@ func TestMain(m *testing.M) {
 	testutil.ChildMain(childEnv, childConfig.run) // a child process of a SQLite test
 	code := m.Run()
 	nonNilDB.Close()
-	dbtest.CloseAll()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(dbtest.Finish(code))
 }
 
 // nonNilDB is a pool that is never used to connect: for argument checks.

@@ -257,27 +257,10 @@ func TestReapLimitPerTable(t *testing.T) {
 	})
 }
 
-// eachRowLocker runs fn against every dialect with the pessimistic
-// strategy, in parallel subtests.
-func eachRowLocker(t *testing.T, fn func(t *testing.T, e *env)) {
-	t.Parallel()
-	for _, m := range envs {
-		if m.kind == "sqlite" {
-			continue
-		}
-		t.Run(m.kind, func(t *testing.T) {
-			t.Parallel()
-			e := m.make(t)
-			e.pess = true
-			fn(t, e)
-		})
-	}
-}
-
 // Rows of the row-lock table that nobody holds or waits for are reaped;
 // held rows (exclusive and shared) and rows a waiter is queued on stay.
 func TestReapRowLocks(t *testing.T) {
-	eachRowLocker(t, func(t *testing.T, e *env) {
+	eachPessimistic(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		l := e.pessimistic(t, sqllock.PessimisticOptions{})
 		other := e.pessimistic(t, sqllock.PessimisticOptions{}) // another process

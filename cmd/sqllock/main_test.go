@@ -20,7 +20,6 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -44,15 +43,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	dbtest.CloseAll()
 	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(dbtest.Finish(code))
 }
 
 // backend is a database the binary is run against: its DSN, migrated, and

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -24,15 +23,7 @@ func TestMain(m *testing.M) {
 	// Killed sessions are part of the suite: the driver's log of each is
 	// noise.
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
-	code := m.Run()
-	dbtest.CloseAll()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(dbtest.Finish(m.Run()))
 }
 
 // The dialect passes the conformance suite, on a database of each

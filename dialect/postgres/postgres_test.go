@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/dialecttest"
@@ -18,15 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	dbtest.CloseAll()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(dbtest.Finish(m.Run()))
 }
 
 // The dialect passes the conformance suite, on a schema of each subtest's

@@ -15,7 +15,6 @@ import (
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 	_ "github.com/jackc/pgx/v5/stdlib" // a driver other than SQLite's
-	"go.uber.org/goleak"
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -23,17 +22,11 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(dbtest.Finish(m.Run()))
 }
 
 // The dialect passes the conformance suite, on a database file of each

@@ -23,7 +23,6 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib"
-	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -62,14 +61,7 @@ func TestMain(m *testing.M) {
 	testutil.ChildMain(childEnv, config.runChild)
 	code := m.Run()
 	printSummary()
-	dbtest.CloseAll()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(dbtest.Finish(code))
 }
 
 // setup is one scenario's database: a migrated lock schema, the guarded

@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"go.uber.org/goleak"
 )
 
 // Environment variables naming the test servers.
@@ -348,4 +350,20 @@ func cleanupDDL(t testing.TB, q string, exec func(context.Context, string) error
 			t.Errorf("dbtest: cleanup: %s: %v", q, err)
 		}
 	})
+}
+
+// Finish ends a test binary's TestMain: it closes the shared pools and, if
+// the tests passed (code 0), fails the run on leaked goroutines. It returns
+// the exit code:
+//
+//	os.Exit(dbtest.Finish(m.Run()))
+func Finish(code int) int {
+	CloseAll()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	return code
 }
