@@ -11,6 +11,12 @@
 // it is skipped, or fails if the environment variable CI is non-empty. The
 // first attempt to connect is remembered for the rest of the process, so an
 // unreachable server costs one timeout, not one per test.
+//
+// Selection: SQLLOCK_TEST_DATABASES, when set, lists the servers to test
+// against, comma-separated ("postgres", "mysql"); a test that asks for an
+// unlisted server is skipped, even under CI, without connecting to it. make
+// test-matrix sets it to "postgres" to run the PostgreSQL tests alone on
+// each PostgreSQL major. SQLite needs no server and is not selected here.
 package dbtest
 
 import (
@@ -21,6 +27,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +51,21 @@ const (
 	// CIEnv names the environment variable that, when non-empty, turns an
 	// unreachable server from a skipped test into a failed one.
 	CIEnv = "CI"
+	// DatabasesEnv names the environment variable that, when non-empty,
+	// lists the servers to test against, comma-separated: "postgres",
+	// "mysql". Tests that ask for an unlisted server are skipped, even
+	// when CI is set.
+	DatabasesEnv = "SQLLOCK_TEST_DATABASES"
 )
+
+// Server names in DatabasesEnv.
+const (
+	postgresKind = "postgres"
+	mysqlKind    = "mysql"
+)
+
+// kinds are the server names DatabasesEnv accepts.
+var kinds = []string{postgresKind, mysqlKind}
 
 // Servers used when the environment does not name any.
 const (
@@ -66,6 +88,7 @@ const (
 
 // shared is a process-wide handle on one server, opened at most once.
 type shared[T any] struct {
+	kind   string                                           // name in DatabasesEnv: "postgres"
 	server string                                           // for messages: "PostgreSQL"
 	env    string                                           // environment variable naming the server
 	def    string                                           // server used when env is unset
@@ -82,10 +105,23 @@ type shared[T any] struct {
 }
 
 // get returns the handle and the URL or DSN it was opened with, connecting
-// on the first call. If the server is unreachable it applies the
-// reachability policy: t is skipped, or fails when CI is set.
+// on the first call. If DatabasesEnv does not select the server, t is
+// skipped; if the server is unreachable it applies the reachability policy:
+// t is skipped, or fails when CI is set.
 func (s *shared[T]) get(t testing.TB) (T, string) {
 	t.Helper()
+	var zero T
+	if list := os.Getenv(DatabasesEnv); list != "" {
+		ok, err := selected(list, s.kind)
+		if err != nil {
+			t.Fatalf("dbtest: %s: %v", DatabasesEnv, err)
+			return zero, ""
+		}
+		if !ok {
+			t.Skipf("dbtest: skipping: %s is not among the servers %s=%q selects", s.server, DatabasesEnv, list)
+			return zero, ""
+		}
+	}
 	s.mu.Lock()
 	if !s.done {
 		s.done = true
@@ -127,6 +163,25 @@ func unreachable(t testing.TB, ci bool, server, env, u string, err error) {
 	t.Skipf("dbtest: skipping: %s at %s is unreachable: %v (set %s, or run make test)", server, u, err, env)
 }
 
+// selected reports whether the comma-separated list of server names, the
+// value of DatabasesEnv, includes kind. A name it does not know is an error,
+// so that a misspelt list does not skip everything silently.
+func selected(list, kind string) (bool, error) {
+	found := false
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if !slices.Contains(kinds, name) {
+			return false, fmt.Errorf("unknown server %q in %q; the names are %s (SQLite tests need no server and always run)",
+				name, list, strings.Join(kinds, ", "))
+		}
+		found = found || name == kind
+	}
+	return found, nil
+}
+
 // envOr returns the value of the environment variable env, or def if it is
 // unset or empty.
 func envOr(env, def string) string {
@@ -138,15 +193,15 @@ func envOr(env, def string) string {
 
 var (
 	pgDB = &shared[*sql.DB]{
-		server: "PostgreSQL", env: PostgresURLEnv, def: DefaultPostgresURL,
+		kind: postgresKind, server: "PostgreSQL", env: PostgresURLEnv, def: DefaultPostgresURL,
 		redact: redactURL, open: openSQL("pgx"),
 	}
 	pgPool = &shared[*pgxpool.Pool]{
-		server: "PostgreSQL", env: PostgresURLEnv, def: DefaultPostgresURL,
+		kind: postgresKind, server: "PostgreSQL", env: PostgresURLEnv, def: DefaultPostgresURL,
 		redact: redactURL, open: openPgxPool,
 	}
 	myDB = &shared[*sql.DB]{
-		server: "MySQL", env: MySQLDSNEnv, def: DefaultMySQLDSN,
+		kind: mysqlKind, server: "MySQL", env: MySQLDSNEnv, def: DefaultMySQLDSN,
 		redact: redactDSN, open: openSQL("mysql"),
 	}
 )

@@ -320,11 +320,14 @@ func TestUnreachablePolicy(t *testing.T) {
 func TestUnreachableCached(t *testing.T) {
 	t.Parallel()
 	s := &shared[*sql.DB]{
-		server: "PostgreSQL", env: "SQLLOCK_DBTEST_UNSET_FOR_TEST",
+		kind: postgresKind, server: "PostgreSQL", env: "SQLLOCK_DBTEST_UNSET_FOR_TEST",
 		def:    "postgres://postgres@127.0.0.1:1/test?sslmode=disable",
 		redact: redactURL, open: openSQL("pgx"),
 	}
 	t.Cleanup(s.reset)
+	if ok, _ := selected(os.Getenv(DatabasesEnv), postgresKind); os.Getenv(DatabasesEnv) != "" && !ok {
+		t.Skipf("%s leaves PostgreSQL out", DatabasesEnv)
+	}
 	ci := os.Getenv(CIEnv) != ""
 	for i := range 3 {
 		var r recorder
@@ -337,5 +340,65 @@ func TestUnreachableCached(t *testing.T) {
 	}
 	if s.opened != 1 {
 		t.Errorf("connected %d times, want 1", s.opened)
+	}
+}
+
+func TestSelected(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		list, kind string
+		want       bool
+	}{
+		{"postgres", postgresKind, true},
+		{"postgres", mysqlKind, false},
+		{"mysql", postgresKind, false},
+		{" postgres , mysql ", mysqlKind, true},
+		{"mysql,postgres,", postgresKind, true},
+	} {
+		got, err := selected(c.list, c.kind)
+		if err != nil || got != c.want {
+			t.Errorf("selected(%q, %q) = %v, %v; want %v", c.list, c.kind, got, err, c.want)
+		}
+	}
+	for _, list := range []string{"postgresql", "postgres,sqlite", "PG"} {
+		if _, err := selected(list, postgresKind); err == nil || !strings.Contains(err.Error(), "unknown server") {
+			t.Errorf("selected(%q) error = %v, want unknown server", list, err)
+		}
+	}
+}
+
+// A server that SQLLOCK_TEST_DATABASES leaves out is skipped without a
+// connection attempt, even under CI; a misspelt list fails the test.
+func TestSelection(t *testing.T) {
+	// Not parallel: t.Setenv.
+	t.Setenv(CIEnv, "true")
+	s := &shared[*sql.DB]{
+		kind: mysqlKind, server: "MySQL", env: "SQLLOCK_DBTEST_UNSET_FOR_TEST",
+		def:    "root@tcp(127.0.0.1:1)/test",
+		redact: redactDSN, open: openSQL("mysql"),
+	}
+	t.Cleanup(s.reset)
+
+	t.Setenv(DatabasesEnv, "postgres")
+	var r recorder
+	if db, _ := s.get(&r); db != nil || len(r.fatal) != 0 || len(r.skip) != 1 ||
+		!strings.Contains(r.skip[0], DatabasesEnv) || !strings.Contains(r.skip[0], "MySQL") {
+		t.Errorf("unselected: db %v, fatal %q, skip %q", db, r.fatal, r.skip)
+	}
+	if s.opened != 0 {
+		t.Errorf("unselected server connected %d times, want 0", s.opened)
+	}
+
+	t.Setenv(DatabasesEnv, "postgres,mysqll")
+	r = recorder{}
+	if db, _ := s.get(&r); db != nil || len(r.fatal) != 1 || len(r.skip) != 0 || !strings.Contains(r.fatal[0], `"mysqll"`) {
+		t.Errorf("misspelt: db %v, fatal %q, skip %q", db, r.fatal, r.skip)
+	}
+
+	// Selected: the reachability policy applies (CI: unreachable fails).
+	t.Setenv(DatabasesEnv, "mysql")
+	r = recorder{}
+	if db, _ := s.get(&r); db != nil || len(r.fatal) != 1 || !strings.Contains(r.fatal[0], "unreachable") || s.opened != 1 {
+		t.Errorf("selected: db %v, fatal %q, skip %q, opened %d", db, r.fatal, r.skip, s.opened)
 	}
 }
