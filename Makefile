@@ -1,11 +1,17 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test vet fmt fuzz chaos soak
+.PHONY: test test-matrix vet fmt fuzz chaos soak
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on ./... against both (scripts/test.sh).
 test:
 	bash scripts/test.sh
+
+# The PostgreSQL tests (make test's, without MySQL) on every supported
+# PostgreSQL major, 13 to 18, each a pinned build downloaded once
+# (scripts/test-matrix.sh). MAJORS="13 18" picks some.
+test-matrix:
+	bash scripts/test-matrix.sh
 
 vet:
 	go vet ./...

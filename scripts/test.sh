@@ -387,16 +387,20 @@ my_setup() {
 
 # ---------------------------------------------------------------- main
 
-pg_plan
-my_plan
+# SQLLOCK_TEST_DATABASES (internal/dbtest), when set, lists the servers to
+# test against (postgres, mysql): the others are neither found nor started,
+# and their tests are skipped.
+selected() { [ -z "${SQLLOCK_TEST_DATABASES:-}" ] || [[ ",${SQLLOCK_TEST_DATABASES// /}," == *",$1,"* ]]; }
+if selected postgres; then pg_plan; else pg_how="not selected"; fi
+if selected mysql; then my_plan; else my_how="not selected"; fi
 install_missing
-if [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
+if selected mysql && [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
 	my_find_tools # after installing
 fi
-pg_setup
-my_setup
+! selected postgres || pg_setup
+! selected mysql || my_setup
 
-log "PostgreSQL: $(redact "$SQLLOCK_TEST_POSTGRES_URL") ($pg_how); MySQL: $(redact "$SQLLOCK_TEST_MYSQL_DSN") ($my_how)"
+log "PostgreSQL: $(redact "${SQLLOCK_TEST_POSTGRES_URL:--}") ($pg_how); MySQL: $(redact "${SQLLOCK_TEST_MYSQL_DSN:--}") ($my_how)"
 
 # scripts/bench.sh sources this file for the servers alone.
 if [ -n "${SQLLOCK_SETUP_ONLY:-}" ]; then
