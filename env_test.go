@@ -109,6 +109,7 @@ var envs = []envMaker{
 		return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database, s: tableStrategy})
 	}},
 	{"sqlite", func(t *testing.T) *env {
+		dbtest.SQLite(t)
 		db, path := openSQLite(t)
 		d, err := sqlite.New(db)
 		if err != nil {

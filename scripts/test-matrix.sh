@@ -14,9 +14,11 @@
 #   3. runs initdb and starts the server on a free loopback port, as a
 #      non-root user (when run as root: the system user sqllock-pg, created
 #      with useradd if missing, else nobody), trusting local TCP logins;
-#   4. runs scripts/test.sh against it with SQLLOCK_TEST_DATABASES=postgres,
-#      so the MySQL/MariaDB tests (run once by make test) are skipped and
-#      only the PostgreSQL and SQLite tests run;
+#   4. runs scripts/test.sh (go vet, then go test -race -shuffle=on ./...,
+#      the chaos suite included) against it with
+#      SQLLOCK_TEST_DATABASES=postgres: the MySQL/MariaDB tests and the SQLite
+#      runs of the per-dialect suites, which make test runs once, are
+#      skipped (internal/dbtest);
 #   5. stops the server by its PID and removes the temporary directory (also
 #      on failure or interrupt).
 #

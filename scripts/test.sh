@@ -387,9 +387,9 @@ my_setup() {
 
 # ---------------------------------------------------------------- main
 
-# SQLLOCK_TEST_DATABASES (internal/dbtest), when set, lists the servers to
-# test against (postgres, mysql): the others are neither found nor started,
-# and their tests are skipped.
+# SQLLOCK_TEST_DATABASES (internal/dbtest), when set, lists the databases to
+# test against (postgres, mysql, sqlite): servers left out are neither found
+# nor started, and their tests are skipped.
 selected() { [ -z "${SQLLOCK_TEST_DATABASES:-}" ] || [[ ",${SQLLOCK_TEST_DATABASES// /}," == *",$1,"* ]]; }
 if selected postgres; then pg_plan; else pg_how="not selected"; fi
 if selected mysql; then my_plan; else my_how="not selected"; fi

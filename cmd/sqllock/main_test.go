@@ -93,6 +93,7 @@ var backends = []struct {
 		return backend{"mysql", u.String(), d}
 	}},
 	{"sqlite", func(t *testing.T) backend {
+		dbtest.SQLite(t)
 		path := filepath.Join(t.TempDir(), "locks.db")
 		db, d, err := openSQLite(path)
 		if err != nil {

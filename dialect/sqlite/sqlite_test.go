@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 // the dialect's pool.
 func TestConformance(t *testing.T) {
 	t.Parallel()
+	dbtest.SQLite(t)
 	dialecttest.Exercise(t, dialecttest.Harness{New: newEnv, SingleWriter: true})
 }
 

@@ -12,11 +12,14 @@
 // first attempt to connect is remembered for the rest of the process, so an
 // unreachable server costs one timeout, not one per test.
 //
-// Selection: SQLLOCK_TEST_DATABASES, when set, lists the servers to test
-// against, comma-separated ("postgres", "mysql"); a test that asks for an
-// unlisted server is skipped, even under CI, without connecting to it. make
-// test-matrix sets it to "postgres" to run the PostgreSQL tests alone on
-// each PostgreSQL major. SQLite needs no server and is not selected here.
+// Selection: SQLLOCK_TEST_DATABASES, when set, lists the databases to test
+// against, comma-separated ("postgres", "mysql", "sqlite"); a test that asks
+// for an unlisted one is skipped, even under CI, without connecting to it.
+// make test-matrix sets it to "postgres" to run the PostgreSQL tests alone on
+// each PostgreSQL major. SQLite needs no server: the suites that run on
+// every dialect ask SQLite(t) before opening their SQLite file; tests of
+// SQLite alone (its dialect's settings, several processes on one file) run
+// whatever the list says.
 package dbtest
 
 import (
@@ -52,20 +55,21 @@ const (
 	// unreachable server from a skipped test into a failed one.
 	CIEnv = "CI"
 	// DatabasesEnv names the environment variable that, when non-empty,
-	// lists the servers to test against, comma-separated: "postgres",
-	// "mysql". Tests that ask for an unlisted server are skipped, even
-	// when CI is set.
+	// lists the databases to test against, comma-separated: "postgres",
+	// "mysql", "sqlite". Tests that ask for an unlisted one are skipped,
+	// even when CI is set.
 	DatabasesEnv = "SQLLOCK_TEST_DATABASES"
 )
 
-// Server names in DatabasesEnv.
+// Database names in DatabasesEnv.
 const (
 	postgresKind = "postgres"
 	mysqlKind    = "mysql"
+	sqliteKind   = "sqlite"
 )
 
-// kinds are the server names DatabasesEnv accepts.
-var kinds = []string{postgresKind, mysqlKind}
+// kinds are the database names DatabasesEnv accepts.
+var kinds = []string{postgresKind, mysqlKind, sqliteKind}
 
 // Servers used when the environment does not name any.
 const (
@@ -110,17 +114,9 @@ type shared[T any] struct {
 // t is skipped, or fails when CI is set.
 func (s *shared[T]) get(t testing.TB) (T, string) {
 	t.Helper()
-	var zero T
-	if list := os.Getenv(DatabasesEnv); list != "" {
-		ok, err := selected(list, s.kind)
-		if err != nil {
-			t.Fatalf("dbtest: %s: %v", DatabasesEnv, err)
-			return zero, ""
-		}
-		if !ok {
-			t.Skipf("dbtest: skipping: %s is not among the servers %s=%q selects", s.server, DatabasesEnv, list)
-			return zero, ""
-		}
+	if !wanted(t, s.kind, s.server) {
+		var zero T
+		return zero, ""
 	}
 	s.mu.Lock()
 	if !s.done {
@@ -163,6 +159,27 @@ func unreachable(t testing.TB, ci bool, server, env, u string, err error) {
 	t.Skipf("dbtest: skipping: %s at %s is unreachable: %v (set %s, or run make test)", server, u, err, env)
 }
 
+// wanted applies the selection: it reports whether DatabasesEnv selects
+// kind, skipping t if not, and failing it if the list names an unknown
+// database.
+func wanted(t testing.TB, kind, server string) bool {
+	t.Helper()
+	list := os.Getenv(DatabasesEnv)
+	if list == "" {
+		return true
+	}
+	ok, err := selected(list, kind)
+	if err != nil {
+		t.Fatalf("dbtest: %s: %v", DatabasesEnv, err)
+		return false
+	}
+	if !ok {
+		t.Skipf("dbtest: skipping: %s is not among the databases %s=%q selects", server, DatabasesEnv, list)
+		return false
+	}
+	return true
+}
+
 // selected reports whether the comma-separated list of server names, the
 // value of DatabasesEnv, includes kind. A name it does not know is an error,
 // so that a misspelt list does not skip everything silently.
@@ -174,8 +191,7 @@ func selected(list, kind string) (bool, error) {
 			continue
 		}
 		if !slices.Contains(kinds, name) {
-			return false, fmt.Errorf("unknown server %q in %q; the names are %s (SQLite tests need no server and always run)",
-				name, list, strings.Join(kinds, ", "))
+			return false, fmt.Errorf("unknown database %q in %q; the names are %s", name, list, strings.Join(kinds, ", "))
 		}
 		found = found || name == kind
 	}
@@ -335,6 +351,14 @@ func MySQL(t testing.TB) (db *sql.DB, database string) {
 		return err
 	})
 	return db, database
+}
+
+// SQLite skips t when SQLLOCK_TEST_DATABASES is set and leaves "sqlite" out.
+// The suites that run on every dialect call it before opening their SQLite
+// file (SQLite needs no server, so there is nothing else to provide).
+func SQLite(t testing.TB) {
+	t.Helper()
+	wanted(t, sqliteKind, "SQLite")
 }
 
 // OpenPostgres opens a private database/sql pool (driver "pgx") on url for

@@ -354,15 +354,17 @@ func TestSelected(t *testing.T) {
 		{"mysql", postgresKind, false},
 		{" postgres , mysql ", mysqlKind, true},
 		{"mysql,postgres,", postgresKind, true},
+		{"postgres", sqliteKind, false},
+		{"sqlite", sqliteKind, true},
 	} {
 		got, err := selected(c.list, c.kind)
 		if err != nil || got != c.want {
 			t.Errorf("selected(%q, %q) = %v, %v; want %v", c.list, c.kind, got, err, c.want)
 		}
 	}
-	for _, list := range []string{"postgresql", "postgres,sqlite", "PG"} {
-		if _, err := selected(list, postgresKind); err == nil || !strings.Contains(err.Error(), "unknown server") {
-			t.Errorf("selected(%q) error = %v, want unknown server", list, err)
+	for _, list := range []string{"postgresql", "postgres,sqlite3", "PG"} {
+		if _, err := selected(list, postgresKind); err == nil || !strings.Contains(err.Error(), "unknown database") {
+			t.Errorf("selected(%q) error = %v, want unknown database", list, err)
 		}
 	}
 }
@@ -387,6 +389,15 @@ func TestSelection(t *testing.T) {
 	}
 	if s.opened != 0 {
 		t.Errorf("unselected server connected %d times, want 0", s.opened)
+	}
+	r = recorder{}
+	if SQLite(&r); len(r.fatal) != 0 || len(r.skip) != 1 || !strings.Contains(r.skip[0], "SQLite") {
+		t.Errorf("SQLite unselected: fatal %q, skip %q", r.fatal, r.skip)
+	}
+	t.Setenv(DatabasesEnv, "postgres,sqlite")
+	r = recorder{}
+	if SQLite(&r); len(r.fatal) != 0 || len(r.skip) != 0 {
+		t.Errorf("SQLite selected: fatal %q, skip %q", r.fatal, r.skip)
 	}
 
 	t.Setenv(DatabasesEnv, "postgres,mysqll")
