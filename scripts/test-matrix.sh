@@ -259,8 +259,11 @@ for major in $majors; do
 			SQLLOCK_TEST_POSTGRES_URL="postgres://postgres@$HOST:$port/postgres?sslmode=disable" \
 			bash scripts/test.sh "$@" || st=$?
 		if [ "$st" != 0 ]; then
-			log "PostgreSQL $major: tests failed; the server's log ends with:"
-			tail -n 40 "$tmp/run/server.log" >&2 || true
+			# The temporary directory goes: keep the server's log.
+			kept=${TMPDIR:-/tmp}/sqllock-test-matrix-pg$major.log
+			cp "$tmp/run/server.log" "$kept" 2>/dev/null || kept=""
+			log "PostgreSQL $major: tests failed; the server's log${kept:+ ($kept)} ends with:"
+			tail -n 20 "$tmp/run/server.log" >&2 || true
 		fi
 		exit "$st"
 	)
