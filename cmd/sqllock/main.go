@@ -23,20 +23,24 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 )
 
 // Exit statuses, from BSD's sysexits.h where one fits.
 const (
 	exitFailure     = 1
-	exitUsage       = 64 // EX_USAGE
-	exitUnavailable = 69 // EX_UNAVAILABLE: database unreachable or schema missing
-	exitNotAcquired = 75 // EX_TEMPFAIL: busy (--no-wait) or timed out
-	exitLost        = 76 // the lock was lost while the command ran
+	exitUsage       = 64  // EX_USAGE
+	exitUnavailable = 69  // EX_UNAVAILABLE: database unreachable or schema missing
+	exitNotAcquired = 75  // EX_TEMPFAIL: busy (--no-wait) or timed out
+	exitLost        = 76  // the lock was lost while the command ran
+	exitTimedOut    = 124 // run --max-time passed, as timeout(1) exits
 )
 
-// usageError is a mistake in the command line (exit status 64).
-type usageError struct{ msg string }
+// usageError is a mistake in the command line (exit status 64). cmd, if
+// set, is the command whose help is pointed to.
+type usageError struct{ msg, cmd string }
 
 func (e usageError) Error() string { return e.msg }
 
@@ -74,10 +78,15 @@ func init() {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == superviseCommand {
+		os.Exit(superviseMain(os.Args[2:]))
+	}
 	os.Exit(mainCode(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// mainCode runs the command line args and returns the exit status.
+// mainCode runs the command line args and returns the exit status. Every
+// error is one line on stderr with one "sqllock: " prefix; a usage error is
+// followed by where to find help.
 func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
 	var ee exitError
@@ -88,23 +97,41 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "sqllock:", oneLine(ee.err.Error()))
+			fmt.Fprintln(stderr, "sqllock:", message(ee.err))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "sqllock:", oneLine(err.Error()))
+	fmt.Fprintln(stderr, "sqllock:", message(err))
 	var (
 		ue usageError
 		ae unavailableError
 	)
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, `Run "sqllock help" for usage.`)
+		help := "sqllock help"
+		if ue.cmd != "" {
+			help += " " + ue.cmd
+		}
+		fmt.Fprintf(stderr, "Run %q for usage.\n", help)
 		return exitUsage
 	case errors.As(err, &ae):
 		return exitUnavailable
 	}
 	return exitFailure
+}
+
+// message is err's text on one line, without the "sqllock: " prefixes the
+// library's errors carry: mainCode prints one of its own.
+func message(err error) string {
+	msg := oneLine(err.Error())
+	msg = strings.ReplaceAll(msg, ": sqllock: ", ": ")
+	for {
+		m, ok := strings.CutPrefix(msg, "sqllock: ")
+		if !ok {
+			return msg
+		}
+		msg = m
+	}
 }
 
 // oneLine folds the lines of msg into one, so that every error is one line
@@ -120,7 +147,7 @@ func oneLine(msg string) string {
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		usage(stderr)
-		return usageError{"no command given"}
+		return usageError{msg: "no command given"}
 	}
 	name, args := args[0], args[1:]
 	switch name {
@@ -131,31 +158,56 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		c, ok := lookup(args[0])
 		if !ok {
-			return usageError{fmt.Sprintf("unknown command %q", args[0])}
+			return usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
 		}
-		fs := c.flagSet(stdout)
-		fs.Usage()
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.flags(fs)
+		c.help(stdout, fs)
+		return nil
+	case "version", "-V", "--version", "-version":
+		fmt.Fprintln(stdout, "sqllock", version())
 		return nil
 	}
 	c, ok := lookup(name)
 	if !ok {
-		return usageError{fmt.Sprintf("unknown command %q", name)}
+		return usageError{msg: fmt.Sprintf("unknown command %q", name)}
 	}
-	fs := c.flagSet(stderr)
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	run := c.flags(fs)
 	// run's command line ends sqllock's own after the lock name.
 	maxPositional := -1
 	if c.name == "run" {
 		maxPositional = 1
 	}
-	pos, err := parseInterspersed(fs, args, maxPositional)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	pos, err := parseFlags(fs, c.name, args, maxPositional)
+	if errors.Is(err, flag.ErrHelp) {
+		c.help(stdout, fs)
+		return nil
 	}
-	return run(ctx, pos, stdout)
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			ue.cmd = c.name
+			return ue
+		}
+		return err
+	}
+	err = run(ctx, pos, stdout)
+	var ue usageError
+	if errors.As(err, &ue) && ue.cmd == "" {
+		ue.cmd = c.name
+		return ue
+	}
+	return err
+}
+
+// version is the module's version as the build recorded it.
+func version() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return v + " " + runtime.Version()
 }
 
 // parseInterspersed parses flags before, between and after positional
@@ -190,19 +242,15 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
-func (c command) flagSet(out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: sqllock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.summary))
-		if help := commandHelp[c.name]; help != "" {
-			fmt.Fprintln(out)
-			fmt.Fprint(out, help)
-		}
-		fmt.Fprintln(out, "\nFlags:")
-		fs.PrintDefaults()
+// help writes c's help, with the flags of fs, to w.
+func (c command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: sqllock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.summary))
+	if help := commandHelp[c.name]; help != "" {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, help)
 	}
-	return fs
+	fmt.Fprintln(w, "\nFlags:")
+	printFlags(w, fs)
 }
 
 func upperFirst(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
@@ -239,7 +287,7 @@ func dsnFlag(fs *flag.FlagSet) *string {
 	if def == "" {
 		def = defaultDSN()
 	}
-	return fs.String("dsn", def, "database: postgres://..., mysql://..., or sqlite:PATH (default from $SQLLOCK_DSN, else the embedded file)")
+	return fs.String("dsn", def, "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db or sqlite:PATH; default $SQLLOCK_DSN, else the embedded file")
 }
 
 var commandHelp = map[string]string{

@@ -26,6 +26,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
 )
 
 // bin is the sqllock binary under test, built once by TestMain.
@@ -94,7 +95,11 @@ var backends = []struct {
 	}},
 	{"sqlite", func(t *testing.T) backend {
 		path := filepath.Join(t.TempDir(), "locks.db")
-		db, d, err := openSQLite(path)
+		cfg, err := dsnpkg.Parse("sqlite:" + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, d, err := cfg.Open("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -537,7 +542,7 @@ func TestMySQLConfig(t *testing.T) {
 		t.Errorf("redact: %s", got)
 	}
 	var ue usageError
-	if _, err := openTarget(context.Background(), "sqlite:"); !errors.As(err, &ue) {
+	if _, err := openTarget(context.Background(), "sqlite:", ""); !errors.As(err, &ue) {
 		t.Errorf("empty sqlite path: %v", err)
 	}
 }
