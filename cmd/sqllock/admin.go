@@ -57,6 +57,13 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 			return err
 		}
 		defer t.Close()
+		if op == "up" {
+			// golang-migrate would only say "Dirty database version N".
+			if v, dirty, err := sqllock.MigrationVersion(ctx, t.d); err == nil && dirty {
+				fmt.Fprintf(stdout, "schema version %d (dirty)\n", v)
+				return dirtyError(t, v)
+			}
+		}
 		switch op {
 		case "up":
 			err = sqllock.Migrate(ctx, t.d)
@@ -79,11 +86,17 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 		}
 		if dirty {
 			fmt.Fprintf(stdout, "schema version %d (dirty)\n", v)
-			return unavailable("schema version %d of %s is dirty: a migration failed half-way. Finish or undo migration %d by hand, then run `sqllock migrate force VERSION` with the version now fully applied, and `sqllock migrate up`", v, t.dsn, v)
+			return dirtyError(t, v)
 		}
 		fmt.Fprintf(stdout, "schema version %d\n", v)
 		return nil
 	}
+}
+
+// dirtyError is the answer for a dirty schema at version v: exit 69, and
+// how to repair it.
+func dirtyError(t *target, v uint) error {
+	return unavailable("schema version %d of %s is dirty: a migration failed half-way. Finish or undo migration %d by hand, then run `sqllock migrate force VERSION` with the version now fully applied, and `sqllock migrate up`", v, t.dsn, v)
 }
 
 // refuseWhileHeld fails when some lock is held: dropping the tables would

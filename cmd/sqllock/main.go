@@ -1,19 +1,23 @@
 // Command sqllock runs commands under distributed locks kept in PostgreSQL,
-// MySQL/MariaDB or an embedded SQLite file, and manages those locks.
+// MySQL/MariaDB or an embedded SQLite file, and manages those locks: a
+// distributed flock(1).
 //
-//	sqllock run [flags] NAME -- COMMAND [ARGS...]   run COMMAND while holding lock NAME
-//	sqllock migrate [--dsn DSN] up|down|version     manage the lock schema
-//	sqllock locks [--dsn DSN] [--json]              list held locks
-//	sqllock reap [--dsn DSN]                        delete expired lock rows once
-//	sqllock demo [--dsn DSN] [--stock N] [--buyers N]  the overselling shop, with and without locks
+//	sqllock run [flags] NAME [--] COMMAND [ARGS...]  run COMMAND while holding lock NAME
+//	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
+//	sqllock migrate [flags] up|down|version|force V  manage the lock schema
+//	sqllock locks [--json] [--watch SECONDS]         list held locks of every strategy
+//	sqllock reap [--batch N]                         delete expired lock rows once
+//	sqllock demo [--stock N] [--buyers N]            the overselling shop, with and without locks
+//	sqllock bench [--ops N] [--handoffs N]           latency and hand-off on your database
 //
 // Run "sqllock help COMMAND" for a command's flags. The database comes from
 // --dsn or SQLLOCK_DSN; by default it is an SQLite file in the user's state
 // directory, which locks between processes of one machine.
 //
 // Exit status: the command's own for run; 64 for usage errors; 69 when the
-// database cannot be reached or has no schema; 75 when the lock was not
-// acquired; 76 when it was lost while the command ran; 1 for other errors.
+// database cannot be reached, has no schema or a dirty one; 75 (run -E)
+// when the lock was not acquired; 76 when it was lost while the command ran;
+// 124 after run --max-time; 1 for other errors.
 package main
 
 import (
@@ -68,11 +72,11 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"run", "[flags] NAME -- COMMAND [ARGS...]", "run COMMAND while holding the lock NAME", runFlags},
-		{"migrate", "[--dsn DSN] up|down|version", "create, drop or show the lock schema", migrateFlags},
-		{"locks", "[--dsn DSN] [--json]", "list the held locks", locksFlags},
+		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
+		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
+		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
-		{"demo", "[--dsn DSN] [--stock N] [--buyers N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
+		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
 	}
 }
@@ -269,15 +273,21 @@ Commands:
 	fmt.Fprintf(w, `
 The database is --dsn, else $SQLLOCK_DSN, else the SQLite file
 %s:
-  postgres://user:pass@host:5432/db?sslmode=disable   (search_path picks the schema)
-  mysql://user:pass@host:3306/db?param=value          (MySQL 8, MariaDB 10.6+)
-  sqlite:/path/to/file.db                             (one machine, many processes)
+  postgres://user:pass@host:5432/db?sslmode=disable&schema=ops   PostgreSQL URL
+  host=db user=app dbname=app schema=ops                        pgx keywords
+  mysql://user:pass@host:3306/db?param=value                    MySQL 8, MariaDB 10.6+
+  user:pass@tcp(host:3306)/db?param=value                       go-sql-driver/mysql (also after mysql://)
+  sqlite:/path/to/file.db                                       one machine, many processes
+schema= (or --schema) names the PostgreSQL schema of the sqllock tables; it is
+read by sqllock, not sent to the server (PgBouncer refuses search_path). On
+MySQL the database is the schema.
 
 Exit status: run exits with its command's status; 64 usage error; 69 database
-unreachable or schema missing; 75 lock not acquired; 76 lock lost while the
-command ran; 1 other errors.
+unreachable, schema missing or dirty; 75 lock not acquired (run -E); 76 lock
+lost while the command ran; 124 run --max-time passed; 127 command not found;
+1 other errors.
 
-Run "sqllock help COMMAND" for a command's flags.
+Run "sqllock help COMMAND" for a command's flags; "sqllock --version".
 `, strings.TrimPrefix(defaultDSN(), "sqlite:"))
 }
 
@@ -291,30 +301,53 @@ func dsnFlag(fs *flag.FlagSet) *string {
 }
 
 var commandHelp = map[string]string{
-	"run": `Holds the lock NAME, renewing it, while COMMAND runs. COMMAND gets
-SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token: larger for every later
-holder) in its environment, and sqllock's standard input and outputs.
-SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to sqllock are passed on to COMMAND
-(SIGINT only when sqllock is not on a terminal: there, Ctrl-C already reaches
-COMMAND), and the lock is released when COMMAND exits.
+	"run": `Holds the lock NAME, renewing it, while COMMAND runs (or the shell
+command of -c). Options go before NAME; everything after NAME is the
+command. COMMAND gets SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token:
+larger for every later holder) in its environment, and sqllock's standard
+input and outputs.
 
-If the lock is lost while COMMAND runs, COMMAND gets SIGTERM, then SIGKILL
-after --grace, and sqllock exits 76.
+COMMAND never runs unlocked. It runs in a process group of its own, under a
+small supervisor (sqllock itself). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
+to sqllock are passed on to the whole group; if the lock is lost, --max-time
+passes or such a signal arrives, the group gets SIGKILL after --grace. If
+sqllock itself dies, even of SIGKILL, the supervisor sends the group SIGTERM,
+then SIGKILL after --grace. Processes COMMAND leaves running in the background
+are stopped the same way before the lock is released. A process that leaves
+the group (setsid, daemons) escapes this: keep jobs in the foreground, and
+--grace well below --ttl.
 
-Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was
-not acquired (--no-wait and busy, or --timeout passed); 76 if it was lost;
-64 usage; 69 database unreachable or schema missing.
+A name is one lock across strategies: a name held under another strategy is
+busy, as if held under this one.
+
+Exit status: COMMAND's own (128+N if it died of signal N; 127 if it does not
+exist, 126 if it cannot be run); -E (default 75) if the lock was not
+acquired (-n and busy, -w passed, or interrupted while waiting); 76 if it
+was lost; 124 after --max-time; 64 usage; 69 database unreachable or schema
+missing.
 
 Only one of five machines runs the job, from crontab:
-  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run --no-wait report -- /usr/local/bin/report
+  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n report -- /usr/local/bin/report
+As flock(1) would say it, waiting up to 10 seconds:
+  sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
 `,
 	"migrate": `up applies the embedded migrations (idempotent, safe to run from many
-processes at once); down drops every sqllock table; version prints the
-applied schema version.
+processes at once, and over objects the same files created through another
+migration tool); down drops every sqllock table, refusing while locks are
+held unless --force (tokens start again from 1 afterwards); version prints
+the applied schema version and exits 69 if it is dirty (a migration failed
+half-way); force VERSION records VERSION as applied and clears the dirty
+flag, once the schema was repaired by hand. Every wait, for the server and
+for another migrator, ends after --timeout.
 `,
-	"locks": `Lists held locks of the table and optimistic strategies: name, strategy,
-owner, token, how long held, and time left on the lease (database clock).
-Pessimistic locks are row locks of open transactions and are not listed.
+	"locks": `Lists the held locks of every strategy: name, strategy, mode, owner, token,
+holds, waiters (where the server shows them), when acquired (wall clock, in
+the local time zone), how long held, and the lease left (database clock).
+Pessimistic locks are row locks of open transactions: PostgreSQL shows their
+holding session (one exclusive or shared holder; several shared holders are
+not resolved); MariaDB shows only those some transaction waits for; MySQL 8
+is not read. --json prints times in RFC 3339 and durations in milliseconds
+(held_for_ms, expires_in_ms); --watch refreshes the view until interrupted.
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
 table and optimistic locks and of idle pessimistic locks, in batches, and
@@ -325,10 +358,12 @@ TryAcquire+Release on distinct names (1 and 8 clients: operations per
 second, p50 and p99) and the hand-off latency from a release to the waiting
 Acquire, on the database of --dsn. It leaves rows named sqllock-bench-*.
 The ratios against raw SQL are measured by the Go benchmarks (BENCHMARKS.md).
+Progress goes to stderr.
 `,
 	"demo": `A shop has --stock hairdryers and --buyers buyers order at once. The demo
 runs the sale without a lock (which can oversell), then with each strategy
 the database supports, and prints what each sold, refused and left in stock.
-It uses tables named sqllock_demo_* and drops them afterwards.
+It uses tables named sqllock_demo_* and drops them afterwards, and at most
+--conns connections of the server, however many buyers.
 `,
 }

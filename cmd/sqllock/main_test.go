@@ -443,7 +443,9 @@ func TestLocksAndReap(t *testing.T) {
 		h.stdin.Close()
 		<-h.exit
 		out, err = b.cmd(t, "reap").Output()
-		if err != nil || strings.TrimSpace(string(out)) != "reaped 1 rows" {
+		// The table row, and the row-lock row run's check of the other
+		// strategies created (on servers with pessimistic locks).
+		if want := map[bool]string{true: "reaped 1 rows", false: "reaped 2 rows"}[b.kind == "sqlite"]; err != nil || strings.TrimSpace(string(out)) != want {
 			t.Fatalf("reap: %v, %q", err, out)
 		}
 		out, err = b.cmd(t, "locks").Output()

@@ -165,15 +165,16 @@ var errWaitTimedOut = errors.New("timed out")
 // the name is held under another strategy is given back, and the name is
 // busy.
 func (r *runner) acquire(ctx context.Context, t *target, locker sqllock.Locker, sigs <-chan os.Signal) (*sqllock.Lock, error) {
-	wctx, cancel := context.WithCancelCause(ctx)
+	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
 		select {
 		case s := <-sigs:
 			cancel(fmt.Errorf("interrupted by %v while waiting for lock %q", s, r.name))
-		case <-wctx.Done():
+		case <-sctx.Done():
 		}
 	}()
+	wctx := sctx
 	if r.timeout > 0 {
 		var tcancel context.CancelFunc
 		wctx, tcancel = context.WithTimeoutCause(wctx, r.timeout, errWaitTimedOut)
