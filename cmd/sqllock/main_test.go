@@ -141,8 +141,9 @@ func (b backend) cmd(t *testing.T, args ...string) *exec.Cmd {
 type holder struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
-	token chan int64 // the token, once the command runs
-	exit  chan int   // the exit status
+	token chan int64    // the token, once the command runs
+	exit  chan int      // the exit status
+	done  chan struct{} // closed once the run has ended
 }
 
 const holdScript = `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"; read line || true`
@@ -150,7 +151,7 @@ const holdScript = `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"; read line || true`
 func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 	t.Helper()
 	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c", holdScript)
-	h := &holder{cmd: b.cmd(t, args...), token: make(chan int64, 1), exit: make(chan int, 1)}
+	h := &holder{cmd: b.cmd(t, args...), token: make(chan int64, 1), exit: make(chan int, 1), done: make(chan struct{})}
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -173,12 +174,19 @@ func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 				h.token <- tok
 			}
 		}
-		h.exit <- exitStatus(h.cmd.Wait())
+		code := exitStatus(h.cmd.Wait())
 		if stderr.Len() > 0 {
 			t.Logf("%s: %s", name, stderr.String())
 		}
+		h.exit <- code
+		close(h.done)
 	}()
-	t.Cleanup(func() { h.stdin.Close() })
+	// The holder ends before the test does (and before its schema is
+	// dropped): its command reads standard input until it closes.
+	t.Cleanup(func() {
+		h.stdin.Close()
+		<-h.done
+	})
 	return h
 }
 

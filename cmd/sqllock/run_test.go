@@ -316,15 +316,27 @@ func TestHelpAndVersion(t *testing.T) {
 // server shows them, with wall-clock times and numeric JSON.
 func TestLocksAllStrategies(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
+		var holders []*holder
 		for _, s := range strategies(b) {
 			h := b.hold(t, "all-"+s, "--strategy", s)
 			<-h.token
+			holders = append(holders, h)
 		}
 		var waiter *holder
 		if b.kind != "sqlite" {
 			// A waiter makes the pessimistic lock visible on MariaDB too.
 			waiter = b.hold(t, "all-pessimistic", "--strategy", "pessimistic")
+			holders = append(holders, waiter)
 		}
+		defer func() {
+			// Every holder ends before the schema is dropped.
+			for _, h := range holders {
+				h.stdin.Close()
+			}
+			for _, h := range holders {
+				<-h.exit
+			}
+		}()
 		var rows []lockRow
 		ok := waitFor(30*time.Second, func() bool {
 			out, err := b.cmd(t, "locks", "--json").Output()
