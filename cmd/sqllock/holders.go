@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	gomysql "github.com/go-sql-driver/mysql"
+
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
@@ -149,8 +151,8 @@ func listPostgresRowLocks(ctx context.Context, d *postgres.Dialect) ([]lockRow, 
 	if s := d.Schema(); s != "" {
 		table = `"` + strings.ReplaceAll(s, `"`, `""`) + `".` + table
 	}
-	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), a.application_name,
-	a.xact_start, now(), l.mode,
+	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), COALESCE(a.application_name, ''),
+	COALESCE(a.xact_start, now()), now(), l.mode,
 	(SELECT count(DISTINCT w.pid) FROM pg_locks w WHERE NOT w.granted AND (
 		(w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR
 		(w.locktype = 'tuple' AND w.relation = $1::regclass
@@ -205,8 +207,14 @@ WHERE l.lock_table = ` + table + ` AND l.lock_type = 'RECORD'
 	AND l.lock_id NOT IN (SELECT trx_requested_lock_id FROM information_schema.INNODB_TRX WHERE trx_requested_lock_id IS NOT NULL)`
 	rs, err := d.DB().QueryContext(ctx, q, args...)
 	if err != nil {
-		if strings.Contains(err.Error(), "INNODB_LOCKS") || strings.Contains(err.Error(), "1109") {
-			return nil, fmt.Errorf("%w (MySQL 8: performance_schema.data_locks is not read)", errNoLockView)
+		var me *gomysql.MySQLError
+		if errors.As(err, &me) {
+			switch me.Number {
+			case 1109: // unknown table: MySQL 8
+				return nil, fmt.Errorf("%w (MySQL 8: performance_schema.data_locks is not read)", errNoLockView)
+			case 1227: // access denied
+				return nil, fmt.Errorf("%w: reading information_schema.INNODB_LOCKS needs the PROCESS privilege", errNoLockView)
+			}
 		}
 		return nil, fmt.Errorf("listing pessimistic locks: %w", err)
 	}

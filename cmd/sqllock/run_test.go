@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -472,4 +474,71 @@ func sqllockList(t *testing.T, b backend) (int, error) {
 	var n int
 	err := b.d.DB().QueryRowContext(ctxT(t), qualify(b, "SELECT count(*) FROM {sqllock_locks}")).Scan(&n)
 	return n, err
+}
+
+// demo --buyers 200 never opens more than --conns connections: it runs as a
+// database user allowed only --conns + 1 (PostgreSQL's listener) at once.
+func TestDemoBoundsConnections(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if b.kind == "sqlite" {
+			return
+		}
+		const conns = 3
+		user := "u" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		db := b.d.DB()
+		var setup, teardown []string
+		dsn := ""
+		switch b.kind {
+		case "postgres":
+			schema := b.d.(interface{ Schema() string }).Schema()
+			setup = []string{
+				`CREATE ROLE ` + user + ` LOGIN CONNECTION LIMIT ` + strconv.Itoa(conns+1),
+				`GRANT ALL ON SCHEMA "` + schema + `" TO ` + user,
+				`GRANT ALL ON ALL TABLES IN SCHEMA "` + schema + `" TO ` + user,
+				`GRANT ALL ON ALL SEQUENCES IN SCHEMA "` + schema + `" TO ` + user,
+			}
+			teardown = []string{`DROP OWNED BY ` + user, `DROP ROLE ` + user}
+			u, err := url.Parse(b.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.User = url.User(user)
+			dsn = u.String()
+		case "mysql":
+			database := b.d.(interface{ Database() string }).Database()
+			setup = []string{
+				`CREATE USER '` + user + `'@'%' WITH MAX_USER_CONNECTIONS ` + strconv.Itoa(conns),
+				"GRANT ALL ON `" + database + "`.* TO '" + user + "'@'%'",
+			}
+			teardown = []string{`DROP USER '` + user + `'@'%'`}
+			u, err := url.Parse(b.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u.User = url.User(user)
+			dsn = u.String()
+		}
+		t.Cleanup(func() {
+			for _, q := range teardown {
+				if _, err := db.ExecContext(context.WithoutCancel(ctxT(t)), q); err != nil {
+					t.Errorf("%s: %v", q, err)
+				}
+			}
+		})
+		for _, q := range setup {
+			if _, err := db.ExecContext(ctxT(t), q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		c := b.cmd(t, "demo", "--dsn", dsn, "--buyers", "200", "--stock", "5", "--think", "0", "--conns", strconv.Itoa(conns))
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("demo with 200 buyers on %d connections: %v\n%s", conns, err, out)
+		}
+		for _, strategy := range strategies(b) {
+			if !hasRow(string(out), strategy, "correct") {
+				t.Errorf("no correct %s row:\n%s", strategy, out)
+			}
+		}
+	})
 }
