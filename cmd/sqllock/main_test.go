@@ -584,6 +584,9 @@ func TestBench(t *testing.T) {
 		if err != nil {
 			t.Fatalf("bench: %v\n%s", err, out)
 		}
+		if !strings.Contains(string(out), "sqllock bench: table, 1 client(s), 40 acquire+release...") {
+			t.Errorf("bench: no progress on stderr:\n%s", out)
+		}
 		for _, strategy := range strategies(b) {
 			if n := strings.Count(string(out), " "+strategy+" "); n != 2 {
 				t.Errorf("bench: %d rows for %s, want 2 (1 and 8 clients):\n%s", n, strategy, out)
