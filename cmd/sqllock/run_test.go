@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -541,4 +542,57 @@ func TestDemoBoundsConnections(t *testing.T) {
 			}
 		}
 	})
+}
+
+// On a terminal the job's process group takes it: the job reads from it
+// (no SIGTTIN stop) and Ctrl-C reaches the job. script(1) gives the run a
+// pseudo-terminal.
+func TestRunOnTerminal(t *testing.T) {
+	t.Parallel()
+	script, err := exec.LookPath("script")
+	if err != nil || runtime.GOOS != "linux" {
+		t.Skip("needs util-linux script(1)")
+	}
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "locks.db")
+	job := `trap "echo got-int; exit 7" INT; echo ready; read a; echo "got $a"; while :; do sleep 0.05; done`
+	c := exec.CommandContext(ctxT(t), script, "-qec", bin+" run tty -- sh -c '"+job+"'; echo wrapper-exit=$?", "/dev/null")
+	c.Env = append(os.Environ(), "SQLLOCK_DSN="+dsn)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	sc := bufio.NewScanner(out)
+	var seen []string
+	expect := func(want string) {
+		t.Helper()
+		for sc.Scan() {
+			seen = append(seen, sc.Text())
+			if strings.Contains(sc.Text(), want) {
+				return
+			}
+		}
+		t.Fatalf("no %q from the job on the terminal: %q", want, seen)
+	}
+	expect("ready")
+	if _, err := in.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	expect("got hello")
+	if _, err := in.Write([]byte{3}); err != nil { // Ctrl-C
+		t.Fatal(err)
+	}
+	expect("got-int")
+	expect("wrapper-exit=7")
+	in.Close()
+	if err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
 }
