@@ -229,6 +229,11 @@ func FuzzParseDSN(f *testing.F) {
 		"mysql://" + strings.Repeat("u", 4096) + ":secret@h/db",
 		"postgres://u:secret@h/" + strings.Repeat("%", 4096),
 		strings.Repeat("mysql://", 1024),
+		"u:s3cret@tcp(h:3306)/db?password=s3cret",
+		"mysql://u:s3cret@tcp(h)/db",
+		"u:s3(c)@ret@unix(/tmp/sock)/db",
+		"host=h user=u password=s3cret dbname=db schema=x",
+		"postgres://u:s3cret@h/db?schema=x%22",
 	} {
 		f.Add(s)
 	}
