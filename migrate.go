@@ -36,6 +36,19 @@ func MigrateDown(ctx context.Context, d dialect.Dialect) error {
 	return withMigrate(ctx, d, (*migrate.Migrate).Down)
 }
 
+// MigrateForce records version as d's applied schema version and clears
+// the dirty flag, without running any migration: the repair after a
+// migration failed half-way (see MigrationVersion) and the schema was
+// brought by hand to the state of version, whose migrations are then all
+// applied. Version -1 records that none is applied. It waits for the
+// migration lock as Migrate does.
+func MigrateForce(ctx context.Context, d dialect.Dialect, version int) error {
+	if version < -1 {
+		return fmt.Errorf("sqllock: migrate force %d: %w", version, ErrInvalidOptions)
+	}
+	return withMigrate(ctx, d, func(m *migrate.Migrate) error { return m.Force(version) })
+}
+
 // MigrationVersion reports the applied schema version (0 when none) and
 // whether a migration failed half-way (dirty), which needs an operator.
 func MigrationVersion(ctx context.Context, d dialect.Dialect) (version uint, dirty bool, err error) {

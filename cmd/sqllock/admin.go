@@ -6,72 +6,133 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/dialect"
 )
 
 func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn := dsnFlag(fs)
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	timeout := durationFlag(fs, "timeout", 2*time.Minute, "give up after `SECONDS` (or a duration), including the wait for another migrator (0: no limit)")
+	force := boolFlag(fs, "force", "migrate down even while locks are held")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
-		if len(args) != 1 {
-			return usageError{"migrate needs one of up, down, version"}
+		if len(args) == 0 {
+			return usageError{msg: "migrate needs one of up, down, version, force VERSION"}
 		}
 		op := args[0]
-		if op != "up" && op != "down" && op != "version" {
-			return usageError{fmt.Sprintf("migrate %s: want up, down or version", op)}
+		var forceTo int
+		switch {
+		case op == "force" && len(args) == 2:
+			v, err := strconv.Atoi(args[1])
+			if err != nil || v < -1 {
+				return usageError{msg: fmt.Sprintf("migrate force %s: want a schema version (0 or more; -1 for none)", args[1])}
+			}
+			forceTo = v
+		case op == "force":
+			return usageError{msg: "migrate force needs a VERSION: the version whose migrations are fully applied"}
+		case op != "up" && op != "down" && op != "version":
+			return usageError{msg: fmt.Sprintf("migrate %s: want up, down, version or force VERSION", op)}
+		case len(args) != 1:
+			return usageError{msg: fmt.Sprintf("migrate %s takes no further arguments", op)}
 		}
-		t, err := openTarget(ctx, *dsn)
+		if *timeout < 0 {
+			return usageError{msg: "--timeout must not be negative"}
+		}
+		if *force && op != "down" {
+			return usageError{msg: "--force applies to migrate down only"}
+		}
+		if *timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, *timeout)
+			defer cancel()
+		}
+		t, err := openTarget(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
+		if op == "up" {
+			// golang-migrate would only say "Dirty database version N".
+			if v, dirty, err := sqllock.MigrationVersion(ctx, t.d); err == nil && dirty {
+				fmt.Fprintf(stdout, "schema version %d (dirty)\n", v)
+				return dirtyError(t, v)
+			}
+		}
 		switch op {
 		case "up":
 			err = sqllock.Migrate(ctx, t.d)
 		case "down":
+			if !*force {
+				if err := refuseWhileHeld(ctx, t); err != nil {
+					return err
+				}
+			}
 			err = sqllock.MigrateDown(ctx, t.d)
+		case "force":
+			err = sqllock.MigrateForce(ctx, t.d, forceTo)
 		}
 		if err != nil {
-			return fmt.Errorf("migrate %s on %s: %w", op, t.dsn, err)
+			return t.timeout(ctx, *timeout, fmt.Errorf("migrate %s on %s: %w", op, t.dsn, err))
 		}
 		v, dirty, err := sqllock.MigrationVersion(ctx, t.d)
 		if err != nil {
-			return fmt.Errorf("reading the schema version of %s: %w", t.dsn, err)
+			return t.timeout(ctx, *timeout, fmt.Errorf("reading the schema version of %s: %w", t.dsn, err))
 		}
-		state := ""
 		if dirty {
-			state = " (dirty: a migration failed half-way; fix it by hand, then run migrate up)"
+			fmt.Fprintf(stdout, "schema version %d (dirty)\n", v)
+			return dirtyError(t, v)
 		}
-		fmt.Fprintf(stdout, "schema version %d%s\n", v, state)
+		fmt.Fprintf(stdout, "schema version %d\n", v)
 		return nil
 	}
 }
 
-// lockRow is one line of sqllock locks.
-type lockRow struct {
-	Name      string    `json:"name"`
-	Strategy  string    `json:"strategy"`
-	Owner     string    `json:"owner"`
-	Token     int64     `json:"token"`
-	Holds     int       `json:"holds"`
-	Acquired  time.Time `json:"acquired_at"`
-	Expires   time.Time `json:"expires_at"`
-	HeldFor   string    `json:"held_for"`
-	ExpiresIn string    `json:"expires_in"`
+// dirtyError is the answer for a dirty schema at version v: exit 69, and
+// how to repair it.
+func dirtyError(t *target, v uint) error {
+	return unavailable("schema version %d of %s is dirty: a migration failed half-way. Finish or undo migration %d by hand, then run `sqllock migrate force VERSION` with the version now fully applied, and `sqllock migrate up`", v, t.dsn, v)
+}
+
+// refuseWhileHeld fails when some lock is held: dropping the tables would
+// free it under its holder, and start tokens again from 1.
+func refuseWhileHeld(ctx context.Context, t *target) error {
+	if v, _, err := sqllock.MigrationVersion(ctx, t.d); err != nil || v == 0 {
+		return err
+	}
+	rows, _, err := listLocks(ctx, t.d)
+	if err != nil {
+		return fmt.Errorf("listing held locks before migrate down: %w", t.fail(err))
+	}
+	var held []string
+	for _, r := range rows {
+		if left, ok := r.expiresIn(); r.Holds > 0 && (!ok || left > 0) {
+			held = append(held, strconv.Quote(r.Name))
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return exitError{exitFailure, fmt.Errorf("migrate down refused: %d locks held (%s); dropping the tables frees them under their holders and starts fencing tokens again from 1. Stop the holders, or give --force", len(held), strings.Join(held, ", "))}
 }
 
 func locksFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn := dsnFlag(fs)
-	asJSON := fs.Bool("json", false, "print a JSON array instead of a table")
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	asJSON := fs.Bool("json", false, "print a JSON array: times in RFC 3339, durations in milliseconds")
+	watch := durationFlag(fs, "watch", 0, "show the locks again every `SECONDS` until interrupted (0: once)")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 0 {
-			return usageError{"locks takes no arguments"}
+			return usageError{msg: "locks takes no arguments"}
 		}
-		t, err := openTarget(ctx, *dsn)
+		if *watch < 0 {
+			return usageError{msg: "--watch must not be negative"}
+		}
+		t, err := openTarget(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
@@ -79,72 +140,98 @@ func locksFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		rows, err := listLocks(ctx, t.d)
-		if err != nil {
-			return t.fail(err)
+		if *watch == 0 {
+			return showLocks(ctx, t, stdout, *asJSON, false)
 		}
-		if *asJSON {
-			enc := json.NewEncoder(stdout)
-			enc.SetIndent("", "  ")
-			if rows == nil {
-				rows = []lockRow{}
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		tick := time.NewTicker(*watch)
+		defer tick.Stop()
+		clear := !*asJSON && isTerminalWriter(stdout)
+		for {
+			if clear {
+				fmt.Fprint(stdout, "\033[H\033[2J")
 			}
-			return enc.Encode(rows)
+			if err := showLocks(ctx, t, stdout, *asJSON, true); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
 		}
-		if len(rows) == 0 {
-			fmt.Fprintln(stdout, "no locks held")
-			return nil
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tSTRATEGY\tOWNER\tTOKEN\tHOLDS\tHELD FOR\tEXPIRES IN")
-		for _, r := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", r.Name, r.Strategy, r.Owner, r.Token, r.Holds, r.HeldFor, r.ExpiresIn)
-		}
-		return tw.Flush()
 	}
 }
 
-func listLocks(ctx context.Context, d dialect.Dialect) ([]lockRow, error) {
-	var rows []lockRow
-	add := func(strategy string, infos []dialect.LockInfo) {
-		for _, li := range infos {
-			expires := li.ExpiresIn.Round(time.Millisecond).String()
-			if li.ExpiresIn <= 0 {
+// isTerminalWriter reports whether w is a terminal.
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
+
+// showLocks prints the locks of t once: a table, or JSON. stamped adds the
+// time of the listing (for --watch).
+func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool) error {
+	rows, skipped, err := listLocks(ctx, t.d)
+	if err != nil {
+		return t.fail(err)
+	}
+	if asJSON {
+		if rows == nil {
+			rows = []lockRow{}
+		}
+		enc := json.NewEncoder(w)
+		if !stamped {
+			enc.SetIndent("", "  ")
+		}
+		return enc.Encode(rows)
+	}
+	now := time.Now()
+	if stamped {
+		fmt.Fprintf(w, "%s  %s\n\n", now.Format("2006-01-02 15:04:05 MST"), t.dsn)
+	}
+	if skipped != nil {
+		fmt.Fprintf(w, "(pessimistic locks not listed: %v)\n", skipped)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no locks held")
+		return nil
+	}
+	zone, _ := now.Zone()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "NAME\tSTRATEGY\tMODE\tOWNER\tTOKEN\tHOLDS\tWAITERS\tACQUIRED (%s)\tHELD FOR\tEXPIRES IN\n", zone)
+	for _, r := range rows {
+		token, waiters, expires := "-", "-", "-"
+		if r.Token != 0 {
+			token = strconv.FormatInt(r.Token, 10)
+		}
+		if r.Waiters != nil {
+			waiters = strconv.Itoa(*r.Waiters)
+		}
+		if left, ok := r.expiresIn(); ok {
+			expires = left.Round(time.Millisecond).String()
+			if left <= 0 || r.Holds == 0 {
 				expires = "expired"
 			}
-			rows = append(rows, lockRow{
-				Name: li.Name, Strategy: strategy, Owner: li.Owner, Token: li.Token, Holds: li.Holds,
-				Acquired: li.AcquiredAt, Expires: li.ExpiresAt,
-				// The database's now is ExpiresAt - ExpiresIn.
-				HeldFor:   li.ExpiresAt.Add(-li.ExpiresIn).Sub(li.AcquiredAt).Round(time.Millisecond).String(),
-				ExpiresIn: expires,
-			})
 		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Strategy, r.Mode, r.Owner, token, r.Holds, waiters,
+			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), expires)
 	}
-	infos, err := d.Locks().List(ctx)
-	if err != nil {
-		return nil, err
-	}
-	add("table", infos)
-	if od, ok := d.(dialect.Optimistic); ok {
-		infos, err := od.Versions().List(ctx)
-		if err != nil {
-			return nil, err
-		}
-		add("optimistic", infos)
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	return rows, nil
+	return tw.Flush()
 }
 
 func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn := dsnFlag(fs)
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
 	batch := fs.Int("batch", 1000, "rows deleted per statement")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 0 {
-			return usageError{"reap takes no arguments"}
+			return usageError{msg: "reap takes no arguments"}
 		}
-		t, err := openTarget(ctx, *dsn)
+		t, err := openTarget(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
@@ -154,7 +241,7 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		}
 		r, err := sqllock.NewReaper(t.d, sqllock.ReaperOptions{BatchSize: *batch})
 		if err != nil {
-			return usageError{err.Error()}
+			return usageError{msg: err.Error()}
 		}
 		n, err := r.Reap(ctx)
 		if err != nil {

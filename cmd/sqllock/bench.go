@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -17,17 +18,17 @@ import (
 )
 
 func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn := dsnFlag(fs)
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
 	ops := fs.Int("ops", 1000, "acquire+release operations per strategy and client count")
 	handoffs := fs.Int("handoffs", 200, "hand-offs measured per strategy")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 0 {
-			return usageError{"bench takes no arguments"}
+			return usageError{msg: "bench takes no arguments"}
 		}
 		if *ops < 1 || *handoffs < 1 {
-			return usageError{"bench needs --ops >= 1 and --handoffs >= 1"}
+			return usageError{msg: "bench needs --ops >= 1 and --handoffs >= 1"}
 		}
-		t, err := openTarget(ctx, *dsn)
+		t, err := openTarget(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
@@ -35,7 +36,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		if _, err := listLocks(ctx, t.d); err != nil { // is the schema there?
+		if _, err := t.d.Locks().List(ctx); err != nil { // is the schema there?
 			return t.fail(err)
 		}
 		t.db.SetMaxIdleConns(16)
@@ -53,12 +54,14 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 			}
 			var hp50, hp99 time.Duration
 			for _, clients := range []int{1, 8} {
+				fmt.Fprintf(os.Stderr, "sqllock bench: %s, %d client(s), %d acquire+release...\n", strategy, clients, *ops)
 				rate, lat, err := benchAcquire(ctx, l, strategy, clients, *ops)
 				if err != nil {
 					return t.fail(fmt.Errorf("bench %s: %w", strategy, err))
 				}
 				hand := "\t"
 				if clients == 1 {
+					fmt.Fprintf(os.Stderr, "sqllock bench: %s, %d hand-offs...\n", strategy, *handoffs)
 					if hp50, hp99, err = benchHandoff(ctx, l, "sqllock-bench-handoff-"+strategy, *handoffs); err != nil {
 						return t.fail(fmt.Errorf("bench %s hand-off: %w", strategy, err))
 					}

@@ -17,26 +17,30 @@ import (
 )
 
 func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn := dsnFlag(fs)
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	conns := fs.Int("conns", 10, "most database connections the demo opens at once (buyers queue for them)")
 	stock := fs.Int("stock", 2, "hairdryers in stock")
 	buyers := fs.Int("buyers", 5, "buyers ordering one each, all at once")
-	think := fs.Duration("think", 20*time.Millisecond, "time a buyer spends between reading the stock and ordering (the race window)")
+	think := durationFlag(fs, "think", 20*time.Millisecond, "time a buyer spends between reading the stock and ordering (the race window)")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 0 {
-			return usageError{"demo takes no arguments"}
+			return usageError{msg: "demo takes no arguments"}
 		}
-		if *stock < 0 || *buyers < 1 || *buyers > 1000 || *think < 0 {
-			return usageError{"demo needs --stock >= 0, 1 <= --buyers <= 1000 and --think >= 0"}
+		if *stock < 0 || *buyers < 1 || *buyers > 1000 || *think < 0 || *conns < 2 {
+			return usageError{msg: "demo needs --stock >= 0, 1 <= --buyers <= 1000, --think >= 0 and --conns >= 2"}
 		}
-		t, err := openTarget(ctx, *dsn)
+		t, err := openTarget(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
+		// However many buyers, the demo never takes more than --conns of
+		// the server's connections: buyers queue for the pool.
+		t.db.SetMaxOpenConns(*conns)
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		if _, err := listLocks(ctx, t.d); err != nil { // is the schema there?
+		if _, err := t.d.Locks().List(ctx); err != nil { // is the schema there?
 			return t.fail(err)
 		}
 		s := &demo{db: t.db, d: t.d, shop: shop.New(t.db, "sqllock_demo_", t.d.Name() == "postgres"), think: *think}

@@ -4,23 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
-
-	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
+	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
 )
 
 // target is an opened database: its pool and dialect.
@@ -70,285 +62,73 @@ func unavailable(format string, args ...any) error {
 }
 
 // openTarget parses dsn, opens its pool and checks that the server answers.
-// A DSN that cannot be parsed is a usage error; one that parses but whose
-// server does not answer makes the database unavailable.
-func openTarget(ctx context.Context, dsn string) (*target, error) {
-	t := &target{dsn: redact(dsn)}
-	var err error
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		cfg, perr := pgx.ParseConfig(dsn)
-		if perr != nil {
-			return nil, badDSN("postgres", dsn, pgxDetail(perr))
-		}
-		t.db = stdlib.OpenDB(*cfg)
-		t.d, err = postgres.New(t.db)
-	case strings.HasPrefix(dsn, "mysql://"):
-		cfg, merr := parseMySQL(dsn)
-		if merr != nil {
-			return nil, merr
-		}
-		conn, cerr := gomysql.NewConnector(cfg)
-		if cerr != nil {
-			return nil, badDSN("mysql", dsn, cerr.Error())
-		}
-		t.db = sql.OpenDB(conn)
-		t.d, err = mysql.New(t.db)
-	case strings.HasPrefix(dsn, "sqlite:"):
-		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
-		if path == "" {
-			return nil, usageError{"sqlite: DSN needs a file path, as in sqlite:/var/lib/sqllock.db"}
-		}
-		t.embedded = true
-		t.db, t.d, err = openSQLite(path)
-	default:
-		return nil, usageError{fmt.Sprintf("unsupported DSN %q: want postgres://, mysql:// or sqlite:PATH", t.dsn)}
-	}
+// schema, if not "", is where sqllock's tables are (--schema). A DSN that
+// cannot be parsed is a usage error; one that parses but whose server does
+// not answer makes the database unavailable.
+func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
+	cfg, err := dsnpkg.Parse(dsn)
 	if err != nil {
-		if t.db != nil {
-			t.db.Close()
+		return nil, usageFrom(err)
+	}
+	if schema != "" {
+		if err := dialect.ValidateIdentifier(schema); err != nil {
+			return nil, usageError{msg: fmt.Sprintf("--schema %q: %v", schema, err)}
+		}
+	}
+	t := &target{dsn: cfg.String(), embedded: cfg.Driver == "sqlite"}
+	t.db, t.d, err = cfg.Open(schema)
+	if err != nil {
+		var de *dsnpkg.Error
+		if errors.As(err, &de) || errors.Is(err, dialect.ErrInvalidIdentifier) {
+			return nil, usageError{msg: fmt.Sprintf("%s: %v", t.dsn, err)}
 		}
 		return nil, unavailable("%s: %v", t.dsn, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := t.db.PingContext(pctx); err != nil {
-		t.db.Close()
+		t.Close()
 		return nil, unavailable("cannot reach %s: %v", t.dsn, err)
 	}
 	return t, nil
 }
 
-// badDSN is the usage error for a DSN of kind that does not parse: the DSN,
-// redacted, and detail, what the parser said, unless detail shows the
-// DSN's password.
-func badDSN(kind, dsn, detail string) error {
-	msg := fmt.Sprintf("bad %s DSN %q", kind, redact(dsn))
-	if detail != "" && !showsPassword(detail, dsn) {
-		msg += ": " + detail
+// usageFrom turns a DSN that cannot be read into a usage error.
+func usageFrom(err error) error {
+	var de *dsnpkg.Error
+	if errors.As(err, &de) {
+		return usageError{msg: de.Error()}
 	}
-	return usageError{msg}
+	return err
 }
 
-// pgxDetail returns what pgx.ParseConfig's error err says is wrong, without
-// the connection string it repeats.
-func pgxDetail(err error) string {
-	var pe *pgconn.ParseConfigError
-	if !errors.As(err, &pe) {
-		return err.Error()
-	}
-	// pgx writes "cannot parse `CONNSTRING`: MESSAGE (CAUSE)".
-	prefix := pgconn.NewParseConfigError(pe.ConnString, "", nil).Error()
-	if detail, ok := strings.CutPrefix(err.Error(), prefix); ok {
-		return detail
-	}
-	if cause := pe.Unwrap(); cause != nil {
-		return cause.Error()
-	}
-	return ""
-}
+// redact hides a DSN's passwords, for messages.
+func redact(dsn string) string { return dsnpkg.Redact(dsn) }
 
-// parseMySQL reads mysql://user:pass@host:port/db?param=value as
-// go-sql-driver/mysql's configuration. The host defaults to 127.0.0.1 and
-// the port to 3306; the parameters are the driver's (see its README). The
-// command opens the configuration itself, so nothing in the URL is read a
-// second time as part of a driver DSN. What the driver's DSN could not say
-// (a user name with a ':', a password without a user name) is refused.
-// Errors are usage errors.
-func parseMySQL(dsn string) (*gomysql.Config, error) {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the rest of a *url.Error is the unredacted URL
-		}
-		return nil, badDSN("mysql", dsn, err.Error())
-	}
-	for param := range strings.SplitSeq(u.RawQuery, "&") {
-		if key, _, _ := strings.Cut(param, "="); key == "strict" {
-			// The driver panics on it.
-			return nil, badDSN("mysql", dsn, "go-sql-driver/mysql has no strict parameter any more")
-		}
-	}
-	// Parse the parameters alone. The driver splits its DSN at the last
-	// '/', so every '/' in them is escaped: the values the driver unescapes
-	// get theirs back, and in the others a '/' is never valid.
-	c, err := gomysql.ParseDSN("/?" + strings.ReplaceAll(u.RawQuery, "/", "%2F"))
-	if err != nil {
-		return nil, badDSN("mysql", dsn, "parameters: "+err.Error())
-	}
-	// The driver derived TLS settings from its default address; NewConnector
-	// derives them again from the real one.
-	c.TLS = nil
-	if u.User != nil {
-		c.User = u.User.Username()
-		c.Passwd, _ = u.User.Password()
-	}
-	switch {
-	case strings.Contains(c.User, ":"):
-		return nil, badDSN("mysql", dsn, "go-sql-driver/mysql cannot take a user name with a ':'")
-	case c.User == "" && c.Passwd != "":
-		return nil, badDSN("mysql", dsn, "a password needs a user name")
-	}
-	host, port := u.Hostname(), u.Port()
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if port == "" {
-		port = "3306"
-	}
-	c.Net, c.Addr = "tcp", net.JoinHostPort(host, port)
-	c.DBName = strings.TrimPrefix(u.Path, "/")
-	if c.DBName == "" {
-		return nil, usageError{"bad mysql DSN: it needs a database, as in mysql://root@127.0.0.1:3306/app"}
-	}
-	return c, nil
-}
-
-// mysqlConfig turns mysql://user:pass@host:port/db?param=value into the
-// go-sql-driver/mysql DSN that says the same (see parseMySQL).
+// mysqlConfig turns a mysql:// DSN into the go-sql-driver/mysql DSN that
+// says the same.
 func mysqlConfig(dsn string) (string, error) {
-	c, err := parseMySQL(dsn)
+	c, err := dsnpkg.Parse(dsn)
 	if err != nil {
-		return "", err
+		return "", usageFrom(err)
 	}
-	return c.FormatDSN(), nil
+	if c.Driver != "mysql" {
+		return "", usageError{msg: fmt.Sprintf("%s is not a MySQL DSN", c)}
+	}
+	return c.MySQL.FormatDSN(), nil
 }
 
-// redactedPassword replaces passwords in messages.
-const redactedPassword = "xxxxx"
-
-// redact hides a DSN's passwords, for messages: the password of a URL's
-// user, and the values of the password and sslpassword query parameters
-// (which pgx reads). A DSN that net/url cannot parse is redacted by its
-// text: everything between the ':' after the user and the last '@' of the
-// authority is hidden. In a DSN that is neither a URL nor an SQLite path,
-// such as pgx's "host=db password=secret", the values of password keywords
-// are hidden.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), redactedPassword)
-			u.RawQuery = redactQuery(u.RawQuery)
-			return u.String()
-		}
-	}
-	if !strings.Contains(dsn, "://") && !strings.HasPrefix(dsn, "sqlite:") {
-		return redactKeywords(dsn)
-	}
-	s, from := dsn, 0
-	if i, j, ok := passwordSpan(dsn); ok {
-		s = dsn[:i] + redactedPassword + dsn[j:]
-		from = i + len(redactedPassword)
-	}
-	if q := strings.IndexByte(s[from:], '?'); q >= 0 {
-		q += from + 1
-		end := len(s)
-		if f := strings.IndexByte(s[q:], '#'); f >= 0 {
-			end = q + f
-		}
-		s = s[:q] + redactQuery(s[q:end]) + s[end:]
-	}
-	return s
+// schemaFlag adds --schema.
+func schemaFlag(fs *flag.FlagSet) *string {
+	return fs.String("schema", "", "PostgreSQL `schema` (MySQL: database) of the sqllock tables, instead of the DSN's schema parameter or the connection's default; read by sqllock, never sent to the server")
 }
 
-// passwordSpan returns where the password of dsn's authority starts and
-// ends, read leniently from its text: from the first ':' to the last '@'
-// before the first '/' after "://". This takes in the password both as
-// net/url reads it and as pgx, which ends the user information at its
-// first '@', does.
-func passwordSpan(dsn string) (start, end int, ok bool) {
-	i := strings.Index(dsn, "://")
-	if i < 0 {
-		return 0, 0, false
+// timeout makes err, of a command that ran into its --timeout d, say so.
+func (t *target) timeout(ctx context.Context, d time.Duration, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return unavailable("gave up after --timeout %v: %s", d, message(err))
 	}
-	i += len("://")
-	authority := dsn[i:]
-	if slash := strings.IndexByte(authority, '/'); slash >= 0 {
-		authority = authority[:slash]
-	}
-	at := strings.LastIndexByte(authority, '@')
-	colon := strings.IndexByte(authority[:max(at, 0)], ':')
-	if at < 0 || colon < 0 || colon+1 == at {
-		return 0, 0, false
-	}
-	return i + colon + 1, i + at, true
-}
-
-// redactQuery hides the values of the password and sslpassword parameters
-// of the raw query q.
-func redactQuery(q string) string {
-	params := strings.Split(q, "&")
-	for i, p := range params {
-		k, _, ok := strings.Cut(p, "=")
-		key, err := url.QueryUnescape(k)
-		if err != nil {
-			key = k
-		}
-		if ok && (key == "password" || key == "sslpassword") {
-			params[i] = k + "=" + redactedPassword
-		}
-	}
-	return strings.Join(params, "&")
-}
-
-// redactKeywords hides the values of the keywords ending in "password" of
-// s, a keyword=value DSN: up to the next white space, or a quoted value up
-// to its closing quote.
-func redactKeywords(s string) string {
-	const kw = "password="
-	var b strings.Builder
-	for {
-		i := strings.Index(s, kw)
-		if i < 0 {
-			break
-		}
-		i += len(kw)
-		b.WriteString(s[:i])
-		b.WriteString(redactedPassword)
-		s = s[i:]
-		end := strings.IndexAny(s, " \t\n\r\v\f")
-		if strings.HasPrefix(s, "'") {
-			end = -1
-			for j := 1; j < len(s); j++ {
-				if s[j] == '\\' {
-					j++
-				} else if s[j] == '\'' {
-					end = j + 1
-					break
-				}
-			}
-		}
-		if end < 0 {
-			end = len(s)
-		}
-		s = s[end:]
-	}
-	b.WriteString(s)
-	return b.String()
-}
-
-// showsPassword reports whether msg, a parser's message about dsn, contains
-// dsn's password as written or decoded.
-func showsPassword(msg, dsn string) bool {
-	var secrets []string
-	if u, err := url.Parse(dsn); err == nil {
-		if pass, _ := u.User.Password(); pass != "" {
-			secrets = append(secrets, pass)
-		}
-	}
-	if i, j, ok := passwordSpan(dsn); ok {
-		secrets = append(secrets, dsn[i:j])
-		if pass, err := url.PathUnescape(dsn[i:j]); err == nil {
-			secrets = append(secrets, pass)
-		}
-	}
-	for _, s := range secrets {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return err
 }
 
 // ready migrates an embedded database on first use. A server's schema is

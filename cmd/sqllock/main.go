@@ -1,19 +1,23 @@
 // Command sqllock runs commands under distributed locks kept in PostgreSQL,
-// MySQL/MariaDB or an embedded SQLite file, and manages those locks.
+// MySQL/MariaDB or an embedded SQLite file, and manages those locks: a
+// distributed flock(1).
 //
-//	sqllock run [flags] NAME -- COMMAND [ARGS...]   run COMMAND while holding lock NAME
-//	sqllock migrate [--dsn DSN] up|down|version     manage the lock schema
-//	sqllock locks [--dsn DSN] [--json]              list held locks
-//	sqllock reap [--dsn DSN]                        delete expired lock rows once
-//	sqllock demo [--dsn DSN] [--stock N] [--buyers N]  the overselling shop, with and without locks
+//	sqllock run [flags] NAME [--] COMMAND [ARGS...]  run COMMAND while holding lock NAME
+//	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
+//	sqllock migrate [flags] up|down|version|force V  manage the lock schema
+//	sqllock locks [--json] [--watch SECONDS]         list held locks of every strategy
+//	sqllock reap [--batch N]                         delete expired lock rows once
+//	sqllock demo [--stock N] [--buyers N]            the overselling shop, with and without locks
+//	sqllock bench [--ops N] [--handoffs N]           latency and hand-off on your database
 //
 // Run "sqllock help COMMAND" for a command's flags. The database comes from
 // --dsn or SQLLOCK_DSN; by default it is an SQLite file in the user's state
 // directory, which locks between processes of one machine.
 //
 // Exit status: the command's own for run; 64 for usage errors; 69 when the
-// database cannot be reached or has no schema; 75 when the lock was not
-// acquired; 76 when it was lost while the command ran; 1 for other errors.
+// database cannot be reached, has no schema or a dirty one; 75 (run -E)
+// when the lock was not acquired; 76 when it was lost while the command ran;
+// 124 after run --max-time; 1 for other errors.
 package main
 
 import (
@@ -23,20 +27,24 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strings"
 )
 
 // Exit statuses, from BSD's sysexits.h where one fits.
 const (
 	exitFailure     = 1
-	exitUsage       = 64 // EX_USAGE
-	exitUnavailable = 69 // EX_UNAVAILABLE: database unreachable or schema missing
-	exitNotAcquired = 75 // EX_TEMPFAIL: busy (--no-wait) or timed out
-	exitLost        = 76 // the lock was lost while the command ran
+	exitUsage       = 64  // EX_USAGE
+	exitUnavailable = 69  // EX_UNAVAILABLE: database unreachable or schema missing
+	exitNotAcquired = 75  // EX_TEMPFAIL: busy (--no-wait) or timed out
+	exitLost        = 76  // the lock was lost while the command ran
+	exitTimedOut    = 124 // run --max-time passed, as timeout(1) exits
 )
 
-// usageError is a mistake in the command line (exit status 64).
-type usageError struct{ msg string }
+// usageError is a mistake in the command line (exit status 64). cmd, if
+// set, is the command whose help is pointed to.
+type usageError struct{ msg, cmd string }
 
 func (e usageError) Error() string { return e.msg }
 
@@ -64,20 +72,25 @@ var commands []command
 
 func init() {
 	commands = []command{
-		{"run", "[flags] NAME -- COMMAND [ARGS...]", "run COMMAND while holding the lock NAME", runFlags},
-		{"migrate", "[--dsn DSN] up|down|version", "create, drop or show the lock schema", migrateFlags},
-		{"locks", "[--dsn DSN] [--json]", "list the held locks", locksFlags},
+		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
+		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
+		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
-		{"demo", "[--dsn DSN] [--stock N] [--buyers N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
+		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
 	}
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == superviseCommand {
+		os.Exit(superviseMain(os.Args[2:]))
+	}
 	os.Exit(mainCode(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// mainCode runs the command line args and returns the exit status.
+// mainCode runs the command line args and returns the exit status. Every
+// error is one line on stderr with one "sqllock: " prefix; a usage error is
+// followed by where to find help.
 func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdout, stderr)
 	var ee exitError
@@ -88,23 +101,41 @@ func mainCode(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 0
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintln(stderr, "sqllock:", oneLine(ee.err.Error()))
+			fmt.Fprintln(stderr, "sqllock:", message(ee.err))
 		}
 		return ee.code
 	}
-	fmt.Fprintln(stderr, "sqllock:", oneLine(err.Error()))
+	fmt.Fprintln(stderr, "sqllock:", message(err))
 	var (
 		ue usageError
 		ae unavailableError
 	)
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, `Run "sqllock help" for usage.`)
+		help := "sqllock help"
+		if ue.cmd != "" {
+			help += " " + ue.cmd
+		}
+		fmt.Fprintf(stderr, "Run %q for usage.\n", help)
 		return exitUsage
 	case errors.As(err, &ae):
 		return exitUnavailable
 	}
 	return exitFailure
+}
+
+// message is err's text on one line, without the "sqllock: " prefixes the
+// library's errors carry: mainCode prints one of its own.
+func message(err error) string {
+	msg := oneLine(err.Error())
+	msg = strings.ReplaceAll(msg, ": sqllock: ", ": ")
+	for {
+		m, ok := strings.CutPrefix(msg, "sqllock: ")
+		if !ok {
+			return msg
+		}
+		msg = m
+	}
 }
 
 // oneLine folds the lines of msg into one, so that every error is one line
@@ -120,7 +151,7 @@ func oneLine(msg string) string {
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		usage(stderr)
-		return usageError{"no command given"}
+		return usageError{msg: "no command given"}
 	}
 	name, args := args[0], args[1:]
 	switch name {
@@ -131,31 +162,56 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		c, ok := lookup(args[0])
 		if !ok {
-			return usageError{fmt.Sprintf("unknown command %q", args[0])}
+			return usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
 		}
-		fs := c.flagSet(stdout)
-		fs.Usage()
+		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+		c.flags(fs)
+		c.help(stdout, fs)
+		return nil
+	case "version", "-V", "--version", "-version":
+		fmt.Fprintln(stdout, "sqllock", version())
 		return nil
 	}
 	c, ok := lookup(name)
 	if !ok {
-		return usageError{fmt.Sprintf("unknown command %q", name)}
+		return usageError{msg: fmt.Sprintf("unknown command %q", name)}
 	}
-	fs := c.flagSet(stderr)
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	run := c.flags(fs)
 	// run's command line ends sqllock's own after the lock name.
 	maxPositional := -1
 	if c.name == "run" {
 		maxPositional = 1
 	}
-	pos, err := parseInterspersed(fs, args, maxPositional)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	pos, err := parseFlags(fs, c.name, args, maxPositional)
+	if errors.Is(err, flag.ErrHelp) {
+		c.help(stdout, fs)
+		return nil
 	}
-	return run(ctx, pos, stdout)
+	if err != nil {
+		var ue usageError
+		if errors.As(err, &ue) {
+			ue.cmd = c.name
+			return ue
+		}
+		return err
+	}
+	err = run(ctx, pos, stdout)
+	var ue usageError
+	if errors.As(err, &ue) && ue.cmd == "" {
+		ue.cmd = c.name
+		return ue
+	}
+	return err
+}
+
+// version is the module's version as the build recorded it.
+func version() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	return v + " " + runtime.Version()
 }
 
 // parseInterspersed parses flags before, between and after positional
@@ -190,19 +246,15 @@ func lookup(name string) (command, bool) {
 	return command{}, false
 }
 
-func (c command) flagSet(out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: sqllock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.summary))
-		if help := commandHelp[c.name]; help != "" {
-			fmt.Fprintln(out)
-			fmt.Fprint(out, help)
-		}
-		fmt.Fprintln(out, "\nFlags:")
-		fs.PrintDefaults()
+// help writes c's help, with the flags of fs, to w.
+func (c command) help(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: sqllock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.summary))
+	if help := commandHelp[c.name]; help != "" {
+		fmt.Fprintln(w)
+		fmt.Fprint(w, help)
 	}
-	return fs
+	fmt.Fprintln(w, "\nFlags:")
+	printFlags(w, fs)
 }
 
 func upperFirst(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
@@ -221,15 +273,21 @@ Commands:
 	fmt.Fprintf(w, `
 The database is --dsn, else $SQLLOCK_DSN, else the SQLite file
 %s:
-  postgres://user:pass@host:5432/db?sslmode=disable   (search_path picks the schema)
-  mysql://user:pass@host:3306/db?param=value          (MySQL 8, MariaDB 10.6+)
-  sqlite:/path/to/file.db                             (one machine, many processes)
+  postgres://user:pass@host:5432/db?sslmode=disable&schema=ops   PostgreSQL URL
+  host=db user=app dbname=app schema=ops                        pgx keywords
+  mysql://user:pass@host:3306/db?param=value                    MySQL 8, MariaDB 10.6+
+  user:pass@tcp(host:3306)/db?param=value                       go-sql-driver/mysql (also after mysql://)
+  sqlite:/path/to/file.db                                       one machine, many processes
+schema= (or --schema) names the PostgreSQL schema of the sqllock tables; it is
+read by sqllock, not sent to the server (PgBouncer refuses search_path). On
+MySQL the database is the schema.
 
 Exit status: run exits with its command's status; 64 usage error; 69 database
-unreachable or schema missing; 75 lock not acquired; 76 lock lost while the
-command ran; 1 other errors.
+unreachable, schema missing or dirty; 75 lock not acquired (run -E); 76 lock
+lost while the command ran; 124 run --max-time passed; 127 command not found;
+1 other errors.
 
-Run "sqllock help COMMAND" for a command's flags.
+Run "sqllock help COMMAND" for a command's flags; "sqllock --version".
 `, strings.TrimPrefix(defaultDSN(), "sqlite:"))
 }
 
@@ -239,34 +297,57 @@ func dsnFlag(fs *flag.FlagSet) *string {
 	if def == "" {
 		def = defaultDSN()
 	}
-	return fs.String("dsn", def, "database: postgres://..., mysql://..., or sqlite:PATH (default from $SQLLOCK_DSN, else the embedded file)")
+	return fs.String("dsn", def, "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db or sqlite:PATH; default $SQLLOCK_DSN, else the embedded file")
 }
 
 var commandHelp = map[string]string{
-	"run": `Holds the lock NAME, renewing it, while COMMAND runs. COMMAND gets
-SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token: larger for every later
-holder) in its environment, and sqllock's standard input and outputs.
-SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to sqllock are passed on to COMMAND
-(SIGINT only when sqllock is not on a terminal: there, Ctrl-C already reaches
-COMMAND), and the lock is released when COMMAND exits.
+	"run": `Holds the lock NAME, renewing it, while COMMAND runs (or the shell
+command of -c). Options go before NAME; everything after NAME is the
+command. COMMAND gets SQLLOCK_NAME and SQLLOCK_TOKEN (the fencing token:
+larger for every later holder) in its environment, and sqllock's standard
+input and outputs.
 
-If the lock is lost while COMMAND runs, COMMAND gets SIGTERM, then SIGKILL
-after --grace, and sqllock exits 76.
+COMMAND never runs unlocked. It runs in a process group of its own, under a
+small supervisor (sqllock itself). SIGINT, SIGTERM, SIGHUP and SIGQUIT sent
+to sqllock are passed on to the whole group; if the lock is lost, --max-time
+passes or such a signal arrives, the group gets SIGKILL after --grace. If
+sqllock itself dies, even of SIGKILL, the supervisor sends the group SIGTERM,
+then SIGKILL after --grace. Processes COMMAND leaves running in the background
+are stopped the same way before the lock is released. A process that leaves
+the group (setsid, daemons) escapes this: keep jobs in the foreground, and
+--grace well below --ttl.
 
-Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was
-not acquired (--no-wait and busy, or --timeout passed); 76 if it was lost;
-64 usage; 69 database unreachable or schema missing.
+A name is one lock across strategies: a name held under another strategy is
+busy, as if held under this one.
+
+Exit status: COMMAND's own (128+N if it died of signal N; 127 if it does not
+exist, 126 if it cannot be run); -E (default 75) if the lock was not
+acquired (-n and busy, -w passed, or interrupted while waiting); 76 if it
+was lost; 124 after --max-time; 64 usage; 69 database unreachable or schema
+missing.
 
 Only one of five machines runs the job, from crontab:
-  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run --no-wait report -- /usr/local/bin/report
+  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n report -- /usr/local/bin/report
+As flock(1) would say it, waiting up to 10 seconds:
+  sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
 `,
 	"migrate": `up applies the embedded migrations (idempotent, safe to run from many
-processes at once); down drops every sqllock table; version prints the
-applied schema version.
+processes at once, and over objects the same files created through another
+migration tool); down drops every sqllock table, refusing while locks are
+held unless --force (tokens start again from 1 afterwards); version prints
+the applied schema version and exits 69 if it is dirty (a migration failed
+half-way); force VERSION records VERSION as applied and clears the dirty
+flag, once the schema was repaired by hand. Every wait, for the server and
+for another migrator, ends after --timeout.
 `,
-	"locks": `Lists held locks of the table and optimistic strategies: name, strategy,
-owner, token, how long held, and time left on the lease (database clock).
-Pessimistic locks are row locks of open transactions and are not listed.
+	"locks": `Lists the held locks of every strategy: name, strategy, mode, owner, token,
+holds, waiters (where the server shows them), when acquired (wall clock, in
+the local time zone), how long held, and the lease left (database clock).
+Pessimistic locks are row locks of open transactions: PostgreSQL shows their
+holding session (one exclusive or shared holder; several shared holders are
+not resolved); MariaDB shows only those some transaction waits for; MySQL 8
+is not read. --json prints times in RFC 3339 and durations in milliseconds
+(held_for_ms, expires_in_ms); --watch refreshes the view until interrupted.
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
 table and optimistic locks and of idle pessimistic locks, in batches, and
@@ -277,10 +358,12 @@ TryAcquire+Release on distinct names (1 and 8 clients: operations per
 second, p50 and p99) and the hand-off latency from a release to the waiting
 Acquire, on the database of --dsn. It leaves rows named sqllock-bench-*.
 The ratios against raw SQL are measured by the Go benchmarks (BENCHMARKS.md).
+Progress goes to stderr.
 `,
 	"demo": `A shop has --stock hairdryers and --buyers buyers order at once. The demo
 runs the sale without a lock (which can oversell), then with each strategy
 the database supports, and prints what each sold, refused and left in stock.
-It uses tables named sqllock_demo_* and drops them afterwards.
+It uses tables named sqllock_demo_* and drops them afterwards, and at most
+--conns connections of the server, however many buyers.
 `,
 }

@@ -23,35 +23,51 @@ import (
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn := dsnFlag(fs)
-	strategy := fs.String("strategy", "table", "locking strategy: table, optimistic or pessimistic")
-	ttl := fs.Duration("ttl", 30*time.Second, "lease length for table and optimistic locks; renewed every ttl/3 while the command runs")
-	wait := fs.Bool("wait", true, "wait for the lock while another process holds it")
-	noWait := fs.Bool("no-wait", false, "exit 75 at once if another process holds the lock")
-	timeout := fs.Duration("timeout", 0, "wait at most this long for the lock, then exit 75 (0: no limit)")
-	grace := fs.Duration("grace", 10*time.Second, "after a lost lock, how long the command has between SIGTERM and SIGKILL")
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	strategy := fs.String("strategy", "table", "locking `strategy`: table, optimistic or pessimistic")
+	ttl := durationFlag(fs, "ttl", 30*time.Second, "lease length of table and optimistic locks, in `SECONDS` or as a duration; renewed every ttl/3 while the command runs")
+	noWait := boolFlag(fs, "n,no-wait", "do not wait: exit at once (status -E) if another process holds the lock")
+	timeout := durationFlag(fs, "w,timeout", 0, "wait at most `SECONDS` (or a duration such as 5m) for the lock, then exit with status -E (0: no limit)")
+	conflict := intFlag(fs, "E,conflict-exit-code", exitNotAcquired, "exit status when the lock is not acquired (busy, or the wait timed out)")
+	shell := stringFlag(fs, "c,command", "", "run `COMMAND` with /bin/sh -c instead of a command after NAME")
+	shared := boolFlag(fs, "s,shared", "take the lock in shared mode: shared holders run side by side and exclude exclusive ones (needs --strategy pessimistic)")
+	grace := durationFlag(fs, "grace", 10*time.Second, "after a lost lock, --max-time, a signal or sqllock's own death, the `SECONDS` (or duration) the command's process group has between SIGTERM and SIGKILL")
+	maxTime := durationFlag(fs, "max-time", 0, "stop the command (SIGTERM, SIGKILL after --grace) once it ran for `SECONDS` (or a duration), and exit 124 (0: no limit)")
+	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
-		if len(args) < 2 {
-			return usageError{"run needs a lock name and a command: sqllock run NAME -- COMMAND [ARGS...]"}
+		if len(args) == 0 {
+			return usageError{msg: "run needs a lock name and a command: sqllock run NAME -- COMMAND [ARGS...], or sqllock run NAME -c 'SHELL COMMAND'"}
 		}
 		name, cmdArgs := args[0], args[1:]
-		if cmdArgs[0] == "--" {
+		if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
 			cmdArgs = cmdArgs[1:]
 		}
-		if len(cmdArgs) == 0 {
-			return usageError{"run needs a command after the lock name"}
+		switch {
+		case *shell != "" && len(cmdArgs) > 0:
+			return usageError{msg: "-c gives the command: no command may follow the lock name as well"}
+		case *shell != "":
+			cmdArgs = []string{"/bin/sh", "-c", *shell}
+		case isSet(fs, "c", "command"):
+			return usageError{msg: "-c needs a shell command"}
+		case len(cmdArgs) == 0:
+			return usageError{msg: "run needs a command after the lock name (or -c 'SHELL COMMAND')"}
 		}
 		if err := sqllock.ValidateName(name); err != nil {
-			return usageError{err.Error()}
+			return usageError{msg: err.Error()}
 		}
-		if *noWait {
-			*wait = false
+		switch {
+		case *noWait && isSet(fs, "w", "timeout"):
+			return usageError{msg: "--no-wait and --timeout contradict each other: give one"}
+		case *timeout < 0 || *grace < 0 || *maxTime < 0:
+			return usageError{msg: "--timeout, --grace and --max-time must not be negative"}
+		case *conflict < 0 || *conflict > 255:
+			return usageError{msg: fmt.Sprintf("-E %d: an exit status is 0 to 255", *conflict)}
+		case *shared && *strategy != "pessimistic":
+			return usageError{msg: "--shared needs --strategy pessimistic (table and optimistic locks are exclusive)"}
 		}
-		if *timeout < 0 || *grace < 0 {
-			return usageError{"--timeout and --grace must not be negative"}
-		}
-		r := &runner{name: name, argv: cmdArgs, strategy: *strategy, ttl: *ttl, wait: *wait, timeout: *timeout, grace: *grace}
-		return r.run(ctx, *dsn)
+		r := &runner{name: name, argv: cmdArgs, strategy: *strategy, ttl: *ttl, wait: !*noWait,
+			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose}
+		return r.run(ctx, *dsn, *schema)
 	}
 }
 
@@ -63,6 +79,18 @@ type runner struct {
 	wait     bool
 	timeout  time.Duration
 	grace    time.Duration
+	maxTime  time.Duration
+	conflict int  // exit status when not acquired
+	shared   bool // pessimistic share mode
+	verbose  bool
+	target   *target // the database, once open
+}
+
+// logf writes a --verbose line.
+func (r *runner) logf(format string, args ...any) {
+	if r.verbose {
+		fmt.Fprintf(os.Stderr, "sqllock: "+format+"\n", args...)
+	}
 }
 
 // newLocker builds the locker of a --strategy.
@@ -79,21 +107,21 @@ func newLocker(d dialect.Dialect, strategy string, ttl time.Duration) (sqllock.L
 	case "pessimistic":
 		l, err = newPessimistic(d)
 	default:
-		return nil, usageError{fmt.Sprintf("unknown strategy %q: want table, optimistic or pessimistic", strategy)}
+		return nil, usageError{msg: fmt.Sprintf("unknown strategy %q: want table, optimistic or pessimistic", strategy)}
 	}
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
-		return nil, usageError{err.Error()}
+		return nil, usageError{msg: err.Error()}
 	}
 	return l, err
 }
 
-func (r *runner) run(ctx context.Context, dsn string) error {
+func (r *runner) run(ctx context.Context, dsn, schema string) error {
 	// Signals arriving before the command starts end the wait.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	t, err := openTarget(ctx, dsn)
+	t, err := openTarget(ctx, dsn, schema)
 	if err != nil {
 		return err
 	}
@@ -101,19 +129,24 @@ func (r *runner) run(ctx context.Context, dsn string) error {
 	if err := t.ready(ctx); err != nil {
 		return err
 	}
+	r.target = t
 	locker, err := newLocker(t.d, r.strategy, r.ttl)
 	if err != nil {
 		return err
 	}
-	lock, err := r.acquire(ctx, locker, sigs)
+	start := time.Now()
+	lock, err := r.acquire(ctx, t, locker, sigs)
 	if err != nil {
 		return t.fail(err)
 	}
+	r.logf("acquired lock %q (%s, token %d) after %v", r.name, r.strategy, lock.Token(), time.Since(start).Round(time.Millisecond))
 	code, err := r.supervise(lock, sigs)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if rerr := lock.Release(rctx); rerr != nil && !errors.Is(rerr, sqllock.ErrLockLost) {
-		fmt.Fprintf(os.Stderr, "sqllock: releasing %q: %v (the lease expires after %v)\n", r.name, rerr, r.ttl)
+		fmt.Fprintf(os.Stderr, "sqllock: releasing %q: %v (the lease expires after %v)\n", r.name, message(rerr), r.ttl)
+	} else {
+		r.logf("released lock %q", r.name)
 	}
 	if err != nil {
 		return err
@@ -124,93 +157,216 @@ func (r *runner) run(ctx context.Context, dsn string) error {
 	return nil
 }
 
-// acquire takes the lock as the flags say, ending the wait on a signal.
-func (r *runner) acquire(ctx context.Context, locker sqllock.Locker, sigs <-chan os.Signal) (*sqllock.Lock, error) {
-	if !r.wait {
-		lock, err := locker.TryAcquire(ctx, r.name)
-		if errors.Is(err, sqllock.ErrLocked) {
-			return nil, exitError{exitNotAcquired, fmt.Errorf("lock %q is held by another process", r.name)}
-		}
-		return lock, err
-	}
-	wctx, cancel := context.WithCancelCause(ctx)
+// errWaitTimedOut ends a wait that ran into --timeout.
+var errWaitTimedOut = errors.New("timed out")
+
+// acquire takes the lock as the flags say, ending the wait on a signal or
+// after --timeout. A name is one lock across strategies: a lock taken while
+// the name is held under another strategy is given back, and the name is
+// busy.
+func (r *runner) acquire(ctx context.Context, t *target, locker sqllock.Locker, sigs <-chan os.Signal) (*sqllock.Lock, error) {
+	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	go func() {
 		select {
 		case s := <-sigs:
 			cancel(fmt.Errorf("interrupted by %v while waiting for lock %q", s, r.name))
-		case <-wctx.Done():
+		case <-sctx.Done():
 		}
 	}()
-	var lock *sqllock.Lock
-	var err error
+	wctx := sctx
 	if r.timeout > 0 {
-		tctx, tcancel := context.WithTimeout(wctx, r.timeout)
-		lock, err = locker.Acquire(tctx, r.name)
-		tcancel()
-	} else {
-		lock, err = locker.Acquire(wctx, r.name)
+		var tcancel context.CancelFunc
+		wctx, tcancel = context.WithTimeoutCause(wctx, r.timeout, errWaitTimedOut)
+		defer tcancel()
 	}
-	switch {
-	case err == nil:
-		return lock, nil
-	case ctx.Err() != nil:
-		return nil, err
-	case wctx.Err() != nil:
-		return nil, exitError{exitNotAcquired, context.Cause(wctx)}
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, exitError{exitNotAcquired, fmt.Errorf("lock %q still held by another process after %v", r.name, r.timeout)}
+	pause := 100 * time.Millisecond
+	for said := ""; ; {
+		lock, err := r.try(wctx, locker, false)
+		if errors.Is(err, sqllock.ErrLocked) {
+			holder := r.holder(wctx, r.strategy)
+			if !r.wait {
+				return nil, exitError{r.conflict, fmt.Errorf("lock %q is busy: %s", r.name, holder)}
+			}
+			if said != holder {
+				r.logf("waiting for lock %q: %s", r.name, holder)
+				said = holder
+			}
+			lock, err = r.try(wctx, locker, true)
+		}
+		if err != nil {
+			return nil, r.waitError(ctx, wctx, err)
+		}
+		other, err := r.heldElsewhere(wctx, t)
+		if err == nil && other == "" {
+			return lock, nil
+		}
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		_ = lock.Release(rctx)
+		rcancel()
+		if err != nil {
+			return nil, r.waitError(ctx, wctx, err)
+		}
+		if !r.wait {
+			return nil, exitError{r.conflict, fmt.Errorf("lock %q is busy: %s", r.name, other)}
+		}
+		if said != other {
+			r.logf("waiting for lock %q: %s", r.name, other)
+			said = other
+		}
+		select {
+		case <-time.After(pause):
+			pause = min(2*pause, 2*time.Second)
+		case <-wctx.Done():
+			return nil, r.waitError(ctx, wctx, wctx.Err())
+		}
 	}
-	return nil, err
 }
 
-// supervise runs the command while the lock is held and returns its exit
+// try makes one acquisition: at once, or waiting.
+func (r *runner) try(ctx context.Context, locker sqllock.Locker, wait bool) (*sqllock.Lock, error) {
+	if p, ok := locker.(*sqllock.Pessimistic); ok && r.shared {
+		if wait {
+			return p.AcquireShared(ctx, r.name)
+		}
+		return p.TryAcquireShared(ctx, r.name)
+	}
+	if wait {
+		return locker.Acquire(ctx, r.name)
+	}
+	return locker.TryAcquire(ctx, r.name)
+}
+
+// waitError turns an error that ended a wait into run's answer.
+func (r *runner) waitError(ctx, wctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return err
+	case errors.Is(context.Cause(wctx), errWaitTimedOut):
+		return exitError{r.conflict, fmt.Errorf("lock %q still busy after %v: %s", r.name, r.timeout, r.holder(context.WithoutCancel(ctx), ""))}
+	case wctx.Err() != nil:
+		return exitError{r.conflict, context.Cause(wctx)}
+	}
+	return err
+}
+
+// holder describes who holds the name under strategy (all strategies if
+// ""), for messages.
+func (r *runner) holder(ctx context.Context, strategy string) string {
+	t := r.target
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rows, _, err := listLocks(ctx, t.d)
+	if err != nil {
+		return "held by another process"
+	}
+	for _, row := range rows {
+		if row.Name == r.name && (strategy == "" || row.Strategy == strategy) {
+			if left, ok := row.expiresIn(); ok && (left <= 0 || row.Holds == 0) {
+				continue
+			}
+			return row.describe()
+		}
+	}
+	return "held by another process"
+}
+
+// heldElsewhere returns who holds the name under a strategy other than
+// run's, or "" when no one does.
+func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
+	if r.strategy != "table" {
+		left, ok, err := t.d.Locks().Remaining(ctx, r.name)
+		if err != nil {
+			return "", err
+		}
+		if ok && left > 0 {
+			return r.holder(ctx, "table"), nil
+		}
+	}
+	if od, ok := t.d.(dialect.Optimistic); ok && r.strategy != "optimistic" {
+		row, ok, err := od.Versions().Read(ctx, r.name)
+		if err != nil {
+			return "", err
+		}
+		if ok && row.Live && row.Holds > 0 {
+			return r.holder(ctx, "optimistic"), nil
+		}
+	}
+	if _, ok := t.d.(dialect.Pessimistic); ok && r.strategy != "pessimistic" {
+		p, err := newPessimistic(t.d)
+		if err != nil {
+			return "", err
+		}
+		probe, err := p.TryAcquire(ctx, r.name)
+		switch {
+		case errors.Is(err, sqllock.ErrLocked):
+			return r.holder(ctx, "pessimistic"), nil
+		case err != nil:
+			return "", err
+		}
+		if err := probe.Release(ctx); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// supervise runs the command, under a supervisor that keeps its process
+// group from outliving sqllock, while the lock is held, and returns its exit
 // status.
 func (r *runner) supervise(lock *sqllock.Lock, sigs <-chan os.Signal) (int, error) {
-	cmd := exec.Command(r.argv[0], r.argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.Env = append(os.Environ(),
-		"SQLLOCK_NAME="+r.name,
-		"SQLLOCK_TOKEN="+strconv.FormatInt(lock.Token(), 10))
-	if err := cmd.Start(); err != nil {
-		return 0, exitError{126, fmt.Errorf("starting %s: %v", r.argv[0], err)}
+	j, err := startJob(r.argv, []string{
+		"SQLLOCK_NAME=" + r.name,
+		"SQLLOCK_TOKEN=" + strconv.FormatInt(lock.Token(), 10),
+	}, r.grace)
+	if err != nil {
+		return 0, err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
-	onTerminal := isTerminal(os.Stdin)
 	lost := lock.Done()
 	var (
-		killTimer *time.Timer
-		killC     <-chan time.Time
-		wasLost   bool
+		killC   <-chan time.Time
+		maxC    <-chan time.Time
+		wasLost bool
+		tooLong bool
 	)
+	if r.maxTime > 0 {
+		t := time.NewTimer(r.maxTime)
+		defer t.Stop()
+		maxC = t.C
+	}
+	// stop sends s to the job's group and SIGKILL after --grace.
+	stop := func(s syscall.Signal) {
+		j.signal(s)
+		if killC == nil {
+			killC = time.After(r.grace)
+		}
+	}
 	for {
 		select {
 		case s := <-sigs:
-			if s == syscall.SIGINT && onTerminal {
-				continue // the terminal sent it to the command as well
-			}
-			_ = cmd.Process.Signal(s)
+			stop(s.(syscall.Signal))
 		case <-lost:
 			lost = nil
 			if errors.Is(context.Cause(lock.Context()), sqllock.ErrLockLost) {
 				wasLost = true
-				fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran; stopping it (SIGTERM, SIGKILL after %v)\n", r.name, r.argv[0], r.grace)
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				killTimer = time.NewTimer(r.grace)
-				killC = killTimer.C
+				fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran; stopping it (SIGTERM to its process group, SIGKILL after %v)\n", r.name, r.argv[0], r.grace)
+				stop(syscall.SIGTERM)
 			}
+		case <-maxC:
+			tooLong = true
+			fmt.Fprintf(os.Stderr, "sqllock: %s ran for --max-time %v; stopping it (SIGTERM to its process group, SIGKILL after %v)\n", r.argv[0], r.maxTime, r.grace)
+			stop(syscall.SIGTERM)
 		case <-killC:
-			_ = cmd.Process.Kill()
-		case err := <-exited:
-			if killTimer != nil {
-				killTimer.Stop()
-			}
-			if wasLost {
+			j.signal(syscall.SIGKILL)
+		case err := <-j.exited:
+			code := j.finish(err)
+			switch {
+			case wasLost:
 				return exitLost, nil
+			case tooLong:
+				return exitTimedOut, nil
 			}
-			return exitStatus(err), nil
+			return code, nil
 		}
 	}
 }

@@ -4,8 +4,12 @@
 // another, each with a larger fencing token, writing through guarded
 // transactions.
 //
-//	go run ./examples/nightly                                          # PostgreSQL at 127.0.0.1:5432
-//	go run ./examples/nightly -dsn 'mysql://root@tcp(127.0.0.1:3306)/test'
+//	go run ./examples/nightly                                      # PostgreSQL at 127.0.0.1:5432
+//	go run ./examples/nightly -dsn 'mysql://root@127.0.0.1:3306/test'
+//	go run ./examples/nightly -dsn 'root@tcp(127.0.0.1:3306)/test'   # go-sql-driver/mysql's form
+//
+// It reads $SQLLOCK_DSN or -dsn in the forms the sqllock command accepts
+// (see "sqllock help").
 //
 // It keeps its tables in a schema (PostgreSQL) or database (MySQL) named
 // sqllock_demo.
@@ -18,22 +22,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
-	_ "github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
+	sqllockdsn "github.com/sqllock/sqllock/internal/dsn"
 )
 
 func main() {
 	dsn := flag.String("dsn", envOr("SQLLOCK_DSN", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"),
-		"postgres://... or mysql://user:pass@tcp(host:port)/db")
+		"postgres://..., host=..., mysql://user:pass@host:port/db or user:pass@tcp(host:port)/db")
 	replicas := flag.Int("replicas", 5, "number of competing replicas")
 	flag.Parse()
 	if err := run(*dsn, *replicas); err != nil {
@@ -58,21 +57,16 @@ type replica struct {
 }
 
 func open(dsn, name string) (*replica, error) {
-	r := &replica{name: name}
-	var err error
-	switch {
-	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		if r.db, err = sql.Open("pgx", dsn); err == nil {
-			r.d, err = postgres.New(r.db, postgres.WithSchema("sqllock_demo"))
-		}
-	case strings.HasPrefix(dsn, "mysql://"):
-		if r.db, err = sql.Open("mysql", strings.TrimPrefix(dsn, "mysql://")); err == nil {
-			r.d, err = mysql.New(r.db, mysql.WithDatabase("sqllock_demo"))
-		}
-	default:
-		return nil, fmt.Errorf("unsupported DSN %q (want postgres:// or mysql://)", dsn)
-	}
+	// The same DSN forms as the sqllock command: URLs and the drivers' own.
+	cfg, err := sqllockdsn.Parse(dsn)
 	if err != nil {
+		return nil, err
+	}
+	if cfg.Driver == "sqlite" {
+		return nil, fmt.Errorf("%s: the replicas of this example need a server (PostgreSQL or MySQL)", cfg)
+	}
+	r := &replica{name: name}
+	if r.db, r.d, err = cfg.Open("sqllock_demo"); err != nil {
 		return nil, err
 	}
 	r.locker, err = sqllock.NewTable(r.d, sqllock.Options{TTL: 5 * time.Second})

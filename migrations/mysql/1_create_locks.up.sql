@@ -3,7 +3,7 @@
 -- PostgreSQL (no case folding, no trailing-space padding). Times are UTC.
 -- A released lock keeps its row (holds = 0, expires_at in the past) until the
 -- reaper deletes it.
-CREATE TABLE sqllock_locks (
+CREATE TABLE IF NOT EXISTS sqllock_locks (
     name        VARBINARY(255) NOT NULL PRIMARY KEY,
     owner       VARBINARY(255) NOT NULL,
     token       BIGINT         NOT NULL,
@@ -15,9 +15,9 @@ CREATE TABLE sqllock_locks (
 
 -- The largest token the reaper ever deleted. A new row starts above it, which
 -- keeps tokens growing per name across reaping.
-CREATE TABLE sqllock_token_floor (
+CREATE TABLE IF NOT EXISTS sqllock_token_floor (
     id    TINYINT NOT NULL PRIMARY KEY,
     token BIGINT  NOT NULL
 ) ENGINE = InnoDB;
 
-INSERT INTO sqllock_token_floor (id, token) VALUES (1, 0);
+INSERT INTO sqllock_token_floor (id, token) VALUES (1, 0) ON DUPLICATE KEY UPDATE id = id;

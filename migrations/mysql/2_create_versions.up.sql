@@ -2,7 +2,7 @@
 -- One row per lock name, created on first use and never deleted: version is
 -- the fencing token and must only grow. A free row has holds = 0 and
 -- expires_at in the past; owner keeps the last holder, for operators.
-CREATE TABLE sqllock_versions (
+CREATE TABLE IF NOT EXISTS sqllock_versions (
     name        VARBINARY(255) NOT NULL PRIMARY KEY,
     owner       VARBINARY(255) NOT NULL,
     version     BIGINT         NOT NULL,

@@ -3,7 +3,7 @@
 -- the row lock (FOR UPDATE / share mode) of an open transaction: nothing in
 -- the row changes while it is held, and it ends with the transaction or its
 -- connection.
-CREATE TABLE sqllock_rowlocks (
+CREATE TABLE IF NOT EXISTS sqllock_rowlocks (
     name VARBINARY(255) NOT NULL PRIMARY KEY
 ) ENGINE = InnoDB;
 
@@ -12,6 +12,6 @@ CREATE TABLE sqllock_rowlocks (
 -- the inserting transaction rolls back (the counter survives restarts on
 -- MySQL 8 and MariaDB 10.2.4+). The rows themselves are not needed: the
 -- Reaper deletes committed ones, keeping the newest.
-CREATE TABLE sqllock_rowlock_tokens (
+CREATE TABLE IF NOT EXISTS sqllock_rowlock_tokens (
     id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY
 ) ENGINE = InnoDB;

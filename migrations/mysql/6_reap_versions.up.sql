@@ -11,13 +11,23 @@
 -- row had been reaped: a safe start, since versions only have to grow.
 -- Processes of an older sqllock create rows at version 1 without reading
 -- the floor: upgrade them all before a reaper of this version runs.
-CREATE TABLE sqllock_version_floor (
+CREATE TABLE IF NOT EXISTS sqllock_version_floor (
     id      TINYINT NOT NULL PRIMARY KEY,
     version BIGINT  NOT NULL
 ) ENGINE = InnoDB;
 
 INSERT INTO sqllock_version_floor (id, version)
-SELECT 1, COALESCE(MAX(version), 0) FROM sqllock_versions;
+SELECT 1, COALESCE(MAX(version), 0) FROM sqllock_versions
+ON DUPLICATE KEY UPDATE id = id;
 
--- The reaper's batches are the rows that expired first.
-CREATE INDEX sqllock_versions_expires_at_idx ON sqllock_versions (expires_at);
+-- The reaper's batches are the rows that expired first. MySQL 8 has no
+-- CREATE INDEX IF NOT EXISTS: the index is created only where it is missing
+-- (the files may already have been applied by another migration tool).
+SET @sqllock_ddl = IF((SELECT COUNT(*) FROM information_schema.statistics
+    WHERE table_schema = DATABASE() AND table_name = 'sqllock_versions'
+        AND index_name = 'sqllock_versions_expires_at_idx') = 0,
+    'CREATE INDEX sqllock_versions_expires_at_idx ON sqllock_versions (expires_at)',
+    'DO 0');
+PREPARE sqllock_ddl FROM @sqllock_ddl;
+EXECUTE sqllock_ddl;
+DEALLOCATE PREPARE sqllock_ddl;

@@ -2,4 +2,4 @@
 -- announce the name with NOTIFY. Only contended names pay for NOTIFY, whose
 -- commit serialises on a cluster-wide lock. The hint stays set until the
 -- row is reaped.
-ALTER TABLE sqllock_locks ADD COLUMN waiters boolean NOT NULL DEFAULT false;
+ALTER TABLE sqllock_locks ADD COLUMN IF NOT EXISTS waiters boolean NOT NULL DEFAULT false;

@@ -11,13 +11,14 @@
 -- row had been reaped: a safe start, since versions only have to grow.
 -- Processes of an older sqllock create rows at version 1 without reading
 -- the floor: upgrade them all before a reaper of this version runs.
-CREATE TABLE sqllock_version_floor (
+CREATE TABLE IF NOT EXISTS sqllock_version_floor (
     id      integer NOT NULL PRIMARY KEY CHECK (id = 1),
     version bigint  NOT NULL
 );
 
 INSERT INTO sqllock_version_floor (id, version)
-SELECT 1, COALESCE(max(version), 0) FROM sqllock_versions;
+SELECT 1, COALESCE(max(version), 0) FROM sqllock_versions
+ON CONFLICT (id) DO NOTHING;
 
 -- The reaper's batches are the rows that expired first.
-CREATE INDEX sqllock_versions_expires_at_idx ON sqllock_versions (expires_at);
+CREATE INDEX IF NOT EXISTS sqllock_versions_expires_at_idx ON sqllock_versions (expires_at);

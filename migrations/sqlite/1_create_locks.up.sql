@@ -3,7 +3,7 @@
 -- Names and owners are TEXT, compared byte for byte (BINARY collation), as on
 -- PostgreSQL. A released lock keeps its row (holds = 0, expires_at = 0) until
 -- the reaper deletes it.
-CREATE TABLE sqllock_locks (
+CREATE TABLE IF NOT EXISTS sqllock_locks (
     name        TEXT    NOT NULL PRIMARY KEY,
     owner       TEXT    NOT NULL,
     token       INTEGER NOT NULL,
@@ -12,20 +12,20 @@ CREATE TABLE sqllock_locks (
     expires_at  INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 
-CREATE INDEX sqllock_locks_expires_at_idx ON sqllock_locks (expires_at);
+CREATE INDEX IF NOT EXISTS sqllock_locks_expires_at_idx ON sqllock_locks (expires_at);
 
 -- The largest token of any deleted row. A new row starts above it, which
 -- keeps tokens growing per name across reaping.
-CREATE TABLE sqllock_token_floor (
+CREATE TABLE IF NOT EXISTS sqllock_token_floor (
     id    INTEGER NOT NULL PRIMARY KEY CHECK (id = 1),
     token INTEGER NOT NULL
 ) STRICT;
 
-INSERT INTO sqllock_token_floor (id, token) VALUES (1, 0);
+INSERT OR IGNORE INTO sqllock_token_floor (id, token) VALUES (1, 0);
 
 -- Every deletion raises the floor in the same statement, so no way of
 -- deleting rows (the reaper, or an operator by hand) can let a name's next
 -- token fall back. The body ends on the line of END because sqllock's
 -- migration runner cuts files at lines that end in ';'.
-CREATE TRIGGER sqllock_locks_raise_floor AFTER DELETE ON sqllock_locks BEGIN
+CREATE TRIGGER IF NOT EXISTS sqllock_locks_raise_floor AFTER DELETE ON sqllock_locks BEGIN
     UPDATE sqllock_token_floor SET token = max(token, OLD.token) WHERE id = 1; END;

@@ -3,7 +3,7 @@
 -- the fencing token and must only grow. A free row has holds = 0 and
 -- expires_at = 0; owner keeps the last holder, for operators. Times are
 -- integer microseconds since the Unix epoch on the host's clock.
-CREATE TABLE sqllock_versions (
+CREATE TABLE IF NOT EXISTS sqllock_versions (
     name        TEXT    NOT NULL PRIMARY KEY,
     owner       TEXT    NOT NULL,
     version     INTEGER NOT NULL CHECK (version > 0),

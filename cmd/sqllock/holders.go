@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+)
+
+// lockRow is one held lock, as sqllock locks shows it.
+type lockRow struct {
+	Name     string `json:"name"`
+	Strategy string `json:"strategy"`
+	// Mode is "exclusive" or "shared".
+	Mode string `json:"mode"`
+	// Owner is the holder: the owner string of a lease, or the server
+	// session holding a pessimistic lock.
+	Owner string `json:"owner"`
+	// Token is 0 where the database does not keep it (pessimistic locks).
+	Token int64 `json:"token"`
+	Holds int   `json:"holds"`
+	// Waiters is the number of sessions queued for the lock, where the
+	// server shows them (pessimistic locks); nil elsewhere.
+	Waiters    *int       `json:"waiters,omitempty"`
+	AcquiredAt time.Time  `json:"acquired_at"`
+	ExpiresAt  *time.Time `json:"expires_at,omitempty"` // nil: no lease
+	HeldForMS  int64      `json:"held_for_ms"`
+	// ExpiresInMS is the lease left; negative for an expired lease not yet
+	// taken over or reaped; nil without a lease.
+	ExpiresInMS *int64 `json:"expires_in_ms,omitempty"`
+}
+
+// heldFor and expiresIn are the row's durations.
+func (r lockRow) heldFor() time.Duration { return time.Duration(r.HeldForMS) * time.Millisecond }
+
+func (r lockRow) expiresIn() (time.Duration, bool) {
+	if r.ExpiresInMS == nil {
+		return 0, false
+	}
+	return time.Duration(*r.ExpiresInMS) * time.Millisecond, true
+}
+
+// describe names r's holder for messages: who, and how long it has left.
+func (r lockRow) describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "held by %s", r.Owner)
+	if r.Strategy == "pessimistic" {
+		fmt.Fprintf(&b, " (%s, pessimistic, for %v", r.Mode, r.heldFor().Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(&b, " (%s, token %d, for %v", r.Strategy, r.Token, r.heldFor().Round(time.Millisecond))
+	}
+	if left, ok := r.expiresIn(); ok {
+		if left > 0 {
+			fmt.Fprintf(&b, ", lease expires in %v", left.Round(time.Millisecond))
+		} else {
+			b.WriteString(", lease expired")
+		}
+	}
+	if r.Waiters != nil {
+		fmt.Fprintf(&b, ", %d waiting", *r.Waiters)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// errNoLockView is returned by listPessimistic where the server has no view
+// of the row locks held.
+var errNoLockView = errors.New("this server shows no row locks")
+
+// listLocks lists the locks of every strategy the dialect supports, held or
+// with a lease not yet reaped, by name. Pessimistic locks the server cannot
+// show are left out, with the reason in skipped.
+func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped error, err error) {
+	infos, err := d.Locks().List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows = leaseRows(rows, "table", infos)
+	if od, ok := d.(dialect.Optimistic); ok {
+		infos, err := od.Versions().List(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		rows = leaseRows(rows, "optimistic", infos)
+	}
+	if _, ok := d.(dialect.Pessimistic); ok {
+		prows, perr := listPessimistic(ctx, d)
+		switch {
+		case errors.Is(perr, errNoLockView):
+			skipped = perr
+		case perr != nil:
+			return nil, nil, perr
+		}
+		rows = append(rows, prows...)
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i].Name != rows[j].Name {
+			return rows[i].Name < rows[j].Name
+		}
+		return rows[i].Strategy < rows[j].Strategy
+	})
+	return rows, skipped, nil
+}
+
+func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lockRow {
+	for _, li := range infos {
+		// The database's now is ExpiresAt - ExpiresIn.
+		now := li.ExpiresAt.Add(-li.ExpiresIn)
+		expires := li.ExpiresAt.Local()
+		left := li.ExpiresIn.Milliseconds()
+		rows = append(rows, lockRow{
+			Name: li.Name, Strategy: strategy, Mode: "exclusive", Owner: li.Owner, Token: li.Token, Holds: li.Holds,
+			AcquiredAt: li.AcquiredAt.Local(), ExpiresAt: &expires,
+			HeldForMS: now.Sub(li.AcquiredAt).Milliseconds(), ExpiresInMS: &left,
+		})
+	}
+	return rows
+}
+
+// listPessimistic lists the row locks held on the row-lock table.
+//
+// PostgreSQL marks a locked row with the locking transaction's ID (xmax),
+// which pg_locks and pg_stat_activity resolve to the session holding it
+// while that transaction runs; several shared holders share a MultiXact ID
+// that only the pgrowlocks extension resolves, so those rows are not shown.
+// MariaDB shows row locks (information_schema.INNODB_LOCKS) only while some
+// transaction waits for them, so only contended locks are listed; MySQL 8
+// has no such view here (errNoLockView).
+func listPessimistic(ctx context.Context, d dialect.Dialect) ([]lockRow, error) {
+	switch d := d.(type) {
+	case *postgres.Dialect:
+		return listPostgresRowLocks(ctx, d)
+	case *mysql.Dialect:
+		return listMySQLRowLocks(ctx, d)
+	}
+	return nil, errNoLockView
+}
+
+func listPostgresRowLocks(ctx context.Context, d *postgres.Dialect) ([]lockRow, error) {
+	table := "sqllock_rowlocks"
+	if s := d.Schema(); s != "" {
+		table = `"` + strings.ReplaceAll(s, `"`, `""`) + `".` + table
+	}
+	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), COALESCE(a.application_name, ''),
+	COALESCE(a.xact_start, now()), now(), l.mode,
+	(SELECT count(DISTINCT w.pid) FROM pg_locks w WHERE NOT w.granted AND (
+		(w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR
+		(w.locktype = 'tuple' AND w.relation = $1::regclass
+			AND w.page = (r.ctid::text::point)[0] AND w.tuple = (r.ctid::text::point)[1])))
+FROM ` + table + ` r
+JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = r.xmax AND l.granted AND l.mode = 'ExclusiveLock'
+JOIN pg_stat_activity a ON a.pid = l.pid`
+	rs, err := d.DB().QueryContext(ctx, q, table)
+	if err != nil {
+		return nil, fmt.Errorf("listing pessimistic locks: %w", err)
+	}
+	defer rs.Close()
+	var rows []lockRow
+	for rs.Next() {
+		var (
+			r            lockRow
+			pid, waiters int
+			addr, app    string
+			start, now   time.Time
+			mode         string
+		)
+		if err := rs.Scan(&r.Name, &pid, &addr, &app, &start, &now, &mode, &waiters); err != nil {
+			return nil, err
+		}
+		r.Strategy, r.Mode, r.Holds = "pessimistic", "exclusive", 1
+		r.Owner = fmt.Sprintf("backend %d from %s", pid, addr)
+		if app != "" {
+			r.Owner += " (" + app + ")"
+		}
+		r.AcquiredAt, r.HeldForMS, r.Waiters = start.Local(), now.Sub(start).Milliseconds(), &waiters
+		rows = append(rows, r)
+	}
+	return rows, rs.Err()
+}
+
+func listMySQLRowLocks(ctx context.Context, d *mysql.Dialect) ([]lockRow, error) {
+	table := "CONCAT('`', DATABASE(), '`.`sqllock_rowlocks`')"
+	args := []any{}
+	if db := d.Database(); db != "" {
+		table = "?"
+		args = append(args, "`"+db+"`.`sqllock_rowlocks`")
+	}
+	q := `SELECT l.lock_data, l.lock_mode, t.trx_mysql_thread_id, COALESCE(p.host, ''), TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)),
+	(SELECT COUNT(*) FROM information_schema.INNODB_TRX w
+		JOIN information_schema.INNODB_LOCKS wl ON wl.lock_id = w.trx_requested_lock_id
+		WHERE wl.lock_table = l.lock_table AND wl.lock_space = l.lock_space
+			AND wl.lock_page = l.lock_page AND wl.lock_rec = l.lock_rec)
+FROM information_schema.INNODB_LOCKS l
+JOIN information_schema.INNODB_TRX t ON t.trx_id = l.lock_trx_id
+LEFT JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id
+WHERE l.lock_table = ` + table + ` AND l.lock_type = 'RECORD'
+	AND l.lock_id NOT IN (SELECT trx_requested_lock_id FROM information_schema.INNODB_TRX WHERE trx_requested_lock_id IS NOT NULL)`
+	rs, err := d.DB().QueryContext(ctx, q, args...)
+	if err != nil {
+		var me *gomysql.MySQLError
+		if errors.As(err, &me) {
+			switch me.Number {
+			case 1109: // unknown table: MySQL 8
+				return nil, fmt.Errorf("%w (MySQL 8: performance_schema.data_locks is not read)", errNoLockView)
+			case 1227: // access denied
+				return nil, fmt.Errorf("%w: reading information_schema.INNODB_LOCKS needs the PROCESS privilege", errNoLockView)
+			}
+		}
+		return nil, fmt.Errorf("listing pessimistic locks: %w", err)
+	}
+	defer rs.Close()
+	var rows []lockRow
+	for rs.Next() {
+		var (
+			r                lockRow
+			data, mode, host string
+			thread, heldUS   int64
+			waiters          int
+		)
+		if err := rs.Scan(&data, &mode, &thread, &host, &heldUS, &waiters); err != nil {
+			return nil, err
+		}
+		name, ok := lockDataName(data)
+		if !ok {
+			continue
+		}
+		r.Name, r.Strategy, r.Holds = name, "pessimistic", 1
+		r.Mode = "exclusive"
+		if strings.HasPrefix(mode, "S") {
+			r.Mode = "shared"
+		}
+		r.Owner = fmt.Sprintf("connection %d", thread)
+		if host != "" {
+			r.Owner += " from " + host
+		}
+		held := time.Duration(heldUS) * time.Microsecond
+		r.AcquiredAt, r.HeldForMS, r.Waiters = time.Now().Add(-held).Truncate(time.Millisecond), held.Milliseconds(), &waiters
+		rows = append(rows, r)
+	}
+	return rows, rs.Err()
+}
+
+// lockDataName decodes INNODB_LOCKS.lock_data of the row-lock table's
+// VARBINARY key: 0x followed by hex digits, or a quoted string.
+func lockDataName(data string) (string, bool) {
+	if h, ok := strings.CutPrefix(data, "0x"); ok {
+		b, err := hex.DecodeString(h)
+		return string(b), err == nil
+	}
+	if s, err := strconv.Unquote(`"` + strings.Trim(data, "'") + `"`); err == nil {
+		return s, true
+	}
+	return "", false
+}
