@@ -23,6 +23,7 @@ import (
 // waits for it.
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
+	watcher    dialect.Watcher  // the notifier, when it announces watched names only
 	maxBackoff time.Duration
 	logger     *slog.Logger
 	hooks      *roomHooks // nil outside tests
@@ -58,6 +59,7 @@ type waiter struct {
 func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
 	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[string][]*waiter)}
 	r.notifier, _ = d.(dialect.Notifier)
+	r.watcher, _ = r.notifier.(dialect.Watcher)
 	return r
 }
 
@@ -155,20 +157,30 @@ func (r *waitRoom) releaseCountLocked() uint64 {
 // head that was refused before a release this room learned of since seen
 // (which found no queue to wake) starts with a wake-up, so that it tries
 // again at once rather than sleep until the released lease would have
-// ended.
+// ended. The count is compared once the room is subscribed: an
+// announcement after that reaches the queue, one before it shows in the
+// count.
 func (r *waitRoom) join(name string, seen uint64) *waiter {
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	q := r.queues[name]
 	if len(q) == 0 {
 		close(w.turn)
-		if r.releaseCountLocked() != seen {
-			w.wake <- struct{}{}
+		if r.watcher != nil {
+			r.watcher.Watch(name)
 		}
 	}
 	r.queues[name] = append(q, w)
 	r.mu.Unlock()
 	r.reconcile()
+	r.mu.Lock()
+	if r.queues[name][0] == w && r.releaseCountLocked() != seen {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
 	return w
 }
 
@@ -188,6 +200,9 @@ func (r *waitRoom) leave(name string, w *waiter) {
 	}
 	if len(q) == 0 {
 		delete(r.queues, name)
+		if r.watcher != nil {
+			r.watcher.Unwatch(name)
+		}
 	} else {
 		r.queues[name] = q
 	}
