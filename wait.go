@@ -23,7 +23,6 @@ import (
 // waits for it.
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
-	watcher    dialect.Watcher  // the notifier, when it announces watched names only
 	maxBackoff time.Duration
 	logger     *slog.Logger
 	hooks      *roomHooks // nil outside tests
@@ -59,7 +58,6 @@ type waiter struct {
 func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
 	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[string][]*waiter)}
 	r.notifier, _ = d.(dialect.Notifier)
-	r.watcher, _ = r.notifier.(dialect.Watcher)
 	return r
 }
 
@@ -166,8 +164,8 @@ func (r *waitRoom) join(name string, seen uint64) *waiter {
 	q := r.queues[name]
 	if len(q) == 0 {
 		close(w.turn)
-		if r.watcher != nil {
-			r.watcher.Watch(name)
+		if ws, ok := r.sub.(dialect.Watcher); ok {
+			ws.Watch(name)
 		}
 	}
 	r.queues[name] = append(q, w)
@@ -200,8 +198,8 @@ func (r *waitRoom) leave(name string, w *waiter) {
 	}
 	if len(q) == 0 {
 		delete(r.queues, name)
-		if r.watcher != nil {
-			r.watcher.Unwatch(name)
+		if ws, ok := r.sub.(dialect.Watcher); ok {
+			ws.Unwatch(name)
 		}
 	} else {
 		r.queues[name] = q
@@ -211,7 +209,9 @@ func (r *waitRoom) leave(name string, w *waiter) {
 }
 
 // reconcile subscribes the room to its notifier while anyone waits, and
-// unsubscribes it when nobody does.
+// unsubscribes it when nobody does. A subscription that is a
+// dialect.Watcher watches the names of the room's queues (join and leave
+// keep it up to date).
 func (r *waitRoom) reconcile() {
 	if r.notifier == nil {
 		return
@@ -226,6 +226,11 @@ func (r *waitRoom) reconcile() {
 		sub = r.notifier.Subscribe(r)
 		r.mu.Lock()
 		r.sub = sub
+		if ws, ok := sub.(dialect.Watcher); ok {
+			for name := range r.queues {
+				ws.Watch(name)
+			}
+		}
 		r.mu.Unlock()
 	case !want && sub != nil:
 		r.mu.Lock()

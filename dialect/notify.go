@@ -50,16 +50,16 @@ type Subscription interface {
 	Unsubscribe()
 }
 
-// Watcher is implemented by a Notifier that announces only the releases of
-// names some process registered as waited for, such as MySQL's (where the
-// wake-up is addressed to each waiting process). A waiting room calls
-// Watch when a name gets its first waiter and Unwatch when its last waiter
-// leaves; the notifier registers the name while its Watch calls outnumber
-// its Unwatch calls, and, once a registration is in place, announces the
-// name once (Released), since a release just before it reached nobody.
-// Both return at once, without a round trip to the database, and may be
-// called while the caller holds a lock that Subscriber methods take: they
-// never call a Subscriber.
+// Watcher is implemented by a Subscription of a Notifier that announces
+// only the releases of names some process registered as waited for, such
+// as MySQL's (where each wake-up is addressed to a waiting process). The
+// subscriber calls Watch when a name gets its first waiter and Unwatch
+// when its last waiter leaves; Unsubscribe unwatches every name. While any
+// subscription watches a name, the notifier keeps it registered, and once
+// a registration is in place it announces the name once (Released), since
+// a release just before reached nobody. Both return at once, without a
+// round trip to the database, and may be called while the caller holds a
+// lock that its Subscriber methods take.
 type Watcher interface {
 	Watch(name string)
 	Unwatch(name string)

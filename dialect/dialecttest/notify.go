@@ -44,8 +44,8 @@ func (s *subscriber) Lost(err error) {
 // or whose expired row was reaped, while someone waited for them (as
 // Remaining marks), in the order they were, and no others (a name may be
 // announced again when its released row is reaped); a second
-// subscriber listens on the connection already there. For a
-// dialect.Watcher, a name is waited for once watched (the registration is
+// subscriber listens on the connection already there. For a subscription
+// that is a dialect.Watcher, a name is waited for once watched (the registration is
 // announced once) and reaping is not announced; for a
 // dialect.VersionNotifier, releases of the version table are announced
 // too.
@@ -69,7 +69,7 @@ func checkNotifier(t *testing.T, e *env) {
 	defer sub2.Unsubscribe()
 	e.eventually("a second subscriber listens", sub2.Listening)
 
-	watcher, watching := n.(dialect.Watcher)
+	watcher, watching := sub.(dialect.Watcher)
 	// seen holds, per subscriber, the names announced so far.
 	seen := map[*subscriber]map[string]bool{s: {}, s2: {}}
 	// announced checks that the next announcement s gets is want's. A name

@@ -404,7 +404,7 @@ func (b *bells) detach(bell bellID) {
 // again, until ctx ends or a statement fails. Every sleep period it
 // refreshes the bell's registrations and deletes expired ones of others.
 func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, released func(string)) error {
-	sleep := `SELECT /* sqllock bell ` + bell.tag + ` */ ` + b.stmts.sleep
+	sleep := `/* sqllock bell ` + bell.tag + ` */ SELECT ` + b.stmts.sleep
 	refreshed := time.Now()
 	check := true // rung names may wait
 	for {
@@ -546,30 +546,64 @@ func (d *Dialect) wakeTables(c *sqlrun.Compiler, locks, versions, waiters string
 
 var (
 	_ dialect.Notifier        = (*Dialect)(nil)
-	_ dialect.Watcher         = (*Dialect)(nil)
 	_ dialect.VersionNotifier = (*Dialect)(nil)
+	_ dialect.Watcher         = (*watching)(nil)
 )
 
 // Subscribe implements dialect.Notifier. While any locker built on the
 // dialect has waiters (and for half a second after), the dialect keeps one
 // bell connection, taken from the pool, on which releases anywhere wake
 // this process; see the README, "Wake-ups on MySQL and MariaDB". Close
-// stops it.
+// stops it. The subscription is a dialect.Watcher: only the names it
+// watches are announced.
 func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
-	return d.bells.hub.Subscribe(s)
+	return &watching{Subscription: d.bells.hub.Subscribe(s), b: d.bells, names: make(map[string]bool)}
 }
 
 // Announced implements dialect.Notifier.
 func (d *Dialect) Announced() uint64 { return d.bells.hub.Announced() }
 
-// Watch implements dialect.Watcher.
-func (d *Dialect) Watch(name string) { d.bells.watch(name) }
-
-// Unwatch implements dialect.Watcher.
-func (d *Dialect) Unwatch(name string) { d.bells.unwatch(name) }
-
 // VersionsAnnounced implements dialect.VersionNotifier.
 func (d *Dialect) VersionsAnnounced() {}
+
+// watching is a subscription with the names it watches.
+type watching struct {
+	dialect.Subscription
+	b     *bells
+	mu    sync.Mutex
+	names map[string]bool // nil once unsubscribed
+}
+
+// Watch implements dialect.Watcher.
+func (w *watching) Watch(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.names != nil && !w.names[name] {
+		w.names[name] = true
+		w.b.watch(name)
+	}
+}
+
+// Unwatch implements dialect.Watcher.
+func (w *watching) Unwatch(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.names[name] {
+		delete(w.names, name)
+		w.b.unwatch(name)
+	}
+}
+
+// Unsubscribe implements dialect.Subscription; it unwatches every name.
+func (w *watching) Unsubscribe() {
+	w.Subscription.Unsubscribe()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name := range w.names {
+		w.b.unwatch(name)
+	}
+	w.names = nil
+}
 
 // Close stops the bell connection, if one runs, and waits until the
 // dialect's goroutines have ended or ctx ends (then it returns ctx's
