@@ -27,10 +27,11 @@ import (
 // waiters table under the bell's connection id and a random tag that the
 // sleeping statement carries. A release that frees a name with registered
 // waiters (the release statement itself reports it, from the waiters
-// table's primary key) marks their rows rung and ends each bell's sleep
-// with KILL QUERY, once the process list shows that the connection runs
-// that very statement. The woken bell reads its rung names, announces them
-// to its lockers' waiting rooms, and sleeps again.
+// table's primary key) counts a ring in their rows and ends each bell's
+// sleep with KILL QUERY, once the process list shows that the connection
+// runs a statement with the bell's tag. The woken bell reads its rows with
+// rings it has not seen, announces their names to its lockers' waiting
+// rooms, records them as seen, and sleeps again.
 //
 // Nothing here decides who holds a lock: a lost wake-up delays a waiter
 // until the holder's lease ends (or its next poll), and a spurious one
@@ -65,9 +66,9 @@ type bellID struct {
 
 // wakeStmts are the statements of the wake-ups, on the waiters table.
 type wakeStmts struct {
-	sleep, rung, clear, refresh, expired, forget string
-	register, unregister                         string // a VALUES row or IN list is appended
-	ringMark, ringFind                           string
+	sleep, rung, seen, refresh, expired, forget string
+	register, unregister                        string // a VALUES row or IN list is appended
+	ringMark, ringFind                          string
 }
 
 func newWakeStmts(waiters string) wakeStmts {
@@ -75,22 +76,25 @@ func newWakeStmts(waiters string) wakeStmts {
 		// The EXISTS is read once the statement is in the process list:
 		// a ring committed before it is seen here, a ring committed
 		// after it finds the statement and kills it.
-		sleep:   `IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = ? AND rung), 2, SLEEP(?))`,
-		rung:    `SELECT name FROM ` + waiters + ` WHERE bell = ? AND rung`,
-		clear:   `UPDATE ` + waiters + ` SET rung = FALSE WHERE bell = ? AND name = ?`,
+		sleep:   `IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = ? AND rung > seen), 2, SLEEP(?))`,
+		rung:    `SELECT name, rung FROM ` + waiters + ` WHERE bell = ? AND rung > seen`,
+		seen:    `UPDATE ` + waiters + ` SET seen = GREATEST(seen, ?) WHERE bell = ? AND name = ?`,
 		refresh: `UPDATE ` + waiters + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE bell = ?`,
 		expired: `DELETE FROM ` + waiters + ` WHERE expires_at < ` + now + ` LIMIT 100`,
 		forget:  `DELETE FROM ` + waiters + ` WHERE bell = ?`,
-		// A new registration is rung at once: a release just before it
-		// found nobody to wake.
-		register:   `INSERT INTO ` + waiters + ` (name, bell, tag, rung, expires_at) VALUES `,
+		// A new registration counts a ring at once: a release just
+		// before it found nobody to wake.
+		register:   `INSERT INTO ` + waiters + ` (name, bell, tag, rung, seen, expires_at) VALUES `,
 		unregister: `DELETE FROM ` + waiters + ` WHERE bell = ? AND name IN `,
-		ringMark:   `UPDATE ` + waiters + ` SET rung = TRUE WHERE name = ?`,
-		// Only a connection running a statement with the registered tag
-		// is a bell to kill: connection ids start again after a server
-		// restart, and another session's statement is never ended.
-		ringFind: `SELECT p.ID FROM information_schema.PROCESSLIST p JOIN ` + waiters + ` w ON p.ID = w.bell
-WHERE w.name = ? AND w.rung AND p.INFO LIKE CONCAT('/* sqllock bell ', w.tag, ' */%')`,
+		ringMark:   `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE name = ?`,
+		// The bells registered for a name, each with the connection that
+		// runs a statement with its tag now, if any: only such a
+		// connection is killed. Connection ids start again after a
+		// server restart, and another session's statement is never
+		// ended.
+		ringFind: `SELECT p.ID FROM ` + waiters + ` w LEFT JOIN information_schema.PROCESSLIST p
+  ON p.ID = w.bell AND p.INFO LIKE CONCAT('/* sqllock bell ', w.tag, ' */%')
+WHERE w.name = ?`,
 	}
 }
 
@@ -240,10 +244,10 @@ func (b *bells) sync(bell bellID, add, drop []string) error {
 		if i > 0 {
 			text.WriteString(", ")
 		}
-		text.WriteString("(?, ?, ?, TRUE, " + now + " + INTERVAL ? MICROSECOND)")
+		text.WriteString("(?, ?, ?, 1, 0, " + now + " + INTERVAL ? MICROSECOND)")
 		args = append(args, name, bell.id, bell.tag, registration.Microseconds())
 	}
-	text.WriteString(" ON DUPLICATE KEY UPDATE rung = TRUE, expires_at = VALUES(expires_at)")
+	text.WriteString(" ON DUPLICATE KEY UPDATE rung = rung + 1, expires_at = VALUES(expires_at)")
 	if _, err := b.db.ExecContext(ctx, text.String(), args...); err != nil {
 		return err
 	}
@@ -255,34 +259,68 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// ring wakes the processes waiting for name, on a connection of the pool
-// at a time: it marks their registrations rung and ends their bells'
-// sleep. It is best effort, on a context that ctx's end does not cut
-// short (the release is done): a waiter that is not woken waits until the
-// released lease would have ended.
+// ring wakes the processes waiting for name: it counts a ring in their
+// registrations and ends their bells' sleep. It is best effort, on a
+// context that ctx's end does not cut short (the release is done): a
+// waiter that is not woken waits until the released lease would have
+// ended.
+//
+// The bells are looked up while the ring is counted, on another
+// connection of the pool, which saves a round trip. A bell found asleep
+// then is killed after the count committed, so it reads the count after
+// waking (if its sleep ended meanwhile, the kill ends its next statement,
+// or, between statements, its next sleep sees the count). A bell found
+// awake might start a sleep that does not see the count yet: it is looked
+// up again once the count committed.
 func (b *bells) ring(ctx context.Context, name string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
 	defer cancel()
-	if _, err := b.db.ExecContext(ctx, b.stmts.ringMark, name); err != nil {
-		return
+	type found struct {
+		ids   []int64
+		awake bool
+		err   error
 	}
-	var ids []int64
-	rows, err := b.db.QueryContext(ctx, b.stmts.ringFind, name)
+	early := make(chan found, 1)
+	go func() {
+		var f found
+		f.ids, f.awake, f.err = b.findBells(ctx, name)
+		early <- f
+	}()
+	_, err := b.db.ExecContext(ctx, b.stmts.ringMark, name)
+	f := <-early
 	if err != nil {
 		return
 	}
-	for rows.Next() {
-		var id int64
-		if rows.Scan(&id) == nil {
-			ids = append(ids, id)
+	if f.err != nil || f.awake {
+		if f.ids, _, f.err = b.findBells(ctx, name); f.err != nil {
+			return
 		}
 	}
-	if rows.Close() != nil {
-		return
-	}
-	for _, id := range ids {
+	for _, id := range f.ids {
 		_ = b.killOn(ctx, id)
 	}
+}
+
+// findBells returns the connections asleep in the bell statement of a
+// registration for name, and whether some registration's bell is not.
+func (b *bells) findBells(ctx context.Context, name string) (ids []int64, awake bool, err error) {
+	rows, err := b.db.QueryContext(ctx, b.stmts.ringFind, name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id sql.NullInt64
+		if err := rows.Scan(&id); err != nil {
+			return nil, false, err
+		}
+		if id.Valid {
+			ids = append(ids, id.Int64)
+		} else {
+			awake = true
+		}
+	}
+	return ids, awake, rows.Err()
 }
 
 // kill ends the statement of connection id, if it runs one, on a context
@@ -409,15 +447,21 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 	check := true // rung names may wait
 	for {
 		if check {
-			names, err := b.takeRung(ctx, conn, bell)
+			// Announced before they are recorded as seen, which is off
+			// the hand-off's path: if recording fails, they are
+			// announced again.
+			names, counts, err := b.takeRung(ctx, conn, bell)
+			if err == nil {
+				for _, name := range names {
+					released(name)
+				}
+				err = b.see(ctx, conn, bell, names, counts)
+			}
 			switch {
 			case interrupted(err):
 				continue
 			case err != nil:
 				return wrap(err)
-			}
-			for _, name := range names {
-				released(name)
 			}
 		}
 		if time.Since(refreshed) >= bellSleep {
@@ -458,32 +502,40 @@ func (b *bells) isBroken(bell bellID) bool {
 	return b.broken == bell
 }
 
-// takeRung reads the names rung for bell and clears them. A name is
-// cleared after it was read and announced after it was cleared, so a ring
-// in between is covered by the announcement.
-func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]string, error) {
+// takeRung reads the names with rings that bell has not announced, and
+// returns them with what it read; seeing them afterwards records the
+// counts read, not the latest: a ring in between stays unseen.
+func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]string, []int64, error) {
 	rows, err := conn.QueryContext(ctx, b.stmts.rung, bell.id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var names []string
+	defer rows.Close()
+	var (
+		names  []string
+		counts []int64
+	)
 	for rows.Next() {
-		var name []byte
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return nil, err
+		var (
+			name []byte
+			n    int64
+		)
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, nil, err
 		}
-		names = append(names, string(name))
+		names, counts = append(names, string(name)), append(counts, n)
 	}
-	if err := rows.Close(); err != nil {
-		return nil, err
-	}
-	for _, name := range names {
-		if _, err := conn.ExecContext(ctx, b.stmts.clear, bell.id, name); err != nil {
-			return nil, err
+	return names, counts, rows.Err()
+}
+
+// see records that bell announced the rings counted for names.
+func (b *bells) see(ctx context.Context, conn *sql.Conn, bell bellID, names []string, counts []int64) error {
+	for i, name := range names {
+		if _, err := conn.ExecContext(ctx, b.stmts.seen, counts[i], bell.id, name); err != nil {
+			return err
 		}
 	}
-	return names, nil
+	return nil
 }
 
 // interrupted reports whether err is a statement ended by KILL QUERY.
