@@ -286,9 +286,15 @@ func (r *waitRoom) Released(name string) {
 }
 
 // Lost implements dialect.Subscriber: heads poll until the connection is
-// back.
+// back. Each is woken, since a head asleep until its holder's lease ends
+// would otherwise sleep through releases nobody announces any more.
 func (r *waitRoom) Lost(err error) {
 	r.logger.Warn("sqllock: lost the listening connection; waiters poll until it is back", "err", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name := range r.queues {
+		r.kickLocked(name)
+	}
 }
 
 // listening reports whether notifications reach this room.
