@@ -44,6 +44,7 @@ type Dialect struct {
 	wlocks    *wakingLocks    // locks, whose releases wake waiters
 	wversions *wakingVersions // versions, whose releases wake waiters
 	bells     *bells          // this process's wake-ups
+	noWakeups bool            // WithoutWakeups
 }
 
 // Option configures a Dialect.

@@ -609,8 +609,30 @@ var (
 // stops it. The subscription is a dialect.Watcher: only the names it
 // watches are announced.
 func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
+	if d.noWakeups {
+		return unheard{}
+	}
 	return &watching{Subscription: d.bells.hub.Subscribe(s), b: d.bells, names: make(map[string]bool)}
 }
+
+// WithoutWakeups turns the wake-ups off: waiters poll, as they must where a
+// release cannot reach the connection a waiting process sleeps on (a proxy
+// that spreads connections over several servers, a multi-primary cluster
+// other than Galera, which is detected), or where the dialect must never
+// hold a connection of its own.
+func WithoutWakeups() Option {
+	return func(d *Dialect) error {
+		d.noWakeups = true
+		return nil
+	}
+}
+
+// unheard is the subscription of a dialect without wake-ups: nothing is
+// ever announced.
+type unheard struct{}
+
+func (unheard) Listening() bool { return false }
+func (unheard) Unsubscribe()    {}
 
 // Announced implements dialect.Notifier.
 func (d *Dialect) Announced() uint64 { return d.bells.hub.Announced() }

@@ -284,3 +284,52 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 		t.Fatalf("%d warnings logged, want 1", n)
 	}
 }
+
+// WithoutWakeups: a subscription never listens, and waiters poll.
+func TestWithoutWakeups(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, db, database := wakeEnv(t)
+	d, err := mysql.New(db, mysql.WithDatabase(database), mysql.WithoutWakeups())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := make(recorder, 16)
+	sub := d.Subscribe(r)
+	defer sub.Unsubscribe()
+	if sub.Listening() {
+		t.Fatal("listening without wake-ups")
+	}
+	holder, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(ctx, "x")
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	select {
+	case what := <-r:
+		t.Fatalf("told %q without wake-ups", what)
+	default:
+	}
+}
