@@ -465,7 +465,7 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			}
 		}
 		if time.Since(refreshed) >= bellSleep {
-			_, err := conn.ExecContext(ctx, b.stmts.refresh, registration.Microseconds(), bell.id)
+			err := b.refresh(ctx, conn, bell)
 			if err == nil {
 				_, err = conn.ExecContext(ctx, b.stmts.expired)
 			}
@@ -493,6 +493,27 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			check = r != 0 // 0: slept its time; 1: woken (MySQL); 2: rung
 		}
 	}
+}
+
+// refresh extends bell's registrations. Some may be gone: deleted as
+// expired by another process's bell while this process was stalled. Then
+// every name is registered again.
+func (b *bells) refresh(ctx context.Context, conn *sql.Conn, bell bellID) error {
+	res, err := conn.ExecContext(ctx, b.stmts.refresh, registration.Microseconds(), bell.id)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected() // each row's expiry changes: affected = matched
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bell == bell && int(n) < len(b.registered) {
+		b.registered = make(map[string]bool)
+		b.keepLocked()
+	}
+	return nil
 }
 
 // isBroken reports whether bell must stop, as its registrations failed.

@@ -333,3 +333,43 @@ func TestWithoutWakeups(t *testing.T) {
 	default:
 	}
 }
+
+// Optimistic waiters listen too: the version table's releases ring. Nothing
+// polls within the test (10-minute leases and backoff), so the waiter
+// acquires only through wake-ups.
+func TestOptimisticWaiterWoken(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, _, _ := wakeEnv(t)
+	r := make(recorder, 16)
+	watch(ctx, t, d, r, "warm-up")
+	opts := sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+	holder, err := sqllock.NewOptimistic(d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sqllock.NewOptimistic(d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(ctx, "v")
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	r.expect(ctx, t, "released v") // the waiter's room watches v
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
