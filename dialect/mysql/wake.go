@@ -110,7 +110,9 @@ type bells struct {
 	cancel context.CancelFunc
 
 	mu         sync.Mutex
-	watched    map[string]int  // names waited for, by how many rooms
+	watched    map[string]int       // names waited for, by how many rooms
+	idle       map[string]time.Time // registered names nobody waits for, since when
+	kick       chan struct{}        // wakes a keeper waiting to unregister
 	bell       bellID          // the running bell, once it sleeps
 	registered map[string]bool // names registered for bell
 	keeping    bool            // the keeper goroutine runs
@@ -120,7 +122,8 @@ type bells struct {
 }
 
 func newBells(db *sql.DB, waiters string) *bells {
-	b := &bells{db: db, stmts: newWakeStmts(waiters), watched: make(map[string]int)}
+	b := &bells{db: db, stmts: newWakeStmts(waiters), watched: make(map[string]int),
+		idle: make(map[string]time.Time), kick: make(chan struct{}, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.hub = listen.New(b.listen, wakeLinger)
 	return b
@@ -146,24 +149,35 @@ func (b *bells) watch(name string) {
 	defer b.mu.Unlock()
 	b.watched[name]++
 	if b.watched[name] == 1 {
+		delete(b.idle, name)
 		b.keepLocked()
 	}
 }
 
-// unwatch counts one room less waiting for name.
+// unwatch counts one room less waiting for name. Its registration stays
+// for wakeLinger: lockers taking turns on a name would otherwise register
+// it again at every hand-off.
 func (b *bells) unwatch(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.watched[name]--; b.watched[name] <= 0 {
 		delete(b.watched, name)
+		b.idle[name] = time.Now()
 		b.keepLocked()
 	}
 }
 
-// keepLocked starts the keeper, unless it runs or no bell sleeps (a new
+// keepLocked starts the keeper, or wakes it, unless no bell sleeps (a new
 // bell registers every watched name). b.mu is held.
 func (b *bells) keepLocked() {
-	if b.keeping || b.bell == (bellID{}) || b.ctx.Err() != nil {
+	if b.bell == (bellID{}) || b.ctx.Err() != nil {
+		return
+	}
+	if b.keeping {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
 		return
 	}
 	b.keeping = true
@@ -172,29 +186,59 @@ func (b *bells) keepLocked() {
 }
 
 // keep brings the registrations of the running bell in line with the
-// watched names, until they match.
+// watched names (unregistering a name wakeLinger after its last waiter
+// left), until they match.
 func (b *bells) keep() {
 	defer b.keeper.Done()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		b.mu.Lock()
 		bell := b.bell
-		var add, drop []string
+		var (
+			add, drop []string
+			next      time.Duration // until the next name to unregister; 0: none
+		)
 		for name := range b.watched {
 			if !b.registered[name] {
 				add = append(add, name)
 			}
 		}
 		for name := range b.registered {
-			if b.watched[name] == 0 {
+			if b.watched[name] > 0 {
+				continue
+			}
+			switch left := wakeLinger - time.Since(b.idle[name]); {
+			case left <= 0:
 				drop = append(drop, name)
+			case next == 0 || left < next:
+				next = left
 			}
 		}
-		if bell == (bellID{}) || len(add)+len(drop) == 0 || b.ctx.Err() != nil {
+		if bell == (bellID{}) || len(add)+len(drop) == 0 && next == 0 || b.ctx.Err() != nil {
 			b.keeping = false
 			b.mu.Unlock()
 			return
 		}
 		b.mu.Unlock()
+		if len(add)+len(drop) == 0 {
+			if timer == nil {
+				timer = time.NewTimer(next)
+			} else {
+				timer.Reset(next)
+			}
+			select {
+			case <-timer.C:
+			case <-b.kick:
+				timer.Stop()
+			case <-b.ctx.Done():
+			}
+			continue
+		}
 		add, drop = add[:min(len(add), 100)], drop[:min(len(drop), 100)]
 		err := b.sync(bell, add, drop)
 		b.mu.Lock()
@@ -211,7 +255,10 @@ func (b *bells) keep() {
 				b.registered[name] = true
 			}
 			for _, name := range drop {
+				// Watched again meanwhile: registered again at the
+				// next turn.
 				delete(b.registered, name)
+				delete(b.idle, name)
 			}
 		}
 		b.mu.Unlock()
@@ -422,6 +469,7 @@ func (b *bells) attach(bell bellID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.bell, b.registered = bell, make(map[string]bool)
+	clear(b.idle)
 	b.keepLocked()
 }
 
