@@ -106,6 +106,7 @@ var envs = []envMaker{
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, d)
 		return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database, s: tableStrategy})
 	}},
 	{"sqlite", func(t *testing.T) *env {
@@ -119,9 +120,9 @@ var envs = []envMaker{
 	}},
 }
 
-// closeAtEnd closes the PostgreSQL dialect d when t ends, stopping its
-// listening connection (cleanups run in reverse: before its pool closes).
-func closeAtEnd(t testing.TB, d *postgres.Dialect) {
+// closeAtEnd closes the dialect d when t ends, stopping its listening (or
+// bell) connection (cleanups run in reverse: before its pool closes).
+func closeAtEnd(t testing.TB, d interface{ Close(context.Context) error }) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

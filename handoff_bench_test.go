@@ -30,6 +30,7 @@ func benchDialects(b *testing.B) map[string]dialect.Dialect {
 	if err != nil {
 		b.Fatal(err)
 	}
+	closeAtEnd(b, my)
 	out := map[string]dialect.Dialect{"postgres": pg, "mysql": my}
 	for _, d := range out {
 		if err := sqllock.Migrate(context.Background(), d); err != nil {
@@ -40,6 +41,25 @@ func benchDialects(b *testing.B) map[string]dialect.Dialect {
 	return out
 }
 
+// handoffDialects is benchDialects with MySQL on a pool that counts every
+// statement sent on it (see countedMySQL), into the returned counter.
+func handoffDialects(b *testing.B) (map[string]dialect.Dialect, *atomic.Int64) {
+	b.Helper()
+	ds := benchDialects(b)
+	_, database := dbtest.MySQL(b)
+	all := new(atomic.Int64)
+	my, err := mysql.New(countedMySQL(b, all), mysql.WithDatabase(database))
+	if err != nil {
+		b.Fatal(err)
+	}
+	closeAtEnd(b, my)
+	if err := sqllock.Migrate(context.Background(), my); err != nil {
+		b.Fatal(err)
+	}
+	ds["mysql"] = my
+	return ds, all
+}
+
 // BenchmarkHandoff measures the hand-off latency of the table strategy: from
 // the moment the holder calls Release to the moment the next waiter's
 // Acquire returns, with 1, 10 and 100 waiters on one name, each waiter with
@@ -48,12 +68,14 @@ func benchDialects(b *testing.B) map[string]dialect.Dialect {
 // every waiter queued (hold=0s: pollers are still at their shortest
 // backoff) or after holding 1 s (pollers at their steady pace). Reports
 // p50-ms, p99-ms and stmts/handoff (acquire attempts and remaining-time
-// reads by all clients, per hand-off). Run:
+// reads by all clients, per hand-off); on MySQL also all-stmts/handoff,
+// every statement of the pool (releases, the wake-ups' statements,
+// renewals too). Run:
 //
 //	go test -run '^$' -bench 'Handoff/.*/hold=0s' -benchtime 200x .
 //	go test -run '^$' -bench 'Handoff/.*/hold=1s' -benchtime 30x .
 func BenchmarkHandoff(b *testing.B) {
-	ds := benchDialects(b)
+	ds, all := handoffDialects(b)
 	for _, kind := range []string{"postgres", "mysql"} {
 		for _, hold := range []time.Duration{0, time.Second} {
 			for _, waiters := range []int{1, 10, 100} {
@@ -64,8 +86,12 @@ func BenchmarkHandoff(b *testing.B) {
 					if nt, ok := ds[kind].(dialect.Notifier); ok {
 						d = countingNotifier{counting{ds[kind], &stmts}, nt}
 					}
+					before := all.Load()
 					lat := handoffs(b, d, name, waiters+1, b.N, hold)
 					b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
+					if kind == "mysql" {
+						b.ReportMetric(float64(all.Load()-before)/float64(len(lat)), "all-stmts/handoff")
+					}
 					slices.Sort(lat)
 					b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
 					b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
@@ -195,11 +221,13 @@ type countingNotifier struct {
 // BenchmarkIdleWaiters counts the statements per second that 100 waiters,
 // each with a locker of its own, issue while a lock stays held: the
 // thundering-herd figure. Each b.N is a 1 s window after the waiters have
-// settled. Run:
+// settled. On MySQL, all-stmts/s counts every statement of the pool (the
+// bell's, the holder's renewals). conns is the pool's connections in use
+// at the end of the window (the listening or bell connection). Run:
 //
 //	go test -run '^$' -bench IdleWaiters -benchtime 5x .
 func BenchmarkIdleWaiters(b *testing.B) {
-	ds := benchDialects(b)
+	ds, all := handoffDialects(b)
 	for _, kind := range []string{"postgres", "mysql"} {
 		b.Run(kind+"/waiters=100", func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
@@ -228,9 +256,13 @@ func BenchmarkIdleWaiters(b *testing.B) {
 			}
 			time.Sleep(2 * time.Second) // let the waiters settle: this is a measurement window, not synchronisation
 			b.ResetTimer()
-			start, before := time.Now(), n.Load()
+			start, before, allBefore := time.Now(), n.Load(), all.Load()
 			time.Sleep(time.Duration(b.N) * time.Second)
 			b.ReportMetric(float64(n.Load()-before)/time.Since(start).Seconds(), "stmts/s")
+			if kind == "mysql" {
+				b.ReportMetric(float64(all.Load()-allBefore)/time.Since(start).Seconds(), "all-stmts/s")
+			}
+			b.ReportMetric(float64(ds[kind].DB().Stats().InUse), "conns")
 			cancel()
 			wg.Wait()
 		})

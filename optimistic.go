@@ -28,8 +28,9 @@ import (
 // Renewal, loss, release and reentrancy behave exactly as with Table: both
 // are the same lease machinery over a different table. Compared with Table,
 // an uncontended acquire costs one more round trip (the read), and a refused
-// one costs one read and no write. Waiters poll (the version table announces
-// no releases).
+// one costs one read and no write. Waiters poll, except on a dialect that
+// announces the version table's releases (dialect.VersionNotifier: MySQL
+// and MariaDB), where they wait for the wake-up as Table's do.
 //
 // An Optimistic is safe for concurrent use.
 type Optimistic struct {
@@ -52,7 +53,13 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 	}
 	o := &Optimistic{versions: od.Versions()}
 	o.try = o.tryOnce
-	if err := o.init(o.versions, nil, opts); err != nil {
+	// Waiters listen when the dialect announces the version table's
+	// releases too.
+	var notifier dialect.Dialect
+	if _, ok := d.(dialect.VersionNotifier); ok {
+		notifier = d
+	}
+	if err := o.init(o.versions, notifier, opts); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -155,20 +155,30 @@ func (r *waitRoom) releaseCountLocked() uint64 {
 // head that was refused before a release this room learned of since seen
 // (which found no queue to wake) starts with a wake-up, so that it tries
 // again at once rather than sleep until the released lease would have
-// ended.
+// ended. The count is compared once the room is subscribed: an
+// announcement after that reaches the queue, one before it shows in the
+// count.
 func (r *waitRoom) join(name string, seen uint64) *waiter {
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	q := r.queues[name]
 	if len(q) == 0 {
 		close(w.turn)
-		if r.releaseCountLocked() != seen {
-			w.wake <- struct{}{}
+		if ws, ok := r.sub.(dialect.Watcher); ok {
+			ws.Watch(name)
 		}
 	}
 	r.queues[name] = append(q, w)
 	r.mu.Unlock()
 	r.reconcile()
+	r.mu.Lock()
+	if r.queues[name][0] == w && r.releaseCountLocked() != seen {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+	r.mu.Unlock()
 	return w
 }
 
@@ -188,6 +198,9 @@ func (r *waitRoom) leave(name string, w *waiter) {
 	}
 	if len(q) == 0 {
 		delete(r.queues, name)
+		if ws, ok := r.sub.(dialect.Watcher); ok {
+			ws.Unwatch(name)
+		}
 	} else {
 		r.queues[name] = q
 	}
@@ -196,7 +209,9 @@ func (r *waitRoom) leave(name string, w *waiter) {
 }
 
 // reconcile subscribes the room to its notifier while anyone waits, and
-// unsubscribes it when nobody does.
+// unsubscribes it when nobody does. A subscription that is a
+// dialect.Watcher watches the names of the room's queues (join and leave
+// keep it up to date).
 func (r *waitRoom) reconcile() {
 	if r.notifier == nil {
 		return
@@ -211,6 +226,11 @@ func (r *waitRoom) reconcile() {
 		sub = r.notifier.Subscribe(r)
 		r.mu.Lock()
 		r.sub = sub
+		if ws, ok := sub.(dialect.Watcher); ok {
+			for name := range r.queues {
+				ws.Watch(name)
+			}
+		}
 		r.mu.Unlock()
 	case !want && sub != nil:
 		r.mu.Lock()
@@ -266,9 +286,15 @@ func (r *waitRoom) Released(name string) {
 }
 
 // Lost implements dialect.Subscriber: heads poll until the connection is
-// back.
+// back. Each is woken, since a head asleep until its holder's lease ends
+// would otherwise sleep through releases nobody announces any more.
 func (r *waitRoom) Lost(err error) {
 	r.logger.Warn("sqllock: lost the listening connection; waiters poll until it is back", "err", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name := range r.queues {
+		r.kickLocked(name)
+	}
 }
 
 // listening reports whether notifications reach this room.

@@ -49,3 +49,26 @@ type Subscription interface {
 	// is told nothing more. Calling it again does nothing.
 	Unsubscribe()
 }
+
+// Watcher is implemented by a Subscription of a Notifier that announces
+// only the releases of names some process registered as waited for, such
+// as MySQL's (where each wake-up is addressed to a waiting process). The
+// subscriber calls Watch when a name gets its first waiter and Unwatch
+// when its last waiter leaves; Unsubscribe unwatches every name. While any
+// subscription watches a name, the notifier keeps it registered, and once
+// a registration is in place it announces the name once (Released), since
+// a release just before reached nobody. Both return at once, without a
+// round trip to the database, and may be called while the caller holds a
+// lock that its Subscriber methods take.
+type Watcher interface {
+	Watch(name string)
+	Unwatch(name string)
+}
+
+// VersionNotifier is implemented by a Notifier that also announces the
+// releases of the version table (Optimistic), so that optimistic waiters
+// listen too. VersionsAnnounced does nothing: it marks the capability.
+type VersionNotifier interface {
+	Notifier
+	VersionsAnnounced()
+}

@@ -67,7 +67,7 @@
 //
 // Announcements (dialect.Notifier): a subscriber is told Ready, and then
 // the names released, or reaped, while someone waited for them (marked by
-// Remaining), and no others.
+// Remaining, or by Watch for a dialect.Watcher), and no others.
 package dialecttest
 
 import (

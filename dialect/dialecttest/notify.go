@@ -44,7 +44,11 @@ func (s *subscriber) Lost(err error) {
 // or whose expired row was reaped, while someone waited for them (as
 // Remaining marks), in the order they were, and no others (a name may be
 // announced again when its released row is reaped); a second
-// subscriber listens on the connection already there.
+// subscriber listens on the connection already there. For a subscription
+// that is a dialect.Watcher, a name is waited for once watched (the registration is
+// announced once) and reaping is not announced; for a
+// dialect.VersionNotifier, releases of the version table are announced
+// too.
 func checkNotifier(t *testing.T, e *env) {
 	n := e.Dialect.(dialect.Notifier)
 	s := newSubscriber()
@@ -65,20 +69,13 @@ func checkNotifier(t *testing.T, e *env) {
 	defer sub2.Unsubscribe()
 	e.eventually("a second subscriber listens", sub2.Listening)
 
-	tb := e.table(Locks)
-	waited := func(name string) dialect.Lease {
-		t.Helper()
-		l := e.grant(tb, name, "o")
-		if _, ok, err := e.Dialect.Locks().Remaining(e.ctx, name); err != nil || !ok {
-			t.Fatalf("Remaining(%q): %v, %v", name, ok, err)
-		}
-		return l
-	}
+	watcher, watching := sub.(dialect.Watcher)
+	// seen holds, per subscriber, the names announced so far.
+	seen := map[*subscriber]map[string]bool{s: {}, s2: {}}
 	// announced checks that the next announcement s gets is want's. A name
 	// announced before may come again (the reaping of a released row that
 	// was waited for is announced too): a spare wake-up costs a waiter a
 	// query, a missing one a wait.
-	seen := map[*subscriber]map[string]bool{s: {}, s2: {}}
 	announced := func(s *subscriber, want string) {
 		t.Helper()
 		for {
@@ -98,17 +95,49 @@ func checkNotifier(t *testing.T, e *env) {
 			}
 		}
 	}
+	// waited grants name in tb and marks it waited for: by Remaining, or,
+	// for a Watcher, by Watch, whose registration is announced once.
+	waited := func(tb *table, name string) dialect.Lease {
+		t.Helper()
+		l := e.grant(tb, name, "o")
+		if watching {
+			watcher.Watch(name)
+			t.Cleanup(func() { watcher.Unwatch(name) })
+			announced(s, name)
+			announced(s2, name)
+			return l
+		}
+		if _, ok, err := e.Dialect.Locks().Remaining(e.ctx, name); err != nil || !ok {
+			t.Fatalf("Remaining(%q): %v, %v", name, ok, err)
+		}
+		return l
+	}
 
+	tb := e.table(Locks)
 	quiet := e.grant(tb, "notify-quiet", "o")
 	again := e.grant(tb, "notify-waited", "o")
-	w := waited("notify-waited")
+	w := waited(tb, "notify-waited")
 	e.release(tb, again, true) // one hold of two: not free yet
 	e.release(tb, quiet, true) // nobody waited
 	e.release(tb, w, true)
 	announced(s, w.Name)
 	announced(s2, w.Name)
 
-	x := waited("notify-reaped")
+	if _, ok := n.(dialect.VersionNotifier); ok {
+		vt := e.table(Versions)
+		quiet := e.grant(vt, "notify-quiet-version", "o")
+		v := waited(vt, "notify-version")
+		e.release(vt, quiet, true)
+		e.release(vt, v, true)
+		announced(s, v.Name)
+		announced(s2, v.Name)
+	}
+	if watching {
+		// A Watcher's waiters look again when the holder's lease ends:
+		// reaping an expired row need not be announced.
+		return
+	}
+	x := waited(tb, "notify-reaped")
 	e.expire(tb, x.Name)
 	e.reapAll()
 	announced(s, x.Name)

@@ -26,8 +26,9 @@ import (
 	"github.com/sqllock/sqllock/migrations"
 )
 
-// Dialect is the MySQL/MariaDB dialect. Create it with New. A Dialect is
-// safe for concurrent use; it starts no goroutines and holds no connection.
+// Dialect is the MySQL/MariaDB dialect. Create it with New, and Close it
+// when done: while its lockers wait, it keeps one connection of the pool
+// on which releases wake them. A Dialect is safe for concurrent use.
 type Dialect struct {
 	db       *sql.DB
 	database string // validated; "" means the connection's default database
@@ -39,6 +40,11 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	marks    marker // tags grant statements, so that they can be found and cancelled
 	clock    clockCheck
+
+	wlocks    *wakingLocks    // locks, whose releases wake waiters
+	wversions *wakingVersions // versions, whose releases wake waiters
+	bells     *bells          // this process's wake-ups
+	noWakeups bool            // WithoutWakeups
 }
 
 // Option configures a Dialect.

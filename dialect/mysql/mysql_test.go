@@ -17,12 +17,14 @@ import (
 	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
 	// Killed sessions are part of the suite: the driver's log of each is
 	// noise.
 	_ = gomysql.SetLogger(log.New(io.Discard, "", 0))
+	testutil.ChildMain(wakeChildEnv, wakeChild.run)
 	os.Exit(dbtest.Finish(m.Run()))
 }
 

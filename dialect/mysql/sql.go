@@ -159,11 +159,12 @@ type reapStmts struct {
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
-	versionFloor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
-	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks)
+	versionFloor, rowlocks, waiters := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_waiters"
+	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters)
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
+	d.wakeTables(c, locks, versions, waiters)
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
 		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),
@@ -176,10 +177,10 @@ func (d *Dialect) tables() error {
 var _ dialect.Optimistic = (*Dialect)(nil)
 
 // Locks implements dialect.Dialect.
-func (d *Dialect) Locks() dialect.LockTable { return d.locks }
+func (d *Dialect) Locks() dialect.LockTable { return d.wlocks }
 
 // Versions implements dialect.Optimistic.
-func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
+func (d *Dialect) Versions() dialect.VersionTable { return d.wversions }
 
 // cancelGrant prepares the cancelling of a grant: a mark to put in front of
 // the statement, by which another connection of the pool finds it in the

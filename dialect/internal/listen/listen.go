@@ -50,6 +50,7 @@ type Hub struct {
 // listener is one run of the listening goroutine.
 type listener struct {
 	cancel context.CancelFunc
+	down   bool // the subscribers were told Lost, and not Ready since
 }
 
 // New returns a Hub that runs listen while it has subscribers, and for
@@ -140,7 +141,7 @@ func (h *Hub) ready(l *listener) {
 	if h.current != l {
 		return
 	}
-	h.up = true
+	h.up, l.down = true, false
 	h.announced.Add(1)
 	for sub := range h.subs {
 		sub.s.Ready()
@@ -158,14 +159,16 @@ func (h *Hub) deliver(name string) {
 	}
 }
 
-// lost marks the hub down and tells the subscribers, unless l was stopped.
+// lost marks the hub down and tells the subscribers, unless l was stopped
+// or they were told already: a listener that keeps failing to reconnect
+// reports the outage once, not at every attempt.
 func (h *Hub) lost(l *listener, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.current != l {
+	if h.current != l || l.down {
 		return
 	}
-	h.up = false
+	h.up, l.down = false, true
 	for sub := range h.subs {
 		sub.s.Lost(err)
 	}

@@ -1,0 +1,18 @@
+package mysql
+
+// Test seams of the wake-ups.
+
+// GateBell makes every later attempt to start d's bell call gate first,
+// and fail with its error, if any.
+func GateBell(d *Dialect, gate func() error) {
+	d.bells.mu.Lock()
+	defer d.bells.mu.Unlock()
+	d.bells.gate = gate
+}
+
+// BellID returns the connection id of d's running bell, or 0.
+func BellID(d *Dialect) int64 {
+	d.bells.mu.Lock()
+	defer d.bells.mu.Unlock()
+	return d.bells.bell.id
+}

@@ -1,0 +1,758 @@
+package mysql
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/listen"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// Wake-ups without polling (see the README, "Wake-ups on MySQL and
+// MariaDB"). MySQL has no NOTIFY; instead, a process whose lockers wait
+// keeps one "bell": a connection of the pool asleep in a marked
+// SELECT SLEEP. The names the process waits for are registered in the
+// waiters table under the bell's connection id and a random tag that the
+// sleeping statement carries. A release that frees a name with registered
+// waiters (the release statement itself reports it, from the waiters
+// table's primary key) counts a ring in their rows and ends each bell's
+// sleep with KILL QUERY, once the process list shows that the connection
+// runs a statement with the bell's tag. The woken bell reads its rows with
+// rings it has not seen, announces their names to its lockers' waiting
+// rooms, records them as seen, and sleeps again.
+//
+// Nothing here decides who holds a lock: a lost wake-up delays a waiter
+// until the holder's lease ends (or its next poll), and a spurious one
+// costs it an acquire attempt.
+
+// Timing of the bell.
+const (
+	// bellSleep is the longest sleep of the bell statement; after it the
+	// bell refreshes its registrations.
+	bellSleep = 20 * time.Second
+	// registration is how long a registration lasts unless refreshed.
+	// Other processes' bells delete expired ones.
+	registration = 3 * bellSleep
+	// wakeLinger is how long the bell stays after the last waiter left.
+	wakeLinger = 500 * time.Millisecond
+	// wakeTimeout bounds the statements run beside the bell: ringing,
+	// registering, killing the bell's sleep.
+	wakeTimeout = 5 * time.Second
+)
+
+// errInterrupted is MySQL's ER_QUERY_INTERRUPTED: what KILL QUERY makes of
+// the bell's sleep on MariaDB (MySQL ends a statement whose only work is
+// SLEEP with the result 1 instead).
+const errInterrupted = 1317
+
+// bellID identifies one bell connection: the server's connection id and
+// the tag of its statements. The zero value is no bell.
+type bellID struct {
+	id  int64
+	tag string
+}
+
+// wakeStmts are the statements of the wake-ups, on the waiters table.
+type wakeStmts struct {
+	sleep, rung, seen, refresh, expired, forget string
+	register, unregister                        string // a VALUES row or IN list is appended
+	ringMark, ringFind                          string
+}
+
+func newWakeStmts(waiters string) wakeStmts {
+	return wakeStmts{
+		// The EXISTS is read once the statement is in the process list:
+		// a ring committed before it is seen here, a ring committed
+		// after it finds the statement and kills it.
+		sleep:   `IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = ? AND rung > seen), 2, SLEEP(?))`,
+		rung:    `SELECT name, rung FROM ` + waiters + ` WHERE bell = ? AND rung > seen`,
+		seen:    `UPDATE ` + waiters + ` SET seen = GREATEST(seen, ?) WHERE bell = ? AND name = ?`,
+		refresh: `UPDATE ` + waiters + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE bell = ?`,
+		expired: `DELETE FROM ` + waiters + ` WHERE expires_at < ` + now + ` LIMIT 100`,
+		forget:  `DELETE FROM ` + waiters + ` WHERE bell = ?`,
+		// A new registration counts a ring at once: a release just
+		// before it found nobody to wake.
+		register:   `INSERT INTO ` + waiters + ` (name, bell, tag, rung, seen, expires_at) VALUES `,
+		unregister: `DELETE FROM ` + waiters + ` WHERE bell = ? AND name IN `,
+		ringMark:   `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE name = ?`,
+		// The bells registered for a name, each with the connection that
+		// runs a statement with its tag now, if any: only such a
+		// connection is killed. Connection ids start again after a
+		// server restart, and another session's statement is never
+		// ended.
+		ringFind: `SELECT p.ID FROM ` + waiters + ` w LEFT JOIN information_schema.PROCESSLIST p
+  ON p.ID = w.bell AND p.INFO LIKE CONCAT('/* sqllock bell ', w.tag, ' */%')
+WHERE w.name = ?`,
+	}
+}
+
+// bells keeps the process's bell (through a listen.Hub, which runs it
+// while anyone subscribes) and the registrations of the names its waiting
+// rooms watch.
+type bells struct {
+	db    *sql.DB
+	hub   *listen.Hub
+	stmts wakeStmts
+
+	ctx    context.Context // ends with Close, for the keeper
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	watched    map[string]int       // names waited for, by how many rooms
+	idle       map[string]time.Time // registered names nobody waits for, since when
+	kick       chan struct{}        // wakes a keeper waiting to unregister
+	bell       bellID          // the running bell, once it sleeps
+	registered map[string]bool // names registered for bell
+	keeping    bool            // the keeper goroutine runs
+	broken     bellID          // a bell whose registrations failed: it stops
+	keeper     sync.WaitGroup
+	gate       func() error // test seam: refuses to start a bell
+}
+
+func newBells(db *sql.DB, waiters string) *bells {
+	b := &bells{db: db, stmts: newWakeStmts(waiters), watched: make(map[string]int),
+		idle: make(map[string]time.Time), kick: make(chan struct{}, 1)}
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.hub = listen.New(b.listen, wakeLinger)
+	return b
+}
+
+// close stops the bell and the keeper, and waits for both or ctx.
+func (b *bells) close(ctx context.Context) error {
+	err := b.hub.Close(ctx)
+	b.cancel()
+	done := make(chan struct{})
+	go func() { b.keeper.Wait(); close(done) }()
+	select {
+	case <-done:
+		return err
+	case <-ctx.Done():
+		return errors.Join(err, ctx.Err())
+	}
+}
+
+// watch counts one more room waiting for name.
+func (b *bells) watch(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.watched[name]++
+	if b.watched[name] == 1 {
+		delete(b.idle, name)
+		b.keepLocked()
+	}
+}
+
+// unwatch counts one room less waiting for name. Its registration stays
+// for wakeLinger: lockers taking turns on a name would otherwise register
+// it again at every hand-off.
+func (b *bells) unwatch(name string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.watched[name]--; b.watched[name] <= 0 {
+		delete(b.watched, name)
+		b.idle[name] = time.Now()
+		b.keepLocked()
+	}
+}
+
+// keepLocked starts the keeper, or wakes it, unless no bell sleeps (a new
+// bell registers every watched name). b.mu is held.
+func (b *bells) keepLocked() {
+	if b.bell == (bellID{}) || b.ctx.Err() != nil {
+		return
+	}
+	if b.keeping {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	b.keeping = true
+	b.keeper.Add(1)
+	go b.keep()
+}
+
+// keep brings the registrations of the running bell in line with the
+// watched names (unregistering a name wakeLinger after its last waiter
+// left), until they match.
+func (b *bells) keep() {
+	defer b.keeper.Done()
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		b.mu.Lock()
+		bell := b.bell
+		var (
+			add, drop []string
+			next      time.Duration // until the next name to unregister; 0: none
+		)
+		for name := range b.watched {
+			if !b.registered[name] {
+				add = append(add, name)
+			}
+		}
+		for name := range b.registered {
+			if b.watched[name] > 0 {
+				continue
+			}
+			switch left := wakeLinger - time.Since(b.idle[name]); {
+			case left <= 0:
+				drop = append(drop, name)
+			case next == 0 || left < next:
+				next = left
+			}
+		}
+		if bell == (bellID{}) || len(add)+len(drop) == 0 && next == 0 || b.ctx.Err() != nil {
+			b.keeping = false
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		if len(add)+len(drop) == 0 {
+			if timer == nil {
+				timer = time.NewTimer(next)
+			} else {
+				timer.Reset(next)
+			}
+			select {
+			case <-timer.C:
+			case <-b.kick:
+				timer.Stop()
+			case <-b.ctx.Done():
+			}
+			continue
+		}
+		add, drop = add[:min(len(add), 100)], drop[:min(len(drop), 100)]
+		err := b.sync(bell, add, drop)
+		b.mu.Lock()
+		if err != nil {
+			// The bell's registrations are unknown: it stops, so that
+			// its waiters poll, and the next bell registers again.
+			b.keeping, b.broken = false, bell
+			b.mu.Unlock()
+			b.kill(bell.id)
+			return
+		}
+		if b.bell == bell {
+			for _, name := range add {
+				b.registered[name] = true
+			}
+			for _, name := range drop {
+				// Watched again meanwhile: registered again at the
+				// next turn.
+				delete(b.registered, name)
+				delete(b.idle, name)
+			}
+		}
+		b.mu.Unlock()
+	}
+}
+
+// sync registers add and unregisters drop for bell, and wakes the bell to
+// announce the new names.
+func (b *bells) sync(bell bellID, add, drop []string) error {
+	ctx, cancel := context.WithTimeout(b.ctx, wakeTimeout)
+	defer cancel()
+	if len(drop) > 0 {
+		args := []any{bell.id}
+		for _, name := range drop {
+			args = append(args, name)
+		}
+		if _, err := b.db.ExecContext(ctx, b.stmts.unregister+"("+placeholders(len(drop))+")", args...); err != nil {
+			return err
+		}
+	}
+	if len(add) == 0 {
+		return nil
+	}
+	var (
+		text strings.Builder
+		args []any
+	)
+	text.WriteString(b.stmts.register)
+	for i, name := range add {
+		if i > 0 {
+			text.WriteString(", ")
+		}
+		text.WriteString("(?, ?, ?, 1, 0, " + now + " + INTERVAL ? MICROSECOND)")
+		args = append(args, name, bell.id, bell.tag, registration.Microseconds())
+	}
+	text.WriteString(" ON DUPLICATE KEY UPDATE rung = rung + 1, expires_at = VALUES(expires_at)")
+	if _, err := b.db.ExecContext(ctx, text.String(), args...); err != nil {
+		return err
+	}
+	return b.killOn(ctx, bell.id)
+}
+
+// placeholders returns n comma-separated question marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// ring wakes the processes waiting for name: it counts a ring in their
+// registrations and ends their bells' sleep. It is best effort, on a
+// context that ctx's end does not cut short (the release is done): a
+// waiter that is not woken waits until the released lease would have
+// ended.
+//
+// The bells are looked up while the ring is counted, on another
+// connection of the pool, which saves a round trip. A bell found asleep
+// then is killed after the count committed, so it reads the count after
+// waking (if its sleep ended meanwhile, the kill ends its next statement,
+// or, between statements, its next sleep sees the count). A bell found
+// awake might start a sleep that does not see the count yet: it is looked
+// up again once the count committed.
+func (b *bells) ring(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
+	defer cancel()
+	type found struct {
+		ids   []int64
+		awake bool
+		err   error
+	}
+	early := make(chan found, 1)
+	go func() {
+		var f found
+		f.ids, f.awake, f.err = b.findBells(ctx, name)
+		early <- f
+	}()
+	_, err := b.db.ExecContext(ctx, b.stmts.ringMark, name)
+	f := <-early
+	if err != nil {
+		return
+	}
+	if f.err != nil || f.awake {
+		if f.ids, _, f.err = b.findBells(ctx, name); f.err != nil {
+			return
+		}
+	}
+	for _, id := range f.ids {
+		_ = b.killOn(ctx, id)
+	}
+}
+
+// findBells returns the connections asleep in the bell statement of a
+// registration for name, and whether some registration's bell is not.
+func (b *bells) findBells(ctx context.Context, name string) (ids []int64, awake bool, err error) {
+	rows, err := b.db.QueryContext(ctx, b.stmts.ringFind, name)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id sql.NullInt64
+		if err := rows.Scan(&id); err != nil {
+			return nil, false, err
+		}
+		if id.Valid {
+			ids = append(ids, id.Int64)
+		} else {
+			awake = true
+		}
+	}
+	return ids, awake, rows.Err()
+}
+
+// kill ends the statement of connection id, if it runs one, on a context
+// of its own.
+func (b *bells) kill(id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	_ = b.killOn(ctx, id)
+}
+
+// killOn ends the statement of connection id with KILL QUERY. A connection
+// that is gone is no error.
+func (b *bells) killOn(ctx context.Context, id int64) error {
+	_, err := b.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1094 { // unknown thread id
+		return nil
+	}
+	return err
+}
+
+// listen is the hub's listen.Func: one bell connection, from the pool,
+// discarded afterwards.
+func (b *bells) listen(ctx context.Context, ready func(), released func(string)) (err error) {
+	b.mu.Lock()
+	gate := b.gate
+	b.mu.Unlock()
+	if gate != nil {
+		if err := gate(); err != nil {
+			return err
+		}
+	}
+	conn, err := b.db.Conn(ctx)
+	if err != nil {
+		return wrap(err)
+	}
+	defer func() {
+		// The session was changed and may be mid-statement: never back
+		// to the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		_ = conn.Close()
+	}()
+	bell, err := b.open(ctx, conn)
+	if err != nil {
+		return err
+	}
+	// When ctx ends, the driver closes the connection, which does not end
+	// the server's sleep: a KILL QUERY does.
+	killed := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		b.kill(bell.id)
+	})
+	defer func() {
+		if !stop() {
+			<-killed
+		}
+	}()
+	b.attach(bell)
+	defer b.detach(bell)
+	ready()
+	return b.ringLoop(ctx, conn, bell, released)
+}
+
+// open prepares conn as a bell: its id, a session that reads the latest
+// committed rows and takes no gap locks, and a check that wake-ups can
+// reach it (not on a Galera cluster, where a release may run on a node that
+// does not see this connection). Expired registrations of other bells are
+// deleted.
+func (b *bells) open(ctx context.Context, conn *sql.Conn) (bellID, error) {
+	var bell bellID
+	if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&bell.id); err != nil {
+		return bell, wrap(err)
+	}
+	var key, size string
+	err := conn.QueryRowContext(ctx, `SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'`).Scan(&key, &size)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return bell, wrap(err)
+	case size != "" && size != "0" && size != "1":
+		return bell, fmt.Errorf("%w: wake-ups need every process on one server, and this is a Galera cluster of %s nodes", dialect.ErrUnsupported, size)
+	}
+	if _, err := conn.ExecContext(ctx, `SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED`); err != nil {
+		return bell, wrap(err)
+	}
+	if _, err := conn.ExecContext(ctx, b.stmts.expired); err != nil {
+		return bell, wrap(err)
+	}
+	var tag [8]byte
+	_, _ = rand.Read(tag[:])
+	bell.tag = hex.EncodeToString(tag[:])
+	return bell, nil
+}
+
+// attach makes bell the one registrations go to, and registers every
+// watched name for it.
+func (b *bells) attach(bell bellID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.bell, b.registered = bell, make(map[string]bool)
+	clear(b.idle)
+	b.keepLocked()
+}
+
+// detach forgets bell and deletes its registrations: releases stop
+// looking for it.
+func (b *bells) detach(bell bellID) {
+	b.mu.Lock()
+	if b.bell == bell {
+		b.bell, b.registered = bellID{}, nil
+	}
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	_, _ = b.db.ExecContext(ctx, b.stmts.forget, bell.id)
+}
+
+// ringLoop sleeps on conn until rung, announces the rung names, and sleeps
+// again, until ctx ends or a statement fails. Every sleep period it
+// refreshes the bell's registrations and deletes expired ones of others.
+func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, released func(string)) error {
+	sleep := `/* sqllock bell ` + bell.tag + ` */ SELECT ` + b.stmts.sleep
+	refreshed := time.Now()
+	check := true // rung names may wait
+	for {
+		if check {
+			// Announced before they are recorded as seen, which is off
+			// the hand-off's path: if recording fails, they are
+			// announced again.
+			names, counts, err := b.takeRung(ctx, conn, bell)
+			if err == nil {
+				for _, name := range names {
+					released(name)
+				}
+				err = b.see(ctx, conn, bell, names, counts)
+			}
+			switch {
+			case interrupted(err):
+				continue
+			case err != nil:
+				return wrap(err)
+			}
+		}
+		if time.Since(refreshed) >= bellSleep {
+			err := b.refresh(ctx, conn, bell)
+			if err == nil {
+				_, err = conn.ExecContext(ctx, b.stmts.expired)
+			}
+			switch {
+			case interrupted(err):
+				check = true
+				continue
+			case err != nil:
+				return wrap(err)
+			}
+			refreshed = time.Now()
+		}
+		var r int
+		err := conn.QueryRowContext(ctx, sleep, bell.id, bellSleep.Seconds()).Scan(&r)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case b.isBroken(bell):
+			return errors.New("mysql: registering waiters failed")
+		case interrupted(err):
+			check = true
+		case err != nil:
+			return wrap(err)
+		default:
+			check = r != 0 // 0: slept its time; 1: woken (MySQL); 2: rung
+		}
+	}
+}
+
+// refresh extends bell's registrations. Some may be gone: deleted as
+// expired by another process's bell while this process was stalled. Then
+// every name is registered again.
+func (b *bells) refresh(ctx context.Context, conn *sql.Conn, bell bellID) error {
+	res, err := conn.ExecContext(ctx, b.stmts.refresh, registration.Microseconds(), bell.id)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected() // each row's expiry changes: affected = matched
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bell == bell && int(n) < len(b.registered) {
+		b.registered = make(map[string]bool)
+		b.keepLocked()
+	}
+	return nil
+}
+
+// isBroken reports whether bell must stop, as its registrations failed.
+func (b *bells) isBroken(bell bellID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.broken == bell
+}
+
+// takeRung reads the names with rings that bell has not announced, and
+// returns them with what it read; seeing them afterwards records the
+// counts read, not the latest: a ring in between stays unseen.
+func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]string, []int64, error) {
+	rows, err := conn.QueryContext(ctx, b.stmts.rung, bell.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var (
+		names  []string
+		counts []int64
+	)
+	for rows.Next() {
+		var (
+			name []byte
+			n    int64
+		)
+		if err := rows.Scan(&name, &n); err != nil {
+			return nil, nil, err
+		}
+		names, counts = append(names, string(name)), append(counts, n)
+	}
+	return names, counts, rows.Err()
+}
+
+// see records that bell announced the rings counted for names.
+func (b *bells) see(ctx context.Context, conn *sql.Conn, bell bellID, names []string, counts []int64) error {
+	for i, name := range names {
+		if _, err := conn.ExecContext(ctx, b.stmts.seen, counts[i], bell.id, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interrupted reports whether err is a statement ended by KILL QUERY.
+func interrupted(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errInterrupted
+}
+
+// wakingLocks is the lock table whose releases ring.
+type wakingLocks struct {
+	*sqlrun.LockTable
+	waking
+}
+
+// wakingVersions is the version table whose releases ring.
+type wakingVersions struct {
+	*sqlrun.VersionTable
+	waking
+}
+
+// waking is the release of a lease table that rings the waiters of a name
+// it freed. Its statement reports, as its insert id, 0 when it matched no
+// lease, 2 when it freed the name and some process registered as waiting
+// for it, and 1 otherwise.
+type waking struct {
+	run   *sqlrun.Runner
+	stmt  sqlrun.Stmt
+	bells *bells
+}
+
+// Release implements dialect.LeaseTable.
+func (w *waking) Release(ctx context.Context, l dialect.Lease) (bool, error) {
+	n, err := w.run.Int(ctx, &w.stmt, &sqlrun.Params{Name: l.Name, Owner: l.Owner, Token: l.Token})
+	if n == 2 {
+		w.bells.ring(ctx, l.Name)
+	}
+	return n > 0, err
+}
+
+// wakingRelease is the release statement of table, whose token column is
+// token. The assignment of the token column to itself carries the result
+// in LAST_INSERT_ID(expr), evaluated after holds was decremented (MySQL
+// assigns left to right) and only for a matched row; the waiters table is
+// looked up by its primary key only when the release frees the name.
+func wakingRelease(table, token, waiters string) sqlrun.SQL {
+	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = IF(holds = 0, %[3]s, expires_at),
+  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND EXISTS(SELECT 1 FROM %[4]s w WHERE w.name = %[1]s.name), 2, 1))
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released, waiters))
+}
+
+// wakeTables compiles the lease tables whose releases ring, on the waiters
+// table waiters.
+func (d *Dialect) wakeTables(c *sqlrun.Compiler, locks, versions, waiters string) {
+	d.bells = newBells(d.db, waiters)
+	d.wlocks = &wakingLocks{LockTable: d.locks, waking: waking{run: d.run, bells: d.bells,
+		stmt: c.Compile(wakingRelease(locks, "token", waiters))}}
+	d.wversions = &wakingVersions{VersionTable: d.versions, waking: waking{run: d.run, bells: d.bells,
+		stmt: c.Compile(wakingRelease(versions, "version", waiters))}}
+}
+
+var (
+	_ dialect.Notifier        = (*Dialect)(nil)
+	_ dialect.VersionNotifier = (*Dialect)(nil)
+	_ dialect.Watcher         = (*watching)(nil)
+)
+
+// Subscribe implements dialect.Notifier. While any locker built on the
+// dialect has waiters (and for half a second after), the dialect keeps one
+// bell connection, taken from the pool, on which releases anywhere wake
+// this process; see the README, "Wake-ups on MySQL and MariaDB". Close
+// stops it. The subscription is a dialect.Watcher: only the names it
+// watches are announced.
+func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
+	if d.noWakeups {
+		return unheard{}
+	}
+	return &watching{Subscription: d.bells.hub.Subscribe(s), b: d.bells, names: make(map[string]bool)}
+}
+
+// WithoutWakeups turns the wake-ups off: waiters poll, as they must where a
+// release cannot reach the connection a waiting process sleeps on (a proxy
+// that spreads connections over several servers, a multi-primary cluster
+// other than Galera, which is detected), or where the dialect must never
+// hold a connection of its own.
+func WithoutWakeups() Option {
+	return func(d *Dialect) error {
+		d.noWakeups = true
+		return nil
+	}
+}
+
+// unheard is the subscription of a dialect without wake-ups: nothing is
+// ever announced.
+type unheard struct{}
+
+func (unheard) Listening() bool { return false }
+func (unheard) Unsubscribe()    {}
+
+// Announced implements dialect.Notifier.
+func (d *Dialect) Announced() uint64 { return d.bells.hub.Announced() }
+
+// VersionsAnnounced implements dialect.VersionNotifier.
+func (d *Dialect) VersionsAnnounced() {}
+
+// watching is a subscription with the names it watches.
+type watching struct {
+	dialect.Subscription
+	b     *bells
+	mu    sync.Mutex
+	names map[string]bool // nil once unsubscribed
+}
+
+// Watch implements dialect.Watcher.
+func (w *watching) Watch(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.names != nil && !w.names[name] {
+		w.names[name] = true
+		w.b.watch(name)
+	}
+}
+
+// Unwatch implements dialect.Watcher.
+func (w *watching) Unwatch(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.names[name] {
+		delete(w.names, name)
+		w.b.unwatch(name)
+	}
+}
+
+// Unsubscribe implements dialect.Subscription; it unwatches every name.
+func (w *watching) Unsubscribe() {
+	w.Subscription.Unsubscribe()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name := range w.names {
+		w.b.unwatch(name)
+	}
+	w.names = nil
+}
+
+// Close stops the bell connection, if one runs, and waits until the
+// dialect's goroutines have ended or ctx ends (then it returns ctx's
+// error). The *sql.DB belongs to the caller and stays open; lockers on
+// the dialect keep working, but their waiters poll. Calling it again does
+// no harm.
+func (d *Dialect) Close(ctx context.Context) error {
+	return d.bells.close(ctx)
+}

@@ -1,0 +1,375 @@
+package mysql_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
+)
+
+// wakeChildEnv carries a wakeChild's config to a child process.
+const wakeChildEnv = "SQLLOCK_TEST_MYSQL_WAKE_CHILD"
+
+// wakeChild is a child process that holds a lock until told to release
+// it: it prints "held", waits for a line on its standard input, releases,
+// and prints "released".
+type wakeChild struct {
+	DSN, Database, Name string
+}
+
+func (c wakeChild) run() error {
+	ctx := context.Background()
+	db, err := sql.Open("mysql", c.DSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	d, err := mysql.New(db, mysql.WithDatabase(c.Database))
+	if err != nil {
+		return err
+	}
+	defer d.Close(ctx)
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	if err != nil {
+		return err
+	}
+	k, err := l.TryAcquire(ctx, c.Name)
+	if err != nil {
+		return err
+	}
+	fmt.Println("held")
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return err
+	}
+	if err := k.Release(ctx); err != nil {
+		return err
+	}
+	fmt.Println("released")
+	return nil
+}
+
+// recorder is a dialect.Subscriber that records what it is told.
+type recorder chan string
+
+func (r recorder) Ready()               { r <- "ready" }
+func (r recorder) Released(name string) { r <- "released " + name }
+func (r recorder) Lost(err error)       { r <- "lost" }
+
+// next returns what r is told next.
+func (r recorder) next(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	select {
+	case got := <-r:
+		return got
+	case <-ctx.Done():
+		t.Fatal("nothing announced")
+		return ""
+	}
+}
+
+// expect checks that r is told want next.
+func (r recorder) expect(ctx context.Context, t *testing.T, want string) {
+	t.Helper()
+	if got := r.next(ctx, t); got != want {
+		t.Fatalf("told %q, want %q", got, want)
+	}
+}
+
+// wakeEnv is a migrated dialect of the test's own, closed at the end.
+func wakeEnv(t *testing.T) (*mysql.Dialect, *sql.DB, string) {
+	t.Helper()
+	db, database := dbtest.MySQL(t)
+	d, err := mysql.New(db, mysql.WithDatabase(database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("closing the dialect: %v", err)
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	if err := sqllock.Migrate(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	return d, db, database
+}
+
+// watch subscribes r to d and watches name, and waits until the bell is
+// up and the registration of name has been announced.
+func watch(ctx context.Context, t *testing.T, d *mysql.Dialect, r recorder, name string) dialect.Subscription {
+	t.Helper()
+	sub := d.Subscribe(r)
+	t.Cleanup(sub.Unsubscribe)
+	sub.(dialect.Watcher).Watch(name)
+	r.expect(ctx, t, "ready")
+	r.expect(ctx, t, "released "+name)
+	return sub
+}
+
+// A release in another process wakes this process's bell, which
+// announces the name; a waiter of this process acquires. Nothing polls
+// within the test: leases last 10 minutes, and so does the waiter's
+// backoff.
+func TestWakeFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, _, database := wakeEnv(t)
+	cmd, err := testutil.ChildCommand(ctx, wakeChildEnv, wakeChild{DSN: dbtest.MySQLDSN(t), Database: database, Name: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		in.Close()
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("child: %v; %s", err, stderr.String())
+		}
+	}()
+	lines := bufio.NewScanner(out)
+	if !lines.Scan() || lines.Text() != "held" {
+		t.Fatalf("child: %q, %v; want held", lines.Text(), lines.Err())
+	}
+
+	r := make(recorder, 16)
+	watch(ctx, t, d, r, "x")
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(ctx, "x")
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	if _, err := io.WriteString(in, "release\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !lines.Scan() || lines.Text() != "released" {
+		t.Fatalf("child: %q, %v; want released", lines.Text(), lines.Err())
+	}
+	// The only announcement of x after its registration's is the ring
+	// of the child's release (a new bell would say ready first).
+	r.expect(ctx, t, "released x")
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
+
+// logCounter counts the warnings logged through it.
+type logCounter struct {
+	slog.Handler
+	warns *atomic.Int64
+}
+
+func (logCounter) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h logCounter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn {
+		h.warns.Add(1)
+	}
+	return nil
+}
+
+// A bell whose connection is killed, and that cannot start again, leaves
+// waiters polling: a release still reaches them, and the outage is logged
+// once, however often the bell is retried.
+func TestKilledBellDegradesToPolling(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, db, _ := wakeEnv(t)
+	var warns atomic.Int64
+	logger := slog.New(logCounter{slog.DiscardHandler, &warns})
+	holder, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := make(recorder, 16)
+	sub := watch(ctx, t, d, r, "warm-up")
+
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond, Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(ctx, "x")
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	// The waiter's room watches x: once x is registered, the bell
+	// announces it to every subscriber.
+	r.expect(ctx, t, "released x")
+
+	var (
+		mu       sync.Mutex
+		attempts int
+	)
+	refused := errors.New("refused by the test")
+	mysql.GateBell(d, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts++
+		return refused
+	})
+	id := mysql.BellID(d)
+	if id == 0 {
+		t.Fatal("no bell while subscribed")
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil {
+		t.Fatal(err)
+	}
+	r.expect(ctx, t, "lost")
+	if sub.Listening() {
+		t.Fatal("listening after the bell was killed")
+	}
+	testutil.Eventually(ctx, t, "the bell retried twice more", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts >= 3
+	})
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	select {
+	case what := <-r:
+		t.Fatalf("told %q while the bell could not start", what)
+	default:
+	}
+	if n := warns.Load(); n != 1 {
+		t.Fatalf("%d warnings logged, want 1", n)
+	}
+}
+
+// WithoutWakeups: a subscription never listens, and waiters poll.
+func TestWithoutWakeups(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, db, database := wakeEnv(t)
+	d, err := mysql.New(db, mysql.WithDatabase(database), mysql.WithoutWakeups())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := make(recorder, 16)
+	sub := d.Subscribe(r)
+	defer sub.Unsubscribe()
+	if sub.Listening() {
+		t.Fatal("listening without wake-ups")
+	}
+	holder, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(ctx, "x")
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	select {
+	case what := <-r:
+		t.Fatalf("told %q without wake-ups", what)
+	default:
+	}
+}
+
+// Optimistic waiters listen too: the version table's releases ring. Nothing
+// polls within the test (10-minute leases and backoff), so the waiter
+// acquires only through wake-ups.
+func TestOptimisticWaiterWoken(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, _, _ := wakeEnv(t)
+	r := make(recorder, 16)
+	watch(ctx, t, d, r, "warm-up")
+	opts := sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+	holder, err := sqllock.NewOptimistic(d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sqllock.NewOptimistic(d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k, err := l.Acquire(ctx, "v")
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	r.expect(ctx, t, "released v") // the waiter's room watches v
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+}
