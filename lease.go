@@ -288,7 +288,7 @@ func (l *lease) releaseHold(ctx context.Context) error {
 		// Renewing while the lock is being freed would report a false loss.
 		l.stopRenewal()
 	}
-	ok, err := l.ls.store.Release(ctx, l.ref)
+	ok, err := l.ls.store.Release(ctx, l.ref, l.ls.opts.MinHold)
 	if err != nil {
 		l.mu.Lock()
 		l.startRenewal()

@@ -114,6 +114,16 @@ type Options struct {
 	// MaxBackoff caps the jittered wait between attempts of Acquire when the
 	// holder's lease does not end sooner. Default 500ms.
 	MaxBackoff time.Duration
+	// MinHold is the minimum hold: a lock released sooner than MinHold
+	// after it was acquired (on the database clock) stays taken until
+	// then — by nobody, its owner included — and is free afterwards with
+	// no process left to release it (it simply expires, and the next
+	// acquirer takes it over). It makes a short job run once however
+	// far apart its replicas start within MinHold; see TryDo for the
+	// periodic-job pattern. A holder that dies without releasing frees
+	// its lock when the lease expires, as without MinHold. Default 0: a
+	// release frees the lock at once.
+	MinHold time.Duration
 	// Logger receives renewal warnings and lost-lock reports. Default: none.
 	Logger *slog.Logger
 }
@@ -126,7 +136,7 @@ const (
 )
 
 func (o Options) withDefaults() (Options, error) {
-	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 {
+	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 || o.MinHold < 0 {
 		return o, fmt.Errorf("%w: durations must not be negative", ErrInvalidOptions)
 	}
 	if o.TTL == 0 {

@@ -85,7 +85,7 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		case !row.Live:
 			token = row.Version + 1
 			got, err = o.versions.Take(ctx, p)
-		case row.Owner == owner:
+		case row.Owner == owner && row.Holds > 0:
 			token = row.Version
 			got, err = o.versions.Reenter(ctx, p)
 		default:

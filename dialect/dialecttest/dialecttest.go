@@ -325,7 +325,7 @@ func versionTable(vt dialect.VersionTable) *table {
 		switch {
 		case !ok:
 			return vt.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: ttl})
-		case row.Live && row.Owner == owner:
+		case row.Live && row.Owner == owner && row.Holds > 0:
 			swapped, err = vt.Reenter(ctx, p)
 		case row.Live:
 			return 0, nil
@@ -372,10 +372,21 @@ func (e *env) refused(tb *table, name, owner string) {
 // release releases one hold of l and checks the reply.
 func (e *env) release(tb *table, l dialect.Lease, want bool) {
 	e.t.Helper()
-	ok, err := tb.stmts.Release(e.ctx, l)
+	ok, err := tb.stmts.Release(e.ctx, l, 0)
 	e.must(err, "Release "+l.Name)
 	if ok != want {
 		e.t.Fatalf("Release(%+v) = %v, want %v", l, ok, want)
+	}
+}
+
+// releaseMin releases one hold of l with a minimum hold and checks the
+// reply.
+func (e *env) releaseMin(tb *table, l dialect.Lease, minHold time.Duration, want bool) {
+	e.t.Helper()
+	ok, err := tb.stmts.Release(e.ctx, l, minHold)
+	e.must(err, "Release "+l.Name)
+	if ok != want {
+		e.t.Fatalf("Release(%+v, min hold %v) = %v, want %v", l, minHold, ok, want)
 	}
 }
 
