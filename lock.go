@@ -176,6 +176,35 @@ func Do(ctx context.Context, l Locker, name string, fn func(ctx context.Context)
 	return errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
 }
 
+// TryDo runs fn under the lock name if the lock is free: it acquires name
+// with l.TryAcquire, runs fn with the lock's context, and releases the lock
+// even if ctx has ended. When another owner holds the lock it returns
+// (false, nil) at once, without running fn: skipping is the expected
+// outcome of a job that another replica runs. Otherwise ran is true once
+// fn ran, and err is fn's error joined with the release error, if any; an
+// error of the acquisition itself is returned with ran false.
+//
+// For a job that every replica starts at the same time (cron, a ticker),
+// give the locker a minimum hold (Options.MinHold) a little below the
+// job's period: a replica whose start is late by less than that finds the
+// lock still taken after a short job released it, and skips, so the job
+// runs once per period; the lock is free again before the next period,
+// even if the replica that ran the job has exited.
+//
+//	locker, _ := sqllock.NewTable(d, sqllock.Options{MinHold: 50 * time.Minute})
+//	ran, err := sqllock.TryDo(ctx, locker, "report:hourly", report) // every hour, on every replica
+func TryDo(ctx context.Context, l Locker, name string, fn func(ctx context.Context) error) (ran bool, err error) {
+	lock, err := l.TryAcquire(ctx, name)
+	if errors.Is(err, ErrLocked) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ferr := fn(lock.Context())
+	return true, errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
+}
+
 // holding is one acquisition behind Lock handles: a lease (table and
 // optimistic strategies) or a row lock (pessimistic).
 type holding interface {

@@ -257,8 +257,11 @@ Exit status: COMMAND's own (128+N if it died of signal N); 75 if the lock was
 not acquired (--no-wait and busy, or --timeout passed); 76 if it was lost;
 64 usage; 69 database unreachable or schema missing.
 
-Only one of five machines runs the job, from crontab:
-  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run --no-wait report -- /usr/local/bin/report
+With --min-hold the lock stays taken until that long after it was acquired
+(database clock), even if COMMAND ends sooner, and then frees itself. Only
+one of five machines runs the job, from crontab (a min-hold a little below
+the period: a replica that starts late still finds the lock taken):
+  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run --no-wait --min-hold 4m report -- /usr/local/bin/report
 `,
 	"migrate": `up applies the embedded migrations (idempotent, safe to run from many
 processes at once); down drops every sqllock table; version prints the

@@ -30,6 +30,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	noWait := fs.Bool("no-wait", false, "exit 75 at once if another process holds the lock")
 	timeout := fs.Duration("timeout", 0, "wait at most this long for the lock, then exit 75 (0: no limit)")
 	grace := fs.Duration("grace", 10*time.Second, "after a lost lock, how long the command has between SIGTERM and SIGKILL")
+	minHold := fs.Duration("min-hold", 0, "keep the lock taken until this long after it was acquired, even if the command ends sooner (database clock; table and optimistic): a short job run by several replicas runs once")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) < 2 {
 			return usageError{"run needs a lock name and a command: sqllock run NAME -- COMMAND [ARGS...]"}
@@ -47,10 +48,13 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 		if *noWait {
 			*wait = false
 		}
-		if *timeout < 0 || *grace < 0 {
-			return usageError{"--timeout and --grace must not be negative"}
+		if *timeout < 0 || *grace < 0 || *minHold < 0 {
+			return usageError{"--timeout, --grace and --min-hold must not be negative"}
 		}
-		r := &runner{name: name, argv: cmdArgs, strategy: *strategy, ttl: *ttl, wait: *wait, timeout: *timeout, grace: *grace}
+		if *minHold > 0 && *strategy == "pessimistic" {
+			return usageError{"--min-hold needs --strategy table or optimistic: a pessimistic lock ends with its transaction"}
+		}
+		r := &runner{name: name, argv: cmdArgs, strategy: *strategy, ttl: *ttl, wait: *wait, timeout: *timeout, grace: *grace, minHold: *minHold}
 		return r.run(ctx, *dsn)
 	}
 }
@@ -63,19 +67,20 @@ type runner struct {
 	wait     bool
 	timeout  time.Duration
 	grace    time.Duration
+	minHold  time.Duration
 }
 
 // newLocker builds the locker of a --strategy.
-func newLocker(d dialect.Dialect, strategy string, ttl time.Duration) (sqllock.Locker, error) {
+func newLocker(d dialect.Dialect, strategy string, ttl, minHold time.Duration) (sqllock.Locker, error) {
 	var (
 		l   sqllock.Locker
 		err error
 	)
 	switch strategy {
 	case "table":
-		l, err = sqllock.NewTable(d, sqllock.Options{TTL: ttl})
+		l, err = sqllock.NewTable(d, sqllock.Options{TTL: ttl, MinHold: minHold})
 	case "optimistic":
-		l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: ttl})
+		l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: ttl, MinHold: minHold})
 	case "pessimistic":
 		l, err = newPessimistic(d)
 	default:
@@ -101,7 +106,7 @@ func (r *runner) run(ctx context.Context, dsn string) error {
 	if err := t.ready(ctx); err != nil {
 		return err
 	}
-	locker, err := newLocker(t.d, r.strategy, r.ttl)
+	locker, err := newLocker(t.d, r.strategy, r.ttl, r.minHold)
 	if err != nil {
 		return err
 	}
