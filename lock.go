@@ -213,8 +213,9 @@ type holding interface {
 	tx() *sql.Tx
 	// releaseHold releases one hold; if the acquisition was lost meanwhile
 	// it returns ErrLockLost, and after an error that leaves the hold
-	// counted it may be called again.
-	releaseHold(ctx context.Context) error
+	// counted it may be called again. rollback asks for the lock's
+	// transaction, if it has one, to be rolled back rather than committed.
+	releaseHold(ctx context.Context, rollback bool) error
 	guard(ctx context.Context, tx *sql.Tx) error
 	released() bool // released, by this handle or lost: Release must not retry
 }
@@ -268,9 +269,21 @@ func (k *Lock) Done() <-chan struct{} { return k.h.context().Done() }
 
 // Tx returns the transaction holding a pessimistic lock, nil for the other
 // strategies. Statements run in it commit exactly when the lock's last hold
-// is released, and roll back if the lock is lost. Do not commit or roll it
-// back yourself: Release does. It serialises concurrent use, like any
-// *sql.Tx.
+// is released, and roll back if the lock is lost or released with Abort.
+// Do not commit or roll it back yourself: that releases the lock, and
+// Release then returns an error wrapping sql.ErrTxDone. It serialises
+// concurrent use, like any *sql.Tx.
+//
+// A statement that fails inside Tx affects the transaction differently on
+// each database. PostgreSQL aborts the whole transaction: later statements
+// fail, and Release rolls back and returns an error wrapping ErrRolledBack
+// (the lock is released all the same). MySQL and MariaDB undo only the
+// failed statement (a deadlock, though, rolls back the whole transaction,
+// and with it the lock's row lock): the transaction goes on, and Release
+// commits the statements that succeeded. sqllock cannot see your
+// statements, so it does not choose for you: after a failed statement,
+// call Abort to roll everything back on both databases alike, or go on and
+// Release if the MySQL behaviour is what you want.
 func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 
 // Release releases this hold. For a lease-based lock it is one statement
@@ -289,13 +302,37 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 // is released either way; if its session had died (the lock was lost, and
 // its context is cancelled with ErrLockLost), the error wraps ErrLockLost,
 // and ErrOutcomeUnknown as well if the commit may have been applied.
+//
+// For a pessimistic lock, Release returns an error wrapping ErrRolledBack
+// when the transaction was rolled back instead of committed (PostgreSQL
+// after a failed statement, or after Abort of a re-entered hold), and one
+// wrapping sql.ErrTxDone when Tx was committed or rolled back by its
+// caller; either way the lock is released, and the outcome is known.
 func (k *Lock) Release(ctx context.Context) error {
+	return k.release(ctx, false)
+}
+
+// Abort releases this hold as Release does, but rolls the lock's
+// transaction back (see Tx) instead of committing it: when it is the last
+// hold, the lock is freed and nothing run in Tx is applied; an earlier
+// hold's Abort marks the transaction for rollback, and the last hold's
+// Release then rolls back and returns an error wrapping ErrRolledBack. For
+// a lease-based lock, which has no transaction, Abort is Release.
+//
+// A second Abort or Release of the same handle returns ErrNotHeld; if the
+// lock was lost meanwhile, Abort returns ErrLockLost (its transaction was
+// rolled back by the database).
+func (k *Lock) Abort(ctx context.Context) error {
+	return k.release(ctx, true)
+}
+
+func (k *Lock) release(ctx context.Context, rollback bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.released {
 		return ErrNotHeld
 	}
-	err := k.h.releaseHold(ctx)
+	err := k.h.releaseHold(ctx, rollback)
 	if err == nil || errors.Is(err, ErrLockLost) || k.h.released() {
 		k.released = true
 	}

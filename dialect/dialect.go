@@ -56,6 +56,12 @@ var (
 	// what happened later.
 	ErrOutcomeUnknown = errors.New("sqllock: outcome unknown: the connection failed after the statement was sent")
 
+	// ErrRolledBack means a transaction that was to commit was rolled back
+	// instead, by the server (a PostgreSQL transaction aborted by a failed
+	// statement turns COMMIT into ROLLBACK): none of its statements were
+	// applied.
+	ErrRolledBack = errors.New("sqllock: the transaction was rolled back: none of its statements were applied")
+
 	// ErrUnavailable means no connection to the database could be
 	// established or used (refused, unreachable, authentication failed, or
 	// broken before the statement was written): no statement was sent, so
