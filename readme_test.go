@@ -149,7 +149,8 @@ var (
 	ErrSoldOut = errors.New("sold out")
 )
 
-func work(context.Context) {}
+func work(context.Context)              {}
+func buildReport(context.Context) error { return nil }
 `
 
 var (
