@@ -13,6 +13,13 @@
 #      MariaDB with start-stop-daemon), after installing it with apt-get when
 #      it is missing and we run as root on Debian.
 #
+# Before any long step it checks the other prerequisites: a C compiler (the
+# race detector needs cgo), CA certificates (the go command downloads the
+# module's dependencies over HTTPS), and the dependencies themselves. As
+# root on Debian it installs what is missing (apt-get, without recommended
+# packages, output kept in a log unless it fails). At the end it says which
+# servers it started and how to stop them.
+#
 # With SQLLOCK_SETUP_ONLY=1 (as scripts/bench.sh sources it) it stops after
 # finding the servers and exporting their addresses.
 #
@@ -102,7 +109,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
 
-have go || die "go is not on PATH"
+have go || die "go is not on PATH: install Go $(awk '$1 == "go" { print $2 }' go.mod) or later (https://go.dev/dl/)"
 
 # ---------------------------------------------------------------- installing
 
@@ -126,14 +133,58 @@ install_missing() {
   SQLLOCK_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
   and SQLLOCK_TEST_MYSQL_DSN (e.g. root@tcp(127.0.0.1:3306)/test)."
 	fi
-	log "installing ${missing_pkgs[*]} (missing: $why)"
+	log "installing ${missing_pkgs[*]} with apt-get (missing: $why; output in $apt_log)"
 	# A cluster created by installing postgresql is ours to configure.
 	[[ " ${missing_pkgs[*]} " != *" postgresql "* ]] || pg_created=1
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update || die "apt-get update failed"
-	apt-get install -y "${missing_pkgs[@]}" || die "apt-get install -y ${missing_pkgs[*]} failed"
+	{
+		apt-get -q update &&
+			apt-get -q install -y --no-install-recommends "${missing_pkgs[@]}"
+	} >"$apt_log" 2>&1 || {
+		tail -n 25 "$apt_log" >&2
+		die "apt-get install -y --no-install-recommends ${missing_pkgs[*]} failed (whole output in $apt_log)"
+	}
 	missing_pkgs=()
 	missing_why=()
+}
+apt_log=${TMPDIR:-/tmp}/sqllock-test-apt.log
+
+# tools_plan: the prerequisites besides the servers.
+tools_plan() {
+	# go test -race needs cgo, and the go command turns cgo off when it
+	# finds no C compiler; compiling needs the C library's headers too
+	# (which gcc only recommends on Debian).
+	local cc
+	cc=$(go env CC 2>/dev/null || true)
+	cc=${cc:-gcc}
+	if ! have "$cc"; then
+		need gcc "a C compiler (go test -race needs cgo)"
+		need libc6-dev "the C library's headers (for cgo)"
+	elif ! printf '#include <stdlib.h>\nint main(void) { return 0; }\n' | "$cc" -x c -o /dev/null - >/dev/null 2>&1; then
+		need libc6-dev "the C library's headers (for cgo; $cc cannot compile a C file)"
+	fi
+	# The module's dependencies come over HTTPS (proxy.golang.org).
+	if [ "$(go env GOPROXY)" != off ] &&
+		! ls /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem >/dev/null 2>&1; then
+		need ca-certificates "CA certificates (go downloads the dependencies over HTTPS)"
+	fi
+}
+
+# tools_check: after installing, fail early and clearly rather than an hour
+# into the run.
+tools_check() {
+	[ "$(go env CGO_ENABLED)" = 1 ] || die "cgo is disabled (CGO_ENABLED=$(go env CGO_ENABLED)), and go test -race needs it: install gcc (Debian: apt-get install -y --no-install-recommends gcc libc6-dev) or unset CGO_ENABLED"
+	log "downloading the module's dependencies (go mod download)"
+	go mod download || die "go mod download failed: check the network and CA certificates (Debian: apt-get install -y ca-certificates), or GOPROXY"
+}
+
+# Servers this run started, and how to stop them: printed at the end.
+started=()
+report_started() {
+	local s
+	for s in ${started[@]+"${started[@]}"}; do
+		log "started by this run, still running: $s"
+	done
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -242,6 +293,7 @@ pg_start() {
 		pg_ctlcluster --skip-systemctl-redirect "$pg_ver" main start ||
 			die "PostgreSQL: pg_ctlcluster $pg_ver main start failed (see /var/log/postgresql/postgresql-$pg_ver-main.log).
   Start it as root (pg_ctlcluster $pg_ver main start), run this script as root, or set SQLLOCK_TEST_POSTGRES_URL."
+		started+=("PostgreSQL $pg_ver/main on $HOST:$pg_port; stop it with: pg_ctlcluster $pg_ver main stop")
 	fi
 	local i
 	for ((i = 0; i < WAIT_SECONDS; i++)); do
@@ -358,6 +410,7 @@ my_start() {
 		sleep 1
 	done
 	[ "$i" -lt "$WAIT_SECONDS" ] || die "MariaDB: not ready on $HOST:$MY_PORT after ${WAIT_SECONDS}s (see $my_log and the server's error log, e.g. /var/log/mysql/error.log)"
+	started+=("MariaDB ($my_bin) on $HOST:$MY_PORT; stop it with: $my_admin -u root shutdown")
 
 	# A fresh Debian MariaDB lets root in only over the Unix socket
 	# (unix_socket auth): also accept an empty password, and, for servers that
@@ -387,14 +440,18 @@ my_setup() {
 
 # ---------------------------------------------------------------- main
 
+trap report_started EXIT
+tools_plan
 pg_plan
 my_plan
 install_missing
+tools_check
 if [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
 	my_find_tools # after installing
 fi
 pg_setup
 my_setup
+report_started
 
 log "PostgreSQL: $(redact "$SQLLOCK_TEST_POSTGRES_URL") ($pg_how); MySQL: $(redact "$SQLLOCK_TEST_MYSQL_DSN") ($my_how)"
 
@@ -419,7 +476,7 @@ done
 # The chaos suite's summary (operations, faults, violations per scenario),
 # which go test would hide for a passing package.
 chaos_report="$(mktemp)"
-trap 'rm -f "$chaos_report"' EXIT
+trap 'rm -f "$chaos_report"; report_started' EXIT
 status=0
 for step in rest chaos; do
 	declare -n step_pkgs=$step
