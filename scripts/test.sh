@@ -20,6 +20,10 @@
 # packages, output kept in a log unless it fails). At the end it says which
 # servers it started and how to stop them.
 #
+# SQLLOCK_TEST_PG_PORT and SQLLOCK_TEST_MY_PORT (default 5432 and 3306) are
+# the ports to look for the servers on, and to start them on: for a machine
+# (or a chroot sharing its network) whose default ports serve something else.
+#
 # With SQLLOCK_SETUP_ONLY=1 (as scripts/bench.sh sources it) it stops after
 # finding the servers and exporting their addresses.
 #
@@ -33,8 +37,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 readonly HOST=127.0.0.1
-readonly PG_DEFAULT_PORT=5432
-readonly MY_PORT=3306
+readonly PG_DEFAULT_PORT=${SQLLOCK_TEST_PG_PORT:-5432}
+readonly MY_PORT=${SQLLOCK_TEST_MY_PORT:-3306}
 readonly DB=test
 readonly WAIT_SECONDS=60 # bound on every wait for a server to start
 
@@ -276,10 +280,16 @@ pg_start() {
 		pg_createcluster "$pg_ver" main -p "$PG_DEFAULT_PORT" >/dev/null || die "pg_createcluster $pg_ver main failed"
 		pg_created=1
 	fi
-	# The cluster's own port (pg_createcluster picks another if 5432 was taken).
+	# The cluster's own port (pg_createcluster picks another if 5432 was
+	# taken), unless this run created the cluster and a port was asked for.
 	local p
 	p=$(pg_lsclusters -h 2>/dev/null | awk -v v="$pg_ver" '$1 == v && $2 == "main" { print $3 }' || true)
-	[ -z "$p" ] || pg_port=$p
+	if [ -n "$pg_created" ] && [ -n "${SQLLOCK_TEST_PG_PORT:-}" ] && [ "$p" != "$pg_port" ]; then
+		log "PostgreSQL: setting the port of cluster $pg_ver/main to $pg_port"
+		pg_conftool "$pg_ver" main set port "$pg_port" || die "PostgreSQL: cannot set the port of $pg_ver/main"
+	elif [ -n "$p" ]; then
+		pg_port=$p
+	fi
 	[ -z "$pg_created" ] || pg_trust_local
 	if is_root; then
 		install -d -o postgres -g postgres -m 2775 /var/run/postgresql 2>/dev/null || true
