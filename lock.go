@@ -290,6 +290,9 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 // scoped to the lock's name, owner and token; for a pessimistic lock the
 // last hold commits the lock's transaction (see Tx). When it is the last
 // hold the lock is freed and its context is cancelled with cause ErrNotHeld.
+// With Options.MinHold, a last release sooner than MinHold after the grant
+// leaves the lock taken, by nobody, until then: the handle and its context
+// end at once all the same.
 //
 // A second Release of the same handle returns ErrNotHeld. If the lock was
 // lost meanwhile (for a lease: taken over), Release returns ErrLockLost.
