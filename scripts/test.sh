@@ -168,10 +168,11 @@ tools_plan() {
 		need libc6-dev "the C library's headers (for cgo; $cc cannot compile a C file)"
 	fi
 	# The module's dependencies come over HTTPS (proxy.golang.org).
-	if [ "$(go env GOPROXY)" != off ] &&
-		! ls /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem >/dev/null 2>&1; then
-		need ca-certificates "CA certificates (go downloads the dependencies over HTTPS)"
-	fi
+	local f
+	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
+		[ ! -s "$f" ] || return 0
+	done
+	[ "$(go env GOPROXY)" = off ] || need ca-certificates "CA certificates (go downloads the dependencies over HTTPS)"
 }
 
 # tools_check: after installing, fail early and clearly rather than an hour
