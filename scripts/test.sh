@@ -404,7 +404,11 @@ my_start() {
 		local out=() help
 		help=$(start-stop-daemon --help 2>&1 || true)
 		[[ $help != *--output* ]] || out=(--output "$my_log")
-		start-stop-daemon --start --oknodo --background ${out[@]+"${out[@]}"} --exec "$my_bin" -- "${args[@]}" ||
+		# A pid file of our own: matched by --exec alone, any other mariadbd
+		# (another instance, a container's, or the host's seen from a
+		# chroot) would count as already running.
+		start-stop-daemon --start --oknodo --background ${out[@]+"${out[@]}"} \
+			--make-pidfile --pidfile /run/mysqld/sqllock-test.pid --exec "$my_bin" -- "${args[@]}" ||
 			die "MariaDB: start-stop-daemon --start --exec $my_bin failed"
 	else
 		nohup "$my_bin" "${args[@]}" >"$my_log" 2>&1 &
