@@ -36,9 +36,13 @@
 // floor rule); RenewMany reports exactly which leases of a mixed batch it
 // renewed and extends them on the database clock, also for a batch of
 // dialect.MaxRenewBatch; Release drops one hold, the last one frees the
-// lock, and it reports false after a takeover or a full release; Guard is
+// lock, and it reports false after a takeover or a full release; a last
+// Release within its minimum hold leaves the row unexpired, with no holds,
+// refused to every owner (the former holder too) until acquired_at + the
+// minimum hold on the database clock, listed, untouched by Reap, and then
+// taken over with a larger token; Guard is
 // true for a live lease only, and a takeover waits for the guarded
-// transaction; List shows held rows only, ordered by name, with times on
+// transaction; List shows held rows (and those within a minimum hold) only, ordered by name, with times on
 // the database clock; lock names and owners are bind parameters, compared
 // byte for byte; a grant whose context ends while it waits behind a row
 // lock returns an error wrapping the context's, and nothing is granted
