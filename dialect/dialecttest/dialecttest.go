@@ -40,10 +40,10 @@
 // Release within its minimum hold leaves the row unexpired, with no holds,
 // refused to every owner (the former holder too) until acquired_at + the
 // minimum hold on the database clock, listed, untouched by Reap, and then
-// taken over with a larger token; Guard is
-// true for a live lease only, and a takeover waits for the guarded
-// transaction; List shows held rows (and those within a minimum hold) only, ordered by name, with times on
-// the database clock; lock names and owners are bind parameters, compared
+// taken over with a larger token; Guard is true for a live lease only, and
+// a takeover waits for the guarded transaction; List shows held rows (and
+// those within a minimum hold) only, ordered by name, with times on the
+// database clock; lock names and owners are bind parameters, compared
 // byte for byte; a grant whose context ends while it waits behind a row
 // lock returns an error wrapping the context's, and nothing is granted
 // after it returned.
