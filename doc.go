@@ -19,27 +19,60 @@
 //	if errors.Is(err, sqllock.ErrLocked) {
 //		return nil // another replica runs it
 //	}
+//	if err != nil {
+//		return err
+//	}
 //	defer lock.Release(context.WithoutCancel(ctx))
 //	work(lock.Context()) // cancelled with cause ErrLockLost if the lease is lost
 //
-// The optimistic strategy ([NewOptimistic]) offers the same [Locker] through
-// compare-and-swap on a version column, the version being the fencing token.
-// For users' own rows, [CheckUpdate] and [RetryOnConflict] make
-// version-checked updates (read, then UPDATE ... WHERE version = ?) retry on
-// conflict. The pessimistic strategy ([NewPessimistic]) holds a row lock
-// (SELECT ... FOR UPDATE) in an open transaction, [Lock.Tx], whose writes
-// commit with the release; [InTx] runs a function in a transaction that is
-// retried on deadlocks and serialization failures. A [Reaper] deletes the
-// rows of expired and released locks.
+// # Strategies
 //
-// Properties: mutual exclusion; expiry, so a crashed holder cannot block
-// everyone; explicit reentrancy ([WithOwner]); non-blocking TryAcquire and
-// blocking Acquire bounded by a context; background renewal with a local
-// trust window; loss reported through the lock's context ([ErrLockLost]);
-// fencing tokens that only grow per name ([Lock.Token]); and guarded writes
+// Every strategy is a [Locker] (Acquire waits, TryAcquire returns
+// [ErrLocked] at once) handing out the same [*Lock]:
+//
+//   - [NewTable] returns a [Table]: a lease per name in a lock table, taken
+//     by one upsert; fencing tokens from a sequence or a token floor.
+//   - [NewOptimistic] returns an [Optimistic]: a lease per name in a version
+//     table, taken by compare-and-swap on the version, which is the token.
+//   - [NewPessimistic] returns a [Pessimistic]: the row lock (SELECT ...
+//     FOR UPDATE, or FOR SHARE with AcquireShared) of an open transaction,
+//     [Lock.Tx], whose statements commit with [Lock.Release] or roll back
+//     with [Lock.Abort]. Its options are [PessimisticOptions].
+//
+// The lease strategies share [Options] (TTL, renewal, waiting backoff, a
+// minimum hold) and list their locks for operators ([Table.List],
+// [Optimistic.List], as [LockInfo]). Each strategy has its own tables, so a
+// name held under one strategy does not exclude the same name under another.
+//
+// # Helpers
+//
+//   - [Do] acquires (waiting), runs a function under the lock, releases.
+//   - [TryDo] runs a function only if the lock is free, and reports a
+//     skipped run without an error: the cron or ticker job that every
+//     replica starts. With [Options].MinHold a little below the job's period,
+//     a short job runs once per period however late the other replicas
+//     start within it.
+//   - [WithOwner] makes acquisitions re-entrant for an explicit owner.
+//   - [ValidateName] checks a lock name ([MaxNameLen] bytes at most).
+//   - [InTx] runs a function in a transaction retried on deadlocks and
+//     serialization failures, with bounded lock waits ([TxOptions]).
+//   - [CheckUpdate], [ConflictOrMissing] (over a [Querier]) and
+//     [RetryOnConflict] ([RetryOptions]) make version-checked updates of
+//     your own rows, retried on conflict.
+//   - [NewReaper] returns a [Reaper] ([ReaperOptions]) that deletes the rows
+//     of expired and released locks.
+//   - [Migrate], [MigrateDown] and [MigrationVersion] manage the schema.
+//
+// # Guarantees
+//
+// Mutual exclusion; expiry, so a crashed holder cannot block everyone;
+// explicit reentrancy ([WithOwner]); non-blocking TryAcquire and blocking
+// Acquire bounded by a context; background renewal with a local trust
+// window; loss reported through the lock's context ([ErrLockLost]); fencing
+// tokens that only grow per name ([Lock.Token]); and guarded writes
 // ([Lock.Guard]), which let a holder's own transaction commit only while it
 // still holds the lock. A call that returns an error leaves nothing behind
 // on the server, and its error says whether a statement may have been
-// applied ([ErrOutcomeUnknown]) or none was sent ([ErrPoolExhausted],
-// [ErrUnavailable]).
+// applied ([ErrOutcomeUnknown]), none was sent ([ErrPoolExhausted],
+// [ErrUnavailable]), or a transaction was rolled back ([ErrRolledBack]).
 package sqllock

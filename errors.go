@@ -48,6 +48,12 @@ var (
 	// ErrPoolExhausted, ErrUnavailable or the context's error. See
 	// Lock.Release.
 	ErrOutcomeUnknown = dialect.ErrOutcomeUnknown
+	// ErrRolledBack means the transaction of a pessimistic lock (Lock.Tx)
+	// was rolled back instead of committed: none of its statements were
+	// applied, and the lock is released. Lock.Release reports it when a
+	// failed statement had aborted the transaction (PostgreSQL), or when
+	// Abort of a re-entered hold had marked it for rollback.
+	ErrRolledBack = dialect.ErrRolledBack
 	// ErrUnavailable means no connection to the database could be
 	// established: no statement was sent, nothing was applied, and trying
 	// again later is safe.

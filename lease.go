@@ -280,7 +280,7 @@ func (l *lease) dropHold(lost bool) {
 
 // releaseHold releases one hold in the database; the last one frees the
 // lease. Local state changes only once the database has answered.
-func (l *lease) releaseHold(ctx context.Context) error {
+func (l *lease) releaseHold(ctx context.Context, _ bool) error {
 	l.mu.Lock()
 	last := l.holds == 1
 	l.mu.Unlock()
@@ -288,7 +288,7 @@ func (l *lease) releaseHold(ctx context.Context) error {
 		// Renewing while the lock is being freed would report a false loss.
 		l.stopRenewal()
 	}
-	ok, err := l.ls.store.Release(ctx, l.ref)
+	ok, err := l.ls.store.Release(ctx, l.ref, l.ls.opts.MinHold)
 	if err != nil {
 		l.mu.Lock()
 		l.startRenewal()

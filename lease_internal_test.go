@@ -20,9 +20,9 @@ func (okStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration)
 	}
 	return ok, nil
 }
-func (okStore) Release(context.Context, dialect.Lease) (bool, error)        { return true, nil }
-func (okStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error) { return true, nil }
-func (okStore) List(context.Context) ([]dialect.LockInfo, error)            { return nil, nil }
+func (okStore) Release(context.Context, dialect.Lease, time.Duration) (bool, error) { return true, nil }
+func (okStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error)         { return true, nil }
+func (okStore) List(context.Context) ([]dialect.LockInfo, error)                    { return nil, nil }
 
 // A holder that asks after its trust window has passed learns of the loss
 // from Err itself, even though the renewal timer has not run (here it is an

@@ -114,6 +114,16 @@ type Options struct {
 	// MaxBackoff caps the jittered wait between attempts of Acquire when the
 	// holder's lease does not end sooner. Default 500ms.
 	MaxBackoff time.Duration
+	// MinHold is the minimum hold: a lock released sooner than MinHold
+	// after it was acquired (on the database clock) stays taken until
+	// then — by nobody, its owner included — and is free afterwards with
+	// no process left to release it (it simply expires, and the next
+	// acquirer takes it over). It makes a short job run once however
+	// far apart its replicas start within MinHold; see TryDo for the
+	// periodic-job pattern. A holder that dies without releasing frees
+	// its lock when the lease expires, as without MinHold. Default 0: a
+	// release frees the lock at once.
+	MinHold time.Duration
 	// Logger receives renewal warnings and lost-lock reports. Default: none.
 	Logger *slog.Logger
 }
@@ -126,7 +136,7 @@ const (
 )
 
 func (o Options) withDefaults() (Options, error) {
-	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 {
+	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 || o.MinHold < 0 {
 		return o, fmt.Errorf("%w: durations must not be negative", ErrInvalidOptions)
 	}
 	if o.TTL == 0 {
@@ -166,6 +176,35 @@ func Do(ctx context.Context, l Locker, name string, fn func(ctx context.Context)
 	return errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
 }
 
+// TryDo runs fn under the lock name if the lock is free: it acquires name
+// with l.TryAcquire, runs fn with the lock's context, and releases the lock
+// even if ctx has ended. When another owner holds the lock it returns
+// (false, nil) at once, without running fn: skipping is the expected
+// outcome of a job that another replica runs. Otherwise ran is true once
+// fn ran, and err is fn's error joined with the release error, if any; an
+// error of the acquisition itself is returned with ran false.
+//
+// For a job that every replica starts at the same time (cron, a ticker),
+// give the locker a minimum hold (Options.MinHold) a little below the
+// job's period: a replica whose start is late by less than that finds the
+// lock still taken after a short job released it, and skips, so the job
+// runs once per period; the lock is free again before the next period,
+// even if the replica that ran the job has exited.
+//
+//	locker, _ := sqllock.NewTable(d, sqllock.Options{MinHold: 50 * time.Minute})
+//	ran, err := sqllock.TryDo(ctx, locker, "report:hourly", report) // every hour, on every replica
+func TryDo(ctx context.Context, l Locker, name string, fn func(ctx context.Context) error) (ran bool, err error) {
+	lock, err := l.TryAcquire(ctx, name)
+	if errors.Is(err, ErrLocked) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	ferr := fn(lock.Context())
+	return true, errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
+}
+
 // holding is one acquisition behind Lock handles: a lease (table and
 // optimistic strategies) or a row lock (pessimistic).
 type holding interface {
@@ -174,8 +213,9 @@ type holding interface {
 	tx() *sql.Tx
 	// releaseHold releases one hold; if the acquisition was lost meanwhile
 	// it returns ErrLockLost, and after an error that leaves the hold
-	// counted it may be called again.
-	releaseHold(ctx context.Context) error
+	// counted it may be called again. rollback asks for the lock's
+	// transaction, if it has one, to be rolled back rather than committed.
+	releaseHold(ctx context.Context, rollback bool) error
 	guard(ctx context.Context, tx *sql.Tx) error
 	released() bool // released, by this handle or lost: Release must not retry
 }
@@ -229,15 +269,30 @@ func (k *Lock) Done() <-chan struct{} { return k.h.context().Done() }
 
 // Tx returns the transaction holding a pessimistic lock, nil for the other
 // strategies. Statements run in it commit exactly when the lock's last hold
-// is released, and roll back if the lock is lost. Do not commit or roll it
-// back yourself: Release does. It serialises concurrent use, like any
-// *sql.Tx.
+// is released, and roll back if the lock is lost or released with Abort.
+// Do not commit or roll it back yourself: that releases the lock, and
+// Release then returns an error wrapping sql.ErrTxDone. It serialises
+// concurrent use, like any *sql.Tx.
+//
+// A statement that fails inside Tx affects the transaction differently on
+// each database. PostgreSQL aborts the whole transaction: later statements
+// fail, and Release rolls back and returns an error wrapping ErrRolledBack
+// (the lock is released all the same). MySQL and MariaDB undo only the
+// failed statement (a deadlock, though, rolls back the whole transaction,
+// and with it the lock's row lock): the transaction goes on, and Release
+// commits the statements that succeeded. sqllock cannot see your
+// statements, so it does not choose for you: after a failed statement,
+// call Abort to roll everything back on both databases alike, or go on and
+// Release if the MySQL behaviour is what you want.
 func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 
 // Release releases this hold. For a lease-based lock it is one statement
 // scoped to the lock's name, owner and token; for a pessimistic lock the
 // last hold commits the lock's transaction (see Tx). When it is the last
 // hold the lock is freed and its context is cancelled with cause ErrNotHeld.
+// With Options.MinHold, a last release sooner than MinHold after the grant
+// leaves the lock taken, by nobody, until then: the handle and its context
+// end at once all the same.
 //
 // A second Release of the same handle returns ErrNotHeld. If the lock was
 // lost meanwhile (for a lease: taken over), Release returns ErrLockLost.
@@ -250,13 +305,37 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 // is released either way; if its session had died (the lock was lost, and
 // its context is cancelled with ErrLockLost), the error wraps ErrLockLost,
 // and ErrOutcomeUnknown as well if the commit may have been applied.
+//
+// For a pessimistic lock, Release returns an error wrapping ErrRolledBack
+// when the transaction was rolled back instead of committed (PostgreSQL
+// after a failed statement, or after Abort of a re-entered hold), and one
+// wrapping sql.ErrTxDone when Tx was committed or rolled back by its
+// caller; either way the lock is released, and the outcome is known.
 func (k *Lock) Release(ctx context.Context) error {
+	return k.release(ctx, false)
+}
+
+// Abort releases this hold as Release does, but rolls the lock's
+// transaction back (see Tx) instead of committing it: when it is the last
+// hold, the lock is freed and nothing run in Tx is applied; an earlier
+// hold's Abort marks the transaction for rollback, and the last hold's
+// Release then rolls back and returns an error wrapping ErrRolledBack. For
+// a lease-based lock, which has no transaction, Abort is Release.
+//
+// A second Abort or Release of the same handle returns ErrNotHeld; if the
+// lock was lost meanwhile, Abort returns ErrLockLost (its transaction was
+// rolled back by the database).
+func (k *Lock) Abort(ctx context.Context) error {
+	return k.release(ctx, true)
+}
+
+func (k *Lock) release(ctx context.Context, rollback bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.released {
 		return ErrNotHeld
 	}
-	err := k.h.releaseHold(ctx)
+	err := k.h.releaseHold(ctx, rollback)
 	if err == nil || errors.Is(err, ErrLockLost) || k.h.released() {
 		k.released = true
 	}

@@ -273,7 +273,7 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if ok, err := e.s.stmts(e.d).Release(ctx, crashed); err != nil || ok {
+		if ok, err := e.s.stmts(e.d).Release(ctx, crashed, 0); err != nil || ok {
 			t.Fatalf("old holder's release after takeover: ok=%v err=%v, want false", ok, err)
 		}
 		// The new holder is unaffected.

@@ -92,7 +92,7 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		case !row.Live:
 			token = row.Version + 1
 			got, err = o.versions.Take(ctx, p)
-		case row.Owner == owner:
+		case row.Owner == owner && row.Holds > 0:
 			token = row.Version
 			got, err = o.versions.Reenter(ctx, p)
 		default:
@@ -161,7 +161,10 @@ func ConflictOrMissing(ctx context.Context, q Querier, query string, args ...any
 // RetryOptions bound RetryOnConflict. The zero value of each field selects
 // its default.
 type RetryOptions struct {
-	// Attempts is how many times fn may run in all. Default 10.
+	// Attempts is how many times fn may run in all. Default: for
+	// RetryOnConflict, no bound — it retries until ctx ends (every
+	// conflict means another writer's update went through, so contention
+	// drains: 200 buyers of one hot row all get their turn); for InTx, 10.
 	Attempts int
 	// MinBackoff is the cap of the first wait between attempts. Default
 	// 1ms.
@@ -171,17 +174,19 @@ type RetryOptions struct {
 }
 
 const (
-	defaultRetryAttempts   = 10
+	defaultTxAttempts      = 10
 	defaultRetryMinBackoff = time.Millisecond
 	defaultRetryMaxBackoff = 100 * time.Millisecond
 )
 
-func (o RetryOptions) withDefaults() (RetryOptions, error) {
+// withDefaults fills in the defaults; attempts is the default of Attempts
+// (0: no bound).
+func (o RetryOptions) withDefaults(attempts int) (RetryOptions, error) {
 	if o.Attempts < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 {
 		return o, fmt.Errorf("%w: retry attempts and backoffs must not be negative", ErrInvalidOptions)
 	}
 	if o.Attempts == 0 {
-		o.Attempts = defaultRetryAttempts
+		o.Attempts = attempts
 	}
 	if o.MinBackoff == 0 {
 		o.MinBackoff = defaultRetryMinBackoff
@@ -202,20 +207,23 @@ func (o RetryOptions) withDefaults() (RetryOptions, error) {
 //
 // Between attempts it waits a random time up to a cap that starts at
 // opts.MinBackoff and doubles up to opts.MaxBackoff ("full jitter"), so that
-// writers that collided do not collide again in step. After opts.Attempts
-// conflicts it returns an error wrapping ErrConflict; if ctx ends first, an
-// error wrapping ctx.Err() and the last conflict.
+// writers that collided do not collide again in step. By default it retries
+// until ctx ends, and then returns an error wrapping ctx.Err() and the last
+// conflict: give ctx the deadline your caller can wait. With
+// opts.Attempts set, it returns an error wrapping ErrConflict after that
+// many conflicts.
 //
 // fn must do all its reads inside each call: a retry that reused the old
 // version would conflict again.
 func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
-	return retry(ctx, opts, ErrConflict, fn)
+	return retry(ctx, opts, 0, ErrConflict, fn)
 }
 
 // retry runs fn until it returns an error that does not wrap retryable,
-// waiting a fully jittered, doubling backoff between attempts.
-func retry(ctx context.Context, opts RetryOptions, retryable error, fn func(ctx context.Context) error) error {
-	opts, err := opts.withDefaults()
+// waiting a fully jittered, doubling backoff between attempts. attempts is
+// the default of opts.Attempts (0: until ctx ends).
+func retry(ctx context.Context, opts RetryOptions, attempts int, retryable error, fn func(ctx context.Context) error) error {
+	opts, err := opts.withDefaults(attempts)
 	if err != nil {
 		return err
 	}

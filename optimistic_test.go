@@ -90,7 +90,7 @@ func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
 		if ok, err := v.Reenter(ctx, sw); err != nil || ok {
 			t.Fatalf("re-entry by another owner: %v %v", ok, err)
 		}
-		if ok, err := v.Release(ctx, dialect.Lease{Name: "cas", Owner: "a", Token: 1}); err != nil || !ok {
+		if ok, err := v.Release(ctx, dialect.Lease{Name: "cas", Owner: "a", Token: 1}, 0); err != nil || !ok {
 			t.Fatalf("release: %v %v", ok, err)
 		}
 		row, _, _ = v.Read(ctx, "cas")

@@ -16,6 +16,10 @@ import (
 
 // PessimisticOptions configure NewPessimistic. The zero value of each field
 // selects its default.
+//
+// There is no minimum hold (Options.MinHold): a pessimistic lock is the row
+// lock of a transaction, and ends when the transaction does. For a job that
+// must keep its lock after it ended, use NewTable or NewOptimistic.
 type PessimisticOptions struct {
 	// KeepAlive is how often a held lock's connection is checked with a
 	// ping, so that a dead connection is noticed (the lock's context is then
@@ -227,6 +231,7 @@ type rowHold struct {
 	holds    int
 	ended    bool // released or lost
 	lost     bool
+	rollback bool // a hold was released with Abort: the last one rolls back
 	timer    *time.Timer
 	inflight chan struct{} // closed when the running ping ends; nil if none
 }
@@ -326,13 +331,15 @@ func (h *rowHold) lose(cause error) {
 	_ = dialect.Discard(h.rl.Conn)
 }
 
-// releaseHold drops one hold; the last one commits the transaction.
-func (h *rowHold) releaseHold(ctx context.Context) error {
+// releaseHold drops one hold; the last one commits the transaction, or
+// rolls it back if this or an earlier hold asked for it.
+func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 	h.mu.Lock()
 	if h.lost {
 		h.mu.Unlock()
 		return ErrLockLost
 	}
+	h.rollback = h.rollback || rollback
 	h.holds--
 	if h.holds > 0 {
 		h.mu.Unlock()
@@ -350,7 +357,19 @@ func (h *rowHold) releaseHold(ctx context.Context) error {
 		<-inflight
 	}
 	h.p.forget(h)
+	if h.rollback {
+		return h.rollBack(ctx, !rollback)
+	}
 	err := h.rl.Tx.Commit()
+	switch {
+	case errors.Is(err, sql.ErrTxDone):
+		return h.endedByCaller(ctx, err)
+	case errors.Is(h.p.d.Classify(err), ErrRolledBack):
+		// The server answered: the session is fine, the transaction over.
+		h.closeConn(ctx)
+		h.cancel(ErrNotHeld)
+		return fmt.Errorf("sqllock: release %q: a statement in Tx had failed, so the lock's transaction was rolled back and the lock released: %w", h.ref.Name, h.p.d.Classify(err))
+	}
 	if err == nil {
 		if cerr := h.rl.Close(ctx); cerr != nil {
 			h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", cerr)
@@ -375,6 +394,51 @@ func (h *rowHold) releaseHold(ctx context.Context) error {
 	}
 	h.cancel(ErrNotHeld) // the transaction ended, by rolling back
 	return fmt.Errorf("sqllock: release %q: commit: %w", h.ref.Name, h.p.d.Classify(err))
+}
+
+// rollBack ends the last hold by rolling the transaction back. marked says
+// that Release found the transaction marked for rollback by an earlier
+// Abort: it then reports ErrRolledBack.
+func (h *rowHold) rollBack(ctx context.Context, marked bool) error {
+	err := h.rl.Tx.Rollback()
+	switch {
+	case errors.Is(err, sql.ErrTxDone):
+		return h.endedByCaller(ctx, err)
+	case err == nil:
+		h.closeConn(ctx)
+	case h.sessionGone():
+		// The database rolled back as the session ended, and the lock went
+		// with it, perhaps before this call: report the loss.
+		_ = dialect.Discard(h.rl.Conn)
+		h.mu.Lock()
+		h.lost = true
+		h.mu.Unlock()
+		h.cancel(ErrLockLost)
+		return fmt.Errorf("sqllock: abort %q: %w: the lock's session failed: %w", h.ref.Name, ErrLockLost, h.p.d.Classify(err))
+	default:
+		_ = dialect.Discard(h.rl.Conn) // in an unknown state
+	}
+	h.cancel(ErrNotHeld)
+	if marked {
+		return fmt.Errorf("sqllock: release %q: a re-entered hold was released with Abort: %w", h.ref.Name, ErrRolledBack)
+	}
+	return nil
+}
+
+// endedByCaller ends the last hold of a lock whose transaction its caller
+// committed or rolled back through Tx: that released the lock.
+func (h *rowHold) endedByCaller(ctx context.Context, err error) error {
+	h.closeConn(ctx)
+	h.cancel(ErrNotHeld)
+	return fmt.Errorf("sqllock: release %q: the lock's transaction was already committed or rolled back through Tx, which released the lock (use Abort to roll back): %w", h.ref.Name, err)
+}
+
+// closeConn returns the lock's connection to the pool once its transaction
+// has ended.
+func (h *rowHold) closeConn(ctx context.Context) {
+	if err := h.rl.Close(ctx); err != nil {
+		h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", err)
+	}
 }
 
 // sessionGone reports whether the lock's connection is dead, after one of

@@ -25,7 +25,7 @@ type TxOptions struct {
 	// negative value keeps the server's setting.
 	LockTimeout time.Duration
 	// Retry bounds the runs of fn after deadlocks and serialization
-	// failures.
+	// failures: 10 runs in all by default.
 	Retry RetryOptions
 }
 
@@ -62,7 +62,7 @@ func InTx(ctx context.Context, d dialect.Dialect, opts TxOptions, fn func(ctx co
 	if !ok {
 		return fmt.Errorf("%w: the %s dialect has no transaction helper", ErrUnsupported, d.Name())
 	}
-	if _, err := opts.Retry.withDefaults(); err != nil {
+	if _, err := opts.Retry.withDefaults(defaultTxAttempts); err != nil {
 		return err
 	}
 	timeout := opts.LockTimeout
@@ -73,7 +73,7 @@ func InTx(ctx context.Context, d dialect.Dialect, opts TxOptions, fn func(ctx co
 		timeout = 0
 	}
 	txo := &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly}
-	return retry(ctx, opts.Retry, ErrTransient, func(ctx context.Context) error {
+	return retry(ctx, opts.Retry, defaultTxAttempts, ErrTransient, func(ctx context.Context) error {
 		return runTx(ctx, pd, txo, timeout, fn)
 	})
 }

@@ -56,6 +56,12 @@ var (
 	// what happened later.
 	ErrOutcomeUnknown = errors.New("sqllock: outcome unknown: the connection failed after the statement was sent")
 
+	// ErrRolledBack means a transaction that was to commit was rolled back
+	// instead, by the server (a PostgreSQL transaction aborted by a failed
+	// statement turns COMMIT into ROLLBACK): none of its statements were
+	// applied.
+	ErrRolledBack = errors.New("sqllock: the transaction was rolled back: none of its statements were applied")
+
 	// ErrUnavailable means no connection to the database could be
 	// established or used (refused, unreachable, authentication failed, or
 	// broken before the statement was written): no statement was sent, so
@@ -102,9 +108,12 @@ type ReapParams struct {
 
 // LockInfo describes one held lock, for operators.
 type LockInfo struct {
-	Name       string
-	Owner      string
-	Token      int64
+	Name  string
+	Owner string
+	Token int64
+	// Holds counts the unreleased holds; 0 for a lock released within its
+	// minimum hold, which nobody holds and nobody can acquire before
+	// ExpiresAt.
 	Holds      int
 	AcquiredAt time.Time // database clock, UTC
 	ExpiresAt  time.Time // database clock, UTC
@@ -165,12 +174,20 @@ type LeaseTable interface {
 	// Release drops one hold of the lease; the last hold frees the lock while
 	// keeping what the next token must exceed. It reports false when the
 	// lease was taken over or already fully released.
-	Release(ctx context.Context, l Lease) (bool, error)
+	//
+	// A last hold released before the lease's acquisition time plus
+	// minHold, on the database clock, does not free the lock at once: the
+	// row keeps no hold and stays unexpired until that instant, so that
+	// no one (its owner included) acquires it before; then it is free
+	// like any expired lease, with nobody left to renew or release it.
+	// With minHold 0 (or once it has passed) the lock is free at once.
+	Release(ctx context.Context, l Lease, minHold time.Duration) (bool, error)
 	// Guard checks, inside tx, that the lease is live, and share-locks its
 	// row until tx ends so that no takeover can commit before tx does. It
 	// reports false when the lease is not live.
 	Guard(ctx context.Context, tx *sql.Tx, l Lease) (bool, error)
-	// List returns the held locks ordered by name.
+	// List returns the held locks, and the released ones within their
+	// minimum hold, ordered by name.
 	List(ctx context.Context) ([]LockInfo, error)
 }
 

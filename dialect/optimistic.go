@@ -18,9 +18,11 @@ type VersionRow struct {
 	Version int64
 	Owner   string
 	Holds   int
-	// Live reports a held, unexpired lease on the database clock.
+	// Live reports an unexpired row on the database clock: a held lease,
+	// or a released one within its minimum hold (Holds 0), which no one
+	// may take yet.
 	Live bool
-	// Remaining is how long a live lease has left on the database clock.
+	// Remaining is how long a live row has left on the database clock.
 	Remaining time.Duration
 }
 

@@ -36,6 +36,7 @@ type Pessimistic interface {
 
 	// Classify wraps err, from a statement of a transaction or its commit,
 	// with ErrLocked for a lock wait that timed out or a NOWAIT refusal,
+	// ErrRolledBack for a commit that the server turned into a rollback,
 	// ErrTransient for a deadlock or serialization failure (the transaction
 	// was rolled back and may be run again), ErrSchemaMissing for missing
 	// tables, and ErrOutcomeUnknown for every error that is not the server's

@@ -13,6 +13,17 @@
 #      MariaDB with start-stop-daemon), after installing it with apt-get when
 #      it is missing and we run as root on Debian.
 #
+# Before any long step it checks the other prerequisites: a C compiler (the
+# race detector needs cgo), CA certificates (the go command downloads the
+# module's dependencies over HTTPS), and the dependencies themselves. As
+# root on Debian it installs what is missing (apt-get, without recommended
+# packages, output kept in a log unless it fails). At the end it says which
+# servers it started and how to stop them.
+#
+# SQLLOCK_TEST_PG_PORT and SQLLOCK_TEST_MY_PORT (default 5432 and 3306) are
+# the ports to look for the servers on, and to start them on: for a machine
+# (or a chroot sharing its network) whose default ports serve something else.
+#
 # With SQLLOCK_SETUP_ONLY=1 (as scripts/bench.sh sources it) it stops after
 # finding the servers and exporting their addresses.
 #
@@ -26,8 +37,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 readonly HOST=127.0.0.1
-readonly PG_DEFAULT_PORT=5432
-readonly MY_PORT=3306
+readonly PG_DEFAULT_PORT=${SQLLOCK_TEST_PG_PORT:-5432}
+readonly MY_PORT=${SQLLOCK_TEST_MY_PORT:-3306}
 readonly DB=test
 readonly WAIT_SECONDS=60 # bound on every wait for a server to start
 
@@ -102,7 +113,7 @@ while [ $# -gt 0 ]; do
 done
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
 
-have go || die "go is not on PATH"
+have go || die "go is not on PATH: install Go $(awk '$1 == "go" { print $2 }' go.mod) or later (https://go.dev/dl/)"
 
 # ---------------------------------------------------------------- installing
 
@@ -126,14 +137,59 @@ install_missing() {
   SQLLOCK_TEST_POSTGRES_URL (e.g. postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
   and SQLLOCK_TEST_MYSQL_DSN (e.g. root@tcp(127.0.0.1:3306)/test)."
 	fi
-	log "installing ${missing_pkgs[*]} (missing: $why)"
+	log "installing ${missing_pkgs[*]} with apt-get (missing: $why; output in $apt_log)"
 	# A cluster created by installing postgresql is ours to configure.
 	[[ " ${missing_pkgs[*]} " != *" postgresql "* ]] || pg_created=1
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update || die "apt-get update failed"
-	apt-get install -y "${missing_pkgs[@]}" || die "apt-get install -y ${missing_pkgs[*]} failed"
+	{
+		apt-get -q update &&
+			apt-get -q install -y --no-install-recommends "${missing_pkgs[@]}"
+	} >"$apt_log" 2>&1 || {
+		tail -n 25 "$apt_log" >&2
+		die "apt-get install -y --no-install-recommends ${missing_pkgs[*]} failed (whole output in $apt_log)"
+	}
 	missing_pkgs=()
 	missing_why=()
+}
+apt_log=${TMPDIR:-/tmp}/sqllock-test-apt.log
+
+# tools_plan: the prerequisites besides the servers.
+tools_plan() {
+	# go test -race needs cgo, and the go command turns cgo off when it
+	# finds no C compiler; compiling needs the C library's headers too
+	# (which gcc only recommends on Debian).
+	local cc
+	cc=$(go env CC 2>/dev/null || true)
+	cc=${cc:-gcc}
+	if ! have "$cc"; then
+		need gcc "a C compiler (go test -race needs cgo)"
+		need libc6-dev "the C library's headers (for cgo)"
+	elif ! printf '#include <stdlib.h>\nint main(void) { return 0; }\n' | "$cc" -x c -o /dev/null - >/dev/null 2>&1; then
+		need libc6-dev "the C library's headers (for cgo; $cc cannot compile a C file)"
+	fi
+	# The module's dependencies come over HTTPS (proxy.golang.org).
+	local f
+	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
+		[ ! -s "$f" ] || return 0
+	done
+	[ "$(go env GOPROXY)" = off ] || need ca-certificates "CA certificates (go downloads the dependencies over HTTPS)"
+}
+
+# tools_check: after installing, fail early and clearly rather than an hour
+# into the run.
+tools_check() {
+	[ "$(go env CGO_ENABLED)" = 1 ] || die "cgo is disabled (CGO_ENABLED=$(go env CGO_ENABLED)), and go test -race needs it: install gcc (Debian: apt-get install -y --no-install-recommends gcc libc6-dev) or unset CGO_ENABLED"
+	log "downloading the module's dependencies (go mod download)"
+	go mod download || die "go mod download failed: check the network and CA certificates (Debian: apt-get install -y ca-certificates), or GOPROXY"
+}
+
+# Servers this run started, and how to stop them: printed at the end.
+started=()
+report_started() {
+	local s
+	for s in ${started[@]+"${started[@]}"}; do
+		log "started by this run, still running: $s"
+	done
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -225,10 +281,16 @@ pg_start() {
 		pg_createcluster "$pg_ver" main -p "$PG_DEFAULT_PORT" >/dev/null || die "pg_createcluster $pg_ver main failed"
 		pg_created=1
 	fi
-	# The cluster's own port (pg_createcluster picks another if 5432 was taken).
+	# The cluster's own port (pg_createcluster picks another if 5432 was
+	# taken), unless this run created the cluster and a port was asked for.
 	local p
 	p=$(pg_lsclusters -h 2>/dev/null | awk -v v="$pg_ver" '$1 == v && $2 == "main" { print $3 }' || true)
-	[ -z "$p" ] || pg_port=$p
+	if [ -n "$pg_created" ] && [ -n "${SQLLOCK_TEST_PG_PORT:-}" ] && [ "$p" != "$pg_port" ]; then
+		log "PostgreSQL: setting the port of cluster $pg_ver/main to $pg_port"
+		pg_conftool "$pg_ver" main set port "$pg_port" || die "PostgreSQL: cannot set the port of $pg_ver/main"
+	elif [ -n "$p" ]; then
+		pg_port=$p
+	fi
 	[ -z "$pg_created" ] || pg_trust_local
 	if is_root; then
 		install -d -o postgres -g postgres -m 2775 /var/run/postgresql 2>/dev/null || true
@@ -242,6 +304,7 @@ pg_start() {
 		pg_ctlcluster --skip-systemctl-redirect "$pg_ver" main start ||
 			die "PostgreSQL: pg_ctlcluster $pg_ver main start failed (see /var/log/postgresql/postgresql-$pg_ver-main.log).
   Start it as root (pg_ctlcluster $pg_ver main start), run this script as root, or set SQLLOCK_TEST_POSTGRES_URL."
+		started+=("PostgreSQL $pg_ver/main on $HOST:$pg_port; stop it with: pg_ctlcluster $pg_ver main stop")
 	fi
 	local i
 	for ((i = 0; i < WAIT_SECONDS; i++)); do
@@ -341,7 +404,11 @@ my_start() {
 		local out=() help
 		help=$(start-stop-daemon --help 2>&1 || true)
 		[[ $help != *--output* ]] || out=(--output "$my_log")
-		start-stop-daemon --start --oknodo --background ${out[@]+"${out[@]}"} --exec "$my_bin" -- "${args[@]}" ||
+		# A pid file of our own: matched by --exec alone, any other mariadbd
+		# (another instance, a container's, or the host's seen from a
+		# chroot) would count as already running.
+		start-stop-daemon --start --oknodo --background ${out[@]+"${out[@]}"} \
+			--make-pidfile --pidfile /run/mysqld/sqllock-test.pid --exec "$my_bin" -- "${args[@]}" ||
 			die "MariaDB: start-stop-daemon --start --exec $my_bin failed"
 	else
 		nohup "$my_bin" "${args[@]}" >"$my_log" 2>&1 &
@@ -358,6 +425,7 @@ my_start() {
 		sleep 1
 	done
 	[ "$i" -lt "$WAIT_SECONDS" ] || die "MariaDB: not ready on $HOST:$MY_PORT after ${WAIT_SECONDS}s (see $my_log and the server's error log, e.g. /var/log/mysql/error.log)"
+	started+=("MariaDB ($my_bin) on $HOST:$MY_PORT; stop it with: $my_admin -u root shutdown")
 
 	# A fresh Debian MariaDB lets root in only over the Unix socket
 	# (unix_socket auth): also accept an empty password, and, for servers that
@@ -391,14 +459,18 @@ my_setup() {
 # test against (postgres, mysql, sqlite): servers left out are neither found
 # nor started, and their tests are skipped.
 selected() { [ -z "${SQLLOCK_TEST_DATABASES:-}" ] || [[ ",${SQLLOCK_TEST_DATABASES// /}," == *",$1,"* ]]; }
+trap report_started EXIT
+tools_plan
 if selected postgres; then pg_plan; else pg_how="not selected"; fi
 if selected mysql; then my_plan; else my_how="not selected"; fi
 install_missing
+tools_check
 if selected mysql && [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
 	my_find_tools # after installing
 fi
 ! selected postgres || pg_setup
 ! selected mysql || my_setup
+report_started
 
 log "PostgreSQL: $(redact "${SQLLOCK_TEST_POSTGRES_URL:--}") ($pg_how); MySQL: $(redact "${SQLLOCK_TEST_MYSQL_DSN:--}") ($my_how)"
 
@@ -423,7 +495,7 @@ done
 # The chaos suite's summary (operations, faults, violations per scenario),
 # which go test would hide for a passing package.
 chaos_report="$(mktemp)"
-trap 'rm -f "$chaos_report"' EXIT
+trap 'rm -f "$chaos_report"; report_started' EXIT
 status=0
 for step in rest chaos; do
 	declare -n step_pkgs=$step

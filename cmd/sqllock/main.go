@@ -326,8 +326,11 @@ acquired (-n and busy, -w passed, or interrupted while waiting); 76 if it
 was lost; 124 after --max-time; 64 usage; 69 database unreachable or schema
 missing.
 
-Only one of five machines runs the job, from crontab:
-  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n report -- /usr/local/bin/report
+With --min-hold the lock stays taken until that long after it was acquired
+(database clock), even if COMMAND ends sooner, and then frees itself. Only
+one of five machines runs the job, from crontab (a min-hold a little below
+the period: a replica that starts late still finds the lock taken):
+  */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n --min-hold 4m report -- /usr/local/bin/report
 As flock(1) would say it, waiting up to 10 seconds:
   sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
 `,

@@ -595,3 +595,96 @@ func TestBench(t *testing.T) {
 		}
 	})
 }
+
+// replicas runs n `sqllock run --no-wait [flags] name -- <5 ms job>` and
+// returns how many times the job ran (counted in a file the job appends
+// to) and the exit statuses. Replicas start every 100 ms (spread over
+// 400 ms for five, as cron on five machines would start them), or, if
+// sequential, each once the previous one has exited.
+func (b backend) replicas(t *testing.T, n int, name string, sequential bool, flags ...string) (int, []int) {
+	t.Helper()
+	runs := filepath.Join(t.TempDir(), "runs")
+	args := append(append([]string{"run", "--no-wait"}, flags...), name, "--", "sh", "-c", `echo run >> "$RUNS"; sleep 0.005`)
+	codes := make([]int, n)
+	var started []*exec.Cmd
+	for k := range n {
+		if k > 0 && !sequential {
+			time.Sleep(100 * time.Millisecond)
+		}
+		c := b.cmd(t, args...)
+		c.Env = append(c.Env, "RUNS="+runs)
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if stderr.Len() > 0 {
+				t.Logf("replica %d: %s", k, stderr.String())
+			}
+		})
+		if sequential {
+			codes[k] = exitStatus(c.Wait())
+			continue
+		}
+		started = append(started, c)
+	}
+	for k, c := range started {
+		codes[k] = exitStatus(c.Wait())
+	}
+	data, err := os.ReadFile(runs)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return strings.Count(string(data), "run\n"), codes
+}
+
+// Five replicas of a 5 ms job started within 500 ms of each other, with
+// --min-hold 10s: the job runs exactly once, the others exit 75. Without
+// --min-hold, five replicas started one after the other (each after the
+// previous one exited) all run it: the count is the job's own, not a
+// timing artefact; with --min-hold, again once.
+func TestRunMinHold(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		n, codes := b.replicas(t, 5, "report:hourly", false, "--min-hold", "10s")
+		if n != 1 {
+			t.Errorf("with --min-hold 10s the job ran %d times, want 1 (exit statuses %v)", n, codes)
+		}
+		if countOf(codes, 0) != 1 || countOf(codes, exitNotAcquired) != 4 {
+			t.Errorf("exit statuses %v, want one 0 and four 75", codes)
+		}
+		if n, codes := b.replicas(t, 5, "report:other", true); n != 5 {
+			t.Errorf("without --min-hold, five runs one after the other ran the job %d times, want 5 (exit statuses %v)", n, codes)
+		}
+		if n, codes := b.replicas(t, 3, "report:again", true, "--min-hold", "1h"); n != 1 {
+			t.Errorf("with --min-hold 1h, three runs one after the other ran the job %d times, want 1 (exit statuses %v)", n, codes)
+		}
+	})
+}
+
+func countOf(s []int, v int) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
+}
+
+// --min-hold is refused for the pessimistic strategy, whose lock ends with
+// its transaction, and when negative.
+func TestRunMinHoldUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"run", "--strategy", "pessimistic", "--min-hold", "1s", "x", "--", "true"},
+		{"run", "--min-hold", "-1s", "x", "--", "true"},
+	} {
+		c := exec.CommandContext(ctxT(t), bin, args...)
+		c.Env = append(os.Environ(), "SQLLOCK_DSN=sqlite:"+filepath.Join(t.TempDir(), "l.db"))
+		out, err := c.CombinedOutput()
+		if code := exitStatus(err); code != 64 {
+			t.Errorf("%v: exit %d, want 64: %s", args, code, out)
+		}
+	}
+}

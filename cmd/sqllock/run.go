@@ -33,6 +33,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	shared := boolFlag(fs, "s,shared", "take the lock in shared mode: shared holders run side by side and exclude exclusive ones (needs --strategy pessimistic)")
 	grace := durationFlag(fs, "grace", 10*time.Second, "after a lost lock, --max-time, a signal or sqllock's own death, the `SECONDS` (or duration) the command's process group has between SIGTERM and SIGKILL")
 	maxTime := durationFlag(fs, "max-time", 0, "stop the command (SIGTERM, SIGKILL after --grace) once it ran for `SECONDS` (or a duration), and exit 124 (0: no limit)")
+	minHold := durationFlag(fs, "min-hold", 0, "keep the lock taken until `SECONDS` (or a duration) after it was acquired, even if the command ends sooner (database clock; table and optimistic): a short job started by several replicas runs once")
 	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) == 0 {
@@ -64,9 +65,13 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 			return usageError{msg: fmt.Sprintf("-E %d: an exit status is 0 to 255", *conflict)}
 		case *shared && *strategy != "pessimistic":
 			return usageError{msg: "--shared needs --strategy pessimistic (table and optimistic locks are exclusive)"}
+		case *minHold < 0:
+			return usageError{msg: "--min-hold must not be negative"}
+		case *minHold > 0 && *strategy == "pessimistic":
+			return usageError{msg: "--min-hold needs --strategy table or optimistic: a pessimistic lock ends with its transaction"}
 		}
 		r := &runner{name: name, argv: cmdArgs, strategy: *strategy, ttl: *ttl, wait: !*noWait,
-			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose}
+			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose, minHold: *minHold}
 		return r.run(ctx, *dsn, *schema)
 	}
 }
@@ -83,6 +88,7 @@ type runner struct {
 	conflict int  // exit status when not acquired
 	shared   bool // pessimistic share mode
 	verbose  bool
+	minHold  time.Duration
 	target   *target // the database, once open
 }
 
@@ -94,16 +100,16 @@ func (r *runner) logf(format string, args ...any) {
 }
 
 // newLocker builds the locker of a --strategy.
-func newLocker(d dialect.Dialect, strategy string, ttl time.Duration) (sqllock.Locker, error) {
+func newLocker(d dialect.Dialect, strategy string, ttl, minHold time.Duration) (sqllock.Locker, error) {
 	var (
 		l   sqllock.Locker
 		err error
 	)
 	switch strategy {
 	case "table":
-		l, err = sqllock.NewTable(d, sqllock.Options{TTL: ttl})
+		l, err = sqllock.NewTable(d, sqllock.Options{TTL: ttl, MinHold: minHold})
 	case "optimistic":
-		l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: ttl})
+		l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: ttl, MinHold: minHold})
 	case "pessimistic":
 		l, err = newPessimistic(d)
 	default:
@@ -130,7 +136,7 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 		return err
 	}
 	r.target = t
-	locker, err := newLocker(t.d, r.strategy, r.ttl)
+	locker, err := newLocker(t.d, r.strategy, r.ttl, r.minHold)
 	if err != nil {
 		return err
 	}

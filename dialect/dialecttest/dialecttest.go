@@ -36,10 +36,14 @@
 // floor rule); RenewMany reports exactly which leases of a mixed batch it
 // renewed and extends them on the database clock, also for a batch of
 // dialect.MaxRenewBatch; Release drops one hold, the last one frees the
-// lock, and it reports false after a takeover or a full release; Guard is
-// true for a live lease only, and a takeover waits for the guarded
-// transaction; List shows held rows only, ordered by name, with times on
-// the database clock; lock names and owners are bind parameters, compared
+// lock, and it reports false after a takeover or a full release; a last
+// Release within its minimum hold leaves the row unexpired, with no holds,
+// refused to every owner (the former holder too) until acquired_at + the
+// minimum hold on the database clock, listed, untouched by Reap, and then
+// taken over with a larger token; Guard is true for a live lease only, and
+// a takeover waits for the guarded transaction; List shows held rows (and
+// those within a minimum hold) only, ordered by name, with times on the
+// database clock; lock names and owners are bind parameters, compared
 // byte for byte; a grant whose context ends while it waits behind a row
 // lock returns an error wrapping the context's, and nothing is granted
 // after it returned.
@@ -325,7 +329,7 @@ func versionTable(vt dialect.VersionTable) *table {
 		switch {
 		case !ok:
 			return vt.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: ttl})
-		case row.Live && row.Owner == owner:
+		case row.Live && row.Owner == owner && row.Holds > 0:
 			swapped, err = vt.Reenter(ctx, p)
 		case row.Live:
 			return 0, nil
@@ -372,10 +376,21 @@ func (e *env) refused(tb *table, name, owner string) {
 // release releases one hold of l and checks the reply.
 func (e *env) release(tb *table, l dialect.Lease, want bool) {
 	e.t.Helper()
-	ok, err := tb.stmts.Release(e.ctx, l)
+	ok, err := tb.stmts.Release(e.ctx, l, 0)
 	e.must(err, "Release "+l.Name)
 	if ok != want {
 		e.t.Fatalf("Release(%+v) = %v, want %v", l, ok, want)
+	}
+}
+
+// releaseMin releases one hold of l with a minimum hold and checks the
+// reply.
+func (e *env) releaseMin(tb *table, l dialect.Lease, minHold time.Duration, want bool) {
+	e.t.Helper()
+	ok, err := tb.stmts.Release(e.ctx, l, minHold)
+	e.must(err, "Release "+l.Name)
+	if ok != want {
+		e.t.Fatalf("Release(%+v, min hold %v) = %v, want %v", l, minHold, ok, want)
 	}
 }
 

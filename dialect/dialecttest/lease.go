@@ -23,6 +23,7 @@ var leaseChecks = []struct {
 	{"RenewMany", checkRenewMany},
 	{"RenewManyBatch", checkRenewManyBatch},
 	{"Release", checkRelease},
+	{"MinHold", checkMinHold},
 	{"Guard", checkGuard},
 	{"List", checkList},
 	{"Names", checkNames},
@@ -263,6 +264,76 @@ func checkRelease(t *testing.T, e *env, tb *table) {
 	e.holder(tb, q, 1)
 
 	e.release(tb, dialect.Lease{Name: "release-unknown", Owner: "o", Token: 1}, false)
+}
+
+// A last release within the minimum hold keeps the row unexpired, held by
+// nobody, until acquired_at + minHold on the database clock: every owner,
+// the former holder too, is refused; List shows it with no holds and that
+// expiry; Guard, a second release and Reap leave it alone. Afterwards the
+// next grant takes it over with a larger token, no statement of the former
+// holder needed. Releases of other holds, and a minimum hold already
+// passed, behave as without one.
+func checkMinHold(t *testing.T, e *env, tb *table) {
+	const name = "min-hold"
+	l := e.grant(tb, name, "o")
+	if again := e.grant(tb, name, "o"); again != l {
+		t.Fatalf("re-entry: %+v, want %+v", again, l)
+	}
+	e.releaseMin(tb, l, time.Hour, true) // not the last hold: the lease stays
+	e.holder(tb, l, 1)
+	e.releaseMin(tb, l, time.Hour, true)
+	e.refused(tb, name, "p")
+	e.refused(tb, name, "o")
+	li, ok := e.held(tb, name)
+	if !ok || li.Holds != 0 || li.Owner != "o" || li.Token != l.Token || li.ExpiresAt.Sub(li.AcquiredAt) != time.Hour || li.ExpiresIn <= 0 {
+		t.Fatalf("List shows a lock released within its minimum hold of an hour as %+v (listed: %v), want no holds, owner o, token %d, expiry acquired_at + 1h, still ahead", li, ok, l.Token)
+	}
+	if tb.name == Locks {
+		if left, ok, err := e.Dialect.Locks().Remaining(e.ctx, name); err != nil || !ok || left <= 0 {
+			t.Fatalf("Remaining within the minimum hold = %v, %v, %v; want time left", left, ok, err)
+		}
+	}
+	e.releaseMin(tb, l, time.Hour, false)
+	e.reapAll()
+	e.refused(tb, name, "p")
+	e.expire(tb, name) // the minimum hold ends
+	p := e.grant(tb, name, "p")
+	if p.Token <= l.Token {
+		t.Fatalf("token %d after the minimum hold, want > %d", p.Token, l.Token)
+	}
+
+	// A minimum hold already passed frees the lock at once.
+	e.releaseMin(tb, p, time.Microsecond, true)
+	if li, ok := e.held(tb, name); ok {
+		t.Fatalf("lock released after its minimum hold still listed: %+v", li)
+	}
+	q := e.grant(tb, name, "q")
+
+	// Ends on the database clock by itself: the next owner gets it
+	// once the database's time reaches the end of the minimum hold, and
+	// not before.
+	e.expire(tb, name)
+	r := e.grant(tb, name, "r")
+	e.release(tb, q, false)
+	e.releaseMin(tb, r, 300*time.Millisecond, true)
+	li, ok = e.held(tb, name)
+	if !ok || li.Holds != 0 {
+		// The machine took 300 ms between grant and release: fine, the
+		// lock is simply free already.
+		e.grant(tb, name, "s")
+		return
+	}
+	var s int64
+	e.eventually("the lock is free after its minimum hold", func() bool {
+		token, err := tb.grant(e.ctx, name, "s", long)
+		e.must(err, "grant "+name)
+		s = token
+		return token != 0
+	})
+	got, _ := e.held(tb, name)
+	if s <= r.Token || got.AcquiredAt.Before(li.ExpiresAt) {
+		t.Fatalf("granted token %d at %v after a minimum hold ending at %v (token %d): want a larger token, not before the end", s, got.AcquiredAt, li.ExpiresAt, r.Token)
+	}
 }
 
 // Guard is true, in a transaction, for a live lease only; while the

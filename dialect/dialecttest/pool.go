@@ -144,7 +144,7 @@ func checkPoolExhausted(t *testing.T, e *env) {
 	calls := map[string]func(context.Context) error{}
 	addLease := func(prefix string, lt dialect.LeaseTable) {
 		calls[prefix+"RenewMany"] = func(ctx context.Context) error { _, err := lt.RenewMany(ctx, lease, long); return err }
-		calls[prefix+"Release"] = func(ctx context.Context) error { _, err := lt.Release(ctx, lease[0]); return err }
+		calls[prefix+"Release"] = func(ctx context.Context) error { _, err := lt.Release(ctx, lease[0], 0); return err }
 		calls[prefix+"List"] = func(ctx context.Context) error { _, err := lt.List(ctx); return err }
 	}
 	lt := d.Locks()

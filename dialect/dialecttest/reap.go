@@ -134,7 +134,7 @@ func checkReapConcurrent(t *testing.T, e *env) {
 					err = e.Expire(e.ctx, tb.name, name)
 				} else {
 					var ok bool
-					if ok, err = tb.stmts.Release(e.ctx, dialect.Lease{Name: name, Owner: owner, Token: token}); err == nil && !ok {
+					if ok, err = tb.stmts.Release(e.ctx, dialect.Lease{Name: name, Owner: owner, Token: token}, 0); err == nil && !ok {
 						err = errors.New("not held")
 					}
 				}

@@ -34,6 +34,13 @@ const now = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYS
 // released is the expiry a released row gets: before any real time.
 const released = "'1000-01-01 00:00:00'"
 
+// releasedExpiry is the expiry a release gives the row, in an UPDATE that
+// first decrements holds (MySQL's assignments see the ones before them):
+// unchanged while other holds remain; else the end of the minimum hold if
+// that is still ahead, or the released value (free at once).
+const releasedExpiry = `IF(holds > 0, expires_at,
+    IF(acquired_at + INTERVAL :minhold MICROSECOND > ` + now + `, acquired_at + INTERVAL :minhold MICROSECOND, ` + released + `))`
+
 // micros is the microseconds since the Unix epoch of a DATETIME(6) in UTC.
 func micros(col string) string {
 	return `TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', ` + col + `)`
@@ -53,13 +60,13 @@ WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND e
 		// (name, owner, token) live again).
 		Renewed: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = IF(holds = 0, %[3]s, expires_at)
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released)),
+		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
 LOCK IN SHARE MODE`, table, token, now)),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[4]s, %[5]s, TIMESTAMPDIFF(MICROSECOND, %[3]s, expires_at)
-FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now, micros("acquired_at"), micros("expires_at"))),
+FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, now, micros("acquired_at"), micros("expires_at"))),
 	}
 }
 
@@ -79,11 +86,11 @@ SELECT :name, :owner, LAST_INSERT_ID(f.token + 1), 1, %[3]s, %[3]s + INTERVAL :t
 FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
   token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[1]s.token + 1),
-                  IF(%[1]s.owner = :owner, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
-  holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = :owner, %[1]s.holds + 1, %[1]s.holds)),
+                  IF(%[1]s.owner = :owner AND %[1]s.holds > 0, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
+  holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = :owner AND %[1]s.holds > 0, %[1]s.holds + 1, %[1]s.holds)),
   owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), :owner, %[1]s.owner),
   acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
-  expires_at  = IF(%[1]s.owner = :owner, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now))
+  expires_at  = IF(%[1]s.owner = :owner AND %[1]s.holds > 0, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
 	return s
 }
@@ -94,7 +101,7 @@ ON DUPLICATE KEY UPDATE
 func versionSQL(versions, floor string) sqlrun.VersionSQL {
 	return sqlrun.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version"),
-		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s,
+		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s,
   GREATEST(TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at), 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
 		// A new row starts above the version floor, read under a shared

@@ -636,8 +636,8 @@ type waking struct {
 }
 
 // Release implements dialect.LeaseTable.
-func (w *waking) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	n, err := w.run.Int(ctx, &w.stmt, &sqlrun.Params{Name: l.Name, Owner: l.Owner, Token: l.Token})
+func (w *waking) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	n, err := w.run.Int(ctx, &w.stmt, &sqlrun.Params{Name: l.Name, Owner: l.Owner, Token: l.Token, MinHold: minHold})
 	if n == 2 {
 		w.bells.ring(ctx, l.Name)
 	}
@@ -648,11 +648,13 @@ func (w *waking) Release(ctx context.Context, l dialect.Lease) (bool, error) {
 // token. The assignment of the token column to itself carries the result
 // in LAST_INSERT_ID(expr), evaluated after holds was decremented (MySQL
 // assigns left to right) and only for a matched row; the waiters table is
-// looked up by its primary key only when the release frees the name.
+// looked up by its primary key only when the release frees the name at
+// once (not when a minimum hold keeps it taken: its waiters wait for the
+// row's expiry).
 func wakingRelease(table, token, waiters string) sqlrun.SQL {
-	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = IF(holds = 0, %[3]s, expires_at),
-  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND EXISTS(SELECT 1 FROM %[4]s w WHERE w.name = %[1]s.name), 2, 1))
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released, waiters))
+	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s,
+  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND expires_at = %[5]s AND EXISTS(SELECT 1 FROM %[4]s w WHERE w.name = %[1]s.name), 2, 1))
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, waiters, released))
 }
 
 // wakeTables compiles the lease tables whose releases ring, on the waiters

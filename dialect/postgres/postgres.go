@@ -244,6 +244,9 @@ func wrap(err error) error {
 		}
 		return err // the server answered: the statement was not applied
 	}
+	if errors.Is(err, pgx.ErrTxCommitRollback) { // the server answered COMMIT with ROLLBACK
+		return fmt.Errorf("%w: %w", dialect.ErrRolledBack, err)
+	}
 	if errors.Is(err, sql.ErrNoRows) || notSent(err) {
 		return err
 	}

@@ -20,6 +20,16 @@ import (
 // ttl is the expiry of a lease granted or renewed now.
 const ttl = `now() + :ttl::bigint * interval '1 microsecond'`
 
+// minHeld is the end of a released row's minimum hold.
+const minHeld = `acquired_at + :minhold::bigint * interval '1 microsecond'`
+
+// releasedExpiry is the expiry a release gives the row: unchanged while
+// other holds remain; else the end of the minimum hold if that is still
+// ahead, or -infinity (free at once).
+const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
+    WHEN ` + minHeld + ` > now() THEN ` + minHeld + `
+    ELSE '-infinity' END`
+
 // micros is the microseconds since the Unix epoch of a timestamptz.
 func micros(col string) string { return `(extract(epoch FROM ` + col + `) * 1000000)::bigint` }
 
@@ -30,15 +40,14 @@ func leaseSQL(table, token string) sqlrun.LeaseSQL {
 		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > now()
 RETURNING name, owner, %[2]s`, table, token, ttl)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
-  expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token)),
+		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > clock_timestamp()
 FOR SHARE`, table, token)),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[3]s, %[4]s,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
-FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, micros("acquired_at"), micros("expires_at"))),
+FROM %[1]s WHERE holds > 0 OR expires_at > now() ORDER BY name`, table, token, micros("acquired_at"), micros("expires_at"))),
 	}
 }
 
@@ -65,7 +74,7 @@ ON CONFLICT (name) DO UPDATE SET
   acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
   owner       = EXCLUDED.owner,
   expires_at  = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.holds > 0)
 RETURNING token`, locks, seq, ttl, fence(":name")))
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT
@@ -82,14 +91,15 @@ RETURNING token`, locks, seq, ttl, fence(":name")))
 SELECT CASE WHEN l.expires_at > now() AND NOT l.waiters AND NOT EXISTS (SELECT 1 FROM hint) THEN 0
   ELSE (extract(epoch FROM greatest(l.expires_at, now()) - now()) * 1000000)::bigint END
 FROM %[1]s l WHERE l.name = :name`, locks))
-	// The last release of a name someone waited for announces it.
+	// The last release of a name someone waited for announces it, unless
+	// a minimum hold keeps the lock: its waiters wake when it ends, as
+	// they would for an expiring lease.
 	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
-  UPDATE %s SET holds = holds - 1,
-    expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
+  UPDATE %s SET holds = holds - 1, expires_at = %s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0
-  RETURNING name, holds = 0 AND waiters AS wake
+  RETURNING name, holds = 0 AND waiters AND expires_at <= now() AS wake
 )
-SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`, locks))
+SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`, locks, releasedExpiry))
 	return s
 }
 
@@ -97,7 +107,7 @@ SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHE
 func versionSQL(versions, floor string) sqlrun.VersionSQL {
 	return sqlrun.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version"),
-		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > now(),
+		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > now(),
   (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
 FROM %s WHERE name = :name`, versions)),
 		// A new row starts above the version floor, read under a shared

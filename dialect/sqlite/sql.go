@@ -22,6 +22,13 @@ const now = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
 // released is the expiry of a released row: before any real time.
 const released = "0"
 
+// releasedExpiry is the expiry a release gives the row: unchanged while
+// other holds remain; else the end of the minimum hold if that is still
+// ahead, or the released value (free at once).
+const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
+    WHEN acquired_at + :minhold > ` + now + ` THEN acquired_at + :minhold
+    ELSE ` + released + ` END`
+
 // leaseSQL declares the lease statements of table, whose token column is
 // token.
 //
@@ -49,13 +56,12 @@ func leaseSQL(table, token string) sqlrun.LeaseSQL {
 		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
 RETURNING name, owner, %[2]s`, table, token, now)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
-  expires_at = CASE WHEN holds = 1 THEN %[3]s ELSE expires_at END
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released)),
+		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
-FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, now)),
+FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, now)),
 	}
 }
 
@@ -75,7 +81,7 @@ ON CONFLICT (name) DO UPDATE SET
   acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
   owner       = excluded.owner,
   expires_at  = excluded.expires_at
-WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
+WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
 RETURNING token`, now))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	return s
@@ -86,7 +92,7 @@ func versionSQL() sqlrun.VersionSQL {
 	const versions = "sqllock_versions"
 	return sqlrun.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version"),
-		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, holds > 0 AND expires_at > %[2]s, max(expires_at - %[2]s, 0)
+		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s, max(expires_at - %[2]s, 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
 		// A new row starts above the version floor, which the trigger of
 		// migration 6 raises with every deletion; the statement runs under

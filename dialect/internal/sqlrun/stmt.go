@@ -57,6 +57,7 @@ type Params struct {
 	Token   int64         // :token, the lease's token (on the version table, its version)
 	Version int64         // :version, the version a swap expects
 	TTL     time.Duration // :ttl, in whole microseconds
+	MinHold time.Duration // :minhold, in whole microseconds
 	Limit   int           // :limit
 	Channel string        // :channel, the notification channel
 	// Leases expands :names to a list of their names and :leases to a
@@ -66,7 +67,7 @@ type Params struct {
 
 // params lists the names a statement may use; list ones expand.
 var params = map[string]bool{
-	"name": false, "owner": false, "token": false, "version": false, "ttl": false,
+	"name": false, "owner": false, "token": false, "version": false, "ttl": false, "minhold": false,
 	"limit": false, "channel": false, "names": true, "leases": true,
 }
 
@@ -83,6 +84,8 @@ func (p *Params) value(name string) any {
 		return p.Version
 	case "ttl":
 		return p.TTL.Microseconds()
+	case "minhold":
+		return p.MinHold.Microseconds()
 	case "limit":
 		return p.Limit
 	}

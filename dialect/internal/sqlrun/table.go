@@ -22,7 +22,9 @@ type LeaseSQL struct {
 	// leases among :leases that are live afterwards.
 	RenewMany, Renewed SQL
 	// Release drops one hold of (:name, :owner, :token), freeing the lock
-	// with the last one; its number is 1 when it did.
+	// with the last one, unless the row's acquired_at + :minhold is still
+	// ahead on the database clock: then the row keeps no hold and expires
+	// at that instant. Its number is 1 when it dropped a hold.
 	Release SQL
 	// Guard selects a row, inside the caller's transaction, when the lease
 	// (:name, :owner, :token) is live, and share-locks it until the
@@ -93,8 +95,10 @@ func (t *LeaseTable) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time
 }
 
 // Release implements dialect.LeaseTable.
-func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease) (bool, error) {
-	n, err := t.run.Int(ctx, &t.release, t.params(l))
+func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	p := t.params(l)
+	p.MinHold = minHold
+	n, err := t.run.Int(ctx, &t.release, p)
 	return n == 1, err
 }
 

@@ -1,0 +1,234 @@
+package sqllock_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"go/ast"
+	"go/doc"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The package documentation names every exported function and type of the
+// package, as a doc link, so that a new strategy or helper cannot be left
+// out of it.
+func TestPackageDocListsAPI(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, ".", func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := doc.New(pkgs["sqllock"], "github.com/sqllock/sqllock", 0)
+	var names []string
+	for _, f := range p.Funcs {
+		names = append(names, f.Name)
+	}
+	for _, ty := range p.Types {
+		names = append(names, ty.Name)
+		for _, f := range ty.Funcs { // constructors
+			names = append(names, f.Name)
+		}
+	}
+	for _, name := range names {
+		if !strings.Contains(p.Doc, "["+name+"]") && !strings.Contains(p.Doc, "[*"+name+"]") && !strings.Contains(p.Doc, "["+name+"].") {
+			t.Errorf("the package doc (doc.go) does not mention [%s]", name)
+		}
+	}
+}
+
+// Every ```go block of README.md type-checks against this module: blocks
+// are fragments, so each is wrapped in a function returning error, with
+// the names the prose takes for granted (ctx, db, d, id, qty, ...)
+// declared around it, its own import lines hoisted, and `{ ... }` standing
+// for code left out. Only unused variables and imports are forgiven.
+func TestREADMESnippetsCompile(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds the module's export data")
+	}
+	blocks := readmeGoBlocks(t)
+	if len(blocks) < 10 {
+		t.Fatalf("found %d go blocks in README.md, expected more: is the extraction broken?", len(blocks))
+	}
+	imp := exportImporter(t)
+	for _, b := range blocks {
+		src := snippetFile(b.text)
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "readme.go", src, 0)
+		if err != nil {
+			t.Errorf("README.md line %d: %v\n%s", b.line, err, src)
+			continue
+		}
+		var errs []string
+		conf := types.Config{Importer: imp, Error: func(err error) {
+			msg := err.Error()
+			if strings.Contains(msg, "declared and not used") || strings.Contains(msg, "imported and not used") {
+				return
+			}
+			errs = append(errs, msg)
+		}}
+		_, _ = conf.Check("readme", fset, []*ast.File{f}, nil)
+		if len(errs) > 0 {
+			t.Errorf("README.md line %d does not compile:\n\t%s\n%s", b.line, strings.Join(errs, "\n\t"), src)
+		}
+	}
+}
+
+type goBlock struct {
+	line int
+	text string
+}
+
+func readmeGoBlocks(t *testing.T) []goBlock {
+	t.Helper()
+	f, err := os.Open("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var (
+		out []goBlock
+		cur *goBlock
+		sb  strings.Builder
+	)
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case cur == nil && strings.TrimSpace(line) == "```go":
+			cur = &goBlock{line: n + 1}
+			sb.Reset()
+		case cur != nil && strings.TrimSpace(line) == "```":
+			cur.text = sb.String()
+			out = append(out, *cur)
+			cur = nil
+		case cur != nil:
+			sb.WriteString(line + "\n")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// snippetImports are the packages a snippet may use without importing
+// them; unused ones are forgiven.
+var snippetImports = []string{
+	"context", "database/sql", "errors", "log/slog", "os", "time",
+	"github.com/jackc/pgx/v5/pgxpool",
+	"github.com/sqllock/sqllock",
+	"github.com/sqllock/sqllock/dialect",
+	"github.com/sqllock/sqllock/dialect/mysql",
+	"github.com/sqllock/sqllock/dialect/postgres",
+	"github.com/sqllock/sqllock/dialect/sqlite",
+}
+
+// snippetPrelude declares what the README's prose takes for granted.
+const snippetPrelude = `
+var (
+	ctx        context.Context
+	db         *sql.DB
+	pool       *pgxpool.Pool
+	d          dialect.Dialect
+	lock       *sqllock.Lock
+	id, qty    int
+	amount     int
+	body       string
+	ErrSoldOut = errors.New("sold out")
+)
+
+func work(context.Context)              {}
+func buildReport(context.Context) error { return nil }
+`
+
+var (
+	importLine  = regexp.MustCompile(`^import\s+(_\s+)?("[^"]+")\s*$`)
+	elidedBlock = regexp.MustCompile(`\{\s*\.\.\.\s*\}`)
+)
+
+// snippetFile turns a README block into a Go file.
+func snippetFile(text string) string {
+	imports := map[string]string{} // path -> name ("" or "_")
+	for _, p := range snippetImports {
+		imports[p] = ""
+	}
+	var body []string
+	inImport := false
+	for _, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case trimmed == "import (":
+			inImport = true
+		case inImport && trimmed == ")":
+			inImport = false
+		case inImport && trimmed != "":
+			f := strings.Fields(trimmed)
+			if len(f) == 2 {
+				imports[strings.Trim(f[1], `"`)] = f[0]
+			} else {
+				imports[strings.Trim(f[0], `"`)] = ""
+			}
+		case importLine.MatchString(trimmed):
+			m := importLine.FindStringSubmatch(trimmed)
+			imports[strings.Trim(m[2], `"`)] = strings.TrimSpace(m[1])
+		default:
+			body = append(body, line)
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString("package readme\n\nimport (\n")
+	paths := make([]string, 0, len(imports))
+	for p := range imports {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	for _, p := range paths {
+		fmt.Fprintf(&b, "\t%s %q\n", imports[p], p)
+	}
+	b.WriteString(")\n")
+	b.WriteString(snippetPrelude)
+	b.WriteString("\nfunc snippet() error {\n")
+	b.WriteString(elidedBlock.ReplaceAllString(strings.Join(body, "\n"), `{ panic("elided") }`))
+	b.WriteString("\n\treturn nil\n}\n")
+	return b.String()
+}
+
+// exportImporter imports packages from the export data that the go command
+// builds for this module's dependencies.
+func exportImporter(t *testing.T) types.Importer {
+	t.Helper()
+	args := append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}", "github.com/jackc/pgx/v5/stdlib", "github.com/go-sql-driver/mysql"}, snippetImports...)
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("go list -export: %v\n%s", err, stderr)
+	}
+	exports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if path, file, ok := strings.Cut(line, "\t"); ok && file != "" {
+			exports[path] = file
+		}
+	}
+	return importer.ForCompiler(token.NewFileSet(), "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok {
+			return nil, fmt.Errorf("no export data for %q", path)
+		}
+		return os.Open(file)
+	})
+}

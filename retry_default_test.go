@@ -1,0 +1,112 @@
+package sqllock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/shop"
+)
+
+// hotRow runs the 200-buyer case: stock for every buyer, all buyers at once
+// on one product row, each a read and a version-checked write through
+// RetryOnConflict with opts. It returns the shop's count, the orders that
+// failed (gave up on conflicts) and the attempts made in all.
+func hotRow(t *testing.T, e *env, s *shop.Shop, buyers int, opts sqllock.RetryOptions) (shop.Result, int, int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	var failed, attempts atomic.Int64
+	res, err := s.Run(ctx, buyers, buyers, func(ctx context.Context, buyer int) (int, error) {
+		err := sqllock.RetryOnConflict(ctx, opts, func(ctx context.Context) error {
+			attempts.Add(1)
+			var stock int
+			var version int64
+			if err := e.db.QueryRowContext(ctx, s.Q("SELECT stock, version FROM {products} WHERE id = 1")).Scan(&stock, &version); err != nil {
+				return err
+			}
+			if stock < 1 {
+				return shop.ErrSoldOut
+			}
+			tx, err := e.db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if err := sqllock.CheckUpdate(tx.ExecContext(ctx,
+				s.Q("UPDATE {products} SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-1, version)); err != nil {
+				return err
+			}
+			if err := s.Order(ctx, tx, buyer, 1); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+		if errors.Is(err, sqllock.ErrConflict) {
+			failed.Add(1)
+			return 0, shop.ErrSoldOut // counted apart: not an error of the run
+		}
+		return 1, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, int(failed.Load()), attempts.Load()
+}
+
+// 200 buyers on one hot row with RetryOnConflict's defaults: every order
+// goes through (the default retries until ctx ends), nothing is oversold or
+// lost. With SQLLOCK_TEST_HOTROW_COMPARE=1 it also runs the old default of
+// 10 attempts side by side and logs how many orders that failed.
+func TestRetryOnConflictHotRowDefaults(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		const buyers = 200
+		s := e.shop(t)
+		if compare, _ := strconv.ParseBool(os.Getenv("SQLLOCK_TEST_HOTROW_COMPARE")); compare {
+			res, failed, attempts := hotRow(t, e, s, buyers, sqllock.RetryOptions{Attempts: 10})
+			t.Logf("%s, Attempts 10: %d of %d orders failed, %d attempts, %v", e.kind, failed, buyers, attempts, res.Took.Round(time.Millisecond))
+		}
+		res, failed, attempts := hotRow(t, e, s, buyers, sqllock.RetryOptions{})
+		t.Logf("%s, defaults: %d of %d orders failed, %d attempts, %v", e.kind, failed, buyers, attempts, res.Took.Round(time.Millisecond))
+		if err := res.Check(); err != nil {
+			t.Fatal(err)
+		}
+		if failed != 0 || res.Orders != buyers || res.Left != 0 {
+			t.Fatalf("with the default retries %d of %d orders failed (%d sold, %d left)", failed, buyers, res.Orders, res.Left)
+		}
+	})
+}
+
+// By default RetryOnConflict has no bound on attempts: it retries until
+// ctx ends.
+func TestRetryOnConflictDefaultUntilContextEnds(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	fast := sqllock.RetryOptions{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
+	calls := 0
+	err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+		calls++
+		if calls < 1000 {
+			return sqllock.ErrConflict
+		}
+		return nil
+	})
+	if err != nil || calls != 1000 {
+		t.Fatalf("err %v after %d calls, want success after 1000", err, calls)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	calls = 0
+	err = sqllock.RetryOnConflict(cctx, fast, func(context.Context) error {
+		if calls++; calls == 50 {
+			cancel()
+		}
+		return sqllock.ErrConflict
+	})
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrConflict) || calls != 50 {
+		t.Fatalf("err %v after %d calls, want Canceled and ErrConflict after 50", err, calls)
+	}
+}
