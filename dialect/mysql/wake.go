@@ -113,10 +113,10 @@ type bells struct {
 	watched    map[string]int       // names waited for, by how many rooms
 	idle       map[string]time.Time // registered names nobody waits for, since when
 	kick       chan struct{}        // wakes a keeper waiting to unregister
-	bell       bellID          // the running bell, once it sleeps
-	registered map[string]bool // names registered for bell
-	keeping    bool            // the keeper goroutine runs
-	broken     bellID          // a bell whose registrations failed: it stops
+	bell       bellID               // the running bell, once it sleeps
+	registered map[string]bool      // names registered for bell
+	keeping    bool                 // the keeper goroutine runs
+	broken     bellID               // a bell whose registrations failed: it stops
 	keeper     sync.WaitGroup
 	gate       func() error // test seam: refuses to start a bell
 }
