@@ -52,6 +52,12 @@ var (
 	// established: no statement was sent, nothing was applied, and trying
 	// again later is safe.
 	ErrUnavailable = dialect.ErrUnavailable
+	// ErrReadOnly means the server refuses writes: a standby, a read
+	// replica, or a primary demoted after a failover. Locks are granted
+	// and renewed only on a writable primary; a held lease whose renewal
+	// reaches a read-only server is lost at once (its context is cancelled
+	// with ErrLockLost).
+	ErrReadOnly = dialect.ErrReadOnly
 	// ErrPoolExhausted means no connection of the pool became free before
 	// the context ended. Every held pessimistic lock pins a connection: see
 	// NewPessimistic on sizing the pool.

@@ -330,8 +330,8 @@ func versionTable(vt dialect.VersionTable) *table {
 		case row.Live:
 			return 0, nil
 		default:
-			swapped, err = vt.Take(ctx, p)
-			row.Version++
+			row.Version, err = vt.Take(ctx, p)
+			swapped = row.Version != 0
 		}
 		if err != nil || !swapped {
 			return 0, err

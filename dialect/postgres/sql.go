@@ -29,13 +29,15 @@ func leaseSQL(table, token string) sqlrun.LeaseSQL {
 	return sqlrun.LeaseSQL{
 		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > now()
-RETURNING name, owner, %[2]s`, table, token, ttl)),
+  AND %[4]s
+RETURNING name, owner, %[2]s`, table, token, ttl, onTimeline(token))),
 		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1,
   expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token)),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > clock_timestamp()
-FOR SHARE`, table, token)),
+  AND %[3]s
+FOR SHARE`, table, token, onTimeline(token))),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[3]s, %[4]s,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE holds > 0 ORDER BY name`, table, token, micros("acquired_at"), micros("expires_at"))),
@@ -56,17 +58,22 @@ func lockSQL(locks, seq, channel string) sqlrun.LockSQL {
 	// So the statement first takes the name's fence (an advisory lock, in
 	// shared mode, for this statement's transaction only), and the reaper
 	// deletes no row whose fence it cannot take at once.
+	//
+	// Tokens carry the timeline in their high bits (see epoch.go): the
+	// fence's subquery reads it once, and a takeover adds the same epoch,
+	// read back from the excluded row's token, to its own draw. A live
+	// lease of an earlier timeline is not re-entered: it is lost.
 	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, nextval('%[2]s'), 1, now(), %[3]s
-FROM (SELECT pg_advisory_xact_lock_shared(%[4]s)) AS fence
+SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
+FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence
 ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= now() THEN nextval('%[2]s') ELSE l.token END,
+  token       = CASE WHEN l.expires_at <= now() THEN %[6]s + nextval('%[2]s') ELSE l.token END,
   holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
   acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
   owner       = EXCLUDED.owner,
   expires_at  = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
-RETURNING token`, locks, seq, ttl, fence(":name")))
+WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND %[7]s IN (0, %[6]s))
+RETURNING token`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.token"), epochOf("l.token")))
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT
 	// reads the statement's snapshot, but the hint's UPDATE the latest
@@ -104,13 +111,18 @@ FROM %s WHERE name = :name`, versions)),
 		// lock: a reaper raising it waits for the insert to commit, and an
 		// insert after the reaper's deletions reads the raised floor.
 		Create: sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
-SELECT :name, :owner, f.version + 1, 1, now(), %[3]s FROM %[2]s f WHERE f.id = 1 FOR SHARE
+SELECT :name, :owner, greatest(f.version + 1, %[4]s), 1, now(), %[3]s FROM %[2]s f WHERE f.id = 1 FOR SHARE
 ON CONFLICT (name) DO NOTHING
-RETURNING version`, versions, floor, ttl)),
-		Take: sqlrun.X(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = version + 1, holds = 1, acquired_at = now(), expires_at = %s
-WHERE name = :name AND version = :version AND expires_at <= now()`, versions, ttl)),
+RETURNING version`, versions, floor, ttl, epoch)),
+		// A takeover's version is one more, or the current timeline's
+		// first when the row's is of an earlier timeline (see epoch.go).
+		Take: sqlrun.Q(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = greatest(version + 1, (SELECT %s)), holds = 1,
+  acquired_at = now(), expires_at = %s
+WHERE name = :name AND version = :version AND expires_at <= now()
+RETURNING version`, versions, epoch, ttl)),
 		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
-WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > now()`, versions, ttl)),
+WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > now()
+  AND %s`, versions, ttl, onTimeline("version"))),
 	}
 }
 
