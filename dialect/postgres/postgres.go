@@ -241,6 +241,12 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
 		case "55P03": // lock not available: NOWAIT, lock_timeout
 			return fmt.Errorf("%w: %w", dialect.ErrLocked, err)
+		case "25006": // read-only transaction: a standby, default_transaction_read_only
+			return fmt.Errorf("%w: %w", dialect.ErrReadOnly, err)
+		case "55000": // object not in prerequisite state
+			if strings.Contains(pe.Message, "recovery is in progress") {
+				return fmt.Errorf("%w: %w", dialect.ErrReadOnly, err)
+			}
 		}
 		return err // the server answered: the statement was not applied
 	}
