@@ -25,7 +25,7 @@ var (
 	ErrInvalidOwner = errors.New("sqllock: invalid owner")
 	// ErrInvalidOptions is returned by constructors for options that are
 	// out of range or inconsistent.
-	ErrInvalidOptions = errors.New("sqllock: invalid options")
+	ErrInvalidOptions = dialect.ErrInvalidOptions
 
 	// ErrUnsupported means the dialect does not implement the requested
 	// strategy. SQLite, for one, has no pessimistic strategy: it has no row

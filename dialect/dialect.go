@@ -74,6 +74,10 @@ var (
 	// re-exports it.
 	ErrUnsupported = errors.New("sqllock: not supported by this dialect")
 
+	// ErrInvalidOptions is returned for options that are out of range or
+	// inconsistent. The root package re-exports it.
+	ErrInvalidOptions = errors.New("sqllock: invalid options")
+
 	// ErrNilDB is returned for a nil *sql.DB, pool or dialect.
 	ErrNilDB = errors.New("sqllock: nil database")
 

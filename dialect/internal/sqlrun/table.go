@@ -158,7 +158,8 @@ func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
 
 // Acquire implements dialect.LockTable.
 func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	return t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
+	n, err := t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
+	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
 }
 
 // Remaining implements dialect.LockTable.
@@ -217,16 +218,19 @@ func (t *VersionTable) Read(ctx context.Context, name string) (dialect.VersionRo
 
 // Create implements dialect.VersionTable.
 func (t *VersionTable) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	return t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
+	n, err := t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
+	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
 }
 
 // Take implements dialect.VersionTable.
 func (t *VersionTable) Take(ctx context.Context, p dialect.SwapParams) (int64, error) {
-	return t.run.GrantInt(ctx, &t.take, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	n, err := t.run.GrantInt(ctx, &t.take, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
 }
 
 // Reenter implements dialect.VersionTable.
 func (t *VersionTable) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
 	n, err := t.run.GrantInt(ctx, &t.reenter, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	n, err = t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: p.Version}, n, err)
 	return n == 1 && err == nil, err
 }
