@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test vet fmt fuzz chaos soak
+.PHONY: test vet fmt fuzz chaos soak test-ha
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on ./... against both (scripts/test.sh).
@@ -38,3 +38,9 @@ chaos:
 DURATION ?= 30m
 soak:
 	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
+
+# The replicated test bed: a PostgreSQL primary + streaming standby of its
+# own per scenario, the chaos workload across a forced failover
+# (scripts/test-ha.sh; about 2 minutes). Not part of make test.
+test-ha:
+	bash scripts/test-ha.sh
