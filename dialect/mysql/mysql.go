@@ -40,6 +40,7 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	marks    marker // tags grant statements, so that they can be found and cancelled
 	clock    clockCheck
+	galera   galeraCheck
 }
 
 // Option configures a Dialect.
