@@ -40,7 +40,8 @@ soak:
 	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
 
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
-# own per scenario, the chaos workload across a forced failover
-# (scripts/test-ha.sh; about 2 minutes). Not part of make test.
+# own per scenario, the chaos workload across a forced failover, and a
+# 3-node MariaDB Galera cluster (scripts/test-ha.sh; about 3 minutes). Not
+# part of make test.
 test-ha:
 	bash scripts/test-ha.sh

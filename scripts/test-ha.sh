@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The replicated test bed (make test-ha): starts, for each scenario, a
-# PostgreSQL primary and a streaming standby from the system's server
-# binaries on free loopback ports, in a temporary directory of their own
-# (removed afterwards), runs the history-checked chaos workload across a
-# forced failover (asynchronous and synchronous replication, the
-# replication link frozen by the chaos proxy so that the standby lags), and
-# checks it (internal/failover).
+# The replicated test bed (make test-ha), every server on free loopback
+# ports in a temporary directory of its own (removed afterwards):
+#  - internal/failover: for each scenario, a PostgreSQL primary and a
+#    streaming standby from the system's server binaries; the
+#    history-checked chaos workload across a forced failover (asynchronous
+#    and synchronous replication, the replication link frozen by the chaos
+#    proxy so that the standby lags), checked by the chaos checker;
+#  - dialect/mysql TestGalera: a 3-node MariaDB Galera cluster (mariadbd,
+#    galera-4); the conformance suite, exclusion across nodes, the
+#    pessimistic strategy refused, and the write stall when a node dies.
+#    Skipped with SQLLOCK_HA_GALERA=0.
 #
-# PostgreSQL does not run as root: when run as root, the servers run as the
+# The servers do not run as root: when run as root, they run as the
 # system user $SQLLOCK_HA_USER (default sqllockha), created if missing.
 # SQLLOCK_HA_PGBIN selects the binaries (default: the newest
 # /usr/lib/postgresql/*/bin). Extra arguments go to go test.
@@ -32,4 +36,11 @@ if [[ "$(id -u)" == 0 ]]; then
 fi
 
 export SQLLOCK_TEST_HA=1
-exec go test -race -count=1 -timeout 20m -v -run '^TestFailover$' "$@" ./internal/failover/
+go test -race -count=1 -timeout 20m -v -run '^TestFailover$' "$@" ./internal/failover/
+if [[ "${SQLLOCK_HA_GALERA:-1}" != 0 ]]; then
+	if [[ ! -e /usr/lib/galera/libgalera_smm.so ]]; then
+		echo "test-ha: no Galera provider (apt-get install galera-4 mariadb-server, or SQLLOCK_HA_GALERA=0)" >&2
+		exit 1
+	fi
+	SQLLOCK_TEST_GALERA=1 go test -race -count=1 -timeout 20m -v -run '^TestGalera$' "$@" ./dialect/mysql/
+fi

@@ -32,7 +32,7 @@ func TestGalera(t *testing.T) {
 	if os.Getenv("SQLLOCK_TEST_GALERA") == "" {
 		t.Skip("set SQLLOCK_TEST_GALERA=1 to run (make test-ha): starts a Galera cluster of its own")
 	}
-	nodes := startGalera(t)
+	nodes, kill := startGalera(t)
 	open := func(t *testing.T, n int) *sql.DB { return dbtest.OpenMySQL(t, nodes[n]) }
 
 	t.Run("PessimisticRefused", func(t *testing.T) {
@@ -124,11 +124,61 @@ func TestGalera(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("NodeLoss", func(t *testing.T) {
+		_, name := newDatabase(t)
+		d, err := mysql.New(open(t, 0), mysql.WithDatabase(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sqllock.Migrate(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+		nodeLoss(t, nodes, kill, open, name)
+	})
+}
+
+// nodeLoss kills node 2 while node 0 holds a lease, and measures how long
+// writes on node 0 stall until the cluster has evicted the dead node: a
+// lease whose TTL is shorter than that stall is lost (its renewals wait).
+func nodeLoss(t *testing.T, nodes []string, kill func(int), open func(*testing.T, int) *sql.DB, database string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, err := mysql.New(open(t, 0), mysql.WithDatabase(database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := l.TryAcquire(ctx, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kill(len(nodes) - 1)
+	killed := time.Now()
+	// The first grant on a surviving node after the kill.
+	k, err := l.Acquire(ctx, "after-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stall := time.Since(killed)
+	t.Logf("writes on a surviving node resumed %v after a node was killed", stall.Round(10*time.Millisecond))
+	if err := held.Context().Err(); err != nil {
+		t.Fatalf("a lease with a 30 s TTL was lost across the stall: %v", context.Cause(held.Context()))
+	}
+	for _, k := range []*sqllock.Lock{k, held} {
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // startGalera starts a 3-node Galera cluster and returns the DSN of each
-// node. The nodes are stopped, and their directory removed, when t ends.
-func startGalera(t *testing.T) []string {
+// node and a function that kills a node (SIGKILL). The nodes are stopped,
+// and their directory removed, when t ends.
+func startGalera(t *testing.T) ([]string, func(i int)) {
 	const provider = "/usr/lib/galera/libgalera_smm.so"
 	if _, err := os.Stat(provider); err != nil {
 		t.Fatalf("Galera provider: %v (apt-get install galera-4)", err)
@@ -173,6 +223,7 @@ func startGalera(t *testing.T) []string {
 		members = append(members, fmt.Sprintf("127.0.0.1:%d", nodes[i].gcomm))
 	}
 	dsns := make([]string, n)
+	pids := make([]int, n)
 	for i, nd := range nodes {
 		data := filepath.Join(dir, fmt.Sprintf("n%d", i))
 		if out, err := command("mariadb-install-db", "--no-defaults", "--datadir="+data,
@@ -200,6 +251,7 @@ func startGalera(t *testing.T) []string {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		pids[i] = cmd.Process.Pid
 		t.Cleanup(func() {
 			// runuser forwards SIGTERM to mariadbd; the group gets it
 			// either way.
@@ -231,7 +283,7 @@ func startGalera(t *testing.T) []string {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	return dsns
+	return dsns, func(i int) { _ = syscall.Kill(-pids[i], syscall.SIGKILL) }
 }
 
 // freePorts returns n distinct loopback TCP ports nothing listens on.
