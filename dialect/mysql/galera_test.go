@@ -73,8 +73,13 @@ func TestGalera(t *testing.T) {
 	})
 
 	// A lock held through one node excludes owners on the others, and
-	// its successor's token is larger, whichever node grants it.
+	// its successor's token is larger, whichever node grants it. The pools
+	// ask for causal reads (wsrep_sync_wait): without them a node may
+	// answer from a state that lacks another node's last commit — never
+	// unsafely (writes are certified), but a lock just released elsewhere
+	// may still look held.
 	t.Run("AcrossNodes", func(t *testing.T) {
+		open := func(t *testing.T, n int) *sql.DB { return dbtest.OpenMySQL(t, nodes[n]+"?wsrep_sync_wait=7") }
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		_, name := newDatabase(t)
