@@ -41,7 +41,7 @@ soak:
 
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
 # own per scenario, the chaos workload across a forced failover, and a
-# 3-node MariaDB Galera cluster (scripts/test-ha.sh; about 3 minutes). Not
-# part of make test.
+# 3-node MariaDB Galera cluster (scripts/test-ha.sh; 3-4 minutes). Not
+# part of make test; .ci/run runs it.
 test-ha:
 	bash scripts/test-ha.sh
