@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix vet fmt fuzz chaos soak
+.PHONY: test test-matrix test-ha vet fmt fuzz chaos soak
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on ./... against both (scripts/test.sh).
@@ -44,3 +44,10 @@ chaos:
 DURATION ?= 30m
 soak:
 	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
+
+# The replicated test bed: a PostgreSQL primary + streaming standby of its
+# own per scenario, the chaos workload across a forced failover, and a
+# 3-node MariaDB Galera cluster (scripts/test-ha.sh; 3-4 minutes). Not
+# part of make test; .ci/run runs it.
+test-ha:
+	bash scripts/test-ha.sh

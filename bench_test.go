@@ -47,16 +47,19 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			benchSetup(b, d, &locker)
 			// The fence (a shared advisory lock for the statement) is part
 			// of a correct acquire: without it, a reaper deleting the row
-			// while the insert waits could let a token go backwards.
+			// while the insert waits could let a token go backwards. So is
+			// the timeline in the token's high bits: without it, a token
+			// could go backwards across a failover.
 			q := fmt.Sprintf(`INSERT INTO "%[1]s".sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT $1, $2, nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
-FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1))) AS fence
+SELECT $1, $2, fence.epoch + nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
+FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1)),
+  ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint << 44 AS epoch) AS fence
 ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= now() THEN nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
+  token = CASE WHEN l.expires_at <= now() THEN (EXCLUDED.token >> 44 << 44) + nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
   holds = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
   acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
   owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR l.owner = EXCLUDED.owner
+WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.token >> 44 IN (0, EXCLUDED.token >> 44))
 RETURNING token`, schema)
 			acquire = func(ctx context.Context, name, owner string) (int64, error) {
 				var tok int64
@@ -76,15 +79,16 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0`, schema)
 			benchSetup(b, d, &locker)
 			t := fmt.Sprintf("`%s`.sqllock_locks", database)
 			q := fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT ?, ?, LAST_INSERT_ID(f.token + 1), 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+SELECT ?, ?, LAST_INSERT_ID(GREATEST(f.token + 1, %[3]s)), 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
 FROM `+"`%[2]s`"+`.sqllock_token_floor f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
-  token = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(%[1]s.token + 1),
+  token = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(GREATEST(%[1]s.token + 1, %[3]s)),
     IF(%[1]s.owner = ?, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
   acquired_at = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), %[1]s.acquired_at),
   holds = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), 1, IF(%[1]s.owner = ?, %[1]s.holds + 1, %[1]s.holds)),
   owner = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), ?, %[1]s.owner),
-  expires_at = IF(%[1]s.owner = ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, t, database)
+  expires_at = IF(%[1]s.owner = ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, t, database,
+				"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))")
 			acquire = func(ctx context.Context, name, owner string) (int64, error) {
 				res, err := db.ExecContext(ctx, q, name, owner, int64(30e6), owner, owner, owner, owner, int64(30e6))
 				if err != nil {

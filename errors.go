@@ -25,7 +25,7 @@ var (
 	ErrInvalidOwner = errors.New("sqllock: invalid owner")
 	// ErrInvalidOptions is returned by constructors for options that are
 	// out of range or inconsistent.
-	ErrInvalidOptions = errors.New("sqllock: invalid options")
+	ErrInvalidOptions = dialect.ErrInvalidOptions
 
 	// ErrUnsupported means the dialect does not implement the requested
 	// strategy. SQLite, for one, has no pessimistic strategy: it has no row
@@ -58,6 +58,12 @@ var (
 	// established: no statement was sent, nothing was applied, and trying
 	// again later is safe.
 	ErrUnavailable = dialect.ErrUnavailable
+	// ErrReadOnly means the server refuses writes: a standby, a read
+	// replica, or a primary demoted after a failover. Locks are granted
+	// and renewed only on a writable primary; a held lease whose renewal
+	// reaches a read-only server is lost at once (its context is cancelled
+	// with ErrLockLost).
+	ErrReadOnly = dialect.ErrReadOnly
 	// ErrPoolExhausted means no connection of the pool became free before
 	// the context ended. Every held pessimistic lock pins a connection: see
 	// NewPessimistic on sizing the pool.

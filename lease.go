@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -194,6 +195,10 @@ func (l *lease) renew() {
 		l.arm(l.ls.untilTick())
 	case err == nil:
 		lost = "the lease expired or was taken over"
+	case errors.Is(err, ErrReadOnly):
+		// A standby, or a primary demoted by a failover: whatever the
+		// new primary knows of the lease, it cannot be renewed here.
+		lost = "renewal reached a read-only server: " + err.Error()
 	case !time.Now().Before(deadline):
 		lost = "renewal failed until the trust window closed: " + err.Error()
 	default:
@@ -290,16 +295,78 @@ func (l *lease) releaseHold(ctx context.Context, _ bool) error {
 	}
 	ok, err := l.ls.store.Release(ctx, l.ref, l.ls.opts.MinHold)
 	if err != nil {
-		l.mu.Lock()
-		l.startRenewal()
-		l.mu.Unlock()
-		return fmt.Errorf("sqllock: release %q: %w", l.ref.Name, err)
+		err = fmt.Errorf("sqllock: release %q: %w", l.ref.Name, err)
+		if last && l.abandon(err) {
+			return fmt.Errorf("%w (renewal stopped: the lease ends by its TTL at the latest; the release is retried in the background)", err)
+		}
+		return err
 	}
 	l.dropHold(!ok)
 	if !ok {
 		return ErrLockLost
 	}
 	return nil
+}
+
+// releaseRetries bounds the attempts to release, in the background, a lease
+// whose last release failed.
+const releaseRetries = 5
+
+// abandon ends the lease after its last hold's release failed with err:
+// renewal stays stopped, so that the lease ends by its TTL at the latest
+// (a failover, say, must not leave it renewed for as long as the process
+// lives), its context is cancelled with ErrNotHeld, and the release is
+// retried in the background a bounded number of times. It reports false,
+// and renews again, if a hold was added meanwhile (re-entry under the same
+// owner): the lease is then still wanted, and the failed hold stays
+// counted.
+//
+// Retrying is safe although the failed release may have been applied: a
+// release names the lease's token, and once the last hold is released the
+// next grant of the name, even to the same owner, has another token.
+func (l *lease) abandon(err error) bool {
+	l.mu.Lock()
+	if l.ended || l.holds != 1 {
+		l.startRenewal()
+		l.mu.Unlock()
+		return false
+	}
+	l.holds = 0
+	l.ended, l.renewing = true, false
+	l.cancel(ErrNotHeld)
+	l.mu.Unlock()
+	l.ls.forget(l)
+	l.logger().Warn("sqllock: release failed; renewal stopped, the lease ends by its TTL at the latest; retrying the release",
+		"name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "err", err)
+	l.retryRelease(1)
+	return true
+}
+
+// retryRelease makes the attempt-th background attempt to release an
+// abandoned lease, after a growing delay, each bounded by RenewInterval.
+func (l *lease) retryRelease(attempt int) {
+	iv := l.ls.opts.RenewInterval
+	delay := min(max(iv/4, time.Millisecond)<<(attempt-1), iv)
+	time.AfterFunc(delay, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), iv)
+		ok, err := l.ls.store.Release(ctx, l.ref, l.ls.opts.MinHold)
+		cancel()
+		log := l.logger().With("name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "attempt", attempt)
+		switch {
+		case err == nil && ok:
+			log.Info("sqllock: released in the background after a failed release")
+			if l.ls.freed != nil {
+				l.ls.freed(l.ref.Name)
+			}
+		case err == nil:
+			log.Info("sqllock: background release found the lease already released, expired or taken over")
+		case attempt < releaseRetries:
+			log.Warn("sqllock: background release failed; retrying", "err", err)
+			l.retryRelease(attempt + 1)
+		default:
+			log.Warn("sqllock: background release failed; giving up: the lease ends by its TTL", "err", err)
+		}
+	})
 }
 
 // guard checks the lease inside tx; see Lock.Guard.
@@ -314,7 +381,11 @@ func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-func (l *lease) ident() dialect.Lease     { return l.ref }
-func (l *lease) released() bool           { return false }
+func (l *lease) ident() dialect.Lease { return l.ref }
+func (l *lease) released() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
+}
 func (l *lease) context() context.Context { return l.ctx }
 func (l *lease) tx() *sql.Tx              { return nil }

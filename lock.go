@@ -296,12 +296,19 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 //
 // A second Release of the same handle returns ErrNotHeld. If the lock was
 // lost meanwhile (for a lease: taken over), Release returns ErrLockLost.
-// Local state of a lease changes only once the database has answered: on any
-// other error the hold is still counted and Release may be called again. An
-// error wrapping ErrOutcomeUnknown means the statement may have been
-// applied; a retry is then harmless for the last hold, while for a
-// re-entered lock it may drop one hold too many (the lease then ends with
-// the remaining holds' releases reporting ErrLockLost). A pessimistic lock
+//
+// If the release of a lease's last hold fails (the database unreachable,
+// failing over, or the reply lost), the lease is given up all the same:
+// renewal stops at once, so the lease ends by its TTL at the latest, the
+// lock's context is cancelled with ErrNotHeld, the handle counts as
+// released, and the release is retried in the background a few times,
+// each attempt reported to the Logger. The error says what happened: it
+// wraps ErrUnavailable when nothing was sent, ErrOutcomeUnknown when the
+// statement may have been applied. When the release of one of several
+// re-entrant holds fails, the lease stays renewed for the others and the
+// hold is still counted: Release may be called again (after an
+// ErrOutcomeUnknown that may drop one hold too many; the lease then ends
+// with the remaining holds' releases reporting ErrLockLost). A pessimistic lock
 // is released either way; if its session had died (the lock was lost, and
 // its context is cancelled with ErrLockLost), the error wraps ErrLockLost,
 // and ErrOutcomeUnknown as well if the commit may have been applied.

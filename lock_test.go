@@ -408,18 +408,31 @@ func TestReleaseSemantics(t *testing.T) {
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		// A release whose context is already over changes nothing locally.
+		// A release whose context is already over fails, and gives the
+		// lease up all the same: the handle is released, renewal stops,
+		// and the release is retried in the background, which frees the
+		// lock for the next acquirer.
 		k2, err := l.TryAcquire(ctx, "r")
 		if err != nil {
 			t.Fatal(err)
 		}
 		dead, cancel := context.WithCancel(ctx)
 		cancel()
-		if err := k2.Release(dead); err == nil {
-			t.Fatal("release with a cancelled context succeeded")
+		if err := k2.Release(dead); !errors.Is(err, context.Canceled) {
+			t.Fatalf("release with a cancelled context: %v, want context.Canceled", err)
 		}
-		if err := k2.Release(ctx); err != nil {
-			t.Fatalf("release after a failed release: %v", err)
+		if cause := context.Cause(k2.Context()); cause != sqllock.ErrNotHeld {
+			t.Fatalf("cause after a failed release %v, want ErrNotHeld", cause)
+		}
+		if err := k2.Release(ctx); err != sqllock.ErrNotHeld {
+			t.Fatalf("release after a failed release: %v, want ErrNotHeld", err)
+		}
+		k3, err := l.Acquire(ctx, "r")
+		if err != nil {
+			t.Fatalf("acquire after the background release: %v", err)
+		}
+		if err := k3.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"io"
+	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,15 +69,20 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 	}
 
 	// 2. A release whose connection breaks after sending is reported as an
-	// unknown outcome; the handle stays releasable, and the retry settles it.
+	// unknown outcome. Renewal stops at once (no renewal is expected below:
+	// sqlmock fails the test on an unexpected statement), the handle is
+	// released, and the release is retried in the background until the
+	// database answers.
 	d, mock = newMock(t)
-	l2, err := sqllock.NewTable(d, sqllock.Options{TTL: time.Minute})
+	logs := newLogRecorder()
+	l2, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Millisecond, RenewInterval: 10 * time.Millisecond, Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(8))
 	mock.ExpectQuery("WITH r AS").WillReturnError(io.ErrUnexpectedEOF)
-	mock.ExpectQuery("WITH r AS").WillReturnRows(sqlmock.NewRows([]string{"count"}).AddRow(0)) // applied the first time after all
+	mock.ExpectQuery("WITH r AS").WillReturnError(&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})
+	mock.ExpectQuery("WITH r AS").WillReturnRows(sqlmock.NewRows([]string{"count"}).AddRow(1))
 	k2, err := l2.TryAcquire(ctx, "ambiguous")
 	if err != nil {
 		t.Fatal(err)
@@ -82,15 +90,121 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 	if err := k2.Release(ctx); !errors.Is(err, sqllock.ErrOutcomeUnknown) {
 		t.Fatalf("release over a broken connection: %v, want ErrOutcomeUnknown", err)
 	}
-	if k2.Context().Err() != nil {
-		t.Fatal("local state changed before the database answered")
+	if cause := context.Cause(k2.Context()); cause != sqllock.ErrNotHeld {
+		t.Fatalf("lock context after a failed release: cause %v, want ErrNotHeld", cause)
 	}
-	if err := k2.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
-		t.Fatalf("retried release that finds nothing: %v, want ErrLockLost", err)
+	if err := k2.Release(ctx); err != sqllock.ErrNotHeld {
+		t.Fatalf("second release: %v, want ErrNotHeld", err)
 	}
+	logs.wait(t, ctx, "sqllock: released in the background after a failed release")
+	// Several renewal periods without a renewal.
+	time.Sleep(50 * time.Millisecond)
 
 	if err := mock.ExpectationsWereMet(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A release that keeps failing is retried a bounded number of times, and
+// the lease is never renewed after the first failure.
+func TestFailedReleaseGivesUp(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d, mock := newMock(t)
+	logs := newLogRecorder()
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Millisecond, RenewInterval: 10 * time.Millisecond, Logger: logs.logger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(9))
+	refused := &pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}
+	for range 6 { // the release and five retries
+		mock.ExpectQuery("WITH r AS").WillReturnError(refused)
+	}
+	k, err := l.TryAcquire(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Release(ctx); !errors.Is(err, sqllock.ErrReadOnly) {
+		t.Fatalf("release on a read-only server: %v, want ErrReadOnly", err)
+	}
+	logs.wait(t, ctx, "sqllock: background release failed; giving up: the lease ends by its TTL")
+	time.Sleep(50 * time.Millisecond) // nothing more is sent
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A renewal that meets a read-only server (a standby, a demoted primary)
+// ends the lease at once, long before its trust window closes.
+func TestRenewalOnReadOnlyServerLosesLease(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	d, mock := newMock(t)
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: time.Hour, RenewInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(10))
+	mock.ExpectQuery("UPDATE").WillReturnError(&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})
+	k, err := l.TryAcquire(ctx, "demoted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	case <-ctx.Done():
+		t.Fatal("lease on a read-only server never reported lost")
+	}
+	if cause := context.Cause(k.Context()); cause != sqllock.ErrLockLost {
+		t.Fatalf("cause %v, want ErrLockLost", cause)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logRecorder is a slog handler that keeps the messages logged, for tests
+// that wait for what the background work reports.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+	ch   chan struct{} // closed and replaced at every record
+}
+
+func newLogRecorder() *logRecorder { return &logRecorder{ch: make(chan struct{})} }
+
+func (r *logRecorder) logger() *slog.Logger { return slog.New(r) }
+
+func (r *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *logRecorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *logRecorder) WithGroup(string) slog.Handler            { return r }
+func (r *logRecorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, rec.Message)
+	close(r.ch)
+	r.ch = make(chan struct{})
+	r.mu.Unlock()
+	return nil
+}
+
+// wait waits until msg has been logged.
+func (r *logRecorder) wait(t *testing.T, ctx context.Context, msg string) {
+	t.Helper()
+	for {
+		r.mu.Lock()
+		found, ch := slices.Contains(r.msgs, msg), r.ch
+		r.mu.Unlock()
+		if found {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			t.Fatalf("%q never logged; logged: %q", msg, r.msgs)
+		}
 	}
 }
 

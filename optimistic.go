@@ -90,8 +90,8 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 			token, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
 			got = token != 0
 		case !row.Live:
-			token = row.Version + 1
-			got, err = o.versions.Take(ctx, p)
+			token, err = o.versions.Take(ctx, p)
+			got = token != 0
 		case row.Owner == owner && row.Holds > 0:
 			token = row.Version
 			got, err = o.versions.Reenter(ctx, p)

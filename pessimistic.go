@@ -88,9 +88,17 @@ type Pessimistic struct {
 
 var _ Locker = (*Pessimistic)(nil)
 
+// pessimisticCheckTimeout bounds NewPessimistic's question to the server
+// (see dialect.PessimisticChecker).
+const pessimisticCheckTimeout = 2 * time.Second
+
 // NewPessimistic returns a pessimistic locker on d. The schema must have
 // been migrated (see Migrate). It returns an error wrapping ErrUnsupported
-// if d does not implement dialect.Pessimistic (SQLite does not).
+// if d does not implement dialect.Pessimistic (SQLite does not), or if d's
+// server cannot hold its row locks: a MariaDB Galera cluster, whose
+// FOR UPDATE locks the local node only (see dialect.PessimisticChecker; it
+// asks the server, for at most 2 s; if no answer comes, each acquire asks
+// again and refuses with the same error).
 func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
@@ -102,6 +110,17 @@ func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, e
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if c, ok := d.(dialect.PessimisticChecker); ok {
+		// A server that cannot hold row locks (a Galera cluster) is
+		// refused here if it answers soon; if it cannot be asked now,
+		// every acquire asks again.
+		ctx, cancel := context.WithTimeout(context.Background(), pessimisticCheckTimeout)
+		err := c.CheckPessimistic(ctx)
+		cancel()
+		if errors.Is(err, ErrUnsupported) {
+			return nil, err
+		}
 	}
 	return &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(),
 		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}, nil

@@ -68,10 +68,21 @@ var (
 	// nothing was applied, and trying again later is safe.
 	ErrUnavailable = errors.New("sqllock: database unavailable: no statement was sent")
 
+	// ErrReadOnly means the server refuses writes: a standby (hot
+	// standby, read replica) or a server set read-only, as a demoted
+	// primary is after a failover. Locks are granted and renewed only on a
+	// writable primary; a lease whose renewal meets a read-only server is
+	// lost at once. The root package re-exports it.
+	ErrReadOnly = errors.New("sqllock: the database server is read-only (a standby or replica?)")
+
 	// ErrUnsupported means the database (or its configuration) cannot
 	// offer what was asked for; the error says why. The root package
 	// re-exports it.
 	ErrUnsupported = errors.New("sqllock: not supported by this dialect")
+
+	// ErrInvalidOptions is returned for options that are out of range or
+	// inconsistent. The root package re-exports it.
+	ErrInvalidOptions = errors.New("sqllock: invalid options")
 
 	// ErrNilDB is returned for a nil *sql.DB, pool or dialect.
 	ErrNilDB = errors.New("sqllock: nil database")

@@ -50,9 +50,12 @@ type VersionTable interface {
 	// reaping. It returns the new row's version, or 0, without error or
 	// log noise, if the row exists.
 	Create(ctx context.Context, p AcquireParams) (version int64, err error)
-	// Take sets owner, version + 1, one hold and a new expiry if the row
-	// still has p.Version and is free or expired.
-	Take(ctx context.Context, p SwapParams) (bool, error)
+	// Take sets owner, a new version, one hold and a new expiry if the row
+	// still has p.Version and is free or expired, and returns the new
+	// version, or 0 if it did not. The new version is greater than
+	// p.Version; a dialect whose tokens carry an epoch (see the postgres
+	// dialect's timeline) may make it larger than p.Version + 1.
+	Take(ctx context.Context, p SwapParams) (version int64, err error)
 	// Reenter adds a hold and extends the lease if the row still has
 	// p.Version and a live lease held by p.Owner.
 	Reenter(ctx context.Context, p SwapParams) (bool, error)

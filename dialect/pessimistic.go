@@ -46,6 +46,19 @@ type Pessimistic interface {
 	Classify(err error) error
 }
 
+// PessimisticChecker is implemented by dialects whose server may be unable
+// to hold the pessimistic strategy's locks although the dialect implements
+// Pessimistic: on a MariaDB Galera cluster, SELECT ... FOR UPDATE locks
+// the row on the local node only, so holders on different nodes would not
+// exclude each other. sqllock.NewPessimistic asks, and LockRow of such a
+// dialect refuses too.
+type PessimisticChecker interface {
+	// CheckPessimistic returns nil when the server can hold row locks for
+	// the pessimistic strategy, an error wrapping ErrUnsupported that says
+	// why it cannot, or another error when the server could not be asked.
+	CheckPessimistic(ctx context.Context) error
+}
+
 // RowLockParams are the parameters of Pessimistic.LockRow.
 type RowLockParams struct {
 	Name string

@@ -187,6 +187,10 @@ func Exercise(t *testing.T, h Harness) {
 			check(t, newEnv(t, &h))
 		})
 	}
+	if pessimistic && !supportsPessimistic(t, probe.Dialect) {
+		pessimistic = false
+		run("PessimisticRefused", checkPessimisticRefused)
+	}
 	t.Run("Identifiers", func(t *testing.T) {
 		t.Parallel()
 		checkIdentifiers(t, h)
@@ -334,8 +338,8 @@ func versionTable(vt dialect.VersionTable) *table {
 		case row.Live:
 			return 0, nil
 		default:
-			swapped, err = vt.Take(ctx, p)
-			row.Version++
+			row.Version, err = vt.Take(ctx, p)
+			swapped = row.Version != 0
 		}
 		if err != nil || !swapped {
 			return 0, err
@@ -442,5 +446,41 @@ func notSentErr(t *testing.T, what string, err error) {
 	}
 	if errors.Is(err, dialect.ErrOutcomeUnknown) {
 		t.Errorf("%s with the pool exhausted: %v wraps ErrOutcomeUnknown, but no statement was sent", what, err)
+	}
+}
+
+// supportsPessimistic reports whether d's server can hold the pessimistic
+// strategy's row locks (see dialect.PessimisticChecker).
+func supportsPessimistic(t *testing.T, d dialect.Dialect) bool {
+	t.Helper()
+	if _, ok := d.(dialect.Pessimistic); !ok {
+		return false
+	}
+	c, ok := d.(dialect.PessimisticChecker)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
+	defer cancel()
+	err := c.CheckPessimistic(ctx)
+	if err != nil && !errors.Is(err, dialect.ErrUnsupported) {
+		t.Fatalf("CheckPessimistic: %v", err)
+	}
+	return err == nil
+}
+
+// checkPessimisticRefused: a dialect whose server cannot hold row locks
+// (a Galera cluster) refuses LockRow with ErrUnsupported, every time.
+func checkPessimisticRefused(t *testing.T, e *env) {
+	pd := e.Dialect.(dialect.Pessimistic)
+	for range 2 {
+		rl, err := pd.LockRow(e.ctx, dialect.RowLockParams{Name: "refused"})
+		if err == nil {
+			_ = rl.Tx.Rollback()
+			_ = rl.Close(e.ctx)
+		}
+		if !errors.Is(err, dialect.ErrUnsupported) {
+			t.Fatalf("LockRow on a server that cannot hold row locks: %v, want ErrUnsupported", err)
+		}
 	}
 }

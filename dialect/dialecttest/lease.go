@@ -598,9 +598,17 @@ func checkSwaps(t *testing.T, e *env) {
 	if row := read(); row.Version != v || row.Owner != "a" {
 		t.Fatalf("Read after a refused Create: %+v", row)
 	}
-	ok, err := vt.Take(e.ctx, swap("b", v))
-	check("Take of a live lease", ok, err, false)
-	ok, err = vt.Reenter(e.ctx, swap("b", v))
+	took := func(what string, got int64, err error, want bool) int64 {
+		t.Helper()
+		e.must(err, what)
+		if (got != 0) != want {
+			t.Fatalf("%s = version %d, want taken: %v", what, got, want)
+		}
+		return got
+	}
+	got, err := vt.Take(e.ctx, swap("b", v))
+	took("Take of a live lease", got, err, false)
+	ok, err := vt.Reenter(e.ctx, swap("b", v))
 	check("Reenter by another owner", ok, err, false)
 	ok, err = vt.Reenter(e.ctx, swap("a", v+1))
 	check("Reenter at another version", ok, err, false)
@@ -618,27 +626,27 @@ func checkSwaps(t *testing.T, e *env) {
 	}
 	ok, err = vt.Reenter(e.ctx, swap("a", v))
 	check("Reenter of a released lease", ok, err, false)
-	ok, err = vt.Take(e.ctx, swap("b", v-1))
-	check("Take at a stale version", ok, err, false)
-	ok, err = vt.Take(e.ctx, swap("b", v))
-	check("Take of a released lease", ok, err, true)
-	if row := read(); row.Version != v+1 || row.Owner != "b" || row.Holds != 1 || !row.Live {
-		t.Fatalf("Read after Take: %+v, want version %d held once by b", row, v+1)
+	got, err = vt.Take(e.ctx, swap("b", v-1))
+	took("Take at a stale version", got, err, false)
+	v1, err := vt.Take(e.ctx, swap("b", v))
+	took("Take of a released lease", v1, err, true)
+	if row := read(); v1 <= v || row.Version != v1 || row.Owner != "b" || row.Holds != 1 || !row.Live {
+		t.Fatalf("Read after Take to version %d: %+v, want a version above %d held once by b", v1, row, v)
 	}
 
 	e.expire(tb, name)
-	if row := read(); row.Live || row.Remaining != 0 || row.Version != v+1 {
+	if row := read(); row.Live || row.Remaining != 0 || row.Version != v1 {
 		t.Fatalf("Read of an expired lease: %+v", row)
 	}
-	ok, err = vt.Reenter(e.ctx, swap("b", v+1))
+	ok, err = vt.Reenter(e.ctx, swap("b", v1))
 	check("Reenter of an expired lease", ok, err, false)
-	ok, err = vt.Take(e.ctx, swap("c", v))
-	check("Take at a stale version after expiry", ok, err, false)
-	ok, err = vt.Take(e.ctx, swap("c", v+1))
-	check("Take of an expired lease", ok, err, true)
-	ok, err = vt.Take(e.ctx, swap("d", v+1))
-	check("a second Take at the same version", ok, err, false)
-	if row := read(); row.Version != v+2 || row.Owner != "c" {
-		t.Fatalf("Read after the takeover: %+v, want version %d held by c", row, v+2)
+	got, err = vt.Take(e.ctx, swap("c", v))
+	took("Take at a stale version after expiry", got, err, false)
+	v2, err := vt.Take(e.ctx, swap("c", v1))
+	took("Take of an expired lease", v2, err, true)
+	got, err = vt.Take(e.ctx, swap("d", v1))
+	took("a second Take at the same version", got, err, false)
+	if row := read(); v2 <= v1 || row.Version != v2 || row.Owner != "c" {
+		t.Fatalf("Read after the takeover to version %d: %+v, want a version above %d held by c", v2, row, v1)
 	}
 }

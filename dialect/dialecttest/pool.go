@@ -161,7 +161,7 @@ func checkPoolExhausted(t *testing.T, e *env) {
 		calls["Versions.Take"] = func(ctx context.Context) error { _, err := vt.Take(ctx, sp); return err }
 		calls["Versions.Reenter"] = func(ctx context.Context) error { _, err := vt.Reenter(ctx, sp); return err }
 	}
-	if pd, ok := d.(dialect.Pessimistic); ok {
+	if pd, ok := d.(dialect.Pessimistic); ok && supportsPessimistic(t, e.Dialect) {
 		for what, p := range map[string]dialect.RowLockParams{
 			"LockRow":         {Name: name},
 			"LockRow(Wait)":   {Name: name, Wait: true},

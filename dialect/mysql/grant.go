@@ -66,12 +66,22 @@ type clockCheck struct {
 // runs before the select list is evaluated, so the two differ (by at least
 // the sleep, or by how far the session's clock is set off) unless SYSDATE()
 // follows NOW().
-const sysdateIsNow = `SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) = 0 FROM (SELECT SLEEP(0.002)) AS s`
+// It also reads whether the server refuses writes: read_only (which
+// super_read_only implies) or innodb_read_only.
+const sysdateIsNow = `SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) = 0, @@global.read_only OR @@global.innodb_read_only
+FROM (SELECT SLEEP(0.002)) AS s`
 
 // checkServer makes sure, once per dialect, that SYSDATE() reads the real
 // clock, which lease expiry relies on (see now). A server started with
 // --sysdate-is-now is refused with an error wrapping dialect.ErrUnsupported:
 // there, any session could move the clock its lock statements see.
+//
+// A read-only server (a replica) is refused with an error wrapping
+// dialect.ErrReadOnly, and checked again at the next grant: an account
+// with SUPER or READ_ONLY ADMIN may write despite read_only, and would
+// otherwise grant locks on a replica. Once a server was found writable,
+// its later demotion is detected only by the errors its statements meet
+// (all accounts under super_read_only, unprivileged ones under read_only).
 func (d *Dialect) checkServer(ctx context.Context) error {
 	if d.clock.ok.Load() {
 		return nil
@@ -83,12 +93,15 @@ func (d *Dialect) checkServer(ctx context.Context) error {
 	}
 	// On a connection pinned like a lock statement's, so that an exhausted
 	// pool is reported as such (ErrPoolExhausted: nothing was sent).
-	var same bool
+	var same, readOnly bool
 	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
-		return wrap(conn.QueryRowContext(ctx, sysdateIsNow).Scan(&same))
+		return wrap(conn.QueryRowContext(ctx, sysdateIsNow).Scan(&same, &readOnly))
 	})
 	if err != nil {
 		return err
+	}
+	if readOnly && !same {
+		return fmt.Errorf("%w: read_only or innodb_read_only is set", dialect.ErrReadOnly)
 	}
 	if same {
 		d.clock.err = fmt.Errorf("%w: the server runs with --sysdate-is-now, so SYSDATE() follows each session's "+

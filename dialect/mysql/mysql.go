@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4/database"
@@ -40,6 +41,7 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	marks    marker // tags grant statements, so that they can be found and cancelled
 	clock    clockCheck
+	galera   galeraCheck
 
 	wlocks    *wakingLocks    // locks, whose releases wake waiters
 	wversions *wakingVersions // versions, whose releases wake waiters
@@ -293,6 +295,12 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
 		case 1205, 3572: // lock wait timeout (MariaDB's NOWAIT too), MySQL's NOWAIT
 			return fmt.Errorf("%w: %w", dialect.ErrLocked, err)
+		case 1792, 1836, 1874, 1036: // read-only transaction, read-only mode, innodb_read_only, read-only table
+			return fmt.Errorf("%w: %w", dialect.ErrReadOnly, err)
+		case 1290: // the server's options prevent the statement: read_only among others
+			if strings.Contains(me.Message, "read-only") || strings.Contains(me.Message, "read_only") {
+				return fmt.Errorf("%w: %w", dialect.ErrReadOnly, err)
+			}
 		}
 		return err // the server answered: the statement was not applied
 	}

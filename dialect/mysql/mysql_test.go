@@ -50,6 +50,12 @@ func TestConformance(t *testing.T) {
 // test server.
 func newEnv(t *testing.T) *dialecttest.Env {
 	db, database := dbtest.MySQL(t)
+	return envOn(t, db, database, dbtest.MySQLDSN(t))
+}
+
+// envOn is the suite's dialect on database, migrated here, of the server
+// db and dsn reach.
+func envOn(t *testing.T, db *sql.DB, database, dsn string) *dialecttest.Env {
 	d, err := mysql.New(db, mysql.WithDatabase(database))
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +69,7 @@ func newEnv(t *testing.T) *dialecttest.Env {
 	return &dialecttest.Env{
 		Dialect: d,
 		Open: func(t *testing.T, maxConns int) dialect.Dialect {
-			db := dbtest.OpenMySQL(t, dbtest.MySQLDSN(t))
+			db := dbtest.OpenMySQL(t, dsn)
 			db.SetMaxOpenConns(maxConns)
 			d, err := mysql.New(db, mysql.WithDatabase(database))
 			if err != nil {

@@ -81,16 +81,21 @@ func lockSQL(locks, floor string) sqlrun.LockSQL {
 	// floor, read under a shared lock that the reaper must wait for. The
 	// time is read in the SELECT, and the update reads it back with
 	// VALUES(): every condition sees the same instant.
+	//
+	// A token is at least the grant's time in microseconds (see
+	// clockToken): the one guard MySQL offers against a failover to a
+	// replica that lacks the last grants.
 	s.Acquire = sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, LAST_INSERT_ID(f.token + 1), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
+SELECT :name, :owner, LAST_INSERT_ID(%[4]s), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
 FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE
-  token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[1]s.token + 1),
+  token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[5]s),
                   IF(%[1]s.owner = :owner AND %[1]s.holds > 0, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
   holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = :owner AND %[1]s.holds > 0, %[1]s.holds + 1, %[1]s.holds)),
   owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), :owner, %[1]s.owner),
   acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
-  expires_at  = IF(%[1]s.owner = :owner AND %[1]s.holds > 0, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now))
+  expires_at  = IF(%[1]s.owner = :owner AND %[1]s.holds > 0, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now,
+		clockToken("f.token", now), clockToken(locks+".token", "VALUES(acquired_at)")))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
 	return s
 }
@@ -110,12 +115,13 @@ FROM %[1]s WHERE name = :name`, versions, now)),
 		// no-op update of an existing row (the affected-row count cannot
 		// tell, as it depends on clientFoundRows).
 		Create: sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
-SELECT :name, :owner, LAST_INSERT_ID(f.version + 1), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
+SELECT :name, :owner, LAST_INSERT_ID(%[4]s), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
 FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
-ON DUPLICATE KEY UPDATE %[1]s.version = %[1]s.version + LAST_INSERT_ID(0)`, versions, floor, now)),
-		Take: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1,
+ON DUPLICATE KEY UPDATE %[1]s.version = %[1]s.version + LAST_INSERT_ID(0)`, versions, floor, now, clockToken("f.version", now))),
+		// The insert id is the new version, or 0 when no row matched.
+		Take: sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = LAST_INSERT_ID(%[3]s), holds = 1,
   acquired_at = %[2]s, expires_at = %[2]s + INTERVAL :ttl MICROSECOND
-WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now)),
+WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now, clockToken("version", now))),
 		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1,
   expires_at = GREATEST(expires_at, %[2]s + INTERVAL :ttl MICROSECOND)
 WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > %[2]s`, versions, now)),

@@ -21,14 +21,15 @@ type rowLockQueries struct {
 	create string
 }
 
-func buildRowLockQueries(schema string) rowLockQueries {
+func buildRowLockQueries(schema, durable string) rowLockQueries {
 	rowlocks, seq := "sqllock_rowlocks", "sqllock_rowlock_token_seq"
 	sqlrun.Qualify(schema, quote, &rowlocks, &seq)
 	// The locking read sits in a subquery so that nextval runs above its
 	// LockRows step: the token is drawn once the lock is granted, and so
-	// exceeds the token of every earlier holder.
+	// exceeds the token of every earlier holder. Its high bits are the
+	// timeline's (see epoch.go).
 	lock := func(mode string) string {
-		return fmt.Sprintf(`SELECT nextval('%s') FROM (SELECT 1 FROM %s WHERE name = $1 %s) AS l`, seq, rowlocks, mode)
+		return fmt.Sprintf(`SELECT %s + nextval('%s') FROM (SELECT 1 FROM %s WHERE name = $1 %s) AS l WHERE %s`, epoch, seq, rowlocks, mode, durable)
 	}
 	return rowLockQueries{
 		modes:  sqlrun.NewRowModes(lock, "FOR SHARE"),

@@ -42,6 +42,10 @@ type Dialect struct {
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
 	reap     reapStmts
+
+	// syncCommit is the synchronous_commit level of lock statements'
+	// transactions (WithSynchronousCommit); "" leaves the server's.
+	syncCommit string
 }
 
 // Option configures a Dialect.
@@ -77,9 +81,9 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if d.schema != "" {
 		d.channel = ("sqllock:" + d.schema)[:min(63, len("sqllock:")+len(d.schema))]
 	}
-	d.rq = buildRowLockQueries(d.schema)
+	d.rq = buildRowLockQueries(d.schema, durable(d.syncCommit))
 	d.hub = listen.New(d.listen, listenLinger)
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: cancelGrant}
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: cancelGrant, Durable: d.syncCommit != ""}
 	if err := d.tables(); err != nil {
 		return nil, err
 	}
@@ -241,6 +245,16 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
 		case "55P03": // lock not available: NOWAIT, lock_timeout
 			return fmt.Errorf("%w: %w", dialect.ErrLocked, err)
+		case "25006": // read-only transaction: a standby, default_transaction_read_only
+			return fmt.Errorf("%w: %w", dialect.ErrReadOnly, err)
+		case "22023": // invalid parameter value
+			if strings.Contains(pe.Message, noStandby) {
+				return fmt.Errorf("%w: %w", dialect.ErrUnsupported, err)
+			}
+		case "55000": // object not in prerequisite state
+			if strings.Contains(pe.Message, "recovery is in progress") {
+				return fmt.Errorf("%w: %w", dialect.ErrReadOnly, err)
+			}
 		}
 		return err // the server answered: the statement was not applied
 	}

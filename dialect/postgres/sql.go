@@ -35,16 +35,18 @@ func micros(col string) string { return `(extract(epoch FROM ` + col + `) * 1000
 
 // leaseSQL declares the lease statements of table, whose token column is
 // token.
-func leaseSQL(table, token string) sqlrun.LeaseSQL {
+func leaseSQL(table, token, durable string) sqlrun.LeaseSQL {
 	return sqlrun.LeaseSQL{
 		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > now()
-RETURNING name, owner, %[2]s`, table, token, ttl)),
+  AND %[4]s AND %[5]s
+RETURNING name, owner, %[2]s`, table, token, ttl, onTimeline(token), durable)),
 		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND %[4]s`, table, token, releasedExpiry, durable)),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > clock_timestamp()
-FOR SHARE`, table, token)),
+  AND %[3]s AND %[4]s
+FOR SHARE`, table, token, onTimeline(token), durable)),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[3]s, %[4]s,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE holds > 0 OR expires_at > now() ORDER BY name`, table, token, micros("acquired_at"), micros("expires_at"))),
@@ -52,8 +54,8 @@ FROM %[1]s WHERE holds > 0 OR expires_at > now() ORDER BY name`, table, token, m
 }
 
 // lockSQL declares the lock table's statements.
-func lockSQL(locks, seq, channel string) sqlrun.LockSQL {
-	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token")}
+func lockSQL(locks, seq, channel, durable string) sqlrun.LockSQL {
+	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token", durable)}
 	s.Channel = channel
 	// The token comes from the sequence; on takeover it is drawn in the
 	// UPDATE, after the row lock, so it exceeds the token it replaces.
@@ -65,17 +67,22 @@ func lockSQL(locks, seq, channel string) sqlrun.LockSQL {
 	// So the statement first takes the name's fence (an advisory lock, in
 	// shared mode, for this statement's transaction only), and the reaper
 	// deletes no row whose fence it cannot take at once.
+	//
+	// Tokens carry the timeline in their high bits (see epoch.go): the
+	// fence's subquery reads it once, and a takeover adds the same epoch,
+	// read back from the excluded row's token, to its own draw. A live
+	// lease of an earlier timeline is not re-entered: it is lost.
 	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, nextval('%[2]s'), 1, now(), %[3]s
-FROM (SELECT pg_advisory_xact_lock_shared(%[4]s)) AS fence
+SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
+FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
 ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= now() THEN nextval('%[2]s') ELSE l.token END,
+  token       = CASE WHEN l.expires_at <= now() THEN %[6]s + nextval('%[2]s') ELSE l.token END,
   holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
   acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
   owner       = EXCLUDED.owner,
   expires_at  = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.holds > 0)
-RETURNING token`, locks, seq, ttl, fence(":name")))
+WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.holds > 0 AND %[7]s IN (0, %[6]s))
+RETURNING token`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.token"), epochOf("l.token"), durable))
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT
 	// reads the statement's snapshot, but the hint's UPDATE the latest
@@ -96,17 +103,17 @@ FROM %[1]s l WHERE l.name = :name`, locks))
 	// they would for an expiring lease.
 	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %s SET holds = holds - 1, expires_at = %s
-  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0
+  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %s
   RETURNING name, holds = 0 AND waiters AND expires_at <= now() AS wake
 )
-SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`, locks, releasedExpiry))
+SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`, locks, releasedExpiry, durable))
 	return s
 }
 
 // versionSQL declares the version table's statements.
-func versionSQL(versions, floor string) sqlrun.VersionSQL {
+func versionSQL(versions, floor, durable string) sqlrun.VersionSQL {
 	return sqlrun.VersionSQL{
-		LeaseSQL: leaseSQL(versions, "version"),
+		LeaseSQL: leaseSQL(versions, "version", durable),
 		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > now(),
   (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
 FROM %s WHERE name = :name`, versions)),
@@ -114,13 +121,18 @@ FROM %s WHERE name = :name`, versions)),
 		// lock: a reaper raising it waits for the insert to commit, and an
 		// insert after the reaper's deletions reads the raised floor.
 		Create: sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
-SELECT :name, :owner, f.version + 1, 1, now(), %[3]s FROM %[2]s f WHERE f.id = 1 FOR SHARE
+SELECT :name, :owner, greatest(f.version + 1, %[4]s), 1, now(), %[3]s FROM %[2]s f WHERE f.id = 1 AND %[5]s FOR SHARE
 ON CONFLICT (name) DO NOTHING
-RETURNING version`, versions, floor, ttl)),
-		Take: sqlrun.X(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = version + 1, holds = 1, acquired_at = now(), expires_at = %s
-WHERE name = :name AND version = :version AND expires_at <= now()`, versions, ttl)),
+RETURNING version`, versions, floor, ttl, epoch, durable)),
+		// A takeover's version is one more, or the current timeline's
+		// first when the row's is of an earlier timeline (see epoch.go).
+		Take: sqlrun.Q(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = greatest(version + 1, (SELECT %s)), holds = 1,
+  acquired_at = now(), expires_at = %s
+WHERE name = :name AND version = :version AND expires_at <= now() AND %s
+RETURNING version`, versions, epoch, ttl, durable)),
 		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
-WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > now()`, versions, ttl)),
+WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > now()
+  AND %s AND %s`, versions, ttl, onTimeline("version"), durable)),
 	}
 }
 
@@ -199,8 +211,8 @@ func (d *Dialect) tables() error {
 	floor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
 	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks)
 	c := &sqlrun.Compiler{Style: sqlrun.Dollar}
-	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel))
-	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor))
+	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel, durable(d.syncCommit)))
+	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
 	d.reap = reapStmts{
 		locks:        c.Compile(reapSQL(locks)),

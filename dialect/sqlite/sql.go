@@ -101,8 +101,9 @@ FROM %[1]s WHERE name = :name`, versions, now)),
 VALUES (:name, :owner, (SELECT version + 1 FROM sqllock_version_floor WHERE id = 1), 1, %[2]s, %[2]s + :ttl)
 ON CONFLICT (name) DO NOTHING
 RETURNING version`, versions, now)),
-		Take: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + :ttl
-WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now)),
+		Take: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + :ttl
+WHERE name = :name AND version = :version AND expires_at <= %[2]s
+RETURNING version`, versions, now)),
 		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1, expires_at = max(expires_at, %[2]s + :ttl)
 WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > %[2]s`, versions, now)),
 	}

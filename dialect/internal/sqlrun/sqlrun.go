@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 )
@@ -38,6 +39,13 @@ type Runner struct {
 	// Check, if not nil, runs before every grant; its error is returned
 	// as is, and no statement is sent.
 	Check func(ctx context.Context) error
+	// Durable says that grants must be durable on a synchronous standby
+	// (see the postgres dialect's WithSynchronousCommit): a grant that
+	// completed although a cancel request was sent for it may have been
+	// committed locally only (PostgreSQL commits at once, with a warning,
+	// when a wait for the standby is cancelled), so GrantInt reports it
+	// with errUndurable and the table releases it again.
+	Durable bool
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -156,6 +164,9 @@ func (r *Runner) GrantInt(ctx context.Context, st *Stmt, p *Params) (int64, erro
 		if err != nil {
 			return 0, errors.Join(ctx.Err(), r.Wrap(err))
 		}
+		if r.Durable && n != 0 {
+			return n, errUndurable
+		}
 		return n, nil
 	}
 	conn.Close()
@@ -163,6 +174,26 @@ func (r *Runner) GrantInt(ctx context.Context, st *Stmt, p *Params) (int64, erro
 		return 0, r.Wrap(err)
 	}
 	return n, nil
+}
+
+// errUndurable marks a grant that completed after a cancel request under
+// Runner.Durable: it may be on the primary alone.
+var errUndurable = errors.New("sqllock: a cancel request reached a grant that may have been waiting for the synchronous standby: it was released again")
+
+// UndoTimeout bounds the release of a grant that may not be durable.
+const UndoTimeout = 5 * time.Second
+
+// undoUndurable releases, under Runner.Durable, a grant that completed
+// after a cancel request (see errUndurable), and returns the error to
+// report: ctx's, joined with errUndurable. Other results pass through.
+func (t *LeaseTable) undoUndurable(ctx context.Context, l dialect.Lease, n int64, err error) (int64, error) {
+	if !errors.Is(err, errUndurable) {
+		return n, err
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), UndoTimeout)
+	defer cancel()
+	_, rerr := t.Release(uctx, l, 0)
+	return 0, errors.Join(ctx.Err(), err, rerr)
 }
 
 // querier runs statements: a *sql.Conn or a *sql.Tx.

@@ -162,7 +162,8 @@ func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
 
 // Acquire implements dialect.LockTable.
 func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	return t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
+	n, err := t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
+	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
 }
 
 // Remaining implements dialect.LockTable.
@@ -185,9 +186,9 @@ type VersionSQL struct {
 	// version, 0 when the row exists (without an error). It runs as a
 	// grant.
 	Create SQL
-	// Take sets :owner, version + 1, one hold and an expiry :ttl from now
-	// if the row still has :version and is free or expired; number 1 when
-	// it did.
+	// Take sets :owner, a new version above :version, one hold and an
+	// expiry :ttl from now if the row still has :version and is free or
+	// expired; its number is the new version, 0 when it did not.
 	Take SQL
 	// Reenter adds a hold and extends the lease to :ttl from now if the row
 	// still has :version and a live lease of :owner; number 1 when it did.
@@ -221,20 +222,19 @@ func (t *VersionTable) Read(ctx context.Context, name string) (dialect.VersionRo
 
 // Create implements dialect.VersionTable.
 func (t *VersionTable) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	return t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
+	n, err := t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
+	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
 }
 
 // Take implements dialect.VersionTable.
-func (t *VersionTable) Take(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return t.swap(ctx, &t.take, p)
+func (t *VersionTable) Take(ctx context.Context, p dialect.SwapParams) (int64, error) {
+	n, err := t.run.GrantInt(ctx, &t.take, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
 }
 
 // Reenter implements dialect.VersionTable.
 func (t *VersionTable) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	return t.swap(ctx, &t.reenter, p)
-}
-
-func (t *VersionTable) swap(ctx context.Context, st *Stmt, p dialect.SwapParams) (bool, error) {
-	n, err := t.run.GrantInt(ctx, st, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	n, err := t.run.GrantInt(ctx, &t.reenter, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
+	n, err = t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: p.Version}, n, err)
 	return n == 1 && err == nil, err
 }
