@@ -52,7 +52,7 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 	}
 	o := &Optimistic{versions: od.Versions()}
 	o.try = o.tryOnce
-	if err := o.init(o.versions, nil, opts); err != nil {
+	if err := o.init(StrategyOptimistic, d, o.versions, nil, opts); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -161,6 +161,9 @@ type RetryOptions struct {
 	MinBackoff time.Duration
 	// MaxBackoff caps the doubling wait between attempts. Default 100ms.
 	MaxBackoff time.Duration
+	// Observer, if it is a Tracer, is told of every attempt and retry
+	// (Tracer.StartAttempt, EndAttempt). Default: none.
+	Observer Observer
 }
 
 const (
@@ -202,20 +205,25 @@ func (o RetryOptions) withDefaults() (RetryOptions, error) {
 // fn must do all its reads inside each call: a retry that reused the old
 // version would conflict again.
 func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
-	return retry(ctx, opts, ErrConflict, fn)
+	return retry(ctx, opts, OpRetryOnConflict, ErrConflict, fn)
 }
 
 // retry runs fn until it returns an error that does not wrap retryable,
-// waiting a fully jittered, doubling backoff between attempts.
-func retry(ctx context.Context, opts RetryOptions, retryable error, fn func(ctx context.Context) error) error {
+// waiting a fully jittered, doubling backoff between attempts. op names the
+// operation for events.
+func retry(ctx context.Context, opts RetryOptions, op string, retryable error, fn func(ctx context.Context) error) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err
 	}
+	ev := newAttempts(opts.Observer, op)
 	backoff := opts.MinBackoff
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
+		actx := ev.start(ctx, attempt)
+		err := fn(actx)
+		again := errors.Is(err, retryable) && attempt < opts.Attempts
+		ev.end(actx, attempt, err, again)
 		if !errors.Is(err, retryable) {
 			return err
 		}
