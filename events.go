@@ -83,7 +83,7 @@ func (e *events) endAcquire(ctx context.Context, c acquireCall, lock *Lock, err 
 		}
 	}
 	if e.tr != nil {
-		end := AcquireEnd{AcquireStart: c.s, Wait: wait, Err: err}
+		end := AcquireEnd{AcquireStart: c.s, Duration: wait, Err: err}
 		switch {
 		case lock != nil:
 			end.Outcome, end.Token = OutcomeAcquired, lock.h.ident().Token

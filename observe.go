@@ -168,10 +168,10 @@ const (
 type AcquireEnd struct {
 	AcquireStart
 	Outcome AcquireOutcome
-	// Wait is the call's duration.
-	Wait  time.Duration
-	Token int64 // if acquired
-	Err   error // unless acquired
+	// Duration is the call's.
+	Duration time.Duration
+	Token    int64 // if acquired
+	Err      error // unless acquired
 }
 
 // Sources of a hand-off (see Tracer.Handoff).
