@@ -320,7 +320,9 @@ func (o *Observer) StartRenewBatch(ctx context.Context, e sqllock.RenewBatch) co
 }
 
 // EndRenewBatch implements sqllock.Tracer.
-func (o *Observer) EndRenewBatch(ctx context.Context, _ sqllock.RenewBatch, err error) { endSpan(ctx, err) }
+func (o *Observer) EndRenewBatch(ctx context.Context, _ sqllock.RenewBatch, err error) {
+	endSpan(ctx, err)
+}
 
 // Listening implements sqllock.Tracer.
 func (o *Observer) Listening(ctx context.Context, e sqllock.ListenerEvent) {
