@@ -92,7 +92,8 @@ type Observer struct {
 	reconnects metric.Int64Counter
 	listenLost metric.Int64Counter
 
-	gauges sync.Map // gaugeKey -> *gaugeSet
+	gauges   sync.Map // gaugeKey -> *gaugeSet
+	attrSets sync.Map // attrKey -> metric.MeasurementOption; see lockAttrs
 }
 
 var _ sqllock.Tracer = (*Observer)(nil)
@@ -182,15 +183,41 @@ func (o *Observer) gaugeSet(strategy, dialect string) *gaugeSet {
 	return g.(*gaugeSet)
 }
 
-// lockAttrs returns the attributes of a metric about one lock, extra
-// included.
-func (o *Observer) lockAttrs(strategy, dialect, name string, extra ...attribute.KeyValue) metric.MeasurementOption {
-	kv := make([]attribute.KeyValue, 0, 3+len(extra))
+// attrKey identifies a set of metric attributes without a lock name: the
+// strategy, the dialect and up to two more string attributes.
+type attrKey struct {
+	strategy, dialect string
+	k1, k2            attribute.Key
+	v1, v2            string
+}
+
+// lockAttrs returns the attributes of a metric about one lock: strategy,
+// dialect, the name if Options.LockNames asks for it, and k1=v1, k2=v2
+// unless their keys are empty. Without names, the few sets there are, are
+// made once.
+func (o *Observer) lockAttrs(strategy, dialect, name string, k1 attribute.Key, v1 string, k2 attribute.Key, v2 string) metric.MeasurementOption {
+	key := attrKey{strategy: strategy, dialect: dialect, k1: k1, v1: v1, k2: k2, v2: v2}
+	if !o.names {
+		if opt, ok := o.attrSets.Load(key); ok {
+			return opt.(metric.MeasurementOption)
+		}
+	}
+	kv := make([]attribute.KeyValue, 0, 5)
 	kv = append(kv, KeyStrategy.String(strategy), KeyDialect.String(dialect))
 	if o.names {
 		kv = append(kv, KeyName.String(name))
 	}
-	return metric.WithAttributes(append(kv, extra...)...)
+	if k1 != "" {
+		kv = append(kv, k1.String(v1))
+	}
+	if k2 != "" {
+		kv = append(kv, k2.String(v2))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+	if !o.names {
+		o.attrSets.Store(key, opt)
+	}
+	return opt
 }
 
 func spanAttrs(e sqllock.LockEvent) trace.SpanStartEventOption {
@@ -225,21 +252,22 @@ func (o *Observer) Acquired(_ context.Context, e sqllock.AcquiredEvent) {
 // Released implements sqllock.Observer: it records the hold time of a
 // freed acquisition.
 func (o *Observer) Released(ctx context.Context, e sqllock.ReleasedEvent) {
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.Bool("sqllock.freed", e.Freed))
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.Bool("sqllock.freed", e.Freed))
+	}
 	if !e.Freed {
 		return
 	}
 	o.gaugeSet(e.Strategy, e.Dialect).held.Add(-1)
-	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd.String("released")))
+	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "released", "", ""))
 }
 
 // Lost implements sqllock.Observer: it counts the loss, records the hold
 // time, and records a span (a child of the acquiring call's parent span).
 func (o *Observer) Lost(ctx context.Context, e sqllock.LostEvent) {
 	o.gaugeSet(e.Strategy, e.Dialect).held.Add(-1)
-	o.lost.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyCause.String(string(e.Cause))))
-	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd.String("lost")))
+	o.lost.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyCause, string(e.Cause), "", ""))
+	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "lost", "", ""))
 	_, span := o.tracer.Start(ctx, "sqllock.lost", spanAttrs(e.LockEvent),
 		trace.WithAttributes(KeyCause.String(string(e.Cause)), attribute.String("sqllock.reason", e.Reason),
 			attribute.Float64("sqllock.held", e.Held.Seconds())))
@@ -249,15 +277,17 @@ func (o *Observer) Lost(ctx context.Context, e sqllock.LostEvent) {
 
 // StartAcquire implements sqllock.Tracer.
 func (o *Observer) StartAcquire(ctx context.Context, e sqllock.AcquireStart) context.Context {
-	ctx, _ = o.tracer.Start(ctx, "sqllock.acquire", trace.WithAttributes(KeyStrategy.String(e.Strategy),
-		KeyDialect.String(e.Dialect), KeyName.String(e.Name), KeyMode.String(mode(e.Wait)),
-		attribute.Bool("sqllock.shared", e.Shared)))
+	ctx, span := o.tracer.Start(ctx, "sqllock.acquire", trace.WithAttributes(KeyStrategy.String(e.Strategy),
+		KeyDialect.String(e.Dialect), KeyName.String(e.Name), KeyMode.String(mode(e.Wait))))
+	if e.Shared {
+		span.SetAttributes(attribute.Bool("sqllock.shared", true))
+	}
 	return ctx
 }
 
 // EndAcquire implements sqllock.Tracer.
 func (o *Observer) EndAcquire(ctx context.Context, e sqllock.AcquireEnd) {
-	attrs := o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome.String(string(e.Outcome)), KeyMode.String(mode(e.Wait)))
+	attrs := o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), KeyMode, mode(e.Wait))
 	o.attempts.Add(ctx, 1, attrs)
 	o.wait.Record(ctx, e.Duration.Seconds(), attrs)
 	span := trace.SpanFromContext(ctx)
@@ -276,7 +306,7 @@ func (o *Observer) EndAcquire(ctx context.Context, e sqllock.AcquireEnd) {
 
 // Handoff implements sqllock.Tracer.
 func (o *Observer) Handoff(ctx context.Context, e sqllock.HandoffEvent) {
-	o.handoff.Record(ctx, e.Latency.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeySource.String(e.Source)))
+	o.handoff.Record(ctx, e.Latency.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeySource, e.Source, "", ""))
 	trace.SpanFromContext(ctx).AddEvent("sqllock.handoff", trace.WithAttributes(KeySource.String(e.Source),
 		attribute.Float64("sqllock.latency", e.Latency.Seconds())))
 }
@@ -306,9 +336,9 @@ func (o *Observer) EndGuard(ctx context.Context, _ sqllock.LockEvent, err error)
 
 // Renewed implements sqllock.Tracer.
 func (o *Observer) Renewed(ctx context.Context, e sqllock.RenewedEvent) {
-	o.renewals.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome.String(string(e.Outcome))))
+	o.renewals.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), "", ""))
 	if e.Outcome == sqllock.RenewOK {
-		o.margin.Record(ctx, e.Margin.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name))
+		o.margin.Record(ctx, e.Margin.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", ""))
 	}
 }
 
