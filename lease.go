@@ -105,6 +105,7 @@ type lease struct {
 	trustUntil time.Time // monotonic; the lease is not trusted from then on
 	ended      bool      // lost, or every hold released
 	renewing   bool      // renewal is wanted: the timer is armed or a renewal runs
+	failing    bool      // the last renewal failed (for events)
 	timer      *time.Timer
 	inflight   chan struct{}      // closed when the running renewal ends; nil if none
 	stopFlight context.CancelFunc // cancels the running renewal's statement
@@ -172,8 +173,12 @@ func (l *lease) renew() {
 	start := time.Now()
 	deadline := l.trustUntil
 	if !start.Before(deadline) {
+		cause := LostTrustWindow
+		if l.failing {
+			cause = LostRenewFailed
+		}
 		l.mu.Unlock()
-		l.lose(LostTrustWindow, "no successful renewal within the trust window")
+		l.lose(cause, "no successful renewal within the trust window")
 		return
 	}
 	ctx, stop := context.WithDeadline(context.Background(), deadline)
@@ -199,6 +204,7 @@ func (l *lease) renew() {
 	case err == nil && ok:
 		l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
 		l.arm(l.ls.untilTick())
+		l.failing = false
 		l.ls.ev.renewed(l.ctx, l.ref, RenewOK, time.Until(deadline), nil)
 	case err == nil:
 		cause, lost = LostExpired, "the lease expired or was taken over"
@@ -210,6 +216,7 @@ func (l *lease) renew() {
 		l.logger().Warn("sqllock: lease renewal failed; retrying within the trust window",
 			"name", l.ref.Name, "token", l.ref.Token, "trust_left", time.Until(deadline), "err", err)
 		l.arm(min(max(o.RenewInterval/4, time.Millisecond), time.Until(deadline)))
+		l.failing = true
 		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
 	}
 	l.mu.Unlock()
