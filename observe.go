@@ -96,9 +96,9 @@ type LostEvent struct {
 // retry implements Tracer, these methods are called as well.
 //
 // A Start method returns the context the operation runs with (a span's, say),
-// which the matching End method receives. Methods may be added to Tracer in
-// later versions: implementations outside this module should embed one that
-// is maintained with it.
+// which the matching End method receives. Like the dialect interfaces,
+// Tracer may gain methods as the library learns to report more; sqllockotel
+// follows it.
 type Tracer interface {
 	Observer
 
