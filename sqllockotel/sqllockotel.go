@@ -92,8 +92,11 @@ type Observer struct {
 	reconnects metric.Int64Counter
 	listenLost metric.Int64Counter
 
-	gauges   sync.Map // gaugeKey -> *gaugeSet
-	attrSets sync.Map // attrKey -> metric.MeasurementOption; see lockAttrs
+	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
+	// per look-up.
+	mu       sync.RWMutex
+	gauges   map[gaugeKey]*gaugeSet
+	attrSets map[attrKey]*attrOpts // see lockAttrs
 }
 
 var _ sqllock.Tracer = (*Observer)(nil)
@@ -120,7 +123,8 @@ func New(opts Options) (*Observer, error) {
 		tp = otel.GetTracerProvider()
 	}
 	m := mp.Meter(ScopeName)
-	o := &Observer{tracer: tp.Tracer(ScopeName), names: opts.LockNames}
+	o := &Observer{tracer: tp.Tracer(ScopeName), names: opts.LockNames,
+		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts)}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -155,14 +159,14 @@ func New(opts Options) (*Observer, error) {
 	waiting := gauge("sqllock.waiters", "{call}", "Acquire calls waiting: the heads of the waiting rooms (lease strategies), the calls in the database's lock queue (pessimistic).")
 	up := gauge("sqllock.listener.up", "{connection}", "Waiting rooms whose listening connection delivers announcements.")
 	_, err := m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
-		o.gauges.Range(func(_, v any) bool {
-			g := v.(*gaugeSet)
+		o.mu.RLock()
+		defer o.mu.RUnlock()
+		for _, g := range o.gauges {
 			set := metric.WithAttributeSet(g.attrs)
 			obs.ObserveInt64(held, g.held.Load(), set)
 			obs.ObserveInt64(waiting, g.waiting.Load(), set)
 			obs.ObserveInt64(up, g.up.Load(), set)
-			return true
-		})
+		}
 		return nil
 	}, held, waiting, up)
 	errs = append(errs, err)
@@ -176,11 +180,19 @@ func New(opts Options) (*Observer, error) {
 
 func (o *Observer) gaugeSet(strategy, dialect string) *gaugeSet {
 	k := gaugeKey{strategy, dialect}
-	if g, ok := o.gauges.Load(k); ok {
-		return g.(*gaugeSet)
+	o.mu.RLock()
+	g := o.gauges[k]
+	o.mu.RUnlock()
+	if g != nil {
+		return g
 	}
-	g, _ := o.gauges.LoadOrStore(k, &gaugeSet{attrs: attribute.NewSet(KeyStrategy.String(strategy), KeyDialect.String(dialect))})
-	return g.(*gaugeSet)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if g = o.gauges[k]; g == nil {
+		g = &gaugeSet{attrs: attribute.NewSet(KeyStrategy.String(strategy), KeyDialect.String(dialect))}
+		o.gauges[k] = g
+	}
+	return g
 }
 
 // attrKey identifies a set of metric attributes without a lock name: the
@@ -191,15 +203,25 @@ type attrKey struct {
 	v1, v2            string
 }
 
+// attrOpts are one attribute set as the options of Add and Record: made
+// once, they spare each measurement the allocation of its variadic options.
+type attrOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
+
 // lockAttrs returns the attributes of a metric about one lock: strategy,
 // dialect, the name if Options.LockNames asks for it, and k1=v1, k2=v2
 // unless their keys are empty. Without names, the few sets there are, are
 // made once.
-func (o *Observer) lockAttrs(strategy, dialect, name string, k1 attribute.Key, v1 string, k2 attribute.Key, v2 string) metric.MeasurementOption {
+func (o *Observer) lockAttrs(strategy, dialect, name string, k1 attribute.Key, v1 string, k2 attribute.Key, v2 string) *attrOpts {
 	key := attrKey{strategy: strategy, dialect: dialect, k1: k1, v1: v1, k2: k2, v2: v2}
 	if !o.names {
-		if opt, ok := o.attrSets.Load(key); ok {
-			return opt.(metric.MeasurementOption)
+		o.mu.RLock()
+		opt, ok := o.attrSets[key]
+		o.mu.RUnlock()
+		if ok {
+			return opt
 		}
 	}
 	kv := make([]attribute.KeyValue, 0, 5)
@@ -213,16 +235,26 @@ func (o *Observer) lockAttrs(strategy, dialect, name string, k1 attribute.Key, v
 	if k2 != "" {
 		kv = append(kv, k2.String(v2))
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(kv...))
+	set := metric.WithAttributeSet(attribute.NewSet(kv...))
+	opt := &attrOpts{add: []metric.AddOption{set}, rec: []metric.RecordOption{set}}
 	if !o.names {
-		o.attrSets.Store(key, opt)
+		o.mu.Lock()
+		o.attrSets[key] = opt
+		o.mu.Unlock()
 	}
 	return opt
 }
 
-func spanAttrs(e sqllock.LockEvent) trace.SpanStartEventOption {
-	return trace.WithAttributes(KeyStrategy.String(e.Strategy), KeyDialect.String(e.Dialect),
-		KeyName.String(e.Name), KeyToken.Int64(e.Token))
+// startLockSpan starts a span about one lock. Attributes are set only on a
+// span that records: an unsampled span (or a no-op tracer) costs nothing
+// more.
+func (o *Observer) startLockSpan(ctx context.Context, name string, e sqllock.LockEvent) (context.Context, trace.Span) {
+	ctx, span := o.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(KeyStrategy.String(e.Strategy), KeyDialect.String(e.Dialect),
+			KeyName.String(e.Name), KeyToken.Int64(e.Token))
+	}
+	return ctx, span
 }
 
 // endSpan ends ctx's span, with err as its status.
@@ -256,28 +288,34 @@ func (o *Observer) Released(ctx context.Context, e sqllock.ReleasedEvent) {
 		return
 	}
 	o.gaugeSet(e.Strategy, e.Dialect).held.Add(-1)
-	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "released", "", ""))
+	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "released", "", "").rec...)
 }
 
 // Lost implements sqllock.Observer: it counts the loss, records the hold
 // time, and records a span (a child of the acquiring call's parent span).
 func (o *Observer) Lost(ctx context.Context, e sqllock.LostEvent) {
 	o.gaugeSet(e.Strategy, e.Dialect).held.Add(-1)
-	o.lost.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyCause, string(e.Cause), "", ""))
-	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "lost", "", ""))
-	_, span := o.tracer.Start(ctx, "sqllock.lost", spanAttrs(e.LockEvent),
-		trace.WithAttributes(KeyCause.String(string(e.Cause)), attribute.String("sqllock.reason", e.Reason),
-			attribute.Float64("sqllock.held", e.Held.Seconds())))
+	o.lost.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyCause, string(e.Cause), "", "").add...)
+	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "lost", "", "").rec...)
+	_, span := o.startLockSpan(ctx, "sqllock.lost", e.LockEvent)
+	span.SetAttributes(KeyCause.String(string(e.Cause)), attribute.String("sqllock.reason", e.Reason),
+		attribute.Float64("sqllock.held", e.Held.Seconds()))
 	span.SetStatus(codes.Error, e.Reason)
 	span.End()
 }
 
 // StartAcquire implements sqllock.Tracer.
 func (o *Observer) StartAcquire(ctx context.Context, e sqllock.AcquireStart) context.Context {
-	ctx, span := o.tracer.Start(ctx, "sqllock.acquire", trace.WithAttributes(KeyStrategy.String(e.Strategy),
-		KeyDialect.String(e.Dialect), KeyName.String(e.Name), KeyMode.String(mode(e.Wait))))
+	ctx, span := o.tracer.Start(ctx, "sqllock.acquire")
+	if !span.IsRecording() {
+		return ctx
+	}
 	if e.Shared {
-		span.SetAttributes(attribute.Bool("sqllock.shared", true))
+		span.SetAttributes(KeyStrategy.String(e.Strategy), KeyDialect.String(e.Dialect), KeyName.String(e.Name),
+			KeyMode.String(mode(e.Wait)), attribute.Bool("sqllock.shared", true))
+	} else {
+		span.SetAttributes(KeyStrategy.String(e.Strategy), KeyDialect.String(e.Dialect), KeyName.String(e.Name),
+			KeyMode.String(mode(e.Wait)))
 	}
 	return ctx
 }
@@ -285,8 +323,8 @@ func (o *Observer) StartAcquire(ctx context.Context, e sqllock.AcquireStart) con
 // EndAcquire implements sqllock.Tracer.
 func (o *Observer) EndAcquire(ctx context.Context, e sqllock.AcquireEnd) {
 	attrs := o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), KeyMode, mode(e.Wait))
-	o.attempts.Add(ctx, 1, attrs)
-	o.wait.Record(ctx, e.Duration.Seconds(), attrs)
+	o.attempts.Add(ctx, 1, attrs.add...)
+	o.wait.Record(ctx, e.Duration.Seconds(), attrs.rec...)
 	// One SetAttributes call: each costs the SDK a de-duplication pass.
 	// The span's own length is the wait.
 	span := trace.SpanFromContext(ctx)
@@ -306,7 +344,7 @@ func (o *Observer) EndAcquire(ctx context.Context, e sqllock.AcquireEnd) {
 
 // Handoff implements sqllock.Tracer.
 func (o *Observer) Handoff(ctx context.Context, e sqllock.HandoffEvent) {
-	o.handoff.Record(ctx, e.Latency.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeySource, e.Source, "", ""))
+	o.handoff.Record(ctx, e.Latency.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeySource, e.Source, "", "").rec...)
 	trace.SpanFromContext(ctx).AddEvent("sqllock.handoff", trace.WithAttributes(KeySource.String(e.Source),
 		attribute.Float64("sqllock.latency", e.Latency.Seconds())))
 }
@@ -318,7 +356,7 @@ func (o *Observer) Waiting(_ context.Context, e sqllock.WaitingEvent) {
 
 // StartRelease implements sqllock.Tracer.
 func (o *Observer) StartRelease(ctx context.Context, e sqllock.LockEvent) context.Context {
-	ctx, _ = o.tracer.Start(ctx, "sqllock.release", spanAttrs(e))
+	ctx, _ = o.startLockSpan(ctx, "sqllock.release", e)
 	return ctx
 }
 
@@ -327,7 +365,7 @@ func (o *Observer) EndRelease(ctx context.Context, _ sqllock.LockEvent, err erro
 
 // StartGuard implements sqllock.Tracer.
 func (o *Observer) StartGuard(ctx context.Context, e sqllock.LockEvent) context.Context {
-	ctx, _ = o.tracer.Start(ctx, "sqllock.guard", spanAttrs(e))
+	ctx, _ = o.startLockSpan(ctx, "sqllock.guard", e)
 	return ctx
 }
 
@@ -336,9 +374,9 @@ func (o *Observer) EndGuard(ctx context.Context, _ sqllock.LockEvent, err error)
 
 // Renewed implements sqllock.Tracer.
 func (o *Observer) Renewed(ctx context.Context, e sqllock.RenewedEvent) {
-	o.renewals.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), "", ""))
+	o.renewals.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), "", "").add...)
 	if e.Outcome == sqllock.RenewOK {
-		o.margin.Record(ctx, e.Margin.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", ""))
+		o.margin.Record(ctx, e.Margin.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", "").rec...)
 	}
 }
 
