@@ -24,7 +24,8 @@ import (
 // sqllock-ns/op, raw-ns/op and ratio = raw time / sqllock time (1.0 means no
 // overhead; the target is >= 0.9); and the same for a locker recording
 // OpenTelemetry metrics and spans through the SDK (sqllockotel, every span
-// sampled, exported to nowhere): otel-ns/op and ratio-otel. Run:
+// sampled, exported to nowhere), otel-ns/op and ratio-otel, and for one
+// recording metrics alone, ratio-metrics. Run:
 //
 //	go test -run '^$' -bench TryAcquireRelease -benchtime 3s .
 func BenchmarkTryAcquireRelease(b *testing.B) {
@@ -32,7 +33,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		var (
 			db       *sql.DB
 			locker   *sqllock.Table
-			observed *sqllock.Table // with sqllockotel
+			observed benchObserved
 			acquire  func(ctx context.Context, name, owner string) (int64, error)
 			releaseQ string
 		)
@@ -128,7 +129,14 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 			return k.Release(ctx)
 		}
 		otel := func(name string) error {
-			k, err := observed.TryAcquire(ctx, name)
+			k, err := observed.full.TryAcquire(ctx, name)
+			if err != nil {
+				return err
+			}
+			return k.Release(ctx)
+		}
+		metered := func(name string) error {
+			k, err := observed.metrics.TryAcquire(ctx, name)
 			if err != nil {
 				return err
 			}
@@ -151,18 +159,25 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 				db.SetMaxIdleConns(clients + 2) // keep connections: no reconnects in either loop
 				// Alternate short chunks of each so that drift of the shared
 				// machine hits both sides alike.
-				var tOurs, tRaw, tOtel time.Duration
-				for left := b.N; left > 0; left -= chunk {
+				// Each chunk, a different side goes first.
+				var tOurs, tRaw, tOtel, tMetrics time.Duration
+				sides := []struct {
+					op   func(name string) error
+					took *time.Duration
+				}{{raw, &tRaw}, {ours, &tOurs}, {otel, &tOtel}, {metered, &tMetrics}}
+				for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
 					c := min(left, chunk)
-					tRaw += runClients(b, c, clients, raw)
-					tOurs += runClients(b, c, clients, ours)
-					tOtel += runClients(b, c, clients, otel)
+					for j := range sides {
+						s := sides[(i+j)%len(sides)]
+						*s.took += runClients(b, c, clients, s.op)
+					}
 				}
 				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
 				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
 				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
 				b.ReportMetric(float64(tOtel.Nanoseconds())/float64(b.N), "otel-ns/op")
 				b.ReportMetric(tRaw.Seconds()/tOtel.Seconds(), "ratio-otel")
+				b.ReportMetric(tRaw.Seconds()/tMetrics.Seconds(), "ratio-metrics")
 			})
 		}
 	}
@@ -192,9 +207,9 @@ func benchRuns(b *testing.B) []benchRun {
 // chunk is how many operations each side runs before the other takes a turn.
 const chunk = 200
 
-// benchSetup migrates d and makes the lockers under test: one plain, one
-// observed through sqllockotel (see benchObserver).
-func benchSetup(b *testing.B, d dialect.Dialect, locker, observed **sqllock.Table) {
+// benchSetup migrates d and makes the lockers under test: one plain, and
+// two observed through sqllockotel (see benchObservers).
+func benchSetup(b *testing.B, d dialect.Dialect, locker **sqllock.Table, observed *benchObserved) {
 	b.Helper()
 	if err := sqllock.Migrate(context.Background(), d); err != nil {
 		b.Fatal(err)
@@ -204,7 +219,11 @@ func benchSetup(b *testing.B, d dialect.Dialect, locker, observed **sqllock.Tabl
 		b.Fatal(err)
 	}
 	*locker = l
-	if *observed, err = sqllock.NewTable(d, sqllock.Options{Observer: benchObserver(b)}); err != nil {
+	full, metrics := benchObservers(b)
+	if observed.full, err = sqllock.NewTable(d, sqllock.Options{Observer: full}); err != nil {
+		b.Fatal(err)
+	}
+	if observed.metrics, err = sqllock.NewTable(d, sqllock.Options{Observer: metrics}); err != nil {
 		b.Fatal(err)
 	}
 }
