@@ -354,7 +354,18 @@ func scenario(t *testing.T, e *db) {
 		t.Fatalf("Release of a lost lock: %v, want ErrLockLost", err)
 	}
 
-	// The pessimistic strategy.
+	// The optimistic and pessimistic strategies.
+	opt, err := sqllock.NewOptimistic(e.d, sqllock.Options{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ko, err := opt.TryAcquire(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ko.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	pess, err := sqllock.NewPessimistic(e.d, sqllock.PessimisticOptions{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
@@ -402,8 +413,8 @@ func scenario(t *testing.T, e *db) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reaped < 3 { // a, r, p
-		t.Errorf("reaped %d rows, want at least 3", reaped)
+	if reaped < 4 { // a, r, o, p
+		t.Errorf("reaped %d rows, want at least 4", reaped)
 	}
 
 	// A release announced by the database (PostgreSQL): a waiter of
@@ -431,6 +442,7 @@ func scenario(t *testing.T, e *db) {
 	calls("r", 1, acquired, tryMode)
 	calls("lossy", 1, acquired, waitMode)
 	calls("p", 1, pessimistic, dialectAttr, acquired, waitMode)
+	calls("o", 1, sqllockotel.KeyStrategy.String(sqllock.StrategyOptimistic), dialectAttr, acquired, tryMode)
 	// The waiter slept at least half of each backoff: 5ms, 10ms, ... 640ms.
 	if h := m.hist("sqllock.acquire.duration", name("a"), acquired); h.max < 0.6 {
 		t.Errorf("the waiter's acquire took %vs, want >= 0.6s", h.max)
@@ -459,6 +471,7 @@ func scenario(t *testing.T, e *db) {
 	held("lossy", "lost", 1)
 	held("lossy", "released", 0)
 	held("p", "released", 1)
+	held("o", "released", 1)
 
 	renewed := m.int("sqllock.lease.renewals", renewedAttrs...)
 	margin := m.hist("sqllock.lease.margin", name("lossy"))
@@ -502,7 +515,7 @@ func scenario(t *testing.T, e *db) {
 		t.Errorf("%d retries in all, want 3", n)
 	}
 
-	for _, s := range []attribute.KeyValue{table, pessimistic} {
+	for _, s := range []attribute.KeyValue{table, pessimistic, sqllockotel.KeyStrategy.String(sqllock.StrategyOptimistic)} {
 		if n := m.int("sqllock.locks.held", s); n != 0 {
 			t.Errorf("%v: %d held at the end, want 0", s, n)
 		}
@@ -534,7 +547,7 @@ func scenario(t *testing.T, e *db) {
 		}
 		return attribute.Value{}
 	}
-	wantAcquires := 7 // a x3, r x2, lossy, p
+	wantAcquires := 8 // a x3, r x2, lossy, o, p
 	if e.kind == "postgres" {
 		wantAcquires += 4 // n and keep, by each locker
 	}
@@ -562,7 +575,7 @@ func scenario(t *testing.T, e *db) {
 	if handoffEvents != wantHandoffs {
 		t.Errorf("%d hand-off span events, want %d", handoffEvents, wantHandoffs)
 	}
-	wantReleases := 6 // a x2, r x2, lossy, p
+	wantReleases := 7 // a x2, r x2, lossy, o, p
 	if e.kind == "postgres" {
 		wantReleases += 4
 	}
