@@ -326,9 +326,11 @@ func scenario(t *testing.T, e *db) {
 		}
 	}
 
-	// Lose a lease: renewed at least once, then taken from its owner.
-	const lossyTTL = 3 * time.Second
-	lossy, err := sqllock.NewTable(pd, sqllock.Options{TTL: lossyTTL, Observer: obs})
+	// Lose a lease: renewed at least once, then taken from its owner. The
+	// long TTL keeps a stalled test process (a loaded machine) from losing
+	// it first, the short interval keeps the test quick.
+	const lossyTTL = 12 * time.Second
+	lossy, err := sqllock.NewTable(pd, sqllock.Options{TTL: lossyTTL, RenewInterval: time.Second, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +339,12 @@ func scenario(t *testing.T, e *db) {
 		t.Fatal(err)
 	}
 	renewedAttrs := []attribute.KeyValue{name("lossy"), sqllockotel.KeyOutcome.String(string(sqllock.RenewOK))}
-	testutil.Eventually(ctx, t, "a renewal", func() bool { return m.collect().int("sqllock.lease.renewals", renewedAttrs...) >= 1 })
+	testutil.Eventually(ctx, t, "a renewal", func() bool {
+		if err := kl.Context().Err(); err != nil {
+			t.Fatalf("the lease was lost before its first renewal: %v", context.Cause(kl.Context()))
+		}
+		return m.collect().int("sqllock.lease.renewals", renewedAttrs...) >= 1
+	})
 	steal := "UPDATE " + e.locks + " SET owner = 'thief' WHERE name = ?"
 	if e.kind == "postgres" {
 		steal = "UPDATE " + e.locks + " SET owner = 'thief' WHERE name = $1"
