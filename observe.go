@@ -106,8 +106,8 @@ type Tracer interface {
 	StartAcquire(ctx context.Context, e AcquireStart) context.Context
 	EndAcquire(ctx context.Context, e AcquireEnd)
 	// Handoff reports an acquisition by a waiter woken by a release: one
-	// through the same locker (HandoffLocal), or one the database
-	// announced (HandoffNotice).
+	// through the same locker (HandoffLocal, even if its announcement
+	// arrived first), or one the database announced (HandoffNotice).
 	Handoff(ctx context.Context, e HandoffEvent)
 	// Waiting reports a waiting Acquire becoming (Delta 1) or ceasing to be
 	// (Delta -1) the head of its name's queue, the one that asks the

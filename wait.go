@@ -254,8 +254,13 @@ func (r *waitRoom) kick(name string) {
 // release of the source given (see waiter.wokeBy).
 func (r *waitRoom) kickLocked(name, source string) {
 	if q := r.queues[name]; len(q) > 0 {
-		if source != "" && q[0].wokeBy == "" {
-			q[0].wokeAt, q[0].wokeBy = time.Now(), source
+		// A release through this locker is local even if its announcement
+		// came first; the wake-up dates from the first.
+		if source != "" && (q[0].wokeBy == "" || source == HandoffLocal) {
+			if q[0].wokeBy == "" {
+				q[0].wokeAt = time.Now()
+			}
+			q[0].wokeBy = source
 		}
 		select {
 		case q[0].wake <- struct{}{}:
