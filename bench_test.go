@@ -22,7 +22,10 @@ import (
 // distinct names with 1 and 8 concurrent clients, next to the same two
 // statements issued raw on the same pool, interleaved in one run. It reports
 // sqllock-ns/op, raw-ns/op and ratio = raw time / sqllock time (1.0 means no
-// overhead; the target is >= 0.9). Run:
+// overhead; the target is >= 0.9); and the same for a locker recording
+// OpenTelemetry metrics and spans through the SDK (sqllockotel, every span
+// sampled, exported to nowhere), otel-ns/op and ratio-otel, and for one
+// recording metrics alone, ratio-metrics. Run:
 //
 //	go test -run '^$' -bench TryAcquireRelease -benchtime 3s .
 func BenchmarkTryAcquireRelease(b *testing.B) {
@@ -30,6 +33,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		var (
 			db       *sql.DB
 			locker   *sqllock.Table
+			observed benchObserved
 			acquire  func(ctx context.Context, name, owner string) (int64, error)
 			releaseQ string
 		)
@@ -44,7 +48,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			benchSetup(b, d, &locker)
+			benchSetup(b, d, &locker, &observed)
 			// The fence (a shared advisory lock for the statement) is part
 			// of a correct acquire: without it, a reaper deleting the row
 			// while the insert waits could let a token go backwards. So is
@@ -76,7 +80,7 @@ WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0`, schema)
 			if err != nil {
 				b.Fatal(err)
 			}
-			benchSetup(b, d, &locker)
+			benchSetup(b, d, &locker, &observed)
 			t := fmt.Sprintf("`%s`.sqllock_locks", database)
 			q := fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
 SELECT ?, ?, LAST_INSERT_ID(GREATEST(f.token + 1, %[3]s)), 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
@@ -103,7 +107,7 @@ ON DUPLICATE KEY UPDATE
 			if err != nil {
 				b.Fatal(err)
 			}
-			benchSetup(b, d, &locker)
+			benchSetup(b, d, &locker, &observed)
 			q := fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
 VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
 ON CONFLICT (name) DO UPDATE SET
@@ -128,6 +132,20 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 			}
 			return k.Release(ctx)
 		}
+		otel := func(name string) error {
+			k, err := observed.full.TryAcquire(ctx, name)
+			if err != nil {
+				return err
+			}
+			return k.Release(ctx)
+		}
+		metered := func(name string) error {
+			k, err := observed.metrics.TryAcquire(ctx, name)
+			if err != nil {
+				return err
+			}
+			return k.Release(ctx)
+		}
 		var n atomic.Int64
 		raw := func(name string) error {
 			owner := "raw-" + strconv.FormatInt(n.Add(1), 10)
@@ -145,15 +163,25 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 				db.SetMaxIdleConns(clients + 2) // keep connections: no reconnects in either loop
 				// Alternate short chunks of each so that drift of the shared
 				// machine hits both sides alike.
-				var tOurs, tRaw time.Duration
-				for left := b.N; left > 0; left -= chunk {
+				// Each chunk, a different side goes first.
+				var tOurs, tRaw, tOtel, tMetrics time.Duration
+				sides := []struct {
+					op   func(name string) error
+					took *time.Duration
+				}{{raw, &tRaw}, {ours, &tOurs}, {otel, &tOtel}, {metered, &tMetrics}}
+				for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
 					c := min(left, chunk)
-					tRaw += runClients(b, c, clients, raw)
-					tOurs += runClients(b, c, clients, ours)
+					for j := range sides {
+						s := sides[(i+j)%len(sides)]
+						*s.took += runClients(b, c, clients, s.op)
+					}
 				}
 				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
 				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
 				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
+				b.ReportMetric(float64(tOtel.Nanoseconds())/float64(b.N), "otel-ns/op")
+				b.ReportMetric(tRaw.Seconds()/tOtel.Seconds(), "ratio-otel")
+				b.ReportMetric(tRaw.Seconds()/tMetrics.Seconds(), "ratio-metrics")
 			})
 		}
 	}
@@ -183,8 +211,9 @@ func benchRuns(b *testing.B) []benchRun {
 // chunk is how many operations each side runs before the other takes a turn.
 const chunk = 200
 
-// benchSetup migrates d and makes the locker under test.
-func benchSetup(b *testing.B, d dialect.Dialect, locker **sqllock.Table) {
+// benchSetup migrates d and makes the lockers under test: one plain, and
+// two observed through sqllockotel (see benchObservers).
+func benchSetup(b *testing.B, d dialect.Dialect, locker **sqllock.Table, observed *benchObserved) {
 	b.Helper()
 	if err := sqllock.Migrate(context.Background(), d); err != nil {
 		b.Fatal(err)
@@ -194,6 +223,13 @@ func benchSetup(b *testing.B, d dialect.Dialect, locker **sqllock.Table) {
 		b.Fatal(err)
 	}
 	*locker = l
+	full, metrics := benchObservers(b)
+	if observed.full, err = sqllock.NewTable(d, sqllock.Options{Observer: full}); err != nil {
+		b.Fatal(err)
+	}
+	if observed.metrics, err = sqllock.NewTable(d, sqllock.Options{Observer: metrics}); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // runClients runs op n times in total across clients goroutines, each on

@@ -75,4 +75,10 @@
 // on the server, and its error says whether a statement may have been
 // applied ([ErrOutcomeUnknown]), none was sent ([ErrPoolExhausted],
 // [ErrUnavailable]), or a transaction was rolled back ([ErrRolledBack]).
+//
+// Observability: a *slog.Logger in the options receives losses and
+// fall-backs, and at debug level every acquisition, release and renewal; an
+// [Observer] receives lock events as calls, and a [Tracer] everything the
+// library does. Package sqllockotel is a Tracer that records OpenTelemetry
+// metrics and spans.
 package sqllock

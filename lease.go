@@ -22,6 +22,7 @@ type leases struct {
 	freed func(name string) // called when a lock is released for good; may be nil
 	batch *renewBatcher
 	epoch time.Time // origin of the renewal grid
+	ev    *events
 
 	mu    sync.Mutex
 	byKey map[leaseKey]*lease
@@ -59,7 +60,7 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.byKey[key]; l != nil && l.ref.Token == token && l.addHold(trust) {
-		return &Lock{h: l}
+		return &Lock{h: l, reentered: true}
 	}
 	// A lease under the same key with another token belongs to an earlier
 	// acquisition; it learns its fate from its own renewals or release.
@@ -68,6 +69,7 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 		ref:        dialect.Lease{Name: name, Owner: owner, Token: token},
 		holds:      1,
 		trustUntil: trust,
+		granted:    time.Now(),
 	}
 	inner, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	l.ctx, l.cancel = &leaseContext{Context: inner, l: l}, cancel
@@ -97,11 +99,14 @@ type lease struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	granted time.Time // for events
+
 	mu         sync.Mutex
 	holds      int       // unreleased handles in this process
 	trustUntil time.Time // monotonic; the lease is not trusted from then on
 	ended      bool      // lost, or every hold released
 	renewing   bool      // renewal is wanted: the timer is armed or a renewal runs
+	failing    bool      // the last renewal failed (for events)
 	timer      *time.Timer
 	inflight   chan struct{}      // closed when the running renewal ends; nil if none
 	stopFlight context.CancelFunc // cancels the running renewal's statement
@@ -169,8 +174,12 @@ func (l *lease) renew() {
 	start := time.Now()
 	deadline := l.trustUntil
 	if !start.Before(deadline) {
+		cause := LostTrustWindow
+		if l.failing {
+			cause = LostRenewFailed
+		}
 		l.mu.Unlock()
-		l.lose("no successful renewal within the trust window")
+		l.lose(cause, "no successful renewal within the trust window")
 		return
 	}
 	ctx, stop := context.WithDeadline(context.Background(), deadline)
@@ -188,27 +197,37 @@ func (l *lease) renew() {
 		l.mu.Unlock()
 		return
 	}
-	var lost string
+	var (
+		lost  string
+		cause LostCause
+	)
 	switch {
 	case err == nil && ok:
 		l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
 		l.arm(l.ls.untilTick())
+		l.failing = false
+		l.ls.ev.renewed(l.ctx, l.ref, RenewOK, time.Until(deadline), nil)
 	case err == nil:
-		lost = "the lease expired or was taken over"
+		cause, lost = LostExpired, "the lease expired or was taken over"
+		l.ls.ev.renewed(l.ctx, l.ref, RenewRefused, 0, nil)
 	case errors.Is(err, ErrReadOnly):
 		// A standby, or a primary demoted by a failover: whatever the
 		// new primary knows of the lease, it cannot be renewed here.
-		lost = "renewal reached a read-only server: " + err.Error()
+		cause, lost = LostReadOnly, "renewal reached a read-only server: "+err.Error()
+		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
 	case !time.Now().Before(deadline):
-		lost = "renewal failed until the trust window closed: " + err.Error()
+		cause, lost = LostRenewFailed, "renewal failed until the trust window closed: "+err.Error()
+		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
 	default:
 		l.logger().Warn("sqllock: lease renewal failed; retrying within the trust window",
 			"name", l.ref.Name, "token", l.ref.Token, "trust_left", time.Until(deadline), "err", err)
 		l.arm(min(max(o.RenewInterval/4, time.Millisecond), time.Until(deadline)))
+		l.failing = true
+		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
 	}
 	l.mu.Unlock()
 	if lost != "" {
-		l.lose(lost)
+		l.lose(cause, lost)
 	}
 }
 
@@ -235,12 +254,12 @@ func (l *lease) checkTrust() {
 	passed := !l.ended && !time.Now().Before(l.trustUntil)
 	l.mu.Unlock()
 	if passed {
-		l.lose("the trust window passed without a successful renewal")
+		l.lose(LostTrustWindow, "the trust window passed without a successful renewal")
 	}
 }
 
 // lose ends the lease as lost: its context is cancelled with ErrLockLost.
-func (l *lease) lose(reason string) {
+func (l *lease) lose(cause LostCause, reason string) {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
@@ -255,19 +274,23 @@ func (l *lease) lose(reason string) {
 	l.cancel(ErrLockLost)
 	l.mu.Unlock()
 	l.ls.forget(l)
-	l.logger().Warn("sqllock: lock lost", "name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "reason", reason)
+	if l.ls.ev != nil {
+		l.ls.ev.lost(l.ctx, l.ref, l.granted, cause, reason, nil)
+	} else {
+		l.logger().Warn("sqllock: lock lost", "name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "reason", reason)
+	}
 }
 
-// dropHold records a hold released in the database. lost says the database
-// no longer knew the lease.
-func (l *lease) dropHold(lost bool) {
+// dropHold records a hold released in the database, and reports whether
+// it was the last. lost says the database no longer knew the lease.
+func (l *lease) dropHold(lost bool) (last bool) {
 	if lost {
-		l.lose("release found the lease taken over")
-		return
+		l.lose(LostExpired, "release found the lease taken over")
+		return false
 	}
 	l.mu.Lock()
 	l.holds--
-	last := l.holds == 0 && !l.ended
+	last = l.holds == 0 && !l.ended
 	if last {
 		l.ended = true
 		l.cancel(ErrNotHeld)
@@ -281,6 +304,7 @@ func (l *lease) dropHold(lost bool) {
 			l.ls.freed(l.ref.Name)
 		}
 	}
+	return last
 }
 
 // releaseHold releases one hold in the database; the last one frees the
@@ -301,7 +325,9 @@ func (l *lease) releaseHold(ctx context.Context, _ bool) error {
 		}
 		return err
 	}
-	l.dropHold(!ok)
+	if freed := l.dropHold(!ok); ok {
+		l.ls.ev.released(ctx, l.ref, l.granted, freed)
+	}
 	if !ok {
 		return ErrLockLost
 	}
@@ -382,6 +408,7 @@ func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
 }
 
 func (l *lease) ident() dialect.Lease { return l.ref }
+func (l *lease) events() *events      { return l.ls.ev }
 func (l *lease) released() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()

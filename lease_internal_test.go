@@ -76,7 +76,7 @@ func TestLeaseContextErrRacesLose(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			<-start
-			l.lose("test")
+			l.lose(LostTrustWindow, "test")
 			close(done)
 		}()
 		close(start)

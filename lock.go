@@ -124,8 +124,14 @@ type Options struct {
 	// its lock when the lease expires, as without MinHold. Default 0: a
 	// release frees the lock at once.
 	MinHold time.Duration
-	// Logger receives renewal warnings and lost-lock reports. Default: none.
+	// Logger receives renewal warnings and lost-lock reports, fall-backs
+	// (info), and at debug level every acquisition, release and renewal.
+	// Default: none.
 	Logger *slog.Logger
+	// Observer receives lock events (see Observer and Tracer); package
+	// sqllockotel provides one that records OpenTelemetry metrics and
+	// traces. Default: none.
+	Observer Observer
 }
 
 const (
@@ -218,6 +224,7 @@ type holding interface {
 	releaseHold(ctx context.Context, rollback bool) error
 	guard(ctx context.Context, tx *sql.Tx) error
 	released() bool // released, by this handle or lost: Release must not retry
+	events() *events
 }
 
 // Lock is a held lock: one hold of one acquisition. It is safe for
@@ -234,6 +241,8 @@ type holding interface {
 // connection is found dead.
 type Lock struct {
 	h holding
+
+	reentered bool // a re-entrant hold, for events
 
 	mu       sync.Mutex
 	released bool
@@ -342,7 +351,10 @@ func (k *Lock) release(ctx context.Context, rollback bool) error {
 	if k.released {
 		return ErrNotHeld
 	}
+	ev, ref := k.h.events(), k.h.ident()
+	ctx = ev.startRelease(ctx, ref)
 	err := k.h.releaseHold(ctx, rollback)
+	ev.endRelease(ctx, ref, err)
 	if err == nil || errors.Is(err, ErrLockLost) || k.h.released() {
 		k.released = true
 	}
@@ -375,5 +387,9 @@ func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
 	if released {
 		return ErrNotHeld
 	}
-	return k.h.guard(ctx, tx)
+	ev, ref := k.h.events(), k.h.ident()
+	ctx = ev.startGuard(ctx, ref)
+	err := k.h.guard(ctx, tx)
+	ev.endGuard(ctx, ref, err)
+	return err
 }

@@ -19,6 +19,7 @@ type leaseLocker struct {
 	owners *ownerSource
 	leases *leases
 	room   *waitRoom
+	ev     *events
 	// try makes one acquisition attempt for owner, by statements sent from
 	// start on. A refusal is ErrLocked, with how long the holder's lease
 	// has left (negative: unknown). waiting says the caller will wait for
@@ -26,16 +27,19 @@ type leaseLocker struct {
 	try func(ctx context.Context, name, owner string, waiting bool) (token int64, start time.Time, left time.Duration, err error)
 }
 
-// init sets the locker up on table. notifier is the dialect whose release
-// announcements wake waiters, or nil to poll.
-func (l *leaseLocker) init(table dialect.LeaseTable, notifier dialect.Dialect, opts Options) error {
+// init sets the locker up on table, of strategy on d. notifier is the
+// dialect whose release announcements wake waiters, or nil to poll.
+func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Dialect, opts Options) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err
 	}
 	l.table, l.opts, l.owners = table, opts, newOwnerSource()
+	l.ev = newEvents(strategy, d, opts.Logger, opts.Observer)
 	l.leases = newLeases(table, opts)
+	l.leases.ev, l.leases.batch.ev = l.ev, l.ev
 	l.room = newWaitRoom(notifier, opts)
+	l.room.ev = l.ev
 	l.leases.freed = l.room.kick
 	return nil
 }
@@ -47,7 +51,9 @@ func (l *leaseLocker) TryAcquire(ctx context.Context, name string) (*Lock, error
 	if err != nil {
 		return nil, err
 	}
-	lock, _, err := l.attempt(ctx, name, owner, false)
+	tctx, call := l.ev.startAcquire(ctx, name, false, false)
+	lock, _, err := l.attempt(ctx, tctx, name, owner, false)
+	l.ev.endAcquire(tctx, call, lock, err)
 	return lock, err
 }
 
@@ -64,9 +70,12 @@ func (l *leaseLocker) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.room.wait(ctx, name, func() (*Lock, time.Duration, error) {
-		return l.attempt(ctx, name, owner, true)
+	tctx, call := l.ev.startAcquire(ctx, name, true, false)
+	lock, err := l.room.wait(tctx, name, func() (*Lock, time.Duration, error) {
+		return l.attempt(ctx, tctx, name, owner, true)
 	})
+	l.ev.endAcquire(tctx, call, lock, err)
+	return lock, err
 }
 
 // List returns the currently held locks (including expired leases not yet
@@ -82,9 +91,10 @@ func (l *leaseLocker) prepare(ctx context.Context, name string) (string, error) 
 	return l.owners.owner(ctx)
 }
 
-// attempt makes one attempt and turns a grant into a held lease.
-func (l *leaseLocker) attempt(ctx context.Context, name, owner string, waiting bool) (*Lock, time.Duration, error) {
-	token, start, left, err := l.try(ctx, name, owner, waiting)
+// attempt makes one attempt, by statements run with tctx, and turns a grant
+// into a held lease, whose context derives from ctx.
+func (l *leaseLocker) attempt(ctx, tctx context.Context, name, owner string, waiting bool) (*Lock, time.Duration, error) {
+	token, start, left, err := l.try(tctx, name, owner, waiting)
 	if err != nil {
 		return nil, left, err
 	}

@@ -59,7 +59,7 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 	if _, ok := d.(dialect.VersionNotifier); ok {
 		notifier = d
 	}
-	if err := o.init(o.versions, notifier, opts); err != nil {
+	if err := o.init(StrategyOptimistic, d, o.versions, notifier, opts); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -171,6 +171,9 @@ type RetryOptions struct {
 	MinBackoff time.Duration
 	// MaxBackoff caps the doubling wait between attempts. Default 100ms.
 	MaxBackoff time.Duration
+	// Observer, if it is a Tracer, is told of every attempt and retry
+	// (Tracer.StartAttempt, EndAttempt). Default: none.
+	Observer Observer
 }
 
 const (
@@ -216,21 +219,26 @@ func (o RetryOptions) withDefaults(attempts int) (RetryOptions, error) {
 // fn must do all its reads inside each call: a retry that reused the old
 // version would conflict again.
 func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
-	return retry(ctx, opts, 0, ErrConflict, fn)
+	return retry(ctx, opts, OpRetryOnConflict, 0, ErrConflict, fn)
 }
 
 // retry runs fn until it returns an error that does not wrap retryable,
-// waiting a fully jittered, doubling backoff between attempts. attempts is
-// the default of opts.Attempts (0: until ctx ends).
-func retry(ctx context.Context, opts RetryOptions, attempts int, retryable error, fn func(ctx context.Context) error) error {
+// waiting a fully jittered, doubling backoff between attempts. op names the
+// operation for events; attempts is the default of opts.Attempts (0: until
+// ctx ends).
+func retry(ctx context.Context, opts RetryOptions, op string, attempts int, retryable error, fn func(ctx context.Context) error) error {
 	opts, err := opts.withDefaults(attempts)
 	if err != nil {
 		return err
 	}
+	ev := newAttempts(opts.Observer, op)
 	backoff := opts.MinBackoff
 	var timer *time.Timer
 	for attempt := 1; ; attempt++ {
-		err := fn(ctx)
+		actx := ev.start(ctx, attempt)
+		err := fn(actx)
+		again := errors.Is(err, retryable) && attempt != opts.Attempts
+		ev.end(actx, attempt, err, again)
 		if !errors.Is(err, retryable) {
 			return err
 		}

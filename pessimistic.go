@@ -27,8 +27,12 @@ type PessimisticOptions struct {
 	// idle_in_transaction_session_timeout (PostgreSQL) or wait_timeout
 	// (MySQL) set below it. Default 1s.
 	KeepAlive time.Duration
-	// Logger receives lost-lock reports. Default: none.
+	// Logger receives lost-lock reports, and at debug level every
+	// acquisition and release. Default: none.
 	Logger *slog.Logger
+	// Observer receives lock events (see Observer and Tracer). Default:
+	// none.
+	Observer Observer
 }
 
 const defaultKeepAlive = time.Second
@@ -80,6 +84,7 @@ type Pessimistic struct {
 	d      dialect.Pessimistic
 	opts   PessimisticOptions
 	owners *ownerSource
+	ev     *events
 
 	mu      sync.Mutex
 	held    map[leaseKey]*rowHold
@@ -122,7 +127,7 @@ func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, e
 			return nil, err
 		}
 	}
-	return &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(),
+	return &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(), ev: newEvents(StrategyPessimistic, d, opts.Logger, opts.Observer),
 		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}, nil
 }
 
@@ -153,7 +158,9 @@ func (p *Pessimistic) AcquireShared(ctx context.Context, name string) (*Lock, er
 	return p.acquire(ctx, name, dialect.RowLockParams{Name: name, Shared: true, Wait: true})
 }
 
-func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLockParams) (*Lock, error) {
+func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLockParams) (lock *Lock, err error) {
+	tctx, call := p.ev.startAcquire(ctx, name, rp.Wait, rp.Shared)
+	defer func() { p.ev.endAcquire(tctx, call, lock, err) }()
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -170,7 +177,7 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 				return nil, ErrUpgrade
 			}
 			if h.addHold() {
-				return &Lock{h: h}, nil
+				return &Lock{h: h, reentered: true}, nil
 			}
 			continue // it ended meanwhile: forgotten soon
 		}
@@ -192,7 +199,7 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 		p.pending[key] = done
 		p.mu.Unlock()
 
-		lock, err := p.lockRow(ctx, key, rp)
+		lock, err := p.lockRow(ctx, tctx, key, rp)
 		p.mu.Lock()
 		delete(p.pending, key)
 		if lock != nil {
@@ -207,7 +214,9 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 	}
 }
 
-func (p *Pessimistic) lockRow(ctx context.Context, key leaseKey, rp dialect.RowLockParams) (*Lock, error) {
+// lockRow locks key's row by statements run with tctx; the lock's context
+// derives from ctx.
+func (p *Pessimistic) lockRow(ctx, tctx context.Context, key leaseKey, rp dialect.RowLockParams) (*Lock, error) {
 	if !rp.Wait {
 		db := p.d.DB()
 		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections && st.Idle == 0 {
@@ -215,14 +224,20 @@ func (p *Pessimistic) lockRow(ctx context.Context, key leaseKey, rp dialect.RowL
 				key.name, ErrPoolExhausted, st.MaxOpenConnections)
 		}
 	}
-	rl, err := p.d.LockRow(ctx, rp)
+	if rp.Wait {
+		p.ev.waiting(tctx, key.name, 1)
+	}
+	rl, err := p.d.LockRow(tctx, rp)
+	if rp.Wait {
+		p.ev.waiting(tctx, key.name, -1)
+	}
 	if errors.Is(err, ErrLocked) {
 		return nil, ErrLocked
 	}
 	if err != nil {
 		return nil, acquireError(ctx, key.name, err)
 	}
-	h := &rowHold{p: p, key: key, shared: rp.Shared, rl: rl, holds: 1,
+	h := &rowHold{p: p, key: key, shared: rp.Shared, rl: rl, holds: 1, granted: time.Now(),
 		ref: dialect.Lease{Name: key.name, Owner: key.owner, Token: rl.Token}}
 	h.ctx, h.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	return &Lock{h: h}, nil
@@ -246,6 +261,8 @@ type rowHold struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
+	granted time.Time // for events
+
 	mu       sync.Mutex
 	holds    int
 	ended    bool // released or lost
@@ -259,6 +276,7 @@ func (h *rowHold) ident() dialect.Lease     { return h.ref }
 func (h *rowHold) context() context.Context { return h.ctx }
 func (h *rowHold) tx() *sql.Tx              { return h.rl.Tx }
 func (h *rowHold) released() bool           { return true }
+func (h *rowHold) events() *events          { return h.p.ev }
 
 func (h *rowHold) addHold() bool {
 	h.mu.Lock()
@@ -344,8 +362,7 @@ func (h *rowHold) lose(cause error) {
 	h.mu.Unlock()
 	h.p.forget(h)
 	h.cancel(ErrLockLost)
-	h.p.opts.Logger.Warn("sqllock: lock lost", "name", h.ref.Name, "owner", h.ref.Owner, "token", h.ref.Token,
-		"reason", "the lock's connection failed", "err", cause)
+	h.p.ev.lost(h.ctx, h.ref, h.granted, LostConnection, "the lock's connection failed", cause)
 	_ = h.rl.Tx.Rollback()
 	_ = dialect.Discard(h.rl.Conn)
 }
@@ -362,6 +379,7 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 	h.holds--
 	if h.holds > 0 {
 		h.mu.Unlock()
+		h.p.ev.released(ctx, h.ref, h.granted, false)
 		return nil
 	}
 	h.ended = true
@@ -394,6 +412,7 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 			h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", cerr)
 		}
 		h.cancel(ErrNotHeld)
+		h.p.ev.released(ctx, h.ref, h.granted, true)
 		return nil
 	}
 	gone := h.sessionGone()
@@ -408,10 +427,12 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 		h.lost = true
 		h.mu.Unlock()
 		h.cancel(ErrLockLost)
+		h.p.ev.lost(h.ctx, h.ref, h.granted, LostConnection, "the lock's session failed before the commit was answered", err)
 		return fmt.Errorf("sqllock: release %q: %w: the lock's session failed before the commit was answered: %w",
 			h.ref.Name, ErrLockLost, h.p.d.Classify(err))
 	}
 	h.cancel(ErrNotHeld) // the transaction ended, by rolling back
+	h.p.ev.released(ctx, h.ref, h.granted, true)
 	return fmt.Errorf("sqllock: release %q: commit: %w", h.ref.Name, h.p.d.Classify(err))
 }
 

@@ -22,6 +22,9 @@ type ReaperOptions struct {
 	// Logger receives a line per pass that deleted rows, and errors.
 	// Default: none.
 	Logger *slog.Logger
+	// Observer, if it is a Tracer, is told of every pass (Tracer.Reaped).
+	// Default: none.
+	Observer Observer
 }
 
 // Reaper deletes the rows that no lock needs any more, in bounded batches,
@@ -44,6 +47,7 @@ type ReaperOptions struct {
 type Reaper struct {
 	d    dialect.Dialect
 	opts ReaperOptions
+	tr   Tracer // nil: none
 }
 
 // NewReaper returns a reaper for d's tables.
@@ -63,13 +67,25 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Reaper{d: d, opts: opts}, nil
+	r := &Reaper{d: d, opts: opts}
+	r.tr, _ = opts.Observer.(Tracer)
+	return r, nil
 }
 
 // Reap runs one pass: it deletes batches until every table's batch comes
 // back short or ctx ends, and returns how many rows it deleted from all
 // tables.
 func (r *Reaper) Reap(ctx context.Context) (int, error) {
+	if r.tr == nil {
+		return r.reap(ctx)
+	}
+	start := time.Now()
+	n, err := r.reap(ctx)
+	r.tr.Reaped(ctx, ReapEvent{Dialect: r.d.Name(), Deleted: n, Took: time.Since(start), Err: err})
+	return n, err
+}
+
+func (r *Reaper) reap(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, err := r.d.Reap(ctx, dialect.ReapParams{Limit: r.opts.BatchSize})

@@ -22,6 +22,7 @@ type renewBatcher struct {
 	store  dialect.LeaseTable
 	ttl    time.Duration
 	window time.Duration
+	ev     *events
 
 	mu  sync.Mutex
 	cur *renewBatch // open for more renewals; nil if none
@@ -99,7 +100,9 @@ func (b *renewBatcher) send(batch *renewBatch) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
+	ctx = b.ev.startRenewBatch(ctx, len(refs))
 	ok, err := b.store.RenewMany(ctx, refs, b.ttl)
+	b.ev.endRenewBatch(ctx, len(refs), err)
 	for i, r := range batch.reqs {
 		res := renewResult{err: err}
 		if err == nil {

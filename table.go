@@ -39,7 +39,7 @@ func NewTable(d dialect.Dialect, opts Options) (*Table, error) {
 	}
 	t := &Table{locks: d.Locks()}
 	t.try = t.tryOnce
-	if err := t.init(t.locks, d, opts); err != nil {
+	if err := t.init(StrategyTable, d, t.locks, d, opts); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -82,6 +82,8 @@ func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (
 			// The lease's end is unknown: the waiter falls back to its
 			// backoff, and the next attempt meets the error again if it
 			// lasts.
+			t.opts.Logger.InfoContext(ctx, "sqllock: could not read the holder's lease end; waiting with backoff",
+				"strategy", StrategyTable, "name", name, "err", err)
 			return 0, start, -1, ErrLocked
 		case !ok:
 			// The row was reaped since the attempt: the lock is free,

@@ -26,6 +26,7 @@ type waitRoom struct {
 	maxBackoff time.Duration
 	logger     *slog.Logger
 	hooks      *roomHooks // nil outside tests
+	ev         *events
 
 	subMu sync.Mutex // serialises subscribing and unsubscribing
 
@@ -37,6 +38,7 @@ type waitRoom struct {
 	// queue compares it to tell whether a release it could not be woken by
 	// came in between.
 	releases uint64
+	up, down bool // the listening connection is up; it was lost (for events)
 }
 
 // roomHooks let tests see what a waiting room does (export_test.go sets
@@ -51,6 +53,11 @@ type roomHooks struct {
 type waiter struct {
 	turn chan struct{} // closed when the waiter becomes the head
 	wake chan struct{} // a wake-up for the head; buffered
+	// The release behind a pending wake-up, for events: when it reached
+	// the room, and HandoffLocal or HandoffNotice ("": another wake-up).
+	// Guarded by the room's mu.
+	wokeAt time.Time
+	wokeBy string
 }
 
 // newWaitRoom returns the waiting room of a locker on d, which wakes its
@@ -87,12 +94,16 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 	}()
 	select {
 	case <-w.turn:
+		r.ev.waiting(ctx, name, 1)
+		defer r.ev.waiting(ctx, name, -1)
 	default: // others wait ahead: when our turn comes, the lock has changed hands
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("sqllock: acquire %q: %w", name, ctx.Err())
 		}
+		r.ev.waiting(ctx, name, 1)
+		defer r.ev.waiting(ctx, name, -1)
 		if lock, left, err = try(); !errors.Is(err, ErrLocked) {
 			return lock, err
 		}
@@ -124,8 +135,12 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 			timer.Stop()
 			backoff = minBackoff
 		}
+		wokeAt, wokeBy := r.woke(w)
 		lock, left, err = try()
 		if !errors.Is(err, ErrLocked) {
+			if wokeBy != "" && err == nil {
+				r.ev.handoff(ctx, lock, wokeBy, wokeAt)
+			}
 			return lock, err
 		}
 		if r.hooks != nil {
@@ -224,6 +239,7 @@ func (r *waitRoom) reconcile() {
 	switch {
 	case want && sub == nil:
 		sub = r.notifier.Subscribe(r)
+		up := sub.Listening() // up already: no Ready comes (not under r.mu, which Ready takes)
 		r.mu.Lock()
 		r.sub = sub
 		if ws, ok := sub.(dialect.Watcher); ok {
@@ -231,12 +247,18 @@ func (r *waitRoom) reconcile() {
 				ws.Watch(name)
 			}
 		}
+		if up {
+			r.setUp(true, nil)
+		}
 		r.mu.Unlock()
 	case !want && sub != nil:
 		r.mu.Lock()
 		r.sub = nil
 		r.mu.Unlock()
 		sub.Unsubscribe()
+		r.mu.Lock()
+		r.setUp(false, nil)
+		r.mu.Unlock()
 	}
 }
 
@@ -245,16 +267,35 @@ func (r *waitRoom) kick(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases++
-	r.kickLocked(name)
+	r.kickLocked(name, HandoffLocal)
 }
 
-func (r *waitRoom) kickLocked(name string) {
+// kickLocked wakes the head of name's queue, if any, on behalf of a
+// release of the source given (see waiter.wokeBy).
+func (r *waitRoom) kickLocked(name, source string) {
 	if q := r.queues[name]; len(q) > 0 {
+		// A release through this locker is local even if its announcement
+		// came first; the wake-up dates from the first.
+		if source != "" && (q[0].wokeBy == "" || source == HandoffLocal) {
+			if q[0].wokeBy == "" {
+				q[0].wokeAt = time.Now()
+			}
+			q[0].wokeBy = source
+		}
 		select {
 		case q[0].wake <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// woke returns and clears the release behind w's last wake-up.
+func (r *waitRoom) woke(w *waiter) (time.Time, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, by := w.wokeAt, w.wokeBy
+	w.wokeAt, w.wokeBy = time.Time{}, ""
+	return at, by
 }
 
 // Ready implements dialect.Subscriber: it wakes every head, as releases
@@ -267,8 +308,9 @@ func (r *waitRoom) Ready() {
 	defer r.mu.Unlock()
 	r.releases++
 	for name := range r.queues {
-		r.kickLocked(name)
+		r.kickLocked(name, "")
 	}
+	r.setUp(true, nil)
 }
 
 // Released implements dialect.Subscriber: it wakes the head waiting for
@@ -281,7 +323,7 @@ func (r *waitRoom) Released(name string) {
 		if r.hooks != nil {
 			r.hooks.notified(name)
 		}
-		r.kickLocked(name)
+		r.kickLocked(name, HandoffNotice)
 	}
 }
 
@@ -293,8 +335,23 @@ func (r *waitRoom) Lost(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for name := range r.queues {
-		r.kickLocked(name)
+		r.kickLocked(name, "")
 	}
+	r.setUp(false, err)
+}
+
+// setUp records the listening connection's state, and reports a change.
+// r.mu is held. err is why it went down (nil: the room stopped listening).
+func (r *waitRoom) setUp(up bool, err error) {
+	if up == r.up {
+		return
+	}
+	reconnect := up && r.down
+	r.up = up
+	if !up {
+		r.down = err != nil
+	}
+	r.ev.listening(up, reconnect, err)
 }
 
 // listening reports whether notifications reach this room.

@@ -3,7 +3,7 @@
 # or started as by scripts/test.sh), writes the raw output to
 # bench/results.txt and the chart to bench/chart.svg.
 #
-#   bash scripts/bench.sh          # about 10 minutes on 2 cores
+#   bash scripts/bench.sh          # about 15 minutes on 2 cores
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SQLLOCK_SETUP_ONLY=1
@@ -22,6 +22,7 @@ out=bench/results.txt
 	go test -run '^$' -bench '^BenchmarkIdleWaiters$' -benchtime 30x .
 	go test -run '^$' -bench '^BenchmarkRenewal$' -benchtime 5x .
 	go test -run '^$' -bench '^BenchmarkReaper$' -benchtime 1x -timeout 30m .
+	go test -run '^$' -bench '^BenchmarkInstrumentation$' -benchtime 40000x -count 3 ./sqllockotel/
 } | tee "$out"
 go run ./internal/benchchart < "$out" > bench/chart.svg
 echo "bench.sh: wrote $out and bench/chart.svg"

@@ -1,0 +1,261 @@
+package sqllock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// events hands one locker's events to its logger and observer. With
+// neither, each event costs a nil check and a call to a disabled handler's
+// Enabled at most. A nil *events does nothing (lockers that tests build
+// piecemeal).
+//
+// Log records use these keys throughout (documented in the README):
+// strategy, name, owner, token, wait, held, reentered, freed, margin,
+// cause, reason, err.
+type events struct {
+	strategy string
+	dialect  string
+	log      *slog.Logger
+	obs      Observer // nil: none
+	tr       Tracer   // obs, if it is a Tracer
+}
+
+func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs Observer) *events {
+	e := &events{strategy: strategy, log: log, obs: obs}
+	if d != nil {
+		e.dialect = d.Name()
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	e.tr, _ = obs.(Tracer)
+	return e
+}
+
+func (e *events) lock(ref dialect.Lease) LockEvent {
+	return LockEvent{Strategy: e.strategy, Dialect: e.dialect, Name: ref.Name, Owner: ref.Owner, Token: ref.Token}
+}
+
+func (e *events) debug(ctx context.Context) bool {
+	return e.log.Enabled(ctx, slog.LevelDebug)
+}
+
+// acquireCall is an acquire call under way.
+type acquireCall struct {
+	start time.Time
+	s     AcquireStart
+}
+
+// startAcquire starts an acquire call. The context it returns is the one to
+// run the call's statements with; the lock's own context derives from the
+// caller's.
+func (e *events) startAcquire(ctx context.Context, name string, wait, shared bool) (context.Context, acquireCall) {
+	if e == nil {
+		return ctx, acquireCall{}
+	}
+	c := acquireCall{start: time.Now(), s: AcquireStart{Strategy: e.strategy, Dialect: e.dialect, Name: name, Wait: wait, Shared: shared}}
+	if e.tr != nil {
+		ctx = e.tr.StartAcquire(ctx, c.s)
+	}
+	return ctx, c
+}
+
+// endAcquire ends an acquire call, whose context ctx came from
+// startAcquire, and reports the acquisition if there is one.
+func (e *events) endAcquire(ctx context.Context, c acquireCall, lock *Lock, err error) {
+	if e == nil {
+		return
+	}
+	wait := time.Since(c.start)
+	if lock != nil {
+		ref := lock.h.ident()
+		if e.obs != nil {
+			e.obs.Acquired(ctx, AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: lock.reentered})
+		}
+		if e.debug(ctx) {
+			e.log.DebugContext(ctx, "sqllock: acquired", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
+				"token", ref.Token, "wait", wait, "reentered", lock.reentered)
+		}
+	}
+	if e.tr != nil {
+		end := AcquireEnd{AcquireStart: c.s, Duration: wait, Err: err}
+		switch {
+		case lock != nil:
+			end.Outcome, end.Token = OutcomeAcquired, lock.h.ident().Token
+		case errors.Is(err, ErrLocked) || c.s.Wait && ctx.Err() != nil:
+			end.Outcome = OutcomeBusy
+		default:
+			end.Outcome = OutcomeError
+		}
+		e.tr.EndAcquire(ctx, end)
+	}
+	if lock == nil && !errors.Is(err, ErrLocked) && e.debug(ctx) {
+		e.log.DebugContext(ctx, "sqllock: acquire failed", "strategy", e.strategy, "name", c.s.Name, "wait", wait, "err", err)
+	}
+}
+
+// released reports a released hold of ref, acquired at granted.
+func (e *events) released(ctx context.Context, ref dialect.Lease, granted time.Time, freed bool) {
+	if e == nil {
+		return
+	}
+	held := time.Since(granted)
+	if e.obs != nil {
+		e.obs.Released(ctx, ReleasedEvent{LockEvent: e.lock(ref), Freed: freed, Held: held})
+	}
+	if e.debug(ctx) {
+		e.log.DebugContext(ctx, "sqllock: released", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
+			"token", ref.Token, "held", held, "freed", freed)
+	}
+}
+
+// lost reports the loss of ref, acquired at granted. err is the error
+// behind it, if any.
+func (e *events) lost(ctx context.Context, ref dialect.Lease, granted time.Time, cause LostCause, reason string, err error) {
+	if e == nil {
+		return
+	}
+	held := time.Since(granted)
+	if e.obs != nil {
+		e.obs.Lost(ctx, LostEvent{LockEvent: e.lock(ref), Cause: cause, Reason: reason, Held: held})
+	}
+	args := []any{"strategy", e.strategy, "name", ref.Name, "owner", ref.Owner, "token", ref.Token,
+		"held", held, "cause", string(cause), "reason", reason}
+	if err != nil {
+		args = append(args, "err", err)
+	}
+	e.log.WarnContext(ctx, "sqllock: lock lost", args...)
+}
+
+func (e *events) startRelease(ctx context.Context, ref dialect.Lease) context.Context {
+	if e == nil || e.tr == nil {
+		return ctx
+	}
+	return e.tr.StartRelease(ctx, e.lock(ref))
+}
+
+func (e *events) endRelease(ctx context.Context, ref dialect.Lease, err error) {
+	if e != nil && e.tr != nil {
+		e.tr.EndRelease(ctx, e.lock(ref), err)
+	}
+}
+
+func (e *events) startGuard(ctx context.Context, ref dialect.Lease) context.Context {
+	if e == nil || e.tr == nil {
+		return ctx
+	}
+	return e.tr.StartGuard(ctx, e.lock(ref))
+}
+
+func (e *events) endGuard(ctx context.Context, ref dialect.Lease, err error) {
+	if e != nil && e.tr != nil {
+		e.tr.EndGuard(ctx, e.lock(ref), err)
+	}
+}
+
+// renewed reports a renewal's outcome. margin is what was left of the trust
+// window when it succeeded.
+func (e *events) renewed(ctx context.Context, ref dialect.Lease, outcome RenewOutcome, margin time.Duration, err error) {
+	if e == nil {
+		return
+	}
+	if e.tr != nil {
+		e.tr.Renewed(ctx, RenewedEvent{LockEvent: e.lock(ref), Outcome: outcome, Margin: margin, Err: err})
+	}
+	if outcome == RenewOK && e.debug(ctx) {
+		e.log.DebugContext(ctx, "sqllock: renewed", "strategy", e.strategy, "name", ref.Name, "token", ref.Token, "margin", margin)
+	}
+}
+
+func (e *events) startRenewBatch(ctx context.Context, n int) context.Context {
+	if e == nil || e.tr == nil {
+		return ctx
+	}
+	return e.tr.StartRenewBatch(ctx, RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: n})
+}
+
+func (e *events) endRenewBatch(ctx context.Context, n int, err error) {
+	if e != nil && e.tr != nil {
+		e.tr.EndRenewBatch(ctx, RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: n}, err)
+	}
+}
+
+// handoff reports lock, acquired by a waiter that a release reaching this
+// locker at since woke.
+func (e *events) handoff(ctx context.Context, lock *Lock, source string, since time.Time) {
+	if e != nil && e.tr != nil && lock != nil {
+		e.tr.Handoff(ctx, HandoffEvent{LockEvent: e.lock(lock.h.ident()), Source: source, Latency: time.Since(since)})
+	}
+}
+
+func (e *events) waiting(ctx context.Context, name string, delta int) {
+	if e != nil && e.tr != nil {
+		e.tr.Waiting(ctx, WaitingEvent{Strategy: e.strategy, Dialect: e.dialect, Name: name, Delta: delta})
+	}
+}
+
+// listening reports a change of the listening connection's state.
+func (e *events) listening(up, reconnect bool, err error) {
+	if e == nil {
+		return
+	}
+	if e.tr != nil {
+		e.tr.Listening(context.Background(), ListenerEvent{Strategy: e.strategy, Dialect: e.dialect, Up: up, Reconnect: reconnect, Err: err})
+	}
+	if reconnect {
+		e.log.Info("sqllock: listening again; waiters are woken by announcements", "strategy", e.strategy)
+	}
+}
+
+// attempts reports the runs of InTx's or RetryOnConflict's function.
+type attempts struct {
+	tr Tracer // nil: none
+	op string
+}
+
+func newAttempts(obs Observer, op string) attempts {
+	tr, _ := obs.(Tracer)
+	return attempts{tr: tr, op: op}
+}
+
+func (a attempts) start(ctx context.Context, n int) context.Context {
+	if a.tr == nil {
+		return ctx
+	}
+	return a.tr.StartAttempt(ctx, Attempt{Op: a.op, Attempt: n})
+}
+
+// end ends run n, which failed with err (or not); retried says another run
+// follows.
+func (a attempts) end(ctx context.Context, n int, err error, retried bool) {
+	if a.tr == nil {
+		return
+	}
+	e := AttemptEnd{Attempt: Attempt{Op: a.op, Attempt: n}, Err: err}
+	if retried {
+		e.Retry = retryReason(err)
+	}
+	a.tr.EndAttempt(ctx, e)
+}
+
+// retryReason names the cause of a retried run's error.
+func retryReason(err error) string {
+	if errors.Is(err, ErrConflict) {
+		return RetryConflict
+	}
+	var se interface{ SQLState() string }
+	if errors.As(err, &se) {
+		switch se.SQLState() {
+		case "40P01":
+			return RetryDeadlock
+		case "40001":
+			return RetrySerialization
+		}
+	}
+	return RetryTransient
+}

@@ -1,0 +1,284 @@
+package sqllock
+
+import (
+	"context"
+	"time"
+)
+
+// Strategy names, as events report them.
+const (
+	StrategyTable       = "table"
+	StrategyOptimistic  = "optimistic"
+	StrategyPessimistic = "pessimistic"
+)
+
+// Observer receives the lock events of the lockers it is set on (see
+// Options.Observer and PessimisticOptions.Observer): the small hook
+// interface for callbacks without OpenTelemetry. Package sqllockotel
+// implements it (and Tracer) with OpenTelemetry metrics and traces.
+//
+// Its methods are called synchronously, on the goroutine of the call or of
+// the background work that caused the event, possibly from many at once.
+// They must be safe for concurrent use, return quickly, and not call back
+// into the lock the event is about.
+type Observer interface {
+	// Acquired reports an acquisition, or a re-entrant hold of one. ctx is
+	// the acquiring call's.
+	Acquired(ctx context.Context, e AcquiredEvent)
+	// Released reports a hold released; e.Freed says the acquisition ended
+	// with it. ctx is the releasing call's.
+	Released(ctx context.Context, e ReleasedEvent)
+	// Lost reports, once, that an acquisition was lost: its context is
+	// cancelled with ErrLockLost. ctx carries the values of the context the
+	// lock was acquired with.
+	Lost(ctx context.Context, e LostEvent)
+}
+
+// LockEvent identifies the acquisition an event is about.
+type LockEvent struct {
+	Strategy string // StrategyTable, StrategyOptimistic or StrategyPessimistic
+	Dialect  string // the dialect's Name
+	Name     string
+	Owner    string
+	Token    int64
+}
+
+// AcquiredEvent describes an acquisition.
+type AcquiredEvent struct {
+	LockEvent
+	// Wait is how long the call took, from its start to the grant.
+	Wait time.Duration
+	// Reentered says the owner held the lock already: the hold count went
+	// up, the acquisition and its token are the earlier ones.
+	Reentered bool
+}
+
+// ReleasedEvent describes a released hold.
+type ReleasedEvent struct {
+	LockEvent
+	// Freed says this was the acquisition's last hold: it has ended.
+	Freed bool
+	// Held is the time since the acquisition was granted.
+	Held time.Duration
+}
+
+// LostCause says how an acquisition was lost.
+type LostCause string
+
+// Causes of a lost lock.
+const (
+	// LostExpired: the database no longer had the lease when a renewal or
+	// release asked (it expired and was taken over, or reaped).
+	LostExpired LostCause = "expired"
+	// LostRenewFailed: renewals failed (with errors) until the trust window
+	// closed.
+	LostRenewFailed LostCause = "renew_failed"
+	// LostTrustWindow: the trust window passed without a renewal attempt
+	// finishing, as after a paused process or a starved goroutine.
+	LostTrustWindow LostCause = "trust_window"
+	// LostConnection: a pessimistic lock's connection failed.
+	LostConnection LostCause = "connection"
+	// LostReadOnly: a renewal reached a read-only server (a standby, or a
+	// primary demoted by a failover).
+	LostReadOnly LostCause = "read_only"
+)
+
+// LostEvent describes a lost acquisition.
+type LostEvent struct {
+	LockEvent
+	Cause LostCause
+	// Reason is a human-readable account of the cause.
+	Reason string
+	// Held is the time since the acquisition was granted.
+	Held time.Duration
+}
+
+// Tracer is an Observer that also follows calls as they start and end and
+// the library's background work, to record metrics and spans; package
+// sqllockotel implements it. When the Observer set on a locker, reaper or
+// retry implements Tracer, these methods are called as well.
+//
+// A Start method returns the context the operation runs with (a span's, say),
+// which the matching End method receives. Like the dialect interfaces,
+// Tracer may gain methods as the library learns to report more; sqllockotel
+// follows it.
+type Tracer interface {
+	Observer
+
+	// StartAcquire and EndAcquire bracket an Acquire or TryAcquire call.
+	StartAcquire(ctx context.Context, e AcquireStart) context.Context
+	EndAcquire(ctx context.Context, e AcquireEnd)
+	// Handoff reports an acquisition by a waiter woken by a release: one
+	// through the same locker (HandoffLocal, even if its announcement
+	// arrived first), or one the database announced (HandoffNotice).
+	Handoff(ctx context.Context, e HandoffEvent)
+	// Waiting reports a waiting Acquire becoming (Delta 1) or ceasing to be
+	// (Delta -1) the head of its name's queue, the one that asks the
+	// database; for a pessimistic locker, a waiting Acquire entering or
+	// leaving the database's lock queue.
+	Waiting(ctx context.Context, e WaitingEvent)
+	// StartRelease and EndRelease bracket a Release that reaches the
+	// database or the lock's transaction.
+	StartRelease(ctx context.Context, e LockEvent) context.Context
+	EndRelease(ctx context.Context, e LockEvent, err error)
+	// StartGuard and EndGuard bracket a Guard.
+	StartGuard(ctx context.Context, e LockEvent) context.Context
+	EndGuard(ctx context.Context, e LockEvent, err error)
+	// Renewed reports the outcome of one lease's renewal.
+	Renewed(ctx context.Context, e RenewedEvent)
+	// StartRenewBatch and EndRenewBatch bracket one statement renewing a
+	// batch of leases.
+	StartRenewBatch(ctx context.Context, e RenewBatch) context.Context
+	EndRenewBatch(ctx context.Context, e RenewBatch, err error)
+	// Listening reports the listening connection of a locker's waiting
+	// room (PostgreSQL LISTEN) going up or down.
+	Listening(ctx context.Context, e ListenerEvent)
+	// Reaped reports one pass of a Reaper.
+	Reaped(ctx context.Context, e ReapEvent)
+	// StartAttempt and EndAttempt bracket one run of the function given to
+	// InTx or RetryOnConflict.
+	StartAttempt(ctx context.Context, e Attempt) context.Context
+	EndAttempt(ctx context.Context, e AttemptEnd)
+}
+
+// AcquireStart describes an acquire call as it starts.
+type AcquireStart struct {
+	Strategy string
+	Dialect  string
+	Name     string
+	// Wait says the call waits for the lock (Acquire), rather than give up
+	// at once (TryAcquire).
+	Wait bool
+	// Shared says a pessimistic lock is asked for in shared mode.
+	Shared bool
+}
+
+// AcquireOutcome is how an acquire call ended.
+type AcquireOutcome string
+
+// Outcomes of an acquire call.
+const (
+	// OutcomeAcquired: the lock was granted (or re-entered).
+	OutcomeAcquired AcquireOutcome = "acquired"
+	// OutcomeBusy: another owner held the lock — TryAcquire returned
+	// ErrLocked, or Acquire's context ended while it waited.
+	OutcomeBusy AcquireOutcome = "busy"
+	// OutcomeError: any other error.
+	OutcomeError AcquireOutcome = "error"
+)
+
+// AcquireEnd describes an acquire call as it ends.
+type AcquireEnd struct {
+	AcquireStart
+	Outcome AcquireOutcome
+	// Duration is the call's.
+	Duration time.Duration
+	Token    int64 // if acquired
+	Err      error // unless acquired
+}
+
+// Sources of a hand-off (see Tracer.Handoff).
+const (
+	HandoffLocal  = "local"
+	HandoffNotice = "notice"
+)
+
+// HandoffEvent describes an acquisition by a waiter that a release woke.
+type HandoffEvent struct {
+	LockEvent
+	// Source is HandoffLocal or HandoffNotice.
+	Source string
+	// Latency runs from the moment the release reached this locker (the
+	// releasing call's answer, or the announcement) to the grant.
+	Latency time.Duration
+}
+
+// WaitingEvent describes a change in the waiters of a name.
+type WaitingEvent struct {
+	Strategy string
+	Dialect  string
+	Name     string
+	Delta    int
+}
+
+// RenewOutcome is the outcome of one lease's renewal.
+type RenewOutcome string
+
+// Outcomes of a renewal.
+const (
+	// RenewOK: the lease was extended.
+	RenewOK RenewOutcome = "renewed"
+	// RenewFailed: the renewal failed with an error and is retried within
+	// the trust window.
+	RenewFailed RenewOutcome = "failed"
+	// RenewRefused: the database no longer had the lease; it is lost.
+	RenewRefused RenewOutcome = "refused"
+)
+
+// RenewedEvent describes the outcome of one lease's renewal.
+type RenewedEvent struct {
+	LockEvent
+	Outcome RenewOutcome
+	// Margin is the time that was left in the trust window when the
+	// renewal succeeded: how close the lease came to being given up.
+	Margin time.Duration
+	Err    error // RenewFailed's
+}
+
+// RenewBatch describes one statement renewing several leases.
+type RenewBatch struct {
+	Strategy string
+	Dialect  string
+	Size     int
+}
+
+// ListenerEvent describes a change of a waiting room's listening
+// connection.
+type ListenerEvent struct {
+	Strategy string
+	Dialect  string
+	// Up says announcements are delivered from now on; false: they are
+	// not (Err says why, or nil when the room merely stopped listening as
+	// nobody waits).
+	Up bool
+	// Reconnect says the connection came up again after it was lost.
+	Reconnect bool
+	Err       error
+}
+
+// ReapEvent describes a pass of a Reaper.
+type ReapEvent struct {
+	Dialect string
+	Deleted int
+	Took    time.Duration
+	Err     error
+}
+
+// Operations whose attempts are reported.
+const (
+	OpInTx            = "in_tx"
+	OpRetryOnConflict = "retry_on_conflict"
+)
+
+// Retry reasons.
+const (
+	RetryConflict      = "conflict"
+	RetryDeadlock      = "deadlock"
+	RetrySerialization = "serialization_failure"
+	RetryTransient     = "transient" // a deadlock or serialization failure the driver does not tell apart
+)
+
+// Attempt describes one run of the function of InTx or RetryOnConflict.
+type Attempt struct {
+	Op      string // OpInTx or OpRetryOnConflict
+	Attempt int    // from 1
+}
+
+// AttemptEnd describes the end of one run.
+type AttemptEnd struct {
+	Attempt
+	Err error
+	// Retry is why another run follows (RetryConflict, RetryDeadlock, ...),
+	// or empty if none does.
+	Retry string
+}
