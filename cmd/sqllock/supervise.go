@@ -115,9 +115,9 @@ func superviseMain(args []string) int {
 	}()
 
 	var (
-		status   = -1
-		killC    <-chan time.Time
-		orphaned bool
+		status = -1 // COMMAND's, once it exited
+		killC  <-chan time.Time
+		pollC  <-chan time.Time // while COMMAND's leftovers are waited for
 	)
 	stop := func() {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -125,13 +125,11 @@ func superviseMain(args []string) int {
 			killC = time.After(grace)
 		}
 	}
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
 	for {
 		select {
 		case s, ok := <-relay:
-			if !ok {
-				relay, orphaned = nil, true
+			if !ok { // the wrapper is gone
+				relay = nil
 				stop()
 				continue
 			}
@@ -145,18 +143,18 @@ func superviseMain(args []string) int {
 				return status
 			}
 			stop() // what COMMAND left running in the background
+			poll := time.NewTicker(20 * time.Millisecond)
+			defer poll.Stop()
+			pollC = poll.C
 		case <-killC:
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			if status >= 0 {
 				return status
 			}
-		case <-poll.C:
-			if status >= 0 && groupGone(pgid) {
+		case <-pollC:
+			if groupGone(pgid) {
 				return status
 			}
-		}
-		if orphaned && status >= 0 && groupGone(pgid) {
-			return status
 		}
 	}
 }
