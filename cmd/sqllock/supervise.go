@@ -203,9 +203,14 @@ type job struct {
 // startJob starts argv under a supervisor with env added to sqllock's
 // environment.
 func startJob(argv []string, env []string, grace time.Duration) (*job, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding the sqllock executable to supervise %s: %w", argv[0], err)
+	// On Linux the running binary itself, even if a package upgrade
+	// replaced or removed its file since sqllock started.
+	exe := "/proc/self/exe"
+	if runtime.GOOS != "linux" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding the sqllock executable to supervise %s: %w", argv[0], err)
+		}
 	}
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
