@@ -172,11 +172,15 @@ func (e *events) renewed(ctx context.Context, ref dialect.Lease, outcome RenewOu
 	}
 }
 
-func (e *events) startRenewBatch(ctx context.Context, n int) context.Context {
+func (e *events) startRenewBatch(ctx context.Context, reqs []*renewReq) context.Context {
 	if e == nil || e.tr == nil {
 		return ctx
 	}
-	return e.tr.StartRenewBatch(ctx, RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: n})
+	leases := make([]context.Context, len(reqs))
+	for i, r := range reqs {
+		leases[i] = r.ctx
+	}
+	return e.tr.StartRenewBatch(ctx, RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: len(reqs), Leases: leases})
 }
 
 func (e *events) endRenewBatch(ctx context.Context, n int, err error) {

@@ -182,7 +182,9 @@ func (l *lease) renew() {
 		l.lose(cause, "no successful renewal within the trust window")
 		return
 	}
-	ctx, stop := context.WithDeadline(context.Background(), deadline)
+	// Not cancelled with the lease, but carrying the values (and span) it
+	// was acquired with, for events.
+	ctx, stop := context.WithDeadline(context.WithoutCancel(l.ctx), deadline)
 	done := make(chan struct{})
 	l.inflight, l.stopFlight = done, stop
 	l.mu.Unlock()

@@ -230,6 +230,10 @@ type RenewBatch struct {
 	Strategy string
 	Dialect  string
 	Size     int
+	// Leases are the contexts of the leases renewed, carrying the values
+	// (and so the span) of the contexts they were acquired with; set in
+	// StartRenewBatch only.
+	Leases []context.Context
 }
 
 // ListenerEvent describes a change of a waiting room's listening

@@ -35,6 +35,7 @@ type renewBatch struct {
 }
 
 type renewReq struct {
+	ctx      context.Context // the lease's, for events
 	ref      dialect.Lease
 	deadline time.Time // the lease's trust deadline
 	done     chan renewResult
@@ -52,7 +53,7 @@ func (b *renewBatcher) renew(ctx context.Context, ref dialect.Lease) (bool, erro
 	if !ok {
 		deadline = time.Now().Add(b.ttl)
 	}
-	req := &renewReq{ref: ref, deadline: deadline, done: make(chan renewResult, 1)}
+	req := &renewReq{ctx: ctx, ref: ref, deadline: deadline, done: make(chan renewResult, 1)}
 	b.mu.Lock()
 	batch := b.cur
 	if batch == nil {
@@ -100,7 +101,7 @@ func (b *renewBatcher) send(batch *renewBatch) {
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	ctx = b.ev.startRenewBatch(ctx, len(refs))
+	ctx = b.ev.startRenewBatch(ctx, batch.reqs)
 	ok, err := b.store.RenewMany(ctx, refs, b.ttl)
 	b.ev.endRenewBatch(ctx, len(refs), err)
 	for i, r := range batch.reqs {

@@ -135,14 +135,15 @@ func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, tim
 			timer.Stop()
 			backoff = minBackoff
 		}
-		wokeAt, wokeBy := r.woke(w)
+		tried := time.Now()
 		lock, left, err = try()
 		if !errors.Is(err, ErrLocked) {
-			if wokeBy != "" && err == nil {
-				r.ev.handoff(ctx, lock, wokeBy, wokeAt)
+			if at, by := r.woke(w, time.Time{}); by != "" && err == nil {
+				r.ev.handoff(ctx, lock, by, at)
 			}
 			return lock, err
 		}
+		r.woke(w, tried) // a release before this refused try was not ours
 		if r.hooks != nil {
 			r.hooks.retried(name)
 		}
@@ -289,11 +290,16 @@ func (r *waitRoom) kickLocked(name, source string) {
 	}
 }
 
-// woke returns and clears the release behind w's last wake-up.
-func (r *waitRoom) woke(w *waiter) (time.Time, string) {
+// woke returns and clears the release behind w's pending wake-up, if it
+// reached the room before the time given (zero: any time). A release that
+// reaches the room while an attempt runs is kept for the next one.
+func (r *waitRoom) woke(w *waiter, before time.Time) (time.Time, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	at, by := w.wokeAt, w.wokeBy
+	if by == "" || !before.IsZero() && !at.Before(before) {
+		return time.Time{}, ""
+	}
 	w.wokeAt, w.wokeBy = time.Time{}, ""
 	return at, by
 }

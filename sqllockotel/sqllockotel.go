@@ -380,9 +380,17 @@ func (o *Observer) Renewed(ctx context.Context, e sqllock.RenewedEvent) {
 	}
 }
 
-// StartRenewBatch implements sqllock.Tracer.
+// StartRenewBatch implements sqllock.Tracer: the batch's span is a root
+// span (background work), linked to the spans the leases were acquired
+// under.
 func (o *Observer) StartRenewBatch(ctx context.Context, e sqllock.RenewBatch) context.Context {
-	ctx, _ = o.tracer.Start(ctx, "sqllock.renew", trace.WithAttributes(KeyStrategy.String(e.Strategy),
+	var links []trace.Link
+	for _, c := range e.Leases {
+		if sc := trace.SpanContextFromContext(c); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, _ = o.tracer.Start(ctx, "sqllock.renew", trace.WithLinks(links...), trace.WithAttributes(KeyStrategy.String(e.Strategy),
 		KeyDialect.String(e.Dialect), attribute.Int("sqllock.batch.size", e.Size)))
 	return ctx
 }

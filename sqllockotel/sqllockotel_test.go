@@ -88,11 +88,37 @@ func (p *polling) Locks() dialect.LockTable { return p.locks }
 
 type countingLocks struct {
 	dialect.LockTable
-	mu sync.Mutex
-	n  map[string]int
+	mu   sync.Mutex
+	n    map[string]int
+	gate chan struct{} // if not nil, acquires wait for it to close
+}
+
+// hold makes acquire statements wait until the returned function is
+// called.
+func (c *countingLocks) hold() (open func()) {
+	gate := make(chan struct{})
+	c.mu.Lock()
+	c.gate = gate
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.gate = nil
+		c.mu.Unlock()
+		close(gate)
+	}
 }
 
 func (c *countingLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	c.mu.Lock()
+	gate := c.gate
+	c.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
 	token, err := c.LockTable.Acquire(ctx, p)
 	c.mu.Lock()
 	c.n[p.Name]++
@@ -263,9 +289,9 @@ func scenario(t *testing.T, e *db) {
 		t.Fatalf("TryAcquire of a held lock: %v, want ErrLocked", err)
 	}
 
-	// Contend and hand off through the locker: release right after the
-	// waiter's 9th refused poll, when its next one is 640ms or more away,
-	// so that only the release wakes it.
+	// Contend and hand off through the locker: release after the waiter's
+	// 9th refused poll, with its acquire statements held back meanwhile, so
+	// that the release reaches the waiter before any poll can succeed.
 	type result struct {
 		lock *sqllock.Lock
 		err  error
@@ -283,9 +309,11 @@ func scenario(t *testing.T, e *db) {
 	if n := m.int("sqllock.locks.held", table, dialectAttr); n != 1 {
 		t.Errorf("held while a is held: %d, want 1", n)
 	}
+	open := pd.locks.hold()
 	if err := k1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	open()
 	r := <-got
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -606,8 +634,14 @@ func scenario(t *testing.T, e *db) {
 		t.Errorf("%d renew batch spans, want at least %d", len(spans["sqllock.renew"]), renewed+1)
 	}
 	for _, s := range spans["sqllock.renew"] {
-		if attr(s, "sqllock.batch.size").AsInt64() < 1 || s.Parent().IsValid() {
-			t.Errorf("renew span: size %v, parent %v", attr(s, "sqllock.batch.size"), s.Parent())
+		size := attr(s, "sqllock.batch.size").AsInt64()
+		if size < 1 || s.Parent().IsValid() || len(s.Links()) != int(size) {
+			t.Errorf("renew span: size %d, parent %v, %d links", size, s.Parent(), len(s.Links()))
+		}
+		for _, l := range s.Links() {
+			if l.SpanContext.SpanID() != root.SpanContext().SpanID() {
+				t.Errorf("renew span linked to %v, want the span the leases were acquired under", l.SpanContext.SpanID())
+			}
 		}
 	}
 	if ss := spans["sqllock.in_tx.attempt"]; len(ss) != 2 || ss[0].Status().Code != codes.Error ||

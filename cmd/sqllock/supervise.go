@@ -115,9 +115,9 @@ func superviseMain(args []string) int {
 	}()
 
 	var (
-		status   = -1
-		killC    <-chan time.Time
-		orphaned bool
+		status = -1 // COMMAND's, once it exited
+		killC  <-chan time.Time
+		pollC  <-chan time.Time // while COMMAND's leftovers are waited for
 	)
 	stop := func() {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -125,13 +125,11 @@ func superviseMain(args []string) int {
 			killC = time.After(grace)
 		}
 	}
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
 	for {
 		select {
 		case s, ok := <-relay:
-			if !ok {
-				relay, orphaned = nil, true
+			if !ok { // the wrapper is gone
+				relay = nil
 				stop()
 				continue
 			}
@@ -145,18 +143,18 @@ func superviseMain(args []string) int {
 				return status
 			}
 			stop() // what COMMAND left running in the background
+			poll := time.NewTicker(20 * time.Millisecond)
+			defer poll.Stop()
+			pollC = poll.C
 		case <-killC:
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 			if status >= 0 {
 				return status
 			}
-		case <-poll.C:
-			if status >= 0 && groupGone(pgid) {
+		case <-pollC:
+			if groupGone(pgid) {
 				return status
 			}
-		}
-		if orphaned && status >= 0 && groupGone(pgid) {
-			return status
 		}
 	}
 }
@@ -205,9 +203,14 @@ type job struct {
 // startJob starts argv under a supervisor with env added to sqllock's
 // environment.
 func startJob(argv []string, env []string, grace time.Duration) (*job, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("finding the sqllock executable to supervise %s: %w", argv[0], err)
+	// On Linux the running binary itself, even if a package upgrade
+	// replaced or removed its file since sqllock started.
+	exe := "/proc/self/exe"
+	if runtime.GOOS != "linux" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("finding the sqllock executable to supervise %s: %w", argv[0], err)
+		}
 	}
 	ctlR, ctlW, err := os.Pipe()
 	if err != nil {
