@@ -61,7 +61,8 @@
 //     your own rows, retried on conflict.
 //   - [NewReaper] returns a [Reaper] ([ReaperOptions]) that deletes the rows
 //     of expired and released locks.
-//   - [Migrate], [MigrateDown] and [MigrationVersion] manage the schema.
+//   - [Migrate], [MigrateDown], [MigrationVersion] and [MigrateForce] manage
+//     the schema.
 //
 // # Guarantees
 //
@@ -77,8 +78,14 @@
 // [ErrUnavailable]), or a transaction was rolled back ([ErrRolledBack]).
 //
 // Observability: a *slog.Logger in the options receives losses and
-// fall-backs, and at debug level every acquisition, release and renewal; an
-// [Observer] receives lock events as calls, and a [Tracer] everything the
-// library does. Package sqllockotel is a Tracer that records OpenTelemetry
-// metrics and spans.
+// fall-backs, and at debug level every acquisition, release and renewal. An
+// [Observer] receives lock events as calls — [AcquiredEvent],
+// [ReleasedEvent] and [LostEvent] (with its [LostCause]), each carrying a
+// [LockEvent]. A [Tracer] also hears everything else the library does: each
+// acquire call ([AcquireStart], [AcquireEnd] with its [AcquireOutcome]),
+// waiting heads ([WaitingEvent]), hand-offs ([HandoffEvent]), renewals
+// ([RenewedEvent] with its [RenewOutcome], [RenewBatch]), the listening
+// connection ([ListenerEvent]), reaper passes ([ReapEvent]) and the runs of
+// InTx and RetryOnConflict ([Attempt], [AttemptEnd]). Package sqllockotel is
+// a Tracer that records OpenTelemetry metrics and spans.
 package sqllock

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // recorder is a Tracer that keeps the events of interest here.
@@ -120,6 +121,12 @@ func TestRenewalEvents(t *testing.T) {
 			ls.batch.ev = ls.ev
 			lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
 			<-lock.Done()
+			// The loss is reported just after the lock's context ends.
+			testutil.Eventually(t.Context(), t, "the lost event", func() bool {
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				return len(rec.lost) > 0
+			})
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
 			if len(rec.lost) != 1 || rec.lost[0].Cause != c.cause || rec.lost[0].Token != 7 || rec.lost[0].Held <= 0 {

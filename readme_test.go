@@ -133,6 +133,7 @@ var snippetImports = []string{
 	"github.com/sqllock/sqllock/dialect/mysql",
 	"github.com/sqllock/sqllock/dialect/postgres",
 	"github.com/sqllock/sqllock/dialect/sqlite",
+	"github.com/sqllock/sqllock/sqllockotel",
 }
 
 // snippetPrelude declares what the README's prose takes for granted.

@@ -2,7 +2,9 @@ package sqllock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,7 +44,9 @@ func (l renewCountingLocks) RenewMany(ctx context.Context, ls []dialect.Lease, t
 // renewal period, not one per lease, and keeps them all.
 func TestBatchedRenewal(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
-		ctx := ctxT(t)
+		// Bounded by go test's -timeout alone: 1500 acquisitions on a
+		// loaded machine can take minutes.
+		ctx := t.Context()
 		var batches, renewed atomic.Int64
 		d := renewCounting{e.d, &batches, &renewed}
 		// The TTL is long, so that no busy machine can make a renewal miss
@@ -56,10 +60,19 @@ func TestBatchedRenewal(t *testing.T) {
 			t.Fatal(err)
 		}
 		locks := make([]*sqllock.Lock, n)
-		for i := range locks {
-			if locks[i], err = l.TryAcquire(ctx, fmt.Sprintf("lease-%d", i)); err != nil {
-				t.Fatal(err)
-			}
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		const workers = 8
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; i < n; i += workers {
+					locks[i], errs[i] = l.TryAcquire(ctx, fmt.Sprintf("lease-%d", i))
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
 		}
 		// Watch three renewal periods' worth of renewals.
 		start, b0, r0 := time.Now(), batches.Load(), renewed.Load()

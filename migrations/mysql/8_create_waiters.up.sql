@@ -10,7 +10,7 @@
 -- the rows it has not seen all rings of, tells its waiters, and records
 -- what it saw (seen). Rows expire unless their bell refreshes them: those
 -- of a crashed process are deleted by the next bell that starts.
-CREATE TABLE sqllock_waiters (
+CREATE TABLE IF NOT EXISTS sqllock_waiters (
     name       VARBINARY(255)  NOT NULL,
     bell       BIGINT UNSIGNED NOT NULL,
     tag        CHAR(16)        NOT NULL,
