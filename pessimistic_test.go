@@ -492,8 +492,12 @@ func TestInTxRetriesDeadlock(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n := runs.Load(); n != 3 {
-			t.Fatalf("%d runs, want 3 (one deadlock victim run again)", n)
+		// At least one victim ran again. The rerun can deadlock once more:
+		// a row whose locker rolled back is free to whoever asks first, so
+		// the rerun may lock it before the survivor, still waking up from
+		// its wait, does (seen on a loaded machine, on PostgreSQL 15).
+		if n := runs.Load(); n < 3 {
+			t.Fatalf("%d runs, want at least 3 (a deadlock victim run again)", n)
 		}
 		var sum, one int
 		if err := e.db.QueryRowContext(ctx, e.q("SELECT sum(balance), min(balance) FROM {accounts}")).Scan(&sum, &one); err != nil {
