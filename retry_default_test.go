@@ -106,7 +106,9 @@ func TestRetryOnConflictDefaultUntilContextEnds(t *testing.T) {
 		}
 		return sqllock.ErrConflict
 	})
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrConflict) || calls != 50 {
-		t.Fatalf("err %v after %d calls, want Canceled and ErrConflict after 50", err, calls)
+	// The wait after the 50th call may end by its timer as the context
+	// ends: one more call then.
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrConflict) || calls < 50 || calls > 51 {
+		t.Fatalf("err %v after %d calls, want Canceled and ErrConflict after 50 (or 51)", err, calls)
 	}
 }
