@@ -21,3 +21,9 @@ CREATE TABLE sqllock_waiters (
     KEY sqllock_waiters_bell_idx (bell),
     KEY sqllock_waiters_expires_at_idx (expires_at)
 ) ENGINE = InnoDB;
+
+-- The waiters hint: set on a lock's row before a process registers for its
+-- name, so that only the releases of rows marked this way look for
+-- registrations to ring. It stays set until the row is reaped.
+ALTER TABLE sqllock_locks ADD COLUMN waiters BOOLEAN NOT NULL DEFAULT FALSE;
+ALTER TABLE sqllock_versions ADD COLUMN waiters BOOLEAN NOT NULL DEFAULT FALSE;
