@@ -26,8 +26,8 @@ import (
 // SELECT SLEEP. The names the process waits for are registered in the
 // waiters table under the bell's connection id and a random tag that the
 // sleeping statement carries. A release that frees a name with registered
-// waiters (the release statement itself reports it, from the waiters
-// table's primary key) counts a ring in their rows and ends each bell's
+// waiters (the release statement itself reports it, from a hint on the
+// lock's row set before a process registers) counts a ring in their rows and ends each bell's
 // sleep with KILL QUERY, once the process list shows that the connection
 // runs a statement with the bell's tag. The woken bell reads its rows with
 // rings it has not seen, announces their names to its lockers' waiting
@@ -67,25 +67,30 @@ type bellID struct {
 // wakeStmts are the statements of the wake-ups, on the waiters table.
 type wakeStmts struct {
 	sleep, rung, seen, refresh, expired, forget string
-	register, unregister                        string // a VALUES row or IN list is appended
+	register, unregister, ringNew               string   // a VALUES row or IN list is appended
+	hint                                        []string // an IN list is appended
 	ringMark, ringFind                          string
 }
 
-func newWakeStmts(waiters string) wakeStmts {
+func newWakeStmts(waiters string, tables ...string) wakeStmts {
+	var hint []string
+	for _, t := range tables {
+		hint = append(hint, `UPDATE `+t+` SET waiters = TRUE WHERE NOT waiters AND name IN `)
+	}
 	return wakeStmts{
 		// The EXISTS is read once the statement is in the process list:
 		// a ring committed before it is seen here, a ring committed
 		// after it finds the statement and kills it.
-		sleep:   `IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = ? AND rung > seen), 2, SLEEP(?))`,
-		rung:    `SELECT name, rung FROM ` + waiters + ` WHERE bell = ? AND rung > seen`,
-		seen:    `UPDATE ` + waiters + ` SET seen = GREATEST(seen, ?) WHERE bell = ? AND name = ?`,
-		refresh: `UPDATE ` + waiters + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE bell = ?`,
-		expired: `DELETE FROM ` + waiters + ` WHERE expires_at < ` + now + ` LIMIT 100`,
-		forget:  `DELETE FROM ` + waiters + ` WHERE bell = ?`,
-		// A new registration counts a ring at once: a release just
-		// before it found nobody to wake.
+		sleep:      `IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = ? AND rung > seen), 2, SLEEP(?))`,
+		rung:       `SELECT name, rung FROM ` + waiters + ` WHERE bell = ? AND rung > seen`,
+		seen:       `UPDATE ` + waiters + ` SET seen = GREATEST(seen, ?) WHERE bell = ? AND name = ?`,
+		refresh:    `UPDATE ` + waiters + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE bell = ?`,
+		expired:    `DELETE FROM ` + waiters + ` WHERE expires_at < ` + now + ` LIMIT 100`,
+		forget:     `DELETE FROM ` + waiters + ` WHERE bell = ?`,
 		register:   `INSERT INTO ` + waiters + ` (name, bell, tag, rung, seen, expires_at) VALUES `,
 		unregister: `DELETE FROM ` + waiters + ` WHERE bell = ? AND name IN `,
+		hint:       hint,
+		ringNew:    `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE bell = ? AND name IN `,
 		ringMark:   `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE name = ?`,
 		// The bells registered for a name, each with the connection that
 		// runs a statement with its tag now, if any: only such a
@@ -121,8 +126,10 @@ type bells struct {
 	gate       func() error // test seam: refuses to start a bell
 }
 
-func newBells(db *sql.DB, waiters string) *bells {
-	b := &bells{db: db, stmts: newWakeStmts(waiters), watched: make(map[string]int),
+// newBells returns the wake-ups on the waiters table, for the lease tables
+// (their waiters hints) named after it.
+func newBells(db *sql.DB, waiters string, tables ...string) *bells {
+	b := &bells{db: db, stmts: newWakeStmts(waiters, tables...), watched: make(map[string]int),
 		idle: make(map[string]time.Time), kick: make(chan struct{}, 1)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.hub = listen.New(b.listen, wakeLinger)
@@ -266,7 +273,11 @@ func (b *bells) keep() {
 }
 
 // sync registers add and unregisters drop for bell, and wakes the bell to
-// announce the new names.
+// announce the new names. A name is registered, then its rows in the lease
+// tables are marked as waited for, then a ring is counted in its
+// registration: a release before the mark found no reason to ring, but
+// comes before the ring, which the bell announces; a release after the mark
+// finds the registration.
 func (b *bells) sync(bell bellID, add, drop []string) error {
 	ctx, cancel := context.WithTimeout(b.ctx, wakeTimeout)
 	defer cancel()
@@ -283,19 +294,30 @@ func (b *bells) sync(bell bellID, add, drop []string) error {
 		return nil
 	}
 	var (
-		text strings.Builder
-		args []any
+		text  strings.Builder
+		args  []any
+		names = make([]any, len(add))
 	)
 	text.WriteString(b.stmts.register)
 	for i, name := range add {
 		if i > 0 {
 			text.WriteString(", ")
 		}
-		text.WriteString("(?, ?, ?, 1, 0, " + now + " + INTERVAL ? MICROSECOND)")
+		text.WriteString("(?, ?, ?, 0, 0, " + now + " + INTERVAL ? MICROSECOND)")
 		args = append(args, name, bell.id, bell.tag, registration.Microseconds())
+		names[i] = name
 	}
-	text.WriteString(" ON DUPLICATE KEY UPDATE rung = rung + 1, expires_at = VALUES(expires_at)")
+	text.WriteString(" ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at)")
 	if _, err := b.db.ExecContext(ctx, text.String(), args...); err != nil {
+		return err
+	}
+	in := "(" + placeholders(len(add)) + ")"
+	for _, hint := range b.stmts.hint {
+		if _, err := b.db.ExecContext(ctx, hint+in, names...); err != nil {
+			return err
+		}
+	}
+	if _, err := b.db.ExecContext(ctx, b.stmts.ringNew+in, append([]any{bell.id}, names...)...); err != nil {
 		return err
 	}
 	return b.killOn(ctx, bell.id)
@@ -627,8 +649,7 @@ type wakingVersions struct {
 
 // waking is the release of a lease table that rings the waiters of a name
 // it freed. Its statement reports, as its insert id, 0 when it matched no
-// lease, 2 when it freed the name and some process registered as waiting
-// for it, and 1 otherwise.
+// lease, 2 when it freed a row marked as waited for, and 1 otherwise.
 type waking struct {
 	run   *sqlrun.Runner
 	stmt  sqlrun.Stmt
@@ -647,24 +668,23 @@ func (w *waking) Release(ctx context.Context, l dialect.Lease, minHold time.Dura
 // wakingRelease is the release statement of table, whose token column is
 // token. The assignment of the token column to itself carries the result
 // in LAST_INSERT_ID(expr), evaluated after holds was decremented (MySQL
-// assigns left to right) and only for a matched row; the waiters table is
-// looked up by its primary key only when the release frees the name at
-// once (not when a minimum hold keeps it taken: its waiters wait for the
-// row's expiry).
-func wakingRelease(table, token, waiters string) sqlrun.SQL {
+// assigns left to right) and only for a matched row: 2 when the release
+// frees a row that some process marked as waited for — at once, not when a
+// minimum hold keeps it taken (its waiters wait for the row's expiry).
+func wakingRelease(table, token string) sqlrun.SQL {
 	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s,
-  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND expires_at = %[5]s AND EXISTS(SELECT 1 FROM %[4]s w WHERE w.name = %[1]s.name), 2, 1))
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, waiters, released))
+  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND waiters AND expires_at = %[4]s, 2, 1))
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, released))
 }
 
 // wakeTables compiles the lease tables whose releases ring, on the waiters
 // table waiters.
 func (d *Dialect) wakeTables(c *sqlrun.Compiler, locks, versions, waiters string) {
-	d.bells = newBells(d.db, waiters)
+	d.bells = newBells(d.db, waiters, locks, versions)
 	d.wlocks = &wakingLocks{LockTable: d.locks, waking: waking{run: d.run, bells: d.bells,
-		stmt: c.Compile(wakingRelease(locks, "token", waiters))}}
+		stmt: c.Compile(wakingRelease(locks, "token"))}}
 	d.wversions = &wakingVersions{VersionTable: d.versions, waking: waking{run: d.run, bells: d.bells,
-		stmt: c.Compile(wakingRelease(versions, "version", waiters))}}
+		stmt: c.Compile(wakingRelease(versions, "version"))}}
 }
 
 var (

@@ -21,3 +21,25 @@ CREATE TABLE IF NOT EXISTS sqllock_waiters (
     KEY sqllock_waiters_bell_idx (bell),
     KEY sqllock_waiters_expires_at_idx (expires_at)
 ) ENGINE = InnoDB;
+
+-- The waiters hint: set on a lock's row before a process registers for its
+-- name, so that only the releases of rows marked this way look for
+-- registrations to ring. It stays set until the row is reaped.
+-- MySQL 8 has no ADD COLUMN IF NOT EXISTS: each column is added only where
+-- it is missing (the files may already have been applied by another
+-- migration tool).
+SET @sqllock_ddl = IF((SELECT COUNT(*) FROM information_schema.columns
+    WHERE table_schema = DATABASE() AND table_name = 'sqllock_locks' AND column_name = 'waiters') = 0,
+    'ALTER TABLE sqllock_locks ADD COLUMN waiters BOOLEAN NOT NULL DEFAULT FALSE',
+    'DO 0');
+PREPARE sqllock_ddl FROM @sqllock_ddl;
+EXECUTE sqllock_ddl;
+DEALLOCATE PREPARE sqllock_ddl;
+
+SET @sqllock_ddl = IF((SELECT COUNT(*) FROM information_schema.columns
+    WHERE table_schema = DATABASE() AND table_name = 'sqllock_versions' AND column_name = 'waiters') = 0,
+    'ALTER TABLE sqllock_versions ADD COLUMN waiters BOOLEAN NOT NULL DEFAULT FALSE',
+    'DO 0');
+PREPARE sqllock_ddl FROM @sqllock_ddl;
+EXECUTE sqllock_ddl;
+DEALLOCATE PREPARE sqllock_ddl;
