@@ -39,6 +39,8 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	marks    marker // tags grant statements, so that they can be found and cancelled
 	clock    clockCheck
+	flavor   flavorCheck
+	tidb     bool // made by NewTiDB: the server may be TiDB
 }
 
 // Option configures a Dialect.
@@ -70,7 +72,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	}
 	d.rq = buildRowLockQueries(d.database)
 	d.marks = newMarker()
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant, Check: d.checkServer}
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant, Check: d.check}
 	if err := d.tables(); err != nil {
 		return nil, err
 	}
@@ -100,6 +102,9 @@ func quote(ident string) string { return "`" + ident + "`" }
 // and released rows (skipping rows an acquirer is touching), deletes them,
 // and raises the floor to the largest token or version deleted.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (total int, err error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
 	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
 		for _, reap := range []func(context.Context, *sql.Conn, int) (int, error){
 			d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens,
@@ -236,10 +241,9 @@ func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int,
 // run instead of going back to the pool, which releases the lock whatever
 // happened.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
-	const key = `CONCAT('sqllock_migrate:', SHA1(COALESCE(DATABASE(), '')))`
 	st := sqlmigrate.Statements{
-		Lock:         `SELECT GET_LOCK(` + key + `, 5) = 1`,
-		Unlock:       `DO RELEASE_LOCK(` + key + `)`,
+		Lock:         `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
+		Unlock:       `DO RELEASE_LOCK(` + migrationLockName + `)`,
 		Canceller:    d.killQuery,
 		EnsureTable:  "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
@@ -256,6 +260,13 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 	drv, err := sqlmigrate.New(ctx, conn, st)
 	return drv, wrap(err)
 }
+
+// migrationLockName is the name of the migration lock, computed on the
+// server: 16 characters and a SHA-1 in hex, 56 in all, whatever the
+// database's name. MySQL 5.7+ and TiDB refuse GET_LOCK names over 64
+// characters (error 3057), which a database name (up to 64) plus a prefix
+// could exceed.
+const migrationLockName = `CONCAT('sqllock_migrate:', SHA1(COALESCE(DATABASE(), '')))`
 
 // killQuery returns a function that ends the statement running on conn by
 // KILL QUERY from another connection of the pool (closing the connection,

@@ -76,6 +76,9 @@ func (d *Dialect) isMariaDB(ctx context.Context, tx *sql.Tx) (bool, error) {
 // a couple of seconds, the connection is closed and the server's wait ends
 // at innodb_lock_wait_timeout.
 func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
 	r := sqlrun.RowLocker{
 		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {

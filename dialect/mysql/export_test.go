@@ -1,0 +1,6 @@
+package mysql
+
+// For the tests of package mysql_test.
+const MigrationLockName = migrationLockName
+
+var IsTiDB = isTiDB
