@@ -18,7 +18,10 @@ type flavorCheck struct {
 	mu   sync.Mutex
 	done bool
 	tidb bool
-	err  error
+	// txnMode is a TiDB session's tidb_txn_mode, read by NewTiDB's
+	// dialect: "pessimistic" (the default), "optimistic" or "".
+	txnMode string
+	err     error
 }
 
 // isTiDB reports whether VERSION() is a TiDB server's ("8.0.11-TiDB-v8.5.0").
@@ -55,6 +58,14 @@ func (d *Dialect) checkFlavor(ctx context.Context) error {
 		return err
 	}
 	d.flavor.tidb = isTiDB(version)
+	if d.flavor.tidb && d.tidb {
+		err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+			return d.run.Wrap(conn.QueryRowContext(ctx, `SELECT @@tidb_txn_mode`).Scan(&d.flavor.txnMode))
+		})
+		if err != nil {
+			return err
+		}
+	}
 	if d.flavor.tidb && !d.tidb {
 		d.flavor.err = fmt.Errorf("%w: the server is TiDB (VERSION() %q), where the MySQL dialect's statements "+
 			"could grant one lock to two owners (LAST_INSERT_ID(expr) in an upsert, the order of UPDATE "+

@@ -101,15 +101,22 @@ func quote(ident string) string { return "`" + ident + "`" }
 // table's floor (so no new row can start from it meanwhile), locks expired
 // and released rows (skipping rows an acquirer is touching), deletes them,
 // and raises the floor to the largest token or version deleted.
-func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (total int, err error) {
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
+	return d.reapEach(ctx, p.Limit, d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens)
+}
+
+// reapFunc deletes a batch of up to limit rows of one table on conn.
+type reapFunc func(ctx context.Context, conn *sql.Conn, limit int) (int, error)
+
+// reapEach runs each of reaps, in chunks of at most reapChunk rows, until
+// it has deleted limit rows or a chunk was not full, on one connection.
+func (d *Dialect) reapEach(ctx context.Context, limit int, reaps ...reapFunc) (total int, err error) {
 	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
-		for _, reap := range []func(context.Context, *sql.Conn, int) (int, error){
-			d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens,
-		} {
-			for left := p.Limit; left > 0; {
+		for _, reap := range reaps {
+			for left := limit; left > 0; {
 				chunk := min(left, reapChunk)
 				n, err := reap(ctx, conn, chunk)
 				total += n
@@ -241,6 +248,12 @@ func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int,
 // run instead of going back to the pool, which releases the lock whatever
 // happened.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	drv, err := sqlmigrate.New(ctx, conn, d.migrationStatements())
+	return drv, wrap(err)
+}
+
+// migrationStatements are the statements of MigrationDriver.
+func (d *Dialect) migrationStatements() sqlmigrate.Statements {
 	st := sqlmigrate.Statements{
 		Lock:         `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
 		Unlock:       `DO RELEASE_LOCK(` + migrationLockName + `)`,
@@ -257,8 +270,7 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 			"USE " + quote(d.database),
 		}
 	}
-	drv, err := sqlmigrate.New(ctx, conn, st)
-	return drv, wrap(err)
+	return st
 }
 
 // migrationLockName is the name of the migration lock, computed on the
