@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 // setup is one scenario's database: a migrated lock schema, the guarded
 // data, and how worker pools reach it.
 type setup struct {
-	kind  string // "postgres" or "mysql"
+	kind  string // "postgres", "mysql" or "tidb"
 	ns    string
 	admin *sql.DB // the shared pool: setup, reading the results, killing connections
 	dsn   string  // for worker pools; its host is replaced when a proxy is used
@@ -84,6 +84,9 @@ func newSetup(t *testing.T, kind string, names []string) *setup {
 	case "mysql":
 		s.admin, s.ns = dbtest.MySQL(t)
 		s.dsn = dbtest.MySQLDSN(t)
+	case "tidb":
+		s.admin, s.ns = dbtest.TiDB(t)
+		s.dsn = dbtest.TiDBDSN(t)
 	}
 	ctx := t.Context()
 	d := s.dialect(t, s.admin)
@@ -110,8 +113,11 @@ func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Pessimistic {
 
 // newDialect returns the dialect of kind on db, in namespace ns.
 func newDialect(kind string, db *sql.DB, ns string) (dialect.Pessimistic, error) {
-	if kind == "postgres" {
+	switch kind {
+	case "postgres":
 		return postgres.New(db, postgres.WithSchema(ns))
+	case "tidb":
+		return mysql.NewTiDB(db, mysql.WithDatabase(ns))
 	}
 	return mysql.New(db, mysql.WithDatabase(ns))
 }
@@ -183,12 +189,21 @@ func (s *setup) killOne(ctx context.Context) (bool, error) {
 		}
 		return ok, err
 	}
-	var id int64
-	err := s.admin.QueryRowContext(ctx, `
-		SELECT p.id FROM information_schema.processlist p
+	q := `SELECT p.id FROM information_schema.processlist p
 		LEFT JOIN information_schema.innodb_trx t ON t.trx_mysql_thread_id = p.id
 		WHERE p.db = ? AND p.id <> CONNECTION_ID()
-		ORDER BY t.trx_id IS NULL, RAND() LIMIT 1`, s.ns).Scan(&id)
+		ORDER BY t.trx_id IS NULL, RAND() LIMIT 1`
+	if s.kind == "tidb" {
+		// Only connections outside a transaction: KILL CONNECTION of a
+		// session with an open transaction crashes the TiDB server of the
+		// test bed (see tidbSkips). Such a session is killed the moment
+		// after its transaction ends, or the moment before it begins one.
+		q = `SELECT id FROM information_schema.processlist
+		WHERE db = ? AND id <> CONNECTION_ID() AND txnstart = ''
+		ORDER BY RAND() LIMIT 1`
+	}
+	var id int64
+	err := s.admin.QueryRowContext(ctx, q, s.ns).Scan(&id)
 	if err == sql.ErrNoRows {
 		return false, nil
 	}
@@ -302,6 +317,13 @@ const (
 
 var strategies = []string{"table", "optimistic", "pessimistic"}
 
+// tidbSkips are the scenarios not run on TiDB, with the reason.
+var tidbSkips = map[string]string{
+	// The test bed's TiDB runs in the test's own script, which the
+	// suite cannot restart.
+	restart: "make test-tidb runs one TiDB server, which the suite does not restart",
+}
+
 func scenarios() []string {
 	s := []string{noFault, connKill, proxied, pause, crash}
 	if os.Getenv(restartEnv) == "1" {
@@ -333,11 +355,18 @@ func scenarioDuration(t *testing.T) time.Duration {
 // checks the histories.
 func TestChaos(t *testing.T) {
 	dur := scenarioDuration(t)
-	for _, kind := range []string{"postgres", "mysql"} {
+	kinds := []string{"postgres", "mysql"}
+	if os.Getenv(dbtest.TiDBDSNEnv) != "" { // opt-in: make test-tidb
+		kinds = append(kinds, "tidb")
+	}
+	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			for _, strat := range strategies {
 				for _, sc := range scenarios() {
+					if kind == "tidb" && tidbSkips[sc] != "" {
+						continue
+					}
 					t.Run(strat+"/"+sc, func(t *testing.T) {
 						runScenario(t, kind, strat, sc, dur)
 					})
@@ -573,9 +602,12 @@ func (r *run) processes(ctx context.Context) {
 		// As a deployment would: sessions idle in a transaction for longer
 		// than this are ended by the server, which frees a stopped holder's
 		// row locks. The keep-alive keeps a running holder's session busy.
-		if r.kind == "postgres" {
+		switch r.kind {
+		case "postgres":
 			params = map[string]string{"idle_in_transaction_session_timeout": fmt.Sprint(idleTimeout.Milliseconds())}
-		} else {
+		case "tidb":
+			params = map[string]string{"tidb_idle_transaction_timeout": fmt.Sprint(int(idleTimeout.Seconds()))}
+		default:
 			params = map[string]string{"idle_transaction_timeout": fmt.Sprint(int(idleTimeout.Seconds()))}
 		}
 	}
