@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test vet fmt fuzz chaos soak
+.PHONY: test vet fmt fuzz chaos soak test-tidb
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on ./... against both (scripts/test.sh).
@@ -38,3 +38,11 @@ chaos:
 DURATION ?= 30m
 soak:
 	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
+
+# Opt-in, not part of test: builds tidb-server once from the Go module
+# proxy (cached in ~/.cache/sqllock/tidb; the first build takes minutes and
+# ~4 GB of Go caches), starts it on free loopback ports, and runs the TiDB
+# dialect's conformance suite and the chaos suite's TiDB scenarios against
+# it (scripts/test-tidb.sh).
+test-tidb:
+	bash scripts/test-tidb.sh

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,22 @@ func TestIsTiDB(t *testing.T) {
 // and migrating such a database works.
 func TestMigrationLockNameLength(t *testing.T) {
 	t.Parallel()
-	db, short := dbtest.MySQL(t) // the pool, and the reachability policy
+	db, short := dbtest.MySQL(t)
+	checkMigrationLockName(t, db, short, dbtest.MySQLDSN(t), func(db *sql.DB, database string) (dialect.Dialect, error) {
+		return mysql.New(db, mysql.WithDatabase(database))
+	})
+}
+
+// TiDB, like MySQL 5.7+, refuses longer names (error 3057).
+func TestMigrationLockNameLengthTiDB(t *testing.T) {
+	t.Parallel()
+	db, short := dbtest.TiDB(t)
+	checkMigrationLockName(t, db, short, dbtest.TiDBDSN(t), newTiDB)
+}
+
+// checkMigrationLockName migrates a database named after short, as long
+// as the dialect allows, on the server of db and dsn.
+func checkMigrationLockName(t *testing.T, db *sql.DB, short, dsn string, newDialect func(*sql.DB, string) (dialect.Dialect, error)) {
 	long := short + "_" + strings.Repeat("x", dialect.MaxIdentifierLen-len(short)-1)
 	if err := dialect.ValidateIdentifier(long); err != nil {
 		t.Fatal(err)
@@ -48,7 +64,7 @@ func TestMigrationLockNameLength(t *testing.T) {
 			t.Errorf("drop %s: %v", long, err)
 		}
 	})
-	d, err := mysql.New(db, mysql.WithDatabase(long))
+	d, err := newDialect(db, long)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +73,7 @@ func TestMigrationLockNameLength(t *testing.T) {
 	}
 	// On a pool of its own whose default database is long's, so that
 	// DATABASE() is long.
-	cfg, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
+	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
