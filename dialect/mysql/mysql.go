@@ -6,6 +6,10 @@
 // and every state change is detected in a way that does not depend on
 // whether the server counts matched or changed rows. It needs MySQL 8.0.1+ or
 // MariaDB 10.6+ (for SKIP LOCKED in the reaper).
+//
+// On TiDB, New's dialect refuses every grant, row lock and reap with an
+// error wrapping dialect.ErrUnsupported (its statements are not safe there);
+// NewTiDB's is the dialect for TiDB.
 package mysql
 
 import (
