@@ -4,3 +4,5 @@ package mysql
 const MigrationLockName = migrationLockName
 
 var IsTiDB = isTiDB
+
+var WrapTiDB = wrapTiDB
