@@ -196,7 +196,8 @@ func (s *setup) killOne(ctx context.Context) (bool, error) {
 	if s.kind == "tidb" {
 		// Only connections outside a transaction: KILL CONNECTION of a
 		// session with an open transaction crashes the TiDB server of the
-		// test bed (see tidbSkips). Such a session is killed the moment
+		// test bed (a TiDB bug: "panic: Query execution was interrupted"
+		// in its memory tracker). Such a session is killed the moment
 		// after its transaction ends, or the moment before it begins one.
 		q = `SELECT id FROM information_schema.processlist
 		WHERE db = ? AND id <> CONNECTION_ID() AND txnstart = ''
