@@ -237,7 +237,8 @@ func (t *TiDB) tables() error {
 
 // Acquire implements dialect.LockTable in a transaction: the name's row is
 // read and locked; a missing row is inserted one above the token floor
-// (read and locked too, so that the reaper cannot raise it meanwhile); an
+// (read and locked too, so that the reaper cannot raise it meanwhile; a
+// concurrent first insert makes it try again); an
 // expired or released row is taken over with the next token; the live
 // lease of p.Owner is re-entered; another owner's live lease gives 0.
 func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
@@ -255,7 +256,14 @@ func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64
 			if err := tx.QueryRowContext(ctx, mark+l.q.lockFloor).Scan(&floor); err != nil {
 				return 0, err
 			}
-			return floor + 1, execOne(ctx, tx, mark+l.q.lockInsert, p.Name, p.Owner, floor+1, ttl)
+			err := execOne(ctx, tx, mark+l.q.lockInsert, p.Name, p.Owner, floor+1, ttl)
+			if isDuplicate(err) {
+				// Another acquirer inserted the row first (MySQL does
+				// not lock a missing row at READ COMMITTED; TiDB does):
+				// the next try reads it.
+				return 0, fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+			}
+			return floor + 1, err
 		case err != nil:
 			return 0, err
 		case free:
@@ -278,12 +286,17 @@ func (v *tidbVersions) Create(ctx context.Context, p dialect.AcquireParams) (int
 			return 0, err
 		}
 		err := execOne(ctx, tx, mark+v.q.versionInsert, p.Name, p.Owner, floor+1, ttl)
-		var me *mysql.MySQLError
-		if errors.As(err, &me) && me.Number == 1062 { // duplicate key: the row exists
+		if isDuplicate(err) { // the row exists
 			return 0, nil
 		}
 		return floor + 1, err
 	})
+}
+
+// isDuplicate reports a duplicate-key error.
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
 }
 
 // execOne runs query in tx and makes sure it changed one row. The error is
@@ -339,8 +352,11 @@ func (t *TiDB) grantTxOnce(ctx context.Context, fn func(ctx context.Context, tx 
 		mark, cancel, _ = t.d.cancelGrant(ctx, conn)
 	}
 	// The transaction must not end with ctx: a cancel rolls it back, and
-	// the commit's outcome must be known.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	// the commit's outcome must be known. Its reads are all locking reads,
+	// which read the newest rows at any isolation level; READ COMMITTED
+	// spares it MySQL's gap locks, on which first uses of new names would
+	// deadlock.
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		conn.Close()
 		return 0, wrapTiDB(err)
