@@ -139,6 +139,7 @@ SQLLOCK_CHAOS_REPORT="$report" go test -race -count=1 -timeout 30m \
 [ -f "$report" ] && cat "$report"
 if ! kill -0 "$pid" 2>/dev/null; then
 	log "tidb-server exited during the tests:"
+	grep -m 1 -A 3 '^panic' "$dir/stdout" >&2 || true
 	tail -n 40 "$dir/stdout" >&2 || true
 	code=1
 fi
