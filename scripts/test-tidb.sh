@@ -12,7 +12,7 @@
 # 3. Runs, with SQLLOCK_TEST_TIDB_DSN pointing at it, the TiDB dialect's
 #    conformance suite, the MySQL dialect's refusal of TiDB, and the chaos
 #    suite's TiDB scenarios (internal/chaos: every strategy under each
-#    fault but a server restart).
+#    fault this TiDB build survives; see tidbSkip there).
 # 4. Stops the server (by its PID) and removes the directory.
 #
 # SQLLOCK_TIDB_BUILD_ONLY=1 stops after step 1. Extra arguments go to both
