@@ -83,7 +83,7 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		}
 		t.db = stdlib.OpenDB(*cfg)
 		t.d, err = postgres.New(t.db)
-	case strings.HasPrefix(dsn, "mysql://"):
+	case strings.HasPrefix(dsn, "mysql://"), strings.HasPrefix(dsn, "tidb://"):
 		cfg, merr := parseMySQL(dsn)
 		if merr != nil {
 			return nil, merr
@@ -93,7 +93,11 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 			return nil, badDSN("mysql", dsn, cerr.Error())
 		}
 		t.db = sql.OpenDB(conn)
-		t.d, err = mysql.New(t.db)
+		if strings.HasPrefix(dsn, "tidb://") {
+			t.d, err = mysql.NewTiDB(t.db)
+		} else {
+			t.d, err = mysql.New(t.db)
+		}
 	case strings.HasPrefix(dsn, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
 		if path == "" {
@@ -102,7 +106,7 @@ func openTarget(ctx context.Context, dsn string) (*target, error) {
 		t.embedded = true
 		t.db, t.d, err = openSQLite(path)
 	default:
-		return nil, usageError{fmt.Sprintf("unsupported DSN %q: want postgres://, mysql:// or sqlite:PATH", t.dsn)}
+		return nil, usageError{fmt.Sprintf("unsupported DSN %q: want postgres://, mysql://, tidb:// or sqlite:PATH", t.dsn)}
 	}
 	if err != nil {
 		if t.db != nil {
@@ -148,7 +152,7 @@ func pgxDetail(err error) string {
 	return ""
 }
 
-// parseMySQL reads mysql://user:pass@host:port/db?param=value as
+// parseMySQL reads mysql://user:pass@host:port/db?param=value (or tidb://...) as
 // go-sql-driver/mysql's configuration. The host defaults to 127.0.0.1 and
 // the port to 3306; the parameters are the driver's (see its README). The
 // command opens the configuration itself, so nothing in the URL is read a

@@ -223,6 +223,7 @@ The database is --dsn, else $SQLLOCK_DSN, else the SQLite file
 %s:
   postgres://user:pass@host:5432/db?sslmode=disable   (search_path picks the schema)
   mysql://user:pass@host:3306/db?param=value          (MySQL 8, MariaDB 10.6+)
+  tidb://user:pass@host:4000/db?param=value           (TiDB)
   sqlite:/path/to/file.db                             (one machine, many processes)
 
 Exit status: run exits with its command's status; 64 usage error; 69 database
@@ -239,7 +240,7 @@ func dsnFlag(fs *flag.FlagSet) *string {
 	if def == "" {
 		def = defaultDSN()
 	}
-	return fs.String("dsn", def, "database: postgres://..., mysql://..., or sqlite:PATH (default from $SQLLOCK_DSN, else the embedded file)")
+	return fs.String("dsn", def, "database: postgres://..., mysql://..., tidb://..., or sqlite:PATH (default from $SQLLOCK_DSN, else the embedded file)")
 }
 
 var commandHelp = map[string]string{
