@@ -213,7 +213,7 @@ func FuzzParseDSN(f *testing.F) {
 		"postgres://u:secret@127.0.0.1:5432/db?sslmode=disable&search_path=ops",
 		"postgresql://u@h/db", "POSTGRES://u:secret@h/db", " postgres://u:secret@h/db",
 		"postgres://u:secret@h/db%zz", "postgres://u:secret@ho st/db", "postgres://u:secret@h:abc/db",
-		"mysql://root@127.0.0.1:3306/test", "mysql://u:p%40ss@db/app?parseTime=true",
+		"mysql://root@127.0.0.1:3306/test", "mysql://u:p%40ss@db/app?parseTime=true", "tidb://u:secret@h:4000/db", "tidb://u:secret@h",
 		"mysql://u:secret@h", "mysql://u:secret@h/", "mysql://u:secret@[::1]:3306/db", "mysql://u:secret@h:/db",
 		"mysql://:secret@h/db", "mysql://::/db", "mysql://]/db",
 		"mysql://u:secret@h/db%zz", "mysql://u:secret@h/db?x=%zz", "mysql://u:secret@h/db?parseTime=maybe",
@@ -231,7 +231,7 @@ func FuzzParseDSN(f *testing.F) {
 	f.Fuzz(func(t *testing.T, dsn string) {
 		checkSecret(t, dsn, "redact", redact(dsn))
 		var mysqlErr error
-		if strings.HasPrefix(dsn, "mysql://") {
+		if strings.HasPrefix(dsn, "mysql://") || strings.HasPrefix(dsn, "tidb://") {
 			var cfg string
 			if cfg, mysqlErr = mysqlConfig(dsn); mysqlErr != nil {
 				checkSecret(t, dsn, "the mysqlConfig error", mysqlErr.Error())
@@ -242,7 +242,7 @@ func FuzzParseDSN(f *testing.F) {
 		sqlitePath := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
 		if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") ||
 			strings.HasPrefix(dsn, "sqlite:") && sqlitePath != "" ||
-			strings.HasPrefix(dsn, "mysql://") && mysqlErr == nil {
+			(strings.HasPrefix(dsn, "mysql://") || strings.HasPrefix(dsn, "tidb://")) && mysqlErr == nil {
 			return // openTarget would connect, or create a file
 		}
 		tg, err := openTarget(context.Background(), dsn)
