@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha vet fmt fuzz chaos soak
+.PHONY: test test-matrix test-ha test-tidb vet fmt fuzz chaos soak
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on ./... against both (scripts/test.sh).
@@ -51,3 +51,11 @@ soak:
 # part of make test; .ci/run runs it.
 test-ha:
 	bash scripts/test-ha.sh
+
+# Opt-in, not part of test: builds tidb-server once from the Go module
+# proxy (cached in ~/.cache/sqllock/tidb; the first build takes minutes and
+# ~4 GB of Go caches), starts it on free loopback ports, and runs the TiDB
+# dialect's conformance suite and the chaos suite's TiDB scenarios against
+# it (scripts/test-tidb.sh).
+test-tidb:
+	bash scripts/test-tidb.sh

@@ -2,7 +2,7 @@
 // folder per dialect, embedded so that sqllock.Migrate needs no files on disk.
 //
 // Teams with their own migration pipeline can copy postgres/*.sql,
-// mysql/*.sql or sqlite/*.sql into it (they are plain golang-migrate files
+// mysql/*.sql, tidb/*.sql or sqlite/*.sql into it (they are plain golang-migrate files
 // with unqualified table names), or read them from Postgres, MySQL and
 // SQLite.
 //
@@ -17,7 +17,7 @@ import (
 	"io/fs"
 )
 
-//go:embed postgres/*.sql mysql/*.sql sqlite/*.sql
+//go:embed postgres/*.sql mysql/*.sql tidb/*.sql sqlite/*.sql
 var files embed.FS
 
 // Postgres returns the PostgreSQL migration files at the root of the FS.
@@ -25,6 +25,10 @@ func Postgres() fs.FS { return sub("postgres") }
 
 // MySQL returns the MySQL/MariaDB migration files at the root of the FS.
 func MySQL() fs.FS { return sub("mysql") }
+
+// TiDB returns the TiDB migration files at the root of the FS: MySQL's,
+// with the token table's ids allocated in order across TiDB servers.
+func TiDB() fs.FS { return sub("tidb") }
 
 // SQLite returns the SQLite migration files at the root of the FS.
 func SQLite() fs.FS { return sub("sqlite") }

@@ -277,6 +277,7 @@ The database is --dsn, else $SQLLOCK_DSN, else the SQLite file
   host=db user=app dbname=app schema=ops                        pgx keywords
   mysql://user:pass@host:3306/db?param=value                    MySQL 8, MariaDB 10.6+
   user:pass@tcp(host:3306)/db?param=value                       go-sql-driver/mysql (also after mysql://)
+  tidb://user:pass@host:4000/db?param=value                     TiDB (either MySQL form after tidb://)
   sqlite:/path/to/file.db                                       one machine, many processes
 schema= (or --schema) names the PostgreSQL schema of the sqllock tables; it is
 read by sqllock, not sent to the server (PgBouncer refuses search_path). On
@@ -297,7 +298,7 @@ func dsnFlag(fs *flag.FlagSet) *string {
 	if def == "" {
 		def = defaultDSN()
 	}
-	return fs.String("dsn", def, "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db or sqlite:PATH; default $SQLLOCK_DSN, else the embedded file")
+	return fs.String("dsn", def, "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db, tidb://... or sqlite:PATH; default $SQLLOCK_DSN, else the embedded file")
 }
 
 var commandHelp = map[string]string{

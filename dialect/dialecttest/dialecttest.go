@@ -108,6 +108,13 @@ type Harness struct {
 	// transaction. Without it, the suite checks that the transitions of
 	// other names go ahead while one name's row is guarded.
 	SingleWriter bool
+
+	// NoSharedRowLock says that the dialect's row locks are exclusive
+	// only (TiDB has no shared row lock): the suite then checks that
+	// LockRow refuses a shared lock with an error wrapping
+	// dialect.ErrUnsupported, and takes exclusive locks where it would
+	// have taken shared ones.
+	NoSharedRowLock bool
 }
 
 // Env is one dialect under test and the hooks that reach below its seam.

@@ -84,12 +84,25 @@ func checkRowLockModes(t *testing.T, e *env, _ dialect.Pessimistic) {
 	const name = "modes"
 	x := dialect.RowLockParams{Name: name}
 	s := dialect.RowLockParams{Name: name, Shared: true}
+	if e.h.NoSharedRowLock {
+		for _, wait := range []bool{false, true} {
+			s.Wait = wait
+			if _, err := r.d.LockRow(e.ctx, s); !errors.Is(err, dialect.ErrUnsupported) {
+				t.Fatalf("LockRow(%+v) of a dialect without shared row locks: %v, want ErrUnsupported", s, err)
+			}
+			r.pinned()
+		}
+		s = x // the checks below, with exclusive locks only
+	}
 	w := r.lock(x, false)
 	r.lock(x, true)
 	r.lock(s, true)
 	other := r.lock(dialect.RowLockParams{Name: "modes-other"}, false)
 	r.unlock(w)
 	r.unlock(other)
+	if e.h.NoSharedRowLock {
+		return
+	}
 
 	s1 := r.lock(s, false)
 	s2 := r.lock(s, false)
@@ -118,8 +131,12 @@ func checkRowLockTokens(t *testing.T, e *env, _ dialect.Pessimistic) {
 	r.unlock(a)
 	a = next(dialect.RowLockParams{Name: "tokens-a"}, "a rolled back lock of the name")
 	b := next(dialect.RowLockParams{Name: "tokens-b"}, "a lock of another name")
-	s1 := next(dialect.RowLockParams{Name: "tokens-c", Shared: true}, "exclusive locks")
-	s2 := next(dialect.RowLockParams{Name: "tokens-c", Shared: true}, "a shared lock of the name")
+	c1, c2 := dialect.RowLockParams{Name: "tokens-c", Shared: true}, dialect.RowLockParams{Name: "tokens-c", Shared: true}
+	if e.h.NoSharedRowLock { // two exclusive locks of two names
+		c1, c2 = dialect.RowLockParams{Name: "tokens-c"}, dialect.RowLockParams{Name: "tokens-d"}
+	}
+	s1 := next(c1, "exclusive locks")
+	s2 := next(c2, "a shared lock of the name")
 	r.e.must(a.Tx.Commit(), "commit")
 	r.e.must(a.Close(e.ctx), "close")
 	r.held--

@@ -16,3 +16,10 @@ func BellID(d *Dialect) int64 {
 	defer d.bells.mu.Unlock()
 	return d.bells.bell.id
 }
+
+// For the tests of package mysql_test.
+const MigrationLockName = migrationLockName
+
+var IsTiDB = isTiDB
+
+var WrapTiDB = wrapTiDB

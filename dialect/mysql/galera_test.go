@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/internal/dbtest"
@@ -67,7 +68,9 @@ func TestGalera(t *testing.T) {
 		dialecttest.Exercise(t, dialecttest.Harness{
 			New: func(t *testing.T) *dialecttest.Env {
 				db, name := newDatabase(t)
-				return envOn(t, db, name, nodes[0])
+				return envOn(t, db, name, nodes[0], func(db *sql.DB, database string) (dialect.Dialect, error) {
+					return mysql.New(db, mysql.WithDatabase(database))
+				})
 			},
 		})
 	})

@@ -6,6 +6,10 @@
 // and every state change is detected in a way that does not depend on
 // whether the server counts matched or changed rows. It needs MySQL 8.0.1+ or
 // MariaDB 10.6+ (for SKIP LOCKED in the reaper).
+//
+// On TiDB, New's dialect refuses every grant, row lock and reap with an
+// error wrapping dialect.ErrUnsupported (its statements are not safe there);
+// NewTiDB's is the dialect for TiDB.
 package mysql
 
 import (
@@ -42,6 +46,8 @@ type Dialect struct {
 	marks    marker // tags grant statements, so that they can be found and cancelled
 	clock    clockCheck
 	galera   galeraCheck
+	flavor   flavorCheck
+	tidb     bool // made by NewTiDB: the server may be TiDB
 
 	wlocks    *wakingLocks    // locks, whose releases wake waiters
 	wversions *wakingVersions // versions, whose releases wake waiters
@@ -78,7 +84,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	}
 	d.rq = buildRowLockQueries(d.database)
 	d.marks = newMarker()
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant, Check: d.checkServer}
+	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant, Check: d.check}
 	if err := d.tables(); err != nil {
 		return nil, err
 	}
@@ -107,12 +113,22 @@ func quote(ident string) string { return "`" + ident + "`" }
 // table's floor (so no new row can start from it meanwhile), locks expired
 // and released rows (skipping rows an acquirer is touching), deletes them,
 // and raises the floor to the largest token or version deleted.
-func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (total int, err error) {
+func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
+	if err := d.check(ctx); err != nil {
+		return 0, err
+	}
+	return d.reapEach(ctx, p.Limit, d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens)
+}
+
+// reapFunc deletes a batch of up to limit rows of one table on conn.
+type reapFunc func(ctx context.Context, conn *sql.Conn, limit int) (int, error)
+
+// reapEach runs each of reaps, in chunks of at most reapChunk rows, until
+// it has deleted limit rows or a chunk was not full, on one connection.
+func (d *Dialect) reapEach(ctx context.Context, limit int, reaps ...reapFunc) (total int, err error) {
 	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
-		for _, reap := range []func(context.Context, *sql.Conn, int) (int, error){
-			d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens,
-		} {
-			for left := p.Limit; left > 0; {
+		for _, reap := range reaps {
+			for left := limit; left > 0; {
 				chunk := min(left, reapChunk)
 				n, err := reap(ctx, conn, chunk)
 				total += n
@@ -244,10 +260,15 @@ func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int,
 // run instead of going back to the pool, which releases the lock whatever
 // happened.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
-	const key = `CONCAT('sqllock_migrate:', SHA1(COALESCE(DATABASE(), '')))`
+	drv, err := sqlmigrate.New(ctx, conn, d.migrationStatements())
+	return drv, wrap(err)
+}
+
+// migrationStatements are the statements of MigrationDriver.
+func (d *Dialect) migrationStatements() sqlmigrate.Statements {
 	st := sqlmigrate.Statements{
-		Lock:         `SELECT GET_LOCK(` + key + `, 5) = 1`,
-		Unlock:       `DO RELEASE_LOCK(` + key + `)`,
+		Lock:         `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
+		Unlock:       `DO RELEASE_LOCK(` + migrationLockName + `)`,
 		Canceller:    d.killQuery,
 		EnsureTable:  "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
@@ -261,9 +282,15 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 			"USE " + quote(d.database),
 		}
 	}
-	drv, err := sqlmigrate.New(ctx, conn, st)
-	return drv, wrap(err)
+	return st
 }
+
+// migrationLockName is the name of the migration lock, computed on the
+// server: 16 characters and a SHA-1 in hex, 56 in all, whatever the
+// database's name. MySQL 5.7+ and TiDB refuse GET_LOCK names over 64
+// characters (error 3057), which a database name (up to 64) plus a prefix
+// could exceed.
+const migrationLockName = `CONCAT('sqllock_migrate:', SHA1(COALESCE(DATABASE(), '')))`
 
 // killQuery returns a function that ends the statement running on conn by
 // KILL QUERY from another connection of the pool (closing the connection,

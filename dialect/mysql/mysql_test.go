@@ -50,13 +50,15 @@ func TestConformance(t *testing.T) {
 // test server.
 func newEnv(t *testing.T) *dialecttest.Env {
 	db, database := dbtest.MySQL(t)
-	return envOn(t, db, database, dbtest.MySQLDSN(t))
+	return envOn(t, db, database, dbtest.MySQLDSN(t), func(db *sql.DB, database string) (dialect.Dialect, error) {
+		return mysql.New(db, mysql.WithDatabase(database))
+	})
 }
 
-// envOn is the suite's dialect on database, migrated here, of the server
-// db and dsn reach.
-func envOn(t *testing.T, db *sql.DB, database, dsn string) *dialecttest.Env {
-	d, err := mysql.New(db, mysql.WithDatabase(database))
+// envOn is the suite's dialect, made by newDialect, on database, a fresh
+// database of the server of db and dsn, migrated.
+func envOn(t *testing.T, db *sql.DB, database, dsn string, newDialect func(db *sql.DB, database string) (dialect.Dialect, error)) *dialecttest.Env {
+	d, err := newDialect(db, database)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func envOn(t *testing.T, db *sql.DB, database, dsn string) *dialecttest.Env {
 		Open: func(t *testing.T, maxConns int) dialect.Dialect {
 			db := dbtest.OpenMySQL(t, dsn)
 			db.SetMaxOpenConns(maxConns)
-			d, err := mysql.New(db, mysql.WithDatabase(database))
+			d, err := newDialect(db, database)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -76,10 +76,19 @@ func (d *Dialect) isMariaDB(ctx context.Context, tx *sql.Tx) (bool, error) {
 // a couple of seconds, the connection is closed and the server's wait ends
 // at innodb_lock_wait_timeout.
 func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+	if err := d.check(ctx); err != nil {
+		return nil, err
+	}
 	if err := d.CheckPessimistic(ctx); err != nil {
 		return nil, err
 	}
-	r := sqlrun.RowLocker{
+	r := d.rowLocker()
+	return r.LockRow(ctx, p)
+}
+
+// rowLocker runs LockRow's statements.
+func (d *Dialect) rowLocker() sqlrun.RowLocker {
+	return sqlrun.RowLocker{
 		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
 			modes := &d.rq.mysql
@@ -122,7 +131,6 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 		},
 		Canceller: d.killQuery,
 	}
-	return r.LockRow(ctx, p)
 }
 
 // BeginTx implements dialect.Pessimistic. innodb_lock_wait_timeout has whole

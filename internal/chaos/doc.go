@@ -55,7 +55,7 @@
 //   - format: 1.
 //   - scenario: "<database>/<strategy>/<fault>", the name of the scenario
 //     under TestChaos.
-//   - database: "postgres" or "mysql" (MariaDB or MySQL).
+//   - database: "postgres", "mysql" (MariaDB or MySQL) or "tidb".
 //   - strategy: "table", "optimistic" (leases with a TTL) or "pessimistic"
 //     (a row lock held by the lock's own open transaction).
 //   - fault: "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"

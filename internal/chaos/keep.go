@@ -37,7 +37,7 @@ type Meta struct {
 	Kind     string `json:"kind"`     // MetaRecord
 	Format   int    `json:"format"`   // FormatVersion
 	Scenario string `json:"scenario"` // e.g. "postgres/table/none"
-	Database string `json:"database"` // "postgres" or "mysql"
+	Database string `json:"database"` // "postgres", "mysql" or "tidb"
 	Strategy string `json:"strategy"` // "table", "optimistic" or "pessimistic"
 	Fault    string `json:"fault"`    // "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
 

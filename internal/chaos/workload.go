@@ -19,7 +19,7 @@ import (
 // tokens going backwards in the log.
 type Store struct {
 	db       *sql.DB
-	kind     string // "postgres" or "mysql"
+	kind     string // "postgres", "mysql" or "tidb"
 	ns       string // schema (PostgreSQL) or database (MySQL), validated
 	classify func(error) error
 
@@ -41,7 +41,7 @@ func NewStore(d dialect.Pessimistic, ns string) (*Store, error) {
 		s.read = `SELECT value FROM ` + s.table("chaos_counters") + ` WHERE name = $1`
 		s.update = `UPDATE ` + s.table("chaos_counters") + ` SET value = $1, token = $2 WHERE name = $3`
 		s.insert = `INSERT INTO ` + s.table("chaos_writes") + ` (name, value, token, worker) VALUES ($1, $2, $3, $4)`
-	case "mysql":
+	case "mysql", "tidb":
 		s.read = `SELECT value FROM ` + s.table("chaos_counters") + ` WHERE name = ?`
 		s.update = `UPDATE ` + s.table("chaos_counters") + ` SET value = ?, token = ? WHERE name = ?`
 		s.insert = `INSERT INTO ` + s.table("chaos_writes") + ` (name, value, token, worker) VALUES (?, ?, ?, ?)`
@@ -70,7 +70,7 @@ func (s *Store) Create(ctx context.Context, names []string) error {
 		}
 	}
 	ins := `INSERT INTO ` + s.table("chaos_counters") + ` (name, value, token) VALUES ($1, 0, 0)`
-	if s.kind == "mysql" {
+	if s.kind != "postgres" {
 		ins = `INSERT INTO ` + s.table("chaos_counters") + ` (name, value, token) VALUES (?, 0, 0)`
 	}
 	for _, n := range names {

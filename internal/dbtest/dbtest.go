@@ -51,6 +51,11 @@ const (
 	// github.com/go-sql-driver/mysql DSN of the MySQL/MariaDB test server,
 	// e.g. DefaultMySQLDSN.
 	MySQLDSNEnv = "SQLLOCK_TEST_MYSQL_DSN"
+	// TiDBDSNEnv names the environment variable holding the
+	// github.com/go-sql-driver/mysql DSN of a TiDB test server (make
+	// test-tidb starts one). It has no default: without it, the tests that
+	// ask for TiDB are skipped, even when CI is set.
+	TiDBDSNEnv = "SQLLOCK_TEST_TIDB_DSN"
 	// CIEnv names the environment variable that, when non-empty, turns an
 	// unreachable server from a skipped test into a failed one.
 	CIEnv = "CI"
@@ -220,6 +225,10 @@ var (
 		kind: mysqlKind, server: "MySQL", env: MySQLDSNEnv, def: DefaultMySQLDSN,
 		redact: redactDSN, open: openSQL("mysql"),
 	}
+	tidbDB = &shared[*sql.DB]{
+		server: "TiDB", env: TiDBDSNEnv,
+		redact: redactDSN, open: openSQL("mysql"),
+	}
 )
 
 // openSQL returns an opener of shared database/sql pools for driver.
@@ -341,6 +350,39 @@ func PostgresPool(t testing.TB) (*pgxpool.Pool, string) {
 func MySQL(t testing.TB) (db *sql.DB, database string) {
 	t.Helper()
 	db, _ = myDB.get(t)
+	return db, newDatabase(t, db)
+}
+
+// TiDBDSN returns the DSN of the TiDB test server: the value of
+// SQLLOCK_TEST_TIDB_DSN. If it is unset, t is skipped; if the server is
+// unreachable, t is skipped, or fails when CI is set.
+func TiDBDSN(t testing.TB) string {
+	t.Helper()
+	skipNoTiDB(t)
+	_, dsn := tidbDB.get(t)
+	return dsn
+}
+
+// TiDB is MySQL on the TiDB test server (see TiDBDSN).
+func TiDB(t testing.TB) (db *sql.DB, database string) {
+	t.Helper()
+	skipNoTiDB(t)
+	db, _ = tidbDB.get(t)
+	return db, newDatabase(t, db)
+}
+
+// skipNoTiDB skips t when no TiDB test server is named: TiDB is opt-in.
+func skipNoTiDB(t testing.TB) {
+	t.Helper()
+	if os.Getenv(TiDBDSNEnv) == "" {
+		t.Skipf("dbtest: skipping: %s is not set (make test-tidb builds and starts a TiDB server)", TiDBDSNEnv)
+	}
+}
+
+// newDatabase creates a new, empty database on db, dropped with
+// everything in it when t ends, and returns its name.
+func newDatabase(t testing.TB, db *sql.DB) (database string) {
+	t.Helper()
 	database = newName()
 	ddl(t, "CREATE DATABASE `"+database+"`", func(ctx context.Context, q string) error {
 		_, err := db.ExecContext(ctx, q)
@@ -350,7 +392,7 @@ func MySQL(t testing.TB) (db *sql.DB, database string) {
 		_, err := db.ExecContext(ctx, q)
 		return err
 	})
-	return db, database
+	return database
 }
 
 // SQLite skips t when SQLLOCK_TEST_DATABASES is set and leaves "sqlite" out.
@@ -399,6 +441,7 @@ func CloseAll() {
 	pgDB.reset()
 	pgPool.reset()
 	myDB.reset()
+	tidbDB.reset()
 }
 
 // newName returns a fresh schema or database name: "t_" and 12 random

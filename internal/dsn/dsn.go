@@ -6,6 +6,7 @@
 //	mysql://user:pass@host:3306/db?param=value          MySQL/MariaDB URL
 //	mysql://user:pass@tcp(host:3306)/db?param=value     go-sql-driver/mysql DSN after mysql://
 //	user:pass@tcp(host:3306)/db?param=value             go-sql-driver/mysql DSN
+//	tidb://...                                          either MySQL form, for TiDB (mysql.NewTiDB)
 //	sqlite:/path/to/file.db                             SQLite file (also sqlite:///path)
 //
 // A PostgreSQL URL or keyword/value DSN may carry schema=NAME, and a MySQL
@@ -54,6 +55,9 @@ type Config struct {
 	Postgres *pgx.ConnConfig // Driver "postgres"
 	MySQL    *gomysql.Config // Driver "mysql"
 	Path     string          // Driver "sqlite": the file
+	// TiDB says the DSN was tidb://: Driver "mysql", opened with
+	// mysql.NewTiDB.
+	TiDB     bool
 	redacted string
 }
 
@@ -70,6 +74,14 @@ var pgKeyword = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
 // Parse reads s in one of the forms of the package documentation. Its
 // errors are *Error.
 func Parse(s string) (*Config, error) {
+	if rest, ok := strings.CutPrefix(s, "tidb://"); ok {
+		c, err := Parse("mysql://" + rest)
+		if err != nil {
+			return nil, err
+		}
+		c.TiDB, c.redacted = true, Redact(s)
+		return c, nil
+	}
 	c := &Config{redacted: Redact(s)}
 	switch {
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
@@ -110,7 +122,7 @@ func Parse(s string) (*Config, error) {
 		}
 		return c, c.parsePostgres(s)
 	}
-	return nil, &Error{fmt.Sprintf("unsupported DSN %q: want postgres://..., host=... (pgx keywords), mysql://..., user@tcp(host:port)/db (go-sql-driver/mysql) or sqlite:PATH", c.redacted)}
+	return nil, &Error{fmt.Sprintf("unsupported DSN %q: want postgres://..., host=... (pgx keywords), mysql://..., user@tcp(host:port)/db (go-sql-driver/mysql), tidb://... or sqlite:PATH", c.redacted)}
 }
 
 func (c *Config) parsePostgres(s string) error {
@@ -176,7 +188,12 @@ func (c *Config) Open(schema string) (*sql.DB, dialect.Dialect, error) {
 			return nil, nil, badDSN("mysql", c.redacted, err.Error())
 		}
 		db := sql.OpenDB(conn)
-		d, err := mysql.New(db, opts...)
+		var d dialect.Dialect
+		if c.TiDB {
+			d, err = mysql.NewTiDB(db, opts...)
+		} else {
+			d, err = mysql.New(db, opts...)
+		}
 		if err != nil {
 			db.Close()
 			return nil, nil, err

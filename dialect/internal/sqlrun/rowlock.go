@@ -22,6 +22,8 @@ type RowLocker struct {
 	Create func(ctx context.Context, conn *sql.Conn, name string) error
 	// Canceller cancels a waiting statement on the server.
 	Canceller ConnCanceller
+	// TxOptions, if not nil, are the options of the lock's transaction.
+	TxOptions *sql.TxOptions
 }
 
 // ConnCanceller returns a function that cancels, on the server, the
@@ -55,7 +57,7 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 	}
 	for creates := 0; ; creates++ {
 		// The transaction must outlive ctx: the lock is held until released.
-		tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+		tx, err := conn.BeginTx(context.WithoutCancel(ctx), r.TxOptions)
 		if err != nil {
 			conn.Close()
 			return nil, r.Run.Wrap(err)

@@ -1,0 +1,393 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4/database"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/migrations"
+)
+
+// TiDB is the dialect for TiDB, which speaks MySQL's protocol but not all of
+// its semantics. Create it with NewTiDB. It differs from the MySQL dialect
+// where TiDB does:
+//
+//   - The lock table's Acquire and the version table's Create are short
+//     transactions (a locking read of the name's row, and of the floor when
+//     the row is new, then one write; 4 round trips instead of 1), as TiDB's
+//     LAST_INSERT_ID(expr) cannot carry a token out of an upsert.
+//   - Release decrements the hold count without relying on the order of
+//     UPDATE assignments, which TiDB evaluates on the old row.
+//   - Guard locks the lease's row exclusively (FOR UPDATE): TiDB has no
+//     shared row lock.
+//   - The reaper locks each candidate row with NOWAIT, re-checking its
+//     expiry, instead of SKIP LOCKED, which TiDB ignores.
+//   - Row locks (the pessimistic strategy) are exclusive only (a shared one
+//     is refused with an error wrapping dialect.ErrUnsupported), and their
+//     transaction runs at READ COMMITTED, so that its reads see what the
+//     previous holder committed while this one waited (at TiDB's REPEATABLE
+//     READ they would read the snapshot from before the wait). They need
+//     tidb_txn_mode = 'pessimistic', TiDB's default.
+//   - "pessimistic lock retry limit reached" (1105), write conflicts (9007)
+//     and other retryable transaction errors wrap dialect.ErrTransient.
+//   - The migrations are migrations.TiDB: the token table allocates ids in
+//     order across TiDB servers (AUTO_ID_CACHE 1).
+//
+// Its statements are portable: it runs on MySQL and MariaDB too (slower
+// than New's dialect there). A TiDB is safe for concurrent use.
+type TiDB struct {
+	d        *Dialect
+	locks    tidbLocks
+	versions tidbVersions
+	reap     tidbReap
+}
+
+var (
+	_ dialect.Optimistic  = (*TiDB)(nil)
+	_ dialect.Pessimistic = (*TiDB)(nil)
+)
+
+// NewTiDB returns the TiDB dialect for db, a pool opened with the "mysql"
+// driver on a TiDB server. It takes New's options.
+func NewTiDB(db *sql.DB, opts ...Option) (*TiDB, error) {
+	d, err := New(db, opts...)
+	if err != nil {
+		return nil, err
+	}
+	// Nothing has run yet: the runner can still change.
+	d.tidb = true
+	d.run.Wrap = wrapTiDB
+	t := &TiDB{d: d}
+	if err := t.tables(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Name returns "tidb".
+func (t *TiDB) Name() string { return "tidb" }
+
+// DB returns the pool lock statements run on.
+func (t *TiDB) DB() *sql.DB { return t.d.db }
+
+// Database returns the configured database, or "" for the DSN's default.
+func (t *TiDB) Database() string { return t.d.database }
+
+// Migrations returns the TiDB migration files.
+func (t *TiDB) Migrations() fs.FS { return migrations.TiDB() }
+
+// MigrationDriver implements dialect.Dialect as the MySQL dialect's does.
+// TiDB ends a long wait for the migration lock with "pessimistic lock retry
+// limit reached"; the wait is then simply repeated.
+func (t *TiDB) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	st := t.d.migrationStatements()
+	st.Busy = retryLimit
+	drv, err := sqlmigrate.New(ctx, conn, st)
+	return drv, wrapTiDB(err)
+}
+
+// Locks implements dialect.Dialect.
+func (t *TiDB) Locks() dialect.LockTable { return &t.locks }
+
+// Versions implements dialect.Optimistic.
+func (t *TiDB) Versions() dialect.VersionTable { return &t.versions }
+
+// Classify implements dialect.Pessimistic.
+func (t *TiDB) Classify(err error) error { return wrapTiDB(err) }
+
+// BeginTx implements dialect.Pessimistic as the MySQL dialect's does (TiDB
+// bounds pessimistic lock waits by innodb_lock_wait_timeout too).
+func (t *TiDB) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
+	return t.d.BeginTx(ctx, opts, lockTimeout)
+}
+
+// LockRow implements dialect.Pessimistic with exclusive locks only, in a
+// READ COMMITTED transaction (see TiDB). A shared lock, and any lock on a
+// TiDB whose sessions run optimistic transactions (where FOR UPDATE does
+// not wait, nor exclude), is refused with an error wrapping
+// dialect.ErrUnsupported.
+func (t *TiDB) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+	if p.Shared {
+		return nil, fmt.Errorf("%w: shared row locks on TiDB: FOR SHARE fails there unless "+
+			"tidb_enable_shared_lock_promotion makes it exclusive", dialect.ErrUnsupported)
+	}
+	if err := t.d.check(ctx); err != nil {
+		return nil, err
+	}
+	if mode := t.d.flavor.txnMode; mode != "" && mode != "pessimistic" {
+		return nil, fmt.Errorf("%w: row locks need tidb_txn_mode = 'pessimistic' (TiDB's default), "+
+			"the sessions of this pool have %q", dialect.ErrUnsupported, mode)
+	}
+	r := t.d.rowLocker()
+	r.TxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	return r.LockRow(ctx, p)
+}
+
+// retryLimit reports TiDB's "pessimistic lock retry limit reached": a lock
+// (a row's, GET_LOCK's) changed hands too often while the statement
+// waited for it; the transaction may be repeated.
+func retryLimit(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1105 && strings.Contains(me.Message, "retry limit")
+}
+
+// wrapTiDB is wrap, plus TiDB's retryable transaction errors.
+func wrapTiDB(err error) error {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch {
+		case retryLimit(err),
+			me.Number == 9007, // write conflict (optimistic transactions)
+			me.Number == 8022, // "transaction retry" error: safe to retry
+			me.Number == 8028: // the schema changed during the transaction
+			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		}
+	}
+	return wrap(err)
+}
+
+// tidbSQL are the TiDB dialect's own statements, with ? placeholders.
+type tidbSQL struct {
+	// The lock table's Acquire: read (and lock) the name's row; for a new
+	// row, read (and lock) the floor and insert; else take the row over or
+	// re-enter it.
+	lockRead, lockFloor, lockInsert, lockTake, lockReenter string
+	// The version table's Create: read (and lock) the floor, insert.
+	versionFloor, versionInsert string
+}
+
+// tidbLocks is the lock table: MySQL's statements but for Acquire, Release
+// and Guard.
+type tidbLocks struct {
+	*sqlrun.LockTable
+	t *TiDB
+	q *tidbSQL
+}
+
+// tidbVersions is the version table: MySQL's statements but for Create,
+// Release and Guard.
+type tidbVersions struct {
+	*sqlrun.VersionTable
+	t *TiDB
+	q *tidbSQL
+}
+
+// tidbLeaseSQL is leaseSQL with a Release that reads only the old row's
+// columns (TiDB evaluates every assignment of an UPDATE on the old row,
+// MySQL each on the row as the assignments before it left it: both give
+// the same result here) — the last hold keeps the row unexpired until the
+// end of a minimum hold (:minhold) still ahead — and a Guard that locks
+// the row exclusively.
+func tidbLeaseSQL(table, token string) sqlrun.LeaseSQL {
+	s := leaseSQL(table, token)
+	s.Release = sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at,
+    IF(acquired_at + INTERVAL :minhold MICROSECOND > %[4]s, acquired_at + INTERVAL :minhold MICROSECOND, %[3]s)),
+  holds = holds - 1
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released, now))
+	s.Guard = sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
+FOR UPDATE`, table, token, now))
+	return s
+}
+
+// tables compiles the TiDB dialect's statements.
+func (t *TiDB) tables() error {
+	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
+	versionFloor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
+	sqlrun.Qualify(t.d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks)
+	c := &sqlrun.Compiler{Style: sqlrun.Question}
+
+	ls := lockSQL(locks, floor)
+	ls.LeaseSQL = tidbLeaseSQL(locks, "token")
+	ls.Acquire = sqlrun.SQL{} // tidbLocks.Acquire
+	vs := versionSQL(versions, versionFloor)
+	vs.LeaseSQL = tidbLeaseSQL(versions, "version")
+	vs.Create = sqlrun.SQL{} // tidbVersions.Create
+
+	const lease = `, 1, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`
+	q := &tidbSQL{
+		lockRead:    fmt.Sprintf(`SELECT owner, token, expires_at <= %s, holds > 0 FROM %s WHERE name = ? FOR UPDATE`, now, locks),
+		lockFloor:   fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor),
+		lockInsert:  fmt.Sprintf(`INSERT INTO %s (name, owner, token, holds, acquired_at, expires_at) VALUES (?, ?, ?`+lease, locks),
+		lockTake:    fmt.Sprintf(`UPDATE %s SET owner = ?, token = token + 1, holds = 1, acquired_at = %s, expires_at = %s + INTERVAL ? MICROSECOND WHERE name = ?`, locks, now, now),
+		lockReenter: fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = %s + INTERVAL ? MICROSECOND WHERE name = ?`, locks, now),
+
+		versionFloor:  fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, versionFloor),
+		versionInsert: fmt.Sprintf(`INSERT INTO %s (name, owner, version, holds, acquired_at, expires_at) VALUES (?, ?, ?`+lease, versions),
+	}
+	t.locks = tidbLocks{LockTable: sqlrun.NewLockTable(t.d.run, c, ls), t: t, q: q}
+	t.versions = tidbVersions{VersionTable: sqlrun.NewVersionTable(t.d.run, c, vs), t: t, q: q}
+	t.reap = tidbReap{
+		locks:    newTiDBFloorReap(locks, "token", floor, "token"),
+		versions: newTiDBFloorReap(versions, "version", versionFloor, "version"),
+		rowLocks: rowLockReap{
+			candidates: fmt.Sprintf(`SELECT name FROM %s LIMIT ?`, rowlocks),
+			lock:       fmt.Sprintf(`SELECT 1 FROM %s WHERE name = ? FOR UPDATE NOWAIT`, rowlocks),
+			delete:     deleteByName(rowlocks),
+		},
+	}
+	return c.Err
+}
+
+// Acquire implements dialect.LockTable in a transaction: the name's row is
+// read and locked; a missing row is inserted one above the token floor
+// (read and locked too, so that the reaper cannot raise it meanwhile; a
+// concurrent first insert makes it try again); an
+// expired or released row is taken over with the next token; the held
+// lease of p.Owner is re-entered; another owner's live lease, or a row
+// kept live by a minimum hold, gives 0.
+func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	ttl := p.TTL.Microseconds()
+	return l.t.grantTx(ctx, func(ctx context.Context, tx *sql.Tx, mark string) (int64, error) {
+		var (
+			owner []byte
+			token int64
+			free  bool
+			held  bool // some hold is unreleased (a minimum hold keeps a row live with none)
+		)
+		err := tx.QueryRowContext(ctx, mark+l.q.lockRead, p.Name).Scan(&owner, &token, &free, &held)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			var floor int64
+			if err := tx.QueryRowContext(ctx, mark+l.q.lockFloor).Scan(&floor); err != nil {
+				return 0, err
+			}
+			err := execOne(ctx, tx, mark+l.q.lockInsert, p.Name, p.Owner, floor+1, ttl)
+			if isDuplicate(err) {
+				// Another acquirer inserted the row first (MySQL does
+				// not lock a missing row at READ COMMITTED; TiDB does):
+				// the next try reads it.
+				return 0, fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+			}
+			return floor + 1, err
+		case err != nil:
+			return 0, err
+		case free:
+			return token + 1, execOne(ctx, tx, mark+l.q.lockTake, p.Owner, ttl, p.Name)
+		case held && string(owner) == p.Owner:
+			return token, execOne(ctx, tx, mark+l.q.lockReenter, ttl, p.Name)
+		}
+		return 0, nil
+	})
+}
+
+// Create implements dialect.VersionTable in a transaction: the version
+// floor is read and locked (so that the reaper cannot raise it meanwhile),
+// and the row inserted one above it.
+func (v *tidbVersions) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	ttl := p.TTL.Microseconds()
+	return v.t.grantTx(ctx, func(ctx context.Context, tx *sql.Tx, mark string) (int64, error) {
+		var floor int64
+		if err := tx.QueryRowContext(ctx, mark+v.q.versionFloor).Scan(&floor); err != nil {
+			return 0, err
+		}
+		err := execOne(ctx, tx, mark+v.q.versionInsert, p.Name, p.Owner, floor+1, ttl)
+		if isDuplicate(err) { // the row exists
+			return 0, nil
+		}
+		return floor + 1, err
+	})
+}
+
+// isDuplicate reports a duplicate-key error.
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}
+
+// execOne runs query in tx and makes sure it changed one row. The error is
+// the driver's.
+func execOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err == nil && n != 1 {
+		err = fmt.Errorf("sqllock: %d rows changed by a statement on a locked row, want 1", n)
+	}
+	return err
+}
+
+// maxGrantTries bounds how often grantTx runs a grant whose transaction
+// the server rolled back (a deadlock, a retry limit): each try is safe to
+// repeat, as nothing of it was committed.
+const maxGrantTries = 3
+
+// grantTx runs fn, the statements of a grant, in a transaction on a pinned
+// connection, and commits it; fn returns its number (a token, a version, 0
+// for a refusal) and the driver's errors, and puts mark in front of each
+// statement. If ctx ends while fn runs, the statement running is ended on
+// the server (KILL QUERY of the statement found by its mark, see
+// cancelGrant) and the transaction rolled back: nothing is granted, and the
+// error joins ctx's error with the statement's. The commit runs to its end
+// whatever ctx does, so that its outcome is known (a failed connection
+// makes it dialect.ErrOutcomeUnknown).
+func (t *TiDB) grantTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, mark string) (int64, error)) (int64, error) {
+	if err := t.d.check(ctx); err != nil {
+		return 0, err
+	}
+	for try := 1; ; try++ {
+		n, err := t.grantTxOnce(ctx, fn)
+		if err == nil || try == maxGrantTries || ctx.Err() != nil || !errors.Is(err, dialect.ErrTransient) {
+			return n, err
+		}
+	}
+}
+
+func (t *TiDB) grantTxOnce(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, mark string) (int64, error)) (int64, error) {
+	conn, err := t.d.run.Pin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var (
+		mark   string
+		cancel func(context.Context) error
+	)
+	if ctx.Done() != nil { // a context that never ends needs no cancel
+		mark, cancel, _ = t.d.cancelGrant(ctx, conn)
+	}
+	// The transaction must not end with ctx: a cancel rolls it back, and
+	// the commit's outcome must be known. Its reads are all locking reads,
+	// which read the newest rows at any isolation level; READ COMMITTED
+	// spares it MySQL's gap locks, on which first uses of new names would
+	// deadlock.
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		conn.Close()
+		return 0, wrapTiDB(err)
+	}
+	var n int64
+	cancelled, err := sqlrun.Cancellable(ctx, cancel, func(qctx context.Context) error {
+		var err error
+		n, err = fn(qctx, tx, mark)
+		return err
+	})
+	switch {
+	case cancelled:
+		_ = tx.Rollback()
+		// The server may still be acting on the cancel.
+		_ = dialect.Discard(conn)
+		return 0, errors.Join(ctx.Err(), wrapTiDB(err))
+	case err != nil:
+		_ = tx.Rollback()
+		conn.Close()
+		return 0, wrapTiDB(err)
+	}
+	err = tx.Commit()
+	conn.Close()
+	if err != nil {
+		return 0, wrapTiDB(err)
+	}
+	return n, nil
+}

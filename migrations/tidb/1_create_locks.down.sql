@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS sqllock_token_floor;
+DROP TABLE IF EXISTS sqllock_locks;

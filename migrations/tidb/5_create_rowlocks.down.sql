@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS sqllock_rowlock_tokens;
+DROP TABLE IF EXISTS sqllock_rowlocks;
