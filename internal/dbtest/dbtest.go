@@ -43,6 +43,12 @@ const (
 	// CIEnv names the environment variable that, when non-empty, turns an
 	// unreachable server from a skipped test into a failed one.
 	CIEnv = "CI"
+	// PgBouncerTxURLEnv and PgBouncerSessionURLEnv name the environment
+	// variables holding the URLs of a PgBouncer in front of the PostgreSQL
+	// test server, in transaction and in session pooling (scripts/test.sh
+	// starts both). They have no default.
+	PgBouncerTxURLEnv      = "SQLLOCK_TEST_PGBOUNCER_TX_URL"
+	PgBouncerSessionURLEnv = "SQLLOCK_TEST_PGBOUNCER_SESSION_URL"
 )
 
 // Servers used when the environment does not name any.
@@ -91,9 +97,13 @@ func (s *shared[T]) get(t testing.TB) (T, string) {
 		s.done = true
 		s.opened++
 		s.url = envOr(s.env, s.def)
-		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-		s.val, s.close, s.err = s.open(ctx, s.url)
-		cancel()
+		if s.url == "" {
+			s.err = fmt.Errorf("%s is not set", s.env)
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+			s.val, s.close, s.err = s.open(ctx, s.url)
+			cancel()
+		}
 	}
 	val, u, err := s.val, s.url, s.err
 	s.mu.Unlock()
@@ -149,7 +159,44 @@ var (
 		server: "MySQL", env: MySQLDSNEnv, def: DefaultMySQLDSN,
 		redact: redactDSN, open: openSQL("mysql"),
 	}
+	pgbTx = &shared[*sql.DB]{
+		server: "PgBouncer (transaction pooling)", env: PgBouncerTxURLEnv,
+		redact: redactURL, open: reach,
+	}
+	pgbSession = &shared[*sql.DB]{
+		server: "PgBouncer (session pooling)", env: PgBouncerSessionURLEnv,
+		redact: redactURL, open: reach,
+	}
 )
+
+// PoolMode is a PgBouncer pool_mode.
+type PoolMode string
+
+// The pool modes of the test PgBouncers.
+const (
+	Transaction PoolMode = "transaction"
+	Session     PoolMode = "session"
+)
+
+// PoolModes lists the pool modes of the test PgBouncers.
+var PoolModes = []PoolMode{Transaction, Session}
+
+// PgBouncerURL returns the URL of the test PgBouncer in pool mode m, in
+// front of the PostgreSQL test server: the value of PgBouncerTxURLEnv or
+// PgBouncerSessionURLEnv. Any database of the server is reached by its own
+// name, and tables are best kept in a schema named in the dialect
+// (postgres.WithSchema): a pooler refuses search_path as a startup
+// parameter. If the variable is unset or the PgBouncer unreachable, t is
+// skipped, or fails when CI is set.
+func PgBouncerURL(t testing.TB, m PoolMode) string {
+	t.Helper()
+	s := pgbSession
+	if m == Transaction {
+		s = pgbTx
+	}
+	_, u := s.get(t)
+	return u
+}
 
 // openSQL returns an opener of shared database/sql pools for driver.
 func openSQL(driver string) func(context.Context, string) (*sql.DB, func(), error) {
@@ -166,6 +213,16 @@ func openSQL(driver string) func(context.Context, string) (*sql.DB, func(), erro
 		db.SetMaxIdleConns(maxIdleConns)
 		return db, func() { db.Close() }, nil
 	}
+}
+
+// reach checks that a PostgreSQL URL answers, and keeps no connection: a
+// session pooler would keep a server connection for it.
+func reach(ctx context.Context, u string) (*sql.DB, func(), error) {
+	_, closeDB, err := openSQL("pgx")(ctx, u)
+	if err == nil {
+		closeDB()
+	}
+	return nil, nil, err
 }
 
 func openPgxPool(ctx context.Context, u string) (*pgxpool.Pool, func(), error) {
@@ -320,6 +377,8 @@ func CloseAll() {
 	pgDB.reset()
 	pgPool.reset()
 	myDB.reset()
+	pgbTx.reset()
+	pgbSession.reset()
 }
 
 // newName returns a fresh schema or database name: "t_" and 12 random

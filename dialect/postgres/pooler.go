@@ -1,0 +1,206 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql/driver"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqllock/sqllock/dialect/internal/listen"
+)
+
+// WithPooler makes the dialect fit for a connection pooler in transaction
+// or statement pooling mode (PgBouncer, RDS Proxy, Supavisor, pgcat): every
+// statement of the dialect runs in pgx's QueryExecModeExec, one round trip
+// with an unnamed statement, so that none relies on a server-side prepared
+// statement, which a pooler may have created on another server connection
+// or not at all. Without it the dialect's statements follow the pool's
+// default_query_exec_mode (pgx's default prepares and caches them per
+// connection), which fails through a transaction pooler with SQLSTATE
+// 42P05 or 26000; the dialect then says so and names this option.
+//
+// The dialect never relies on session state: its locks, fences and
+// settings are transaction-scoped. Only its waiters' wake-ups need a
+// session (LISTEN): see WithListenDSN.
+//
+// Directly on PostgreSQL, or through session pooling, WithPooler works too
+// but is not needed; it costs the server a parse and a plan per statement.
+func WithPooler() Option {
+	return func(d *Dialect) error {
+		d.lead = []any{pgx.QueryExecModeExec}
+		return nil
+	}
+}
+
+// WithListenDSN gives the dialect's listening connection (see Subscribe) a
+// connection string of its own, typically the PostgreSQL server itself when
+// the pool goes through a transaction pooler: LISTEN needs a session, which
+// such a pooler does not keep. The connection is opened while lockers wait
+// and closed with the dialect. The DSN is parsed by pgx.ParseConfig; an
+// error is returned by New.
+func WithListenDSN(dsn string) Option {
+	return func(d *Dialect) error {
+		cfg, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			return fmt.Errorf("postgres: listen DSN: %w", err)
+		}
+		d.listenCfg = cfg
+		return nil
+	}
+}
+
+// WithListenConfig is WithListenDSN for a parsed configuration, for
+// settings a connection string cannot carry (a TLS configuration, a dialer,
+// a password callback). The dialect uses a copy.
+func WithListenConfig(cfg *pgx.ConnConfig) Option {
+	return func(d *Dialect) error {
+		if cfg == nil {
+			return errors.New("postgres: WithListenConfig: nil configuration")
+		}
+		d.listenCfg = cfg.Copy()
+		return nil
+	}
+}
+
+// args returns a statement's arguments, after the dialect's leading ones
+// (see WithPooler).
+func (d *Dialect) args(args ...any) []any {
+	return append(d.lead[:len(d.lead):len(d.lead)], args...)
+}
+
+// probeTimeout bounds the wait for the listening connection's probe: a
+// notification sent to it through the pool, which must come back before
+// the connection counts as listening.
+const probeTimeout = 5 * time.Second
+
+// errNotDelivered says that the probe sent to the listening connection did
+// not arrive.
+var errNotDelivered = fmt.Errorf("%w: a notification sent to the listening connection did not arrive within %v: "+
+	"LISTEN needs a session, which a transaction or statement pooler (PgBouncer pool_mode=transaction) does not keep; "+
+	"give the dialect a direct connection for it with postgres.WithListenDSN", listen.ErrNotDelivered, probeTimeout)
+
+// listen holds one connection with LISTEN in effect: the dialect's
+// listen.Func. The connection is the one of WithListenDSN, or else one of
+// the pool, discarded afterwards. Before it reports ready it checks that
+// notifications reach it: it sends one to itself through the pool, which
+// behind a transaction pooler never arrives (the pooler hands LISTEN to a
+// server connection that is not ours between transactions).
+func (d *Dialect) listen(ctx context.Context, ready func(), wake func(name string)) error {
+	if d.listenCfg != nil {
+		pc, err := pgx.ConnectConfig(ctx, d.listenCfg)
+		if err != nil {
+			return fmt.Errorf("postgres: listening connection: %w", err)
+		}
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			defer cancel()
+			_ = pc.Close(cctx)
+		}()
+		return d.listenOn(ctx, pc, ready, wake)
+	}
+	conn, err := d.db.Conn(ctx)
+	if err != nil {
+		return wrap(err)
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("postgres: LISTEN needs the pgx driver, not %T", dc)
+		}
+		// Listening, or cut off mid-wait: never back to the pool.
+		return errors.Join(d.listenOn(ctx, sc.Conn(), ready, wake), driver.ErrBadConn)
+	})
+}
+
+// listenOn listens on pc until ctx ends or the connection fails.
+func (d *Dialect) listenOn(ctx context.Context, pc *pgx.Conn, ready func(), wake func(name string)) error {
+	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
+		return err
+	}
+	probe := newProbe()
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// The probe goes out through the pool, from another goroutine, while
+	// this one waits for it.
+	got, sent := make(chan struct{}), make(chan struct{})
+	go func(got <-chan struct{}) {
+		defer close(sent)
+		sctx, scancel := context.WithTimeout(wctx, probeTimeout)
+		defer scancel()
+		if _, err := d.db.ExecContext(sctx, `SELECT pg_notify($1, $2)`, d.args(d.channel, probe)...); err != nil {
+			cancel(fmt.Errorf("postgres: sending the listening connection's probe: %w", wrap(err)))
+			return
+		}
+		select {
+		case <-got:
+		case <-sctx.Done():
+			select {
+			case <-got:
+			default:
+				cancel(errNotDelivered)
+			}
+		}
+	}(got)
+	defer func() { cancel(nil); <-sent }()
+	for {
+		n, err := pc.WaitForNotification(wctx)
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				err = context.Cause(wctx)
+				if errors.Is(err, listen.ErrNotDelivered) {
+					unlisten(ctx, pc)
+				}
+			}
+			return err
+		}
+		switch {
+		case n.Payload != probe:
+			wake(n.Payload)
+		case got != nil:
+			close(got)
+			got = nil
+			ready()
+		}
+	}
+}
+
+// unlisten undoes LISTEN on a connection whose notifications do not
+// arrive: behind a transaction pooler, on a server connection that is
+// likely the one LISTEN ran on, so that it does not keep collecting
+// notifications for nobody. The connection is discarded afterwards.
+func unlisten(ctx context.Context, pc *pgx.Conn) {
+	if pc.PgConn().IsClosed() {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, _ = pc.Exec(cctx, "UNLISTEN *")
+}
+
+// newProbe returns a random probe payload.
+func newProbe() string {
+	b := make([]byte, 16)
+	rand.Read(b) // never fails
+	return "sqllock-probe:" + hex.EncodeToString(b)
+}
+
+// preparedStatementsLost explains SQLSTATE 42P05 (duplicate prepared
+// statement) and 26000 (no such prepared statement) from pgx's statement
+// cache.
+type preparedStatementsLost struct{ err *pgconn.PgError }
+
+func (e *preparedStatementsLost) Error() string {
+	return "postgres: " + e.err.Error() + ": the server connection's prepared statements are not those pgx's statement cache expects, " +
+		"as happens behind a pooler in transaction or statement mode (PgBouncer pool_mode=transaction before 1.21 or without max_prepared_statements); " +
+		"use postgres.WithPooler() for sqllock's statements, and default_query_exec_mode=exec in the DSN for your own"
+}
+
+func (e *preparedStatementsLost) Unwrap() error { return e.err }
