@@ -1,0 +1,113 @@
+package sqllock_test
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
+)
+
+// syncBuffer is a bytes.Buffer for a logger written from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// pgBouncerDialect returns a PostgreSQL dialect through the test PgBouncer
+// in mode, on a migrated schema of the test's own.
+func pgBouncerDialect(t *testing.T, mode dbtest.PoolMode, opts ...postgres.Option) *postgres.Dialect {
+	t.Helper()
+	_, schema := dbtest.Postgres(t)
+	db := dbtest.OpenPostgres(t, dbtest.PgBouncerURL(t, mode))
+	d, err := postgres.New(db, append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAtEnd(t, d)
+	if err := sqllock.Migrate(ctxT(t), d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Behind a transaction pooler without a direct listening connection, no
+// notification can arrive: the waiter knows it (it says so once, at warn
+// level) and polls, so that it gets a released lock within about
+// MaxBackoff, not when the holder's lease would have ended (a minute
+// here).
+func TestWaiterBehindTransactionPoolerPolls(t *testing.T) {
+	t.Parallel()
+	d := pgBouncerDialect(t, dbtest.Transaction, postgres.WithPooler())
+	ctx := ctxT(t)
+	var logs syncBuffer
+	opts := sqllock.Options{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	holder, err := sqllock.NewTable(d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter, err := sqllock.NewTable(d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 3
+	var worst time.Duration
+	for i := range rounds {
+		k, err := holder.TryAcquire(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := acquireAsync(ctx, waiter, "x")
+		waitRoom(t, waiter, "x", "a waiter on x", func(_ bool, waiting int) bool { return waiting == 1 })
+		if i == 0 {
+			// The probe gives up after a few seconds: the warning.
+			testutil.Eventually(ctx, t, "the warning", func() bool { return strings.Contains(logs.String(), "do not arrive") })
+		}
+		released := time.Now()
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k2 := <-got
+		if k2 == nil {
+			t.Fatal("the waiter failed")
+		}
+		worst = max(worst, time.Since(released))
+		if up, _ := sqllock.RoomState(waiter, "x"); up {
+			t.Fatal("the waiting room claims to listen behind a transaction pooler")
+		}
+		if err := k2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("slowest of %d hand-offs: %v (MaxBackoff %v, TTL %v)", rounds, worst, opts.MaxBackoff, opts.TTL)
+	// A bound far above MaxBackoff (a loaded machine) and far below the
+	// TTL (what a waiter that believed it listened would wait).
+	if worst > opts.TTL/4 {
+		t.Fatalf("a hand-off took %v: the waiter slept on a lease it believed would be announced", worst)
+	}
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d warnings, want one:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), "WithListenDSN") {
+		t.Fatalf("the warning does not name the fix:\n%s", logs.String())
+	}
+}
