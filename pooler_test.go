@@ -2,7 +2,10 @@ package sqllock_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -109,5 +112,48 @@ func TestWaiterBehindTransactionPoolerPolls(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "WithListenDSN") {
 		t.Fatalf("the warning does not name the fix:\n%s", logs.String())
+	}
+}
+
+// BenchmarkHandoffThroughPgBouncer is BenchmarkHandoff (table strategy, one
+// waiter, default MaxBackoff of 500ms) through the test PgBouncers: in
+// transaction pooling with WithPooler, with and without a direct listening
+// connection (WithListenDSN), and in session pooling, where a connection
+// of the pool listens. Run:
+//
+//	go test -run '^$' -bench 'HandoffThroughPgBouncer/.*/.*/hold=0s' -benchtime 100x .
+//	go test -run '^$' -bench 'HandoffThroughPgBouncer/.*/.*/hold=1s' -benchtime 20x .
+func BenchmarkHandoffThroughPgBouncer(b *testing.B) {
+	type target struct {
+		name string
+		mode dbtest.PoolMode
+		opts []postgres.Option
+	}
+	direct := dbtest.PostgresURL(b)
+	targets := []target{
+		{"transaction/no-listener", dbtest.Transaction, []postgres.Option{postgres.WithPooler()}},
+		{"transaction/WithListenDSN", dbtest.Transaction, []postgres.Option{postgres.WithPooler(), postgres.WithListenDSN(direct)}},
+		{"session/pool-listener", dbtest.Session, nil},
+	}
+	for _, tg := range targets {
+		for _, hold := range []time.Duration{0, time.Second} {
+			b.Run(fmt.Sprintf("%s/hold=%v", tg.name, hold), func(b *testing.B) {
+				_, schema := dbtest.Postgres(b)
+				db := dbtest.OpenPostgres(b, dbtest.PgBouncerURL(b, tg.mode))
+				db.SetMaxIdleConns(dbtest.MaxOpenConns)
+				d, err := postgres.New(db, append([]postgres.Option{postgres.WithSchema(schema)}, tg.opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				closeAtEnd(b, d)
+				if err := sqllock.Migrate(context.Background(), d); err != nil {
+					b.Fatal(err)
+				}
+				lat := handoffs(b, d, "handoff", 2, b.N, hold)
+				slices.Sort(lat)
+				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+			})
+		}
 	}
 }

@@ -115,9 +115,65 @@ func (d *Dialect) listen(ctx context.Context, ready func(), wake func(name strin
 		if !ok {
 			return fmt.Errorf("postgres: LISTEN needs the pgx driver, not %T", dc)
 		}
+		pc := sc.Conn()
+		// LISTEN through a transaction pooler would stay behind on one of
+		// its server connections, receiving notifications that the pooler
+		// does not expect (PgBouncer 1.18 logs "got packet 'A' from server
+		// when not linked", and was seen to crash on a cancel request
+		// after that): look first.
+		pinned, err := d.pinned(ctx, pc)
+		if err == nil && !pinned {
+			err = errUnpinned
+		}
+		if err == nil {
+			err = d.listenOn(ctx, pc, ready, wake)
+		}
 		// Listening, or cut off mid-wait: never back to the pool.
-		return errors.Join(d.listenOn(ctx, sc.Conn(), ready, wake), driver.ErrBadConn)
+		return errors.Join(err, driver.ErrBadConn)
 	})
+}
+
+// errUnpinned says that the pool's connections do not keep a server
+// session.
+var errUnpinned = fmt.Errorf("%w: the pool's connections do not keep a server session, as behind a transaction or statement pooler "+
+	"(PgBouncer pool_mode=transaction), and LISTEN needs one; give the dialect a direct connection for it with postgres.WithListenDSN",
+	listen.ErrNotDelivered)
+
+// pinnedChecks is how many times pinned looks for a server process shared
+// with another connection.
+const pinnedChecks = 3
+
+// pinned reports whether pc keeps one server session, as a direct
+// connection or one through a session pooler does. A direct connection is
+// told by its server process, which is the one it was told at connection
+// time (a pooler makes up the latter). Through a pooler, pc is pinned if
+// its statements all run in the same server process and those of another
+// connection of the pool never do: behind a transaction pooler, the
+// process that ran pc's statement goes back to the pooler's pool, and the
+// next client, asking at once, is usually given it (PgBouncer hands out its
+// most recently used server connection first).
+func (d *Dialect) pinned(ctx context.Context, pc *pgx.Conn) (bool, error) {
+	const q = `SELECT pg_backend_pid()`
+	var first uint32
+	if err := pc.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&first); err != nil {
+		return false, err
+	}
+	if first == pc.PgConn().PID() {
+		return true, nil
+	}
+	for range pinnedChecks {
+		var other, again uint32
+		if err := d.db.QueryRowContext(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&other); err != nil {
+			return false, wrap(err)
+		}
+		if err := pc.QueryRow(ctx, q, pgx.QueryExecModeSimpleProtocol).Scan(&again); err != nil {
+			return false, err
+		}
+		if other == first || again != first {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // listenOn listens on pc until ctx ends or the connection fails.

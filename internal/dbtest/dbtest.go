@@ -300,6 +300,24 @@ func Postgres(t testing.TB) (db *sql.DB, schema string) {
 	return db, schema
 }
 
+// PostgresDatabase creates a new, empty database on the PostgreSQL test
+// server for this test, dropped (with WITH (FORCE), which ends its
+// sessions) when the test ends, and returns its name: for programs that
+// cannot be given a schema, such as a command-line client through a
+// pooler, which refuses search_path as a startup parameter.
+func PostgresDatabase(t testing.TB) string {
+	t.Helper()
+	db, _ := pgDB.get(t)
+	name := newName()
+	exec := func(ctx context.Context, q string) error {
+		_, err := db.ExecContext(ctx, q)
+		return err
+	}
+	ddl(t, `CREATE DATABASE "`+name+`"`, exec)
+	cleanupDDL(t, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`, exec)
+	return name
+}
+
 // PostgresPool is Postgres for pgx's own pool: it returns the process-wide
 // *pgxpool.Pool on the PostgreSQL test server and a new schema for this test,
 // dropped when the test ends. The pool must not be closed.
