@@ -157,3 +157,66 @@ func BenchmarkHandoffThroughPgBouncer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTryAcquireReleaseThroughPgBouncer measures uncontended
+// TryAcquire + Release of the table strategy on distinct names, side by
+// side in one run (chunks of 200 operations in turn, so that drift on a
+// shared machine hits every side alike): directly with pgx's default
+// statement cache, directly with WithPooler (what the option costs), and
+// through the test PgBouncer in transaction pooling (WithPooler) and in
+// session pooling (statement cache). Reports µs per operation of each side
+// and each side's time relative to the first. Run:
+//
+//	go test -run '^$' -bench TryAcquireReleaseThroughPgBouncer -benchtime 2000x .
+func BenchmarkTryAcquireReleaseThroughPgBouncer(b *testing.B) {
+	type side struct {
+		name   string
+		url    string
+		opts   []postgres.Option
+		locker *sqllock.Table
+		took   time.Duration
+	}
+	direct := dbtest.PostgresURL(b)
+	sides := []*side{
+		{name: "direct", url: direct},
+		{name: "direct-WithPooler", url: direct, opts: []postgres.Option{postgres.WithPooler()}},
+		{name: "transaction-WithPooler", url: dbtest.PgBouncerURL(b, dbtest.Transaction), opts: []postgres.Option{postgres.WithPooler()}},
+		{name: "session", url: dbtest.PgBouncerURL(b, dbtest.Session)},
+	}
+	for _, clients := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			_, schema := dbtest.Postgres(b)
+			for _, s := range sides {
+				db := dbtest.OpenPostgres(b, s.url)
+				db.SetMaxOpenConns(clients)
+				db.SetMaxIdleConns(clients)
+				d, err := postgres.New(db, append([]postgres.Option{postgres.WithSchema(schema)}, s.opts...)...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				closeAtEnd(b, d)
+				benchSetup(b, d, &s.locker)
+				s.took = 0
+			}
+			ctx := context.Background()
+			b.ResetTimer()
+			for done := 0; done < b.N; done += chunk {
+				n := min(chunk, b.N-done)
+				for i, s := range sides {
+					s.took += runClients(b, n, clients, func(name string) error {
+						k, err := s.locker.TryAcquire(ctx, fmt.Sprintf("%s-%d", name, i))
+						if err != nil {
+							return err
+						}
+						return k.Release(ctx)
+					})
+				}
+			}
+			b.StopTimer()
+			for _, s := range sides {
+				b.ReportMetric(float64(s.took.Microseconds())/float64(b.N), s.name+"-µs/op")
+				b.ReportMetric(float64(s.took)/float64(sides[0].took), s.name+"/direct")
+			}
+		})
+	}
+}

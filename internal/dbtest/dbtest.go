@@ -7,6 +7,11 @@
 // and each test gets a fresh PostgreSQL schema or MySQL database of its own,
 // dropped when the test ends, so tests can run in parallel.
 //
+// Two PgBouncers in front of the PostgreSQL server, in transaction and in
+// session pooling, are named by SQLLOCK_TEST_PGBOUNCER_TX_URL and
+// SQLLOCK_TEST_PGBOUNCER_SESSION_URL (see PgBouncerURL); they have no
+// default.
+//
 // Reachability policy: when a server cannot be reached, a test that asks for
 // it is skipped, or fails if the environment variable CI is non-empty. The
 // first attempt to connect is remembered for the rest of the process, so an
