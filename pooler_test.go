@@ -116,7 +116,8 @@ func TestWaiterBehindTransactionPoolerPolls(t *testing.T) {
 }
 
 // BenchmarkHandoffThroughPgBouncer is BenchmarkHandoff (table strategy, one
-// waiter, default MaxBackoff of 500ms) through the test PgBouncers: in
+// waiter, default MaxBackoff of 500ms) directly on the server, for
+// comparison in the same run, and through the test PgBouncers: in
 // transaction pooling with WithPooler, with and without a direct listening
 // connection (WithListenDSN), and in session pooling, where a connection
 // of the pool listens. Run:
@@ -131,6 +132,7 @@ func BenchmarkHandoffThroughPgBouncer(b *testing.B) {
 	}
 	direct := dbtest.PostgresURL(b)
 	targets := []target{
+		{"direct/pool-listener", "", nil},
 		{"transaction/no-listener", dbtest.Transaction, []postgres.Option{postgres.WithPooler()}},
 		{"transaction/WithListenDSN", dbtest.Transaction, []postgres.Option{postgres.WithPooler(), postgres.WithListenDSN(direct)}},
 		{"session/pool-listener", dbtest.Session, nil},
@@ -139,7 +141,11 @@ func BenchmarkHandoffThroughPgBouncer(b *testing.B) {
 		for _, hold := range []time.Duration{0, time.Second} {
 			b.Run(fmt.Sprintf("%s/hold=%v", tg.name, hold), func(b *testing.B) {
 				_, schema := dbtest.Postgres(b)
-				db := dbtest.OpenPostgres(b, dbtest.PgBouncerURL(b, tg.mode))
+				url := direct
+				if tg.mode != "" {
+					url = dbtest.PgBouncerURL(b, tg.mode)
+				}
+				db := dbtest.OpenPostgres(b, url)
 				db.SetMaxIdleConns(dbtest.MaxOpenConns)
 				d, err := postgres.New(db, append([]postgres.Option{postgres.WithSchema(schema)}, tg.opts...)...)
 				if err != nil {
