@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -222,6 +224,67 @@ func BenchmarkTryAcquireReleaseThroughPgBouncer(b *testing.B) {
 			for _, s := range sides {
 				b.ReportMetric(float64(s.took.Microseconds())/float64(b.N), s.name+"-µs/op")
 				b.ReportMetric(float64(s.took)/float64(sides[0].took), s.name+"/direct")
+			}
+		})
+	}
+}
+
+// InTx runs the shop (2 items, 5 buyers at once, row locks) through
+// PgBouncer in both pool modes: in transaction pooling, the user's own
+// statements need a DSN exec mode that prepares nothing, as the README
+// says (default_query_exec_mode=exec).
+func TestInTxThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		mode  dbtest.PoolMode
+		param string
+		opts  []postgres.Option
+	}{
+		{dbtest.Transaction, "?default_query_exec_mode=exec", []postgres.Option{postgres.WithPooler()}},
+		{dbtest.Session, "", nil},
+	} {
+		t.Run(string(c.mode), func(t *testing.T) {
+			t.Parallel()
+			_, schema := dbtest.Postgres(t)
+			url := dbtest.PgBouncerURL(t, c.mode)
+			if c.param != "" {
+				url = strings.Replace(url, "?", c.param+"&", 1)
+			}
+			db := dbtest.OpenPostgres(t, url)
+			d, err := postgres.New(db, append([]postgres.Option{postgres.WithSchema(schema)}, c.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAtEnd(t, d)
+			ctx := ctxT(t)
+			s := shop.New(db, `"`+schema+`".`, true)
+			if err := s.Create(ctx); err != nil {
+				t.Fatal(err)
+			}
+			res, err := s.Run(ctx, 2, 5, func(ctx context.Context, buyer int) (int, error) {
+				err := sqllock.InTx(ctx, d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+					var stock int
+					if err := tx.QueryRowContext(ctx, s.Q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
+						return err
+					}
+					if stock < 1 {
+						return shop.ErrSoldOut
+					}
+					if _, err := tx.ExecContext(ctx, s.Q("UPDATE {products} SET stock = stock - 1 WHERE id = 1")); err != nil {
+						return err
+					}
+					return s.Order(ctx, tx, buyer, 1)
+				})
+				if err != nil {
+					return 0, err
+				}
+				return 1, nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := res.Check(); err != nil {
+				t.Fatal(err)
 			}
 		})
 	}
