@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/internal/listen"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // migrated returns a dialect on a fresh schema through pool, migrated.
@@ -250,4 +251,36 @@ func TestConcurrentMigrationsThroughTransactionPooler(t *testing.T) {
 	if err != nil || dirty || v == 0 {
 		t.Fatalf("version %d, dirty %v, %v", v, dirty, err)
 	}
+}
+
+// A migrator waiting for the migration lock through transaction pooling
+// stops when its context ends, and leaves no wait behind on the server:
+// the cancel request goes through the pooler to the server connection the
+// wait runs on.
+func TestMigrationWaitThroughTransactionPoolerEndsWithContext(t *testing.T) {
+	t.Parallel()
+	db, schema := dbtest.Postgres(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// Another migrator of the schema, holding the lock.
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sqllock:migrate:' || $1, 0))`, schema); err != nil {
+		t.Fatal(err)
+	}
+	d := dialectOn(t, dbtest.OpenPostgres(t, dbtest.PgBouncerURL(t, dbtest.Transaction)), schema)
+	mctx, mcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer mcancel()
+	if err := sqllock.Migrate(mctx, d); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("migrate behind a held lock: %v, want the context's error", err)
+	}
+	testutil.Eventually(ctx, t, "no migrator waiting on the server", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%sqllock:migrate:%' || $1 || '%'`, schema).Scan(&n)
+		return err == nil && n == 0
+	})
 }
