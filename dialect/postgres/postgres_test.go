@@ -138,8 +138,8 @@ func rollback(tx *sql.Tx) func() error {
 }
 
 // The conformance suite through PgBouncer (scripts/test.sh starts one in
-// each pool mode): in transaction pooling with WithPooler and with pgx's
-// simple protocol, in session pooling with pgx's default statement cache.
+// each pool mode), with pgx's default statement cache and with its simple
+// protocol: in transaction pooling the former needs WithPooler.
 // Announcements come through a direct listening connection where the pool
 // cannot carry them (WithListenDSN).
 func TestConformanceThroughPgBouncer(t *testing.T) {
@@ -157,6 +157,7 @@ func TestConformanceThroughPgBouncer(t *testing.T) {
 			return []postgres.Option{postgres.WithListenDSN(dbtest.PostgresURL(t))}
 		}},
 		{"session/cache_statement", dbtest.Session, "", func(*testing.T) []postgres.Option { return nil }},
+		{"session/simple_protocol", dbtest.Session, "default_query_exec_mode=simple_protocol", func(*testing.T) []postgres.Option { return nil }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
