@@ -254,7 +254,7 @@ func newProbe() string {
 type preparedStatementsLost struct{ err *pgconn.PgError }
 
 func (e *preparedStatementsLost) Error() string {
-	return "postgres: " + e.err.Error() + ": the server connection's prepared statements are not those pgx's statement cache expects, " +
+	return "postgres: " + e.err.Error() + ": the server connection's prepared statements are not those pgx expects, " +
 		"as happens behind a pooler in transaction or statement mode (PgBouncer pool_mode=transaction before 1.21 or without max_prepared_statements); " +
 		"use postgres.WithPooler() for sqllock's statements, and default_query_exec_mode=exec in the DSN for your own"
 }
