@@ -75,23 +75,28 @@ func (d *Dialect) args(args ...any) []any {
 	return append(d.lead[:len(d.lead):len(d.lead)], args...)
 }
 
-// probeTimeout bounds the wait for the listening connection's probe: a
-// notification sent to it through the pool, which must come back before
-// the connection counts as listening.
-const probeTimeout = 5 * time.Second
+// The listening connection's probes: a notification on a channel of the
+// connection's own, sent through the pool, which must come back within
+// probeTimeout — first before the connection counts as listening, then
+// every probeEvery while it listens, so that a connection that went silent
+// (a peer gone without a reset) is found out.
+const (
+	probeTimeout = 5 * time.Second
+	probeEvery   = 15 * time.Second // Dialect.probeEvery, unless a test sets it
+)
 
-// errNotDelivered says that the probe sent to the listening connection did
-// not arrive.
+// errNotDelivered says that the first probe sent to the listening
+// connection did not arrive.
 var errNotDelivered = fmt.Errorf("%w: a notification sent to the listening connection did not arrive within %v: "+
 	"LISTEN needs a session, which a transaction or statement pooler (PgBouncer pool_mode=transaction) does not keep; "+
 	"give the dialect a direct connection for it with postgres.WithListenDSN", listen.ErrNotDelivered, probeTimeout)
 
+// errProbeLost says that a later probe did not come back.
+var errProbeLost = fmt.Errorf("postgres: the listening connection's probe did not come back within %v: taken for dead", probeTimeout)
+
 // listen holds one connection with LISTEN in effect: the dialect's
 // listen.Func. The connection is the one of WithListenDSN, or else one of
-// the pool, discarded afterwards. Before it reports ready it checks that
-// notifications reach it: it sends one to itself through the pool, which
-// behind a transaction pooler never arrives (the pooler hands LISTEN to a
-// server connection that is not ours between transactions).
+// the pool, discarded afterwards.
 func (d *Dialect) listen(ctx context.Context, ready func(), wake func(name string)) error {
 	if d.listenCfg != nil {
 		pc, err := pgx.ConnectConfig(ctx, d.listenCfg)
@@ -176,36 +181,27 @@ func (d *Dialect) pinned(ctx context.Context, pc *pgx.Conn) (bool, error) {
 	return true, nil
 }
 
-// listenOn listens on pc until ctx ends or the connection fails.
+// listenOn listens on pc until ctx ends or the connection fails, probing
+// it (see probeTimeout).
 func (d *Dialect) listenOn(ctx context.Context, pc *pgx.Conn, ready func(), wake func(name string)) error {
-	if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
-		return err
+	probeChannel := newProbeChannel()
+	// The dialect's channel last: operators (and tests) find the
+	// listening connection by its last statement.
+	for _, ch := range []string{probeChannel, d.channel} {
+		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return err
+		}
 	}
-	probe := newProbe()
 	wctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	// The probe goes out through the pool, from another goroutine, while
-	// this one waits for it.
-	got, sent := make(chan struct{}), make(chan struct{})
-	go func(got <-chan struct{}) {
-		defer close(sent)
-		sctx, scancel := context.WithTimeout(wctx, probeTimeout)
-		defer scancel()
-		if _, err := d.db.ExecContext(sctx, `SELECT pg_notify($1, $2)`, d.args(d.channel, probe)...); err != nil {
-			cancel(fmt.Errorf("postgres: sending the listening connection's probe: %w", wrap(err)))
-			return
-		}
-		select {
-		case <-got:
-		case <-sctx.Done():
-			select {
-			case <-got:
-			default:
-				cancel(errNotDelivered)
-			}
-		}
-	}(got)
-	defer func() { cancel(nil); <-sent }()
+	// The probes go out through the pool, from another goroutine, while
+	// this one waits for notifications.
+	got, done := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		defer close(done)
+		d.probe(wctx, cancel, probeChannel, got)
+	}()
+	defer func() { cancel(nil); <-done }()
+	confirmed := false
 	for {
 		n, err := pc.WaitForNotification(wctx)
 		if err != nil {
@@ -217,13 +213,52 @@ func (d *Dialect) listenOn(ctx context.Context, pc *pgx.Conn, ready func(), wake
 			}
 			return err
 		}
-		switch {
-		case n.Payload != probe:
+		if n.Channel != probeChannel {
 			wake(n.Payload)
-		case got != nil:
-			close(got)
-			got = nil
+			continue
+		}
+		select {
+		case got <- struct{}{}:
+		default:
+		}
+		if !confirmed {
+			confirmed = true
 			ready()
+		}
+	}
+}
+
+// probe sends the listening connection's probes on channel until ctx ends,
+// each once the one before came back (got). It ends ctx, with the reason,
+// when one cannot be sent or does not come back in time.
+func (d *Dialect) probe(ctx context.Context, stop context.CancelCauseFunc, channel string, got <-chan struct{}) {
+	lost := errNotDelivered
+	for {
+		sctx, scancel := context.WithTimeout(ctx, probeTimeout)
+		_, err := d.db.ExecContext(sctx, `SELECT pg_notify($1, '')`, d.args(channel)...)
+		if err == nil {
+			select {
+			case <-got:
+			case <-sctx.Done():
+				err = lost
+			}
+		} else {
+			err = fmt.Errorf("postgres: sending the listening connection's probe: %w", wrap(err))
+		}
+		scancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				stop(err)
+			}
+			return
+		}
+		lost = errProbeLost
+		t := time.NewTimer(d.probeEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -241,11 +276,12 @@ func unlisten(ctx context.Context, pc *pgx.Conn) {
 	_, _ = pc.Exec(cctx, "UNLISTEN *")
 }
 
-// newProbe returns a random probe payload.
-func newProbe() string {
+// newProbeChannel returns a random channel name for a connection's
+// probes: nobody else listens on it.
+func newProbeChannel() string {
 	b := make([]byte, 16)
 	rand.Read(b) // never fails
-	return "sqllock-probe:" + hex.EncodeToString(b)
+	return "sqllock_probe_" + hex.EncodeToString(b)
 }
 
 // preparedStatementsLost explains SQLSTATE 42P05 (duplicate prepared

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
@@ -283,4 +285,53 @@ func TestMigrationWaitThroughTransactionPoolerEndsWithContext(t *testing.T) {
 WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%sqllock:migrate:%' || $1 || '%'`, schema).Scan(&n)
 		return err == nil && n == 0
 	})
+}
+
+// A listening connection that goes silent (its traffic stalled, as behind a
+// dead peer that sent no reset) is found out by the next probe, reported
+// lost, and replaced once traffic flows again.
+func TestSilentListenerIsFoundOut(t *testing.T) {
+	t.Parallel()
+	db, schema := dbtest.Postgres(t)
+	u, err := url.Parse(dbtest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := chaos.NewProxy(u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	u.Host = proxy.Addr()
+	d := dialectOn(t, db, schema, postgres.WithListenDSN(u.String()), postgres.WithProbeEvery(50*time.Millisecond))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s := newSubscriber()
+	sub := d.Subscribe(s)
+	defer sub.Unsubscribe()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case <-s.ready:
+			if want != "ready" {
+				t.Fatalf("ready, want %s", want)
+			}
+		case err := <-s.lost:
+			if want != "lost" {
+				t.Fatalf("lost (%v), want %s", err, want)
+			}
+			if !strings.Contains(err.Error(), "probe did not come back") {
+				t.Fatalf("lost: %v, want the probe's error", err)
+			}
+		case <-ctx.Done():
+			t.Fatalf("never: %s", want)
+		}
+	}
+	next("ready")
+	proxy.Stall(10 * time.Second)
+	next("lost")
+	if sub.Listening() {
+		t.Fatal("listening on a silent connection")
+	}
+	next("ready") // after the stall
 }

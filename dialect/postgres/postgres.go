@@ -48,6 +48,8 @@ type Dialect struct {
 	// listenCfg is the listening connection's own configuration (see
 	// WithListenDSN); nil: a connection of the pool.
 	listenCfg *pgx.ConnConfig
+	// probeEvery is the period of the listening connection's probes.
+	probeEvery time.Duration
 }
 
 // Option configures a Dialect.
@@ -73,7 +75,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if db == nil {
 		return nil, dialect.ErrNilDB
 	}
-	d := &Dialect{db: db}
+	d := &Dialect{db: db, probeEvery: probeEvery}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err
