@@ -121,12 +121,12 @@ func (h *Hub) run(ctx context.Context, l *listener) {
 	pause := firstPause
 	var wait *time.Timer
 	for {
-		readied := false
-		err := h.listen(ctx, func() { readied = true; h.ready(l) }, h.deliver)
+		var readied atomic.Bool // a connection that was ready starts the pauses over
+		err := h.listen(ctx, func() { readied.Store(true); h.ready(l) }, h.deliver)
 		if ctx.Err() != nil {
 			return
 		}
-		if readied {
+		if readied.Load() {
 			pause = firstPause
 		}
 		h.lost(l, err)
