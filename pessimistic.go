@@ -512,8 +512,9 @@ func (h *rowHold) guard(ctx context.Context, tx *sql.Tx) error {
 	// own instead.
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.pingTimeout())
 	defer cancel()
-	var one int
-	err := tx.QueryRowContext(qctx, "SELECT 1").Scan(&one)
+	// Exec without arguments: pgx sends it in the simple protocol, so no
+	// server-side prepared statement is involved (see postgres.WithPooler).
+	_, err := tx.ExecContext(qctx, "SELECT 1")
 	if err == nil {
 		return nil
 	}

@@ -39,6 +39,9 @@ type waitRoom struct {
 	// came in between.
 	releases uint64
 	up, down bool // the listening connection is up; it was lost (for events)
+	// deaf records that the notifier reported a loss and no Ready since:
+	// losses are logged at warn level once.
+	deaf bool
 }
 
 // roomHooks let tests see what a waiting room does (export_test.go sets
@@ -312,6 +315,10 @@ func (r *waitRoom) Ready() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.deaf {
+		r.deaf = false
+		r.logger.Info("sqllock: notifications of released locks arrive again")
+	}
 	r.releases++
 	for name := range r.queues {
 		r.kickLocked(name, "")
@@ -333,17 +340,29 @@ func (r *waitRoom) Released(name string) {
 	}
 }
 
-// Lost implements dialect.Subscriber: heads poll until the connection is
-// back. Each is woken, since a head asleep until its holder's lease ends
-// would otherwise sleep through releases nobody announces any more.
+// Lost implements dialect.Subscriber: heads poll, every MaxBackoff at the
+// most, until the connection is back. Each is woken, since a head asleep
+// until its holder's lease ends would otherwise sleep through releases
+// nobody announces any more. The first loss is logged at warn level, and
+// again only after the connection was back (Ready) in between: a notifier
+// that keeps failing the same way (a listener behind a transaction pooler)
+// is reported once.
 func (r *waitRoom) Lost(err error) {
-	r.logger.Warn("sqllock: lost the listening connection; waiters poll until it is back", "err", err)
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	warned := r.deaf
+	r.deaf = true
 	for name := range r.queues {
 		r.kickLocked(name, "")
 	}
 	r.setUp(false, err)
+	r.mu.Unlock()
+	level := slog.LevelWarn
+	if warned {
+		level = slog.LevelDebug
+	}
+	r.logger.Log(context.Background(), level,
+		"sqllock: notifications of released locks do not arrive; waiters poll, every MaxBackoff at the most, until they do",
+		"err", err, "max_backoff", r.maxBackoff)
 }
 
 // setUp records the listening connection's state, and reports a change.

@@ -198,3 +198,38 @@ func TestReleaseBeforeJoiningIsNotMissed(t *testing.T) {
 		t.Fatalf("wait: %v after %d attempts, want the lock at the second", err, calls)
 	}
 }
+
+// levels counts log records by level.
+type levels struct {
+	mu sync.Mutex
+	n  map[slog.Level]int
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n[r.Level]++
+	return nil
+}
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *levels) WithGroup(string) slog.Handler      { return l }
+
+// A notifier that keeps failing the same way (a listener behind a
+// transaction pooler, tried again every minute) is reported once at warn
+// level; after it was back (Ready), a new loss warns again.
+func TestLostWarnsOnce(t *testing.T) {
+	h := &levels{n: map[slog.Level]int{}}
+	r := newWaitRoom(nil, Options{MaxBackoff: time.Second, Logger: slog.New(h)})
+	for range 3 {
+		r.Lost(fmt.Errorf("notifications are not delivered"))
+	}
+	r.Ready()
+	r.Lost(fmt.Errorf("connection reset"))
+	want := map[slog.Level]int{slog.LevelWarn: 2, slog.LevelDebug: 2, slog.LevelInfo: 1}
+	for lv, n := range want {
+		if h.n[lv] != n {
+			t.Errorf("%d records at %v, want %d (all: %v)", h.n[lv], lv, n, h.n)
+		}
+	}
+}

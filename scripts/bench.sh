@@ -23,6 +23,8 @@ out=bench/results.txt
 	go test -run '^$' -bench '^BenchmarkRenewal$' -benchtime 5x .
 	go test -run '^$' -bench '^BenchmarkReaper$' -benchtime 1x -timeout 30m .
 	go test -run '^$' -bench '^BenchmarkInstrumentation$' -benchtime 40000x -count 3 ./sqllockotel/
+	go test -run '^$' -bench 'HandoffThroughPgBouncer/.*/.*/hold=1s' -benchtime 30x .
+	go test -run '^$' -bench 'TryAcquireReleaseThroughPgBouncer' -benchtime 2000x .
 } | tee "$out"
 go run ./internal/benchchart < "$out" > bench/chart.svg
 echo "bench.sh: wrote $out and bench/chart.svg"

@@ -453,16 +453,158 @@ my_setup() {
 	esac
 }
 
+# ---------------------------------------------------------------- PgBouncer
+#
+# Two PgBouncer processes of this run's own, in front of the PostgreSQL
+# above, on free loopback ports, in a temporary directory: one in
+# transaction pooling, one in session pooling. Any database name is passed
+# through to the server (`* =`), so a URL differs from the server's in its
+# port only. Exported as SQLLOCK_TEST_PGBOUNCER_TX_URL and
+# SQLLOCK_TEST_PGBOUNCER_SESSION_URL (when both are set already, they are
+# used as they are); stopped, by the PIDs they wrote, when this script
+# exits. Without a pgbouncer binary (and no apt-get to install it), the
+# tests that need it skip, or fail under CI.
+
+pgb_dir=""
+pgb_how=""
+pgb_url=""
+pgb_pids=()
+
+pgb_plan() {
+	if [ -n "${SQLLOCK_TEST_PGBOUNCER_TX_URL:-}" ] && [ -n "${SQLLOCK_TEST_PGBOUNCER_SESSION_URL:-}" ]; then
+		pgb_how="from SQLLOCK_TEST_PGBOUNCER_*_URL"
+		return
+	fi
+	pgb_how="started"
+	pgb_bin >/dev/null && return
+	if can_apt; then
+		need pgbouncer "PgBouncer"
+	else
+		pgb_how="missing"
+	fi
+}
+
+# pgb_bin: the pgbouncer binary (Debian puts it in /usr/sbin).
+pgb_bin() { command -v pgbouncer || { [ -x /usr/sbin/pgbouncer ] && echo /usr/sbin/pgbouncer; }; }
+
+# pgb_free_port: a TCP port nothing listens on at 127.0.0.1.
+pgb_free_port() {
+	local p i
+	for ((i = 0; i < 100; i++)); do
+		p=$((20000 + RANDOM % 40000))
+		port_open "$p" || {
+			echo "$p"
+			return 0
+		}
+	done
+	die "PgBouncer: no free port found"
+}
+
+# pgb_stop: stop the PgBouncers this run started, by PID.
+pgb_stop() {
+	local pid
+	for pid in ${pgb_pids[@]+"${pgb_pids[@]}"}; do
+		kill "$pid" 2>/dev/null || true
+	done
+	for pid in ${pgb_pids[@]+"${pgb_pids[@]}"}; do
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.2
+		done
+	done
+	pgb_pids=()
+	[ -z "$pgb_dir" ] || rm -rf "$pgb_dir"
+}
+
+# pgb_start MODE POOL_SIZE: start a PgBouncer in pool_mode MODE; its URL
+# is left in pgb_url.
+pgb_start() {
+	local mode=$1 size=$2 bin port url user pass host sport db run_as=()
+	bin=$(pgb_bin) || die "PgBouncer: pgbouncer not found"
+	# The server, user and password of the PostgreSQL URL.
+	url=${SQLLOCK_TEST_POSTGRES_URL#*://}
+	[[ $url =~ ^(([^:@/]*)(:([^@/]*))?@)?([^:/?]+)(:([0-9]+))?/([^?]*) ]] ||
+		die "PgBouncer: cannot parse SQLLOCK_TEST_POSTGRES_URL ($(redact "$SQLLOCK_TEST_POSTGRES_URL"))"
+	user=${BASH_REMATCH[2]:-postgres} pass=${BASH_REMATCH[4]} host=${BASH_REMATCH[5]}
+	sport=${BASH_REMATCH[7]:-5432} db=${BASH_REMATCH[8]:-$DB}
+	port=$(pgb_free_port)
+	printf '"%s" "%s"\n' "$user" "$pass" >"$pgb_dir/users.txt"
+	cat >"$pgb_dir/$mode.ini" <<-EOF
+		[databases]
+		* = host=$host port=$sport
+		[pgbouncer]
+		listen_addr = $HOST
+		listen_port = $port
+		unix_socket_dir =
+		auth_type = trust
+		auth_file = $pgb_dir/users.txt
+		pool_mode = $mode
+		default_pool_size = $size
+		max_client_conn = 2000
+		ignore_startup_parameters = extra_float_digits
+		logfile = $pgb_dir/$mode.log
+		pidfile = $pgb_dir/$mode.pid
+	EOF
+	# PgBouncer refuses to run as root.
+	if is_root; then
+		local u=nobody
+		id postgres >/dev/null 2>&1 && u=postgres
+		chown -R "$u" "$pgb_dir"
+		run_as=(runuser -u "$u" --)
+	fi
+	${run_as[@]+"${run_as[@]}"} "$bin" -d "$pgb_dir/$mode.ini" >"$pgb_dir/$mode.out" 2>&1 ||
+		die "PgBouncer ($mode): $bin failed to start: $(tail -5 "$pgb_dir/$mode.out")"
+	local i
+	for ((i = 0; i < WAIT_SECONDS * 5; i++)); do
+		[ -s "$pgb_dir/$mode.pid" ] && port_open "$port" && break
+		sleep 0.2
+	done
+	[ -s "$pgb_dir/$mode.pid" ] || die "PgBouncer ($mode): not started: $(tail -5 "$pgb_dir/$mode.log")"
+	pgb_pids+=("$(cat "$pgb_dir/$mode.pid")")
+	port_open "$port" || die "PgBouncer ($mode): not listening on $HOST:$port: $(tail -5 "$pgb_dir/$mode.log")"
+	pgb_url="postgres://$user${pass:+:$pass}@$HOST:$port/$db?sslmode=disable"
+}
+
+pgb_setup() {
+	case $pgb_how in
+	"from "*) ;;
+	missing)
+		[ -z "${CI:-}" ] || die "PgBouncer is not installed (Debian: apt-get install -y pgbouncer; as root this script does it itself)"
+		log "PgBouncer is not installed: the tests through it skip (Debian: apt-get install -y pgbouncer)"
+		;;
+	started)
+		pgb_dir=$(mktemp -d "${TMPDIR:-/tmp}/sqllock-pgbouncer.XXXXXX")
+		chmod 755 "$pgb_dir" # stopped by on_exit
+		# Transaction pooling shares a few server connections among every
+		# client; session pooling needs one per client connection.
+		pgb_start transaction 10
+		SQLLOCK_TEST_PGBOUNCER_TX_URL=$pgb_url
+		pgb_start session 30
+		SQLLOCK_TEST_PGBOUNCER_SESSION_URL=$pgb_url
+		export SQLLOCK_TEST_PGBOUNCER_TX_URL SQLLOCK_TEST_PGBOUNCER_SESSION_URL
+		;;
+	esac
+}
+
 # ---------------------------------------------------------------- main
 
 # SQLLOCK_TEST_DATABASES (internal/dbtest), when set, lists the databases to
 # test against (postgres, mysql, sqlite): servers left out are neither found
 # nor started, and their tests are skipped.
 selected() { [ -z "${SQLLOCK_TEST_DATABASES:-}" ] || [[ ",${SQLLOCK_TEST_DATABASES// /}," == *",$1,"* ]]; }
-trap report_started EXIT
+
+# on_exit: what this run leaves behind is cleaned up (its PgBouncers, the
+# chaos report) or reported (servers it started and leaves running).
+on_exit() {
+	rm -f "${chaos_report:-}"
+	pgb_stop
+	report_started
+}
+trap on_exit EXIT
 tools_plan
 if selected postgres; then pg_plan; else pg_how="not selected"; fi
 if selected mysql; then my_plan; else my_how="not selected"; fi
+if selected postgres; then pgb_plan; else pgb_how="not selected"; fi
 install_missing
 tools_check
 if selected mysql && [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
@@ -470,9 +612,12 @@ if selected mysql && [ "$my_how" != "from SQLLOCK_TEST_MYSQL_DSN" ]; then
 fi
 ! selected postgres || pg_setup
 ! selected mysql || my_setup
+! selected postgres || pgb_setup
 report_started
 
 log "PostgreSQL: $(redact "${SQLLOCK_TEST_POSTGRES_URL:--}") ($pg_how); MySQL: $(redact "${SQLLOCK_TEST_MYSQL_DSN:--}") ($my_how)"
+[ -z "${SQLLOCK_TEST_PGBOUNCER_TX_URL:-}" ] ||
+	log "PgBouncer: transaction pooling $(redact "$SQLLOCK_TEST_PGBOUNCER_TX_URL"), session pooling $(redact "$SQLLOCK_TEST_PGBOUNCER_SESSION_URL") ($pgb_how)"
 
 # scripts/bench.sh sources this file for the servers alone.
 if [ -n "${SQLLOCK_SETUP_ONLY:-}" ]; then
@@ -495,7 +640,6 @@ done
 # The chaos suite's summary (operations, faults, violations per scenario),
 # which go test would hide for a passing package.
 chaos_report="$(mktemp)"
-trap 'rm -f "$chaos_report"; report_started' EXIT
 status=0
 for step in rest chaos; do
 	declare -n step_pkgs=$step

@@ -75,6 +75,8 @@ var backends = []struct {
 		}
 		return backend{"postgres", u.String(), d}
 	}},
+	{"postgres/pgbouncer-transaction", func(t *testing.T) backend { return pgBouncerBackend(t, dbtest.Transaction) }},
+	{"postgres/pgbouncer-session", func(t *testing.T) backend { return pgBouncerBackend(t, dbtest.Session) }},
 	{"mysql", func(t *testing.T) backend {
 		db, database := dbtest.MySQL(t)
 		c, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
@@ -107,6 +109,36 @@ var backends = []struct {
 		t.Cleanup(func() { db.Close() })
 		return backend{"sqlite", "sqlite:" + path, d}
 	}},
+}
+
+// pgBouncerBackend is PostgreSQL through the test PgBouncer in mode, on a
+// database of the test's own (a pooler refuses search_path as a startup
+// parameter). In transaction pooling the DSN sets
+// default_query_exec_mode=exec, as the README says to.
+func pgBouncerBackend(t *testing.T, mode dbtest.PoolMode) backend {
+	u, err := url.Parse(dbtest.PgBouncerURL(t, mode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := dbtest.PostgresDatabase(t)
+	u.Path = "/" + name
+	if mode == dbtest.Transaction {
+		q := u.Query()
+		q.Set("default_query_exec_mode", "exec")
+		u.RawQuery = q.Encode()
+	}
+	direct, err := url.Parse(dbtest.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct.Path = "/" + name
+	db := dbtest.OpenPostgres(t, direct.String())
+	d, err := postgres.New(db, postgres.WithSchema("public")) // the CLI's, by search_path
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close(context.Background()) })
+	return backend{"postgres", u.String(), d}
 }
 
 // each runs fn against every backend with a migrated schema, in parallel.

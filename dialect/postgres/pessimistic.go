@@ -46,14 +46,14 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
 			q := d.rq.modes.For(p)
 			var token int64
-			err := tx.QueryRowContext(ctx, q, p.Name).Scan(&token)
+			err := tx.QueryRowContext(ctx, q, d.args(p.Name)...).Scan(&token)
 			if errors.Is(err, sql.ErrNoRows) {
 				return 0, false, nil
 			}
 			return token, err == nil, err
 		},
 		Create: func(ctx context.Context, conn *sql.Conn, name string) error {
-			_, err := conn.ExecContext(ctx, d.rq.create, name)
+			_, err := conn.ExecContext(ctx, d.rq.create, d.args(name)...)
 			return err
 		},
 		Canceller: canceller,
@@ -86,7 +86,7 @@ func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 	tx, err := conn.BeginTx(ctx, opts)
 	if err == nil && lockTimeout > 0 {
 		ms := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"
-		if _, err = tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, ms); err != nil {
+		if _, err = tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, d.args(ms)...); err != nil {
 			_ = tx.Rollback()
 		}
 	}

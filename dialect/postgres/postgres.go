@@ -42,6 +42,14 @@ type Dialect struct {
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
 	reap     reapStmts
+	// lead are the arguments put before every statement's own (see
+	// WithPooler); nil for none.
+	lead []any
+	// listenCfg is the listening connection's own configuration (see
+	// WithListenDSN); nil: a connection of the pool.
+	listenCfg *pgx.ConnConfig
+	// probeEvery is the period of the listening connection's probes.
+	probeEvery time.Duration
 
 	// syncCommit is the synchronous_commit level of lock statements'
 	// transactions (WithSynchronousCommit); "" leaves the server's.
@@ -71,7 +79,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if db == nil {
 		return nil, dialect.ErrNilDB
 	}
-	d := &Dialect{db: db}
+	d := &Dialect{db: db, probeEvery: probeEvery}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err
@@ -153,9 +161,12 @@ const listenLinger = 500 * time.Millisecond
 var _ dialect.Notifier = (*Dialect)(nil)
 
 // Subscribe implements dialect.Notifier. The dialect keeps one listening
-// connection, taken from the pool and shared by every locker built on it,
-// while any of them has waiters and for a short while after; releases are
-// announced with NOTIFY on a channel of the dialect's schema. Close stops
+// connection, taken from the pool (or opened from WithListenDSN) and shared
+// by every locker built on it, while any of them has waiters and for a
+// short while after; releases are announced with NOTIFY on a channel of the
+// dialect's schema. The connection counts as listening once a notification
+// it sent itself through the pool came back: behind a transaction pooler
+// none does, and waiters poll, every MaxBackoff at the most. Close stops
 // it.
 func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	return d.hub.Subscribe(s)
@@ -163,36 +174,6 @@ func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
 
 // Announced implements dialect.Notifier.
 func (d *Dialect) Announced() uint64 { return d.hub.Announced() }
-
-// listen holds one connection of the pool with LISTEN in effect, and
-// discards it afterwards: the dialect's listen.Func.
-func (d *Dialect) listen(ctx context.Context, ready func(), wake func(name string)) error {
-	conn, err := d.db.Conn(ctx)
-	if err != nil {
-		return wrap(err)
-	}
-	defer conn.Close()
-	err = conn.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("postgres: LISTEN needs the pgx driver, not %T", dc)
-		}
-		pc := sc.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
-			return errors.Join(err, driver.ErrBadConn)
-		}
-		ready()
-		for {
-			n, err := pc.WaitForNotification(ctx)
-			if err != nil {
-				// Listening, or cut off mid-wait: never back to the pool.
-				return errors.Join(err, driver.ErrBadConn)
-			}
-			wake(n.Payload)
-		}
-	})
-	return err
-}
 
 // MigrationDriver implements dialect.Dialect. A migration run is one
 // transaction on conn (PostgreSQL's DDL is transactional), serialised with
@@ -214,6 +195,9 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 		// the migrator before us committed.
 		Begin:     `BEGIN ISOLATION LEVEL READ COMMITTED`,
 		Canceller: canceller,
+		// No server-side prepared statements, whatever the pool's
+		// default_query_exec_mode: a migration may run through a pooler.
+		Lead: []any{pgx.QueryExecModeExec},
 	}
 	if d.schema != "" {
 		// Qualified, the version table is found also outside the lock's
@@ -239,6 +223,8 @@ func wrap(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
+		case "42P05", "26000": // duplicate, missing prepared statement
+			return &preparedStatementsLost{pe}
 		case "42P01", "42703", "42883", "3F000": // undefined table, column, function; no such schema
 			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
 		case "40P01", "40001": // deadlock, serialization failure

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,13 @@ func TestConformance(t *testing.T) {
 // test server.
 func newEnv(t *testing.T) *dialecttest.Env {
 	db, schema := dbtest.Postgres(t)
-	d := dialectOn(t, db, schema)
+	return envOn(t, db, db, schema, func(t *testing.T) *sql.DB { return dbtest.OpenPostgres(t, dbtest.PostgresURL(t)) })
+}
+
+// envOn is the suite's dialect on schema, migrated, on pool; open opens
+// the pools of Env.Open; db is a pool on the server itself, for the hooks.
+func envOn(t *testing.T, db, pool *sql.DB, schema string, open func(t *testing.T) *sql.DB, opts ...postgres.Option) *dialecttest.Env {
+	d := dialectOn(t, pool, schema, opts...)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := sqllock.Migrate(ctx, d); err != nil {
@@ -54,9 +61,9 @@ func newEnv(t *testing.T) *dialecttest.Env {
 	return &dialecttest.Env{
 		Dialect: d,
 		Open: func(t *testing.T, maxConns int) dialect.Dialect {
-			db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
+			db := open(t)
 			db.SetMaxOpenConns(maxConns)
-			return dialectOn(t, db, schema)
+			return dialectOn(t, db, schema, opts...)
 		},
 		Expire: func(ctx context.Context, tb dialecttest.Table, name string) error {
 			res, err := db.ExecContext(ctx, `UPDATE `+table(tb)+` SET expires_at = now() - interval '1 second' WHERE name = $1`, name)
@@ -92,8 +99,8 @@ WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND query LIKE '%"`+s
 }
 
 // dialectOn returns the dialect for schema on db, closed when t ends.
-func dialectOn(t *testing.T, db *sql.DB, schema string) *postgres.Dialect {
-	d, err := postgres.New(db, postgres.WithSchema(schema))
+func dialectOn(t *testing.T, db *sql.DB, schema string, opts ...postgres.Option) *postgres.Dialect {
+	d, err := postgres.New(db, append([]postgres.Option{postgres.WithSchema(schema)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,4 +135,54 @@ func rollback(tx *sql.Tx) func() error {
 		done = true
 		return tx.Rollback()
 	}
+}
+
+// The conformance suite through PgBouncer (scripts/test.sh starts one in
+// each pool mode), with pgx's default statement cache and with its simple
+// protocol: in transaction pooling the former needs WithPooler.
+// Announcements come through a direct listening connection where the pool
+// cannot carry them (WithListenDSN).
+func TestConformanceThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		mode  dbtest.PoolMode
+		param string // added to the URL
+		opts  func(t *testing.T) []postgres.Option
+	}{
+		{"transaction/WithPooler", dbtest.Transaction, "", func(t *testing.T) []postgres.Option {
+			return []postgres.Option{postgres.WithPooler(), postgres.WithListenDSN(dbtest.PostgresURL(t))}
+		}},
+		{"transaction/simple_protocol", dbtest.Transaction, "default_query_exec_mode=simple_protocol", func(t *testing.T) []postgres.Option {
+			return []postgres.Option{postgres.WithListenDSN(dbtest.PostgresURL(t))}
+		}},
+		{"session/cache_statement", dbtest.Session, "", func(*testing.T) []postgres.Option { return nil }},
+		{"session/simple_protocol", dbtest.Session, "default_query_exec_mode=simple_protocol", func(*testing.T) []postgres.Option { return nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			url := withParam(dbtest.PgBouncerURL(t, c.mode), c.param)
+			open := func(t *testing.T) *sql.DB { return dbtest.OpenPostgres(t, url) }
+			dialecttest.Exercise(t, dialecttest.Harness{
+				New: func(t *testing.T) *dialecttest.Env {
+					db, schema := dbtest.Postgres(t)
+					pool := open(t)
+					pool.SetMaxOpenConns(dbtest.MaxOpenConns)
+					pool.SetMaxIdleConns(dbtest.MaxOpenConns)
+					return envOn(t, db, pool, schema, open, c.opts(t)...)
+				},
+			})
+		})
+	}
+}
+
+// withParam adds a query parameter ("key=value") to a URL; "" adds none.
+func withParam(url, param string) string {
+	switch {
+	case param == "":
+		return url
+	case strings.Contains(url, "?"):
+		return url + "&" + param
+	}
+	return url + "?" + param
 }

@@ -210,7 +210,7 @@ func (d *Dialect) tables() error {
 	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
 	floor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
 	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks)
-	c := &sqlrun.Compiler{Style: sqlrun.Dollar}
+	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel, durable(d.syncCommit)))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)

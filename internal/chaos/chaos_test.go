@@ -104,17 +104,22 @@ func newSetup(t *testing.T, kind string, names []string) *setup {
 }
 
 func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Pessimistic {
-	d, err := newDialect(s.kind, db, s.ns)
+	d, err := newDialect(s.kind, db, s.ns, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-// newDialect returns the dialect of kind on db, in namespace ns.
-func newDialect(kind string, db *sql.DB, ns string) (dialect.Pessimistic, error) {
+// newDialect returns the dialect of kind on db, in namespace ns; pooler
+// makes a PostgreSQL dialect fit for a transaction pooler
+// (postgres.WithPooler).
+func newDialect(kind string, db *sql.DB, ns string, pooler bool) (dialect.Pessimistic, error) {
 	switch kind {
 	case "postgres":
+		if pooler {
+			return postgres.New(db, postgres.WithSchema(ns), postgres.WithPooler())
+		}
 		return postgres.New(db, postgres.WithSchema(ns))
 	case "tidb":
 		return mysql.NewTiDB(db, mysql.WithDatabase(ns))
@@ -228,6 +233,7 @@ type config struct {
 	TryEvery                int
 	Worker                  string
 	Seed                    uint64
+	Pooler                  bool // through a transaction pooler
 }
 
 const (
@@ -248,7 +254,7 @@ func (c config) open() (func(), sqllock.Locker, *Store, error) {
 	}
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(20)
-	d, err := newDialect(c.Kind, db, c.NS)
+	d, err := newDialect(c.Kind, db, c.NS, c.Pooler)
 	var l sqllock.Locker
 	if err == nil {
 		switch c.Strategy {
@@ -392,6 +398,24 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// TestChaosThroughPgBouncer runs every strategy on PostgreSQL through
+// PgBouncer in transaction pooling (with postgres.WithPooler) and in session
+// pooling, while server connections are killed behind the pooler, and
+// checks the histories.
+func TestChaosThroughPgBouncer(t *testing.T) {
+	dur := min(scenarioDuration(t), 3*time.Second)
+	for _, mode := range dbtest.PoolModes {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			for _, strat := range strategies {
+				t.Run(strat+"/"+connKill, func(t *testing.T) {
+					runScenarioThrough(t, "postgres", strat, connKill, dur, mode)
+				})
+			}
+		})
+	}
+}
+
 // run is one scenario in progress.
 type run struct {
 	t        *testing.T
@@ -402,6 +426,9 @@ type run struct {
 	names    []string
 	dur      time.Duration
 	start    int64 // when the workers started, Unix nanoseconds
+	// pool, if set, sends the workers (in goroutines) through the test
+	// PgBouncer in this pool mode.
+	pool dbtest.PoolMode
 
 	// What check found: the history in time order, the guarded data and
 	// the checker's verdict.
@@ -433,14 +460,21 @@ func (r *run) base(worker string, seed uint64) config {
 	return config{Kind: r.kind, NS: r.s.ns, Strategy: r.strategy, Names: r.names,
 		TTL: ttl, Hold: 100 * time.Millisecond, Think: 20 * time.Millisecond,
 		Wait: 3*ttl + 2*time.Second, KeepAlive: keepAlive, TryEvery: 4,
-		Worker: worker, Seed: seed}
+		Worker: worker, Seed: seed, Pooler: r.pool == dbtest.Transaction}
 }
 
 // runScenario runs and checks one scenario, and returns it once checked.
 func runScenario(t *testing.T, kind, strat, fault string, dur time.Duration) *run {
+	return runScenarioThrough(t, kind, strat, fault, dur, "")
+}
+
+// runScenarioThrough is runScenario with the workers' connections through
+// the test PgBouncer in pool mode (PostgreSQL, goroutine scenarios), or
+// directly if pool is "".
+func runScenarioThrough(t *testing.T, kind, strat, fault string, dur time.Duration, pool dbtest.PoolMode) *run {
 	names := []string{"chaos:a", "chaos:b"}
 	r := &run{t: t, kind: kind, strategy: strat, fault: fault, s: newSetup(t, kind, names),
-		names: names, dur: dur, faults: map[string]int{}}
+		names: names, dur: dur, faults: map[string]int{}, pool: pool}
 	if fault == pause || fault == crash {
 		// Room for a few faults, each followed by a takeover.
 		dur = max(dur, 4*(2*ttl)+ttl+2*time.Second)
@@ -483,6 +517,13 @@ func (r *run) goroutines(ctx context.Context) {
 		}
 		defer proxy.Close()
 		addr = proxy.Addr()
+	}
+	if r.pool != "" {
+		u, err := url.Parse(dbtest.PgBouncerURL(t, r.pool))
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr = u.Host
 	}
 	dsn, err := r.s.workerDSN(addr, nil)
 	if err != nil {
@@ -1020,6 +1061,9 @@ func (r *run) report(s tally, violations int) {
 		r.kind, r.strategy, r.fault, s.events, s.acquired, s.written, s.lost, s.refused, total, violations)
 	if len(fs) > 0 {
 		line += "  (" + strings.Join(fs, ", ") + ")"
+	}
+	if r.pool != "" {
+		line += "; through PgBouncer, " + string(r.pool) + " pooling"
 	}
 	for _, n := range r.notes {
 		line += "; " + n

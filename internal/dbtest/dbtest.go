@@ -7,6 +7,11 @@
 // and each test gets a fresh PostgreSQL schema or MySQL database of its own,
 // dropped when the test ends, so tests can run in parallel.
 //
+// Two PgBouncers in front of the PostgreSQL server, in transaction and in
+// session pooling, are named by SQLLOCK_TEST_PGBOUNCER_TX_URL and
+// SQLLOCK_TEST_PGBOUNCER_SESSION_URL (see PgBouncerURL); they have no
+// default.
+//
 // Reachability policy: when a server cannot be reached, a test that asks for
 // it is skipped, or fails if the environment variable CI is non-empty. The
 // first attempt to connect is remembered for the rest of the process, so an
@@ -64,6 +69,12 @@ const (
 	// "mysql", "sqlite". Tests that ask for an unlisted one are skipped,
 	// even when CI is set.
 	DatabasesEnv = "SQLLOCK_TEST_DATABASES"
+	// PgBouncerTxURLEnv and PgBouncerSessionURLEnv name the environment
+	// variables holding the URLs of a PgBouncer in front of the PostgreSQL
+	// test server, in transaction and in session pooling (scripts/test.sh
+	// starts both). They have no default.
+	PgBouncerTxURLEnv      = "SQLLOCK_TEST_PGBOUNCER_TX_URL"
+	PgBouncerSessionURLEnv = "SQLLOCK_TEST_PGBOUNCER_SESSION_URL"
 )
 
 // Database names in DatabasesEnv.
@@ -128,9 +139,13 @@ func (s *shared[T]) get(t testing.TB) (T, string) {
 		s.done = true
 		s.opened++
 		s.url = envOr(s.env, s.def)
-		ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
-		s.val, s.close, s.err = s.open(ctx, s.url)
-		cancel()
+		if s.url == "" {
+			s.err = fmt.Errorf("%s is not set", s.env)
+		} else {
+			ctx, cancel := context.WithTimeout(context.Background(), connectTimeout)
+			s.val, s.close, s.err = s.open(ctx, s.url)
+			cancel()
+		}
 	}
 	val, u, err := s.val, s.url, s.err
 	s.mu.Unlock()
@@ -229,7 +244,44 @@ var (
 		server: "TiDB", env: TiDBDSNEnv,
 		redact: redactDSN, open: openSQL("mysql"),
 	}
+	pgbTx = &shared[*sql.DB]{
+		kind: postgresKind, server: "PgBouncer (transaction pooling)", env: PgBouncerTxURLEnv,
+		redact: redactURL, open: reach,
+	}
+	pgbSession = &shared[*sql.DB]{
+		kind: postgresKind, server: "PgBouncer (session pooling)", env: PgBouncerSessionURLEnv,
+		redact: redactURL, open: reach,
+	}
 )
+
+// PoolMode is a PgBouncer pool_mode.
+type PoolMode string
+
+// The pool modes of the test PgBouncers.
+const (
+	Transaction PoolMode = "transaction"
+	Session     PoolMode = "session"
+)
+
+// PoolModes lists the pool modes of the test PgBouncers.
+var PoolModes = []PoolMode{Transaction, Session}
+
+// PgBouncerURL returns the URL of the test PgBouncer in pool mode m, in
+// front of the PostgreSQL test server: the value of PgBouncerTxURLEnv or
+// PgBouncerSessionURLEnv. Any database of the server is reached by its own
+// name, and tables are best kept in a schema named in the dialect
+// (postgres.WithSchema): a pooler refuses search_path as a startup
+// parameter. If the variable is unset or the PgBouncer unreachable, t is
+// skipped, or fails when CI is set.
+func PgBouncerURL(t testing.TB, m PoolMode) string {
+	t.Helper()
+	s := pgbSession
+	if m == Transaction {
+		s = pgbTx
+	}
+	_, u := s.get(t)
+	return u
+}
 
 // openSQL returns an opener of shared database/sql pools for driver.
 func openSQL(driver string) func(context.Context, string) (*sql.DB, func(), error) {
@@ -246,6 +298,16 @@ func openSQL(driver string) func(context.Context, string) (*sql.DB, func(), erro
 		db.SetMaxIdleConns(maxIdleConns)
 		return db, func() { db.Close() }, nil
 	}
+}
+
+// reach checks that a PostgreSQL URL answers, and keeps no connection: a
+// session pooler would keep a server connection for it.
+func reach(ctx context.Context, u string) (*sql.DB, func(), error) {
+	_, closeDB, err := openSQL("pgx")(ctx, u)
+	if err == nil {
+		closeDB()
+	}
+	return nil, nil, err
 }
 
 func openPgxPool(ctx context.Context, u string) (*pgxpool.Pool, func(), error) {
@@ -321,6 +383,24 @@ func Postgres(t testing.TB) (db *sql.DB, schema string) {
 		return err
 	})
 	return db, schema
+}
+
+// PostgresDatabase creates a new, empty database on the PostgreSQL test
+// server for this test, dropped (with WITH (FORCE), which ends its
+// sessions) when the test ends, and returns its name: for programs that
+// cannot be given a schema, such as a command-line client through a
+// pooler, which refuses search_path as a startup parameter.
+func PostgresDatabase(t testing.TB) string {
+	t.Helper()
+	db, _ := pgDB.get(t)
+	name := newName()
+	exec := func(ctx context.Context, q string) error {
+		_, err := db.ExecContext(ctx, q)
+		return err
+	}
+	ddl(t, `CREATE DATABASE "`+name+`"`, exec)
+	cleanupDDL(t, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`, exec)
+	return name
 }
 
 // PostgresPool is Postgres for pgx's own pool: it returns the process-wide
@@ -442,6 +522,8 @@ func CloseAll() {
 	pgPool.reset()
 	myDB.reset()
 	tidbDB.reset()
+	pgbTx.reset()
+	pgbSession.reset()
 }
 
 // newName returns a fresh schema or database name: "t_" and 12 random

@@ -413,3 +413,37 @@ func TestSelection(t *testing.T) {
 		t.Errorf("selected: db %v, fatal %q, skip %q, opened %d", db, r.fatal, r.skip, s.opened)
 	}
 }
+
+// A server without a default (a PgBouncer) whose variable is unset is
+// unreachable: skipped, or failed under CI, with the variable named.
+func TestUnsetWithoutDefault(t *testing.T) {
+	t.Parallel()
+	s := &shared[*sql.DB]{
+		server: "PgBouncer", env: "SQLLOCK_DBTEST_UNSET_FOR_TEST",
+		redact: redactURL, open: reach,
+	}
+	t.Cleanup(s.reset)
+	var r recorder
+	s.get(&r)
+	msgs := append(r.fatal, r.skip...)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "SQLLOCK_DBTEST_UNSET_FOR_TEST is not set") {
+		t.Fatalf("fatal %q, skip %q", r.fatal, r.skip)
+	}
+	if s.opened != 1 {
+		t.Errorf("tried %d times, want 1", s.opened)
+	}
+}
+
+// The test PgBouncers answer, in both pool modes, and keep no connection.
+func TestPgBouncerURL(t *testing.T) {
+	t.Parallel()
+	for _, m := range PoolModes {
+		u := PgBouncerURL(t, m)
+		db := OpenPostgres(t, u)
+		// Exec without arguments: the simple protocol, no prepared
+		// statement (which transaction pooling does not keep).
+		if _, err := db.ExecContext(t.Context(), "SELECT 1"); err != nil {
+			t.Fatalf("%s: SELECT 1: %v", m, err)
+		}
+	}
+}

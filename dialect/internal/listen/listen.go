@@ -8,6 +8,7 @@ package listen
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +23,18 @@ import (
 type Func func(ctx context.Context, ready func(), released func(name string)) error
 
 // Pauses between attempts to listen after a failure: the first, doubling
-// up to the last.
+// up to the last; after ErrNotDelivered, deafPause.
 const (
 	firstPause = 50 * time.Millisecond
 	maxPause   = 5 * time.Second
+	deafPause  = time.Minute
 )
+
+// ErrNotDelivered is wrapped by a Func's error when its connection could
+// listen but notifications do not reach it, as behind a transaction pooler:
+// a configuration that trying again soon will not change, so the Hub waits
+// a minute before it does.
+var ErrNotDelivered = errors.New("notifications are not delivered")
 
 // Hub runs a Func for its subscribers. Create it with New; it starts
 // nothing until the first Subscribe. A Hub is safe for concurrent use.
@@ -114,11 +122,18 @@ func (h *Hub) run(ctx context.Context, l *listener) {
 	pause := firstPause
 	var wait *time.Timer
 	for {
-		err := h.listen(ctx, func() { h.ready(l) }, h.deliver)
+		var readied atomic.Bool // a connection that was ready starts the pauses over
+		err := h.listen(ctx, func() { readied.Store(true); h.ready(l) }, h.deliver)
 		if ctx.Err() != nil {
 			return
 		}
+		if readied.Load() {
+			pause = firstPause
+		}
 		h.lost(l, err)
+		if errors.Is(err, ErrNotDelivered) {
+			pause = max(pause, deafPause)
+		}
 		if wait == nil {
 			wait = time.NewTimer(pause)
 		} else {
@@ -130,7 +145,7 @@ func (h *Hub) run(ctx context.Context, l *listener) {
 			return
 		case <-wait.C:
 		}
-		pause = min(2*pause, maxPause)
+		pause = min(2*pause, max(maxPause, pause))
 	}
 }
 

@@ -230,6 +230,35 @@ func TestNeverReady(t *testing.T) {
 	s.Unsubscribe()
 }
 
+// A connection that listens but hears nothing (ErrNotDelivered: behind a
+// transaction pooler) is reported lost, and not tried again for a
+// deafPause: a configuration does not change in 50 ms. (The check cannot
+// fail on a slow machine: it only asserts a retry that did not happen.)
+func TestDeafWaitsLonger(t *testing.T) {
+	calls := make(chan struct{}, 16)
+	deaf := func(ctx context.Context, _ func(), _ func(string)) error {
+		calls <- struct{}{}
+		return fmt.Errorf("probe: %w", ErrNotDelivered)
+	}
+	h := New(deaf, time.Hour)
+	defer closeHub(t, h)
+	r := newRecorder()
+	s := h.Subscribe(r)
+	r.expect(t, "lost probe: "+ErrNotDelivered.Error())
+	<-calls
+	tm := time.NewTimer(20 * firstPause)
+	defer tm.Stop()
+	select {
+	case <-calls:
+		t.Fatal("tried again at once after ErrNotDelivered")
+	case <-tm.C:
+	}
+	if s.Listening() {
+		t.Fatal("listening without notifications")
+	}
+	s.Unsubscribe()
+}
+
 // Close stops the connection and waits for it, lingering or not; later
 // subscriptions never listen; a second Close returns at once.
 func TestClose(t *testing.T) {

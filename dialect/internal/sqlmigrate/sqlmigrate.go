@@ -80,6 +80,10 @@ type Statements struct {
 	// the lock is released on a live connection before it is discarded.
 	// Without it, the driver interrupts the statement as the context ends.
 	Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
+	// Lead are arguments put before every statement's own, which the
+	// driver takes as options of the statement (pgx's QueryExecMode); nil
+	// for none. Statements that end a transaction run without them.
+	Lead []any
 }
 
 // Driver implements database.Driver.
@@ -181,7 +185,7 @@ func (d *Driver) tryLock() (held bool, err error) {
 		}
 	}
 	err = d.run(func(ctx context.Context) error {
-		return d.conn.QueryRowContext(ctx, d.st.Lock).Scan(&held)
+		return d.conn.QueryRowContext(ctx, d.st.Lock, d.args()...).Scan(&held)
 	})
 	return held, err
 }
@@ -254,9 +258,14 @@ func (d *Driver) run(f func(ctx context.Context) error) error {
 // exec runs q on the connection.
 func (d *Driver) exec(q string, args ...any) error {
 	return d.run(func(ctx context.Context) error {
-		_, err := d.conn.ExecContext(ctx, q, args...)
+		_, err := d.conn.ExecContext(ctx, q, d.args(args...)...)
 		return err
 	})
+}
+
+// args returns a statement's arguments after the leading ones.
+func (d *Driver) args(args ...any) []any {
+	return append(d.st.Lead[:len(d.st.Lead):len(d.st.Lead)], args...)
 }
 
 // Run applies one migration file, statement by statement. Statements are
@@ -331,7 +340,7 @@ func (d *Driver) Version() (int, bool, error) {
 		none  bool
 	)
 	err := d.run(func(ctx context.Context) error {
-		err := d.conn.QueryRowContext(ctx, d.st.ReadVersion).Scan(&v, &dirty)
+		err := d.conn.QueryRowContext(ctx, d.st.ReadVersion, d.args()...).Scan(&v, &dirty)
 		if errors.Is(err, sql.ErrNoRows) {
 			none, err = true, nil
 		}

@@ -101,6 +101,7 @@ type Stmt struct {
 	list  bool     // a parameter expands to a list: rendered at each use
 	text  string   // without list parameters: the final text,
 	args  []string // and the parameter behind each placeholder
+	lead  []any    // arguments before the statement's own (see Compiler.Lead)
 }
 
 // Compile parses s's named parameters for style. It fails on a name that
@@ -145,7 +146,11 @@ func Compile(style Style, s SQL) (Stmt, error) {
 // that a constructor compiles them all and checks once.
 type Compiler struct {
 	Style Style
-	Err   error
+	// Lead are arguments passed before every statement's own, which the
+	// driver takes as options of the statement: pgx's QueryExecMode, say,
+	// through its database/sql driver. Nil for none.
+	Lead []any
+	Err  error
 }
 
 // Compile compiles s; after an error it returns a zero Stmt.
@@ -155,6 +160,7 @@ func (c *Compiler) Compile(s SQL) Stmt {
 	}
 	st, err := Compile(c.Style, s)
 	c.Err = err
+	st.lead = c.Lead
 	return st
 }
 
@@ -168,19 +174,22 @@ type arg struct {
 // bind returns the statement's text and arguments for p.
 func (s *Stmt) bind(p *Params) (string, []any) {
 	if !s.list {
-		args := make([]any, len(s.args))
-		for i, name := range s.args {
-			args[i] = p.value(name)
+		args := make([]any, len(s.lead), len(s.lead)+len(s.args))
+		copy(args, s.lead)
+		for _, name := range s.args {
+			args = append(args, p.value(name))
 		}
 		return s.text, args
 	}
 	text, refs := s.render(p)
-	args := make([]any, len(refs))
-	for i, r := range refs {
-		args[i] = r.val
+	args := make([]any, len(s.lead), len(s.lead)+len(refs))
+	copy(args, s.lead)
+	for _, r := range refs {
+		v := r.val
 		if r.name != "" {
-			args[i] = p.value(r.name)
+			v = p.value(r.name)
 		}
+		args = append(args, v)
 	}
 	return text, args
 }

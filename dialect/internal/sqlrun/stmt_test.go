@@ -57,3 +57,27 @@ func TestCompileRefusesUnknownNames(t *testing.T) {
 		t.Fatalf("the compiler kept no error: %v", c.Err)
 	}
 }
+
+// A compiler's Lead arguments come before every statement's own, list
+// parameters or not.
+func TestCompilerLead(t *testing.T) {
+	type mode string
+	c := &Compiler{Style: Dollar, Lead: []any{mode("exec")}}
+	p := &Params{Name: "a", Leases: []dialect.Lease{{Name: "a", Owner: "x", Token: 1}}}
+	for _, tc := range []struct {
+		text string
+		args []any
+	}{
+		{`WHERE name = :name`, []any{mode("exec"), "a"}},
+		{`WHERE name IN (:names)`, []any{mode("exec"), "a"}},
+		{`SELECT 1`, []any{mode("exec")}},
+	} {
+		st := c.Compile(Q(tc.text))
+		if _, args := st.bind(p); !reflect.DeepEqual(args, tc.args) {
+			t.Errorf("bind(%q): args %v, want %v", tc.text, args, tc.args)
+		}
+	}
+	if c.Err != nil {
+		t.Fatal(c.Err)
+	}
+}
