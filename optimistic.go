@@ -255,8 +255,10 @@ func retry(ctx context.Context, opts RetryOptions, op string, attempts int, retr
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("sqllock: retry after %d attempts: %w", attempt, errors.Join(ctx.Err(), err))
 		case <-timer.C:
+		}
+		if ctx.Err() != nil { // also when the timer fired as ctx ended: no run after that
+			return fmt.Errorf("sqllock: retry after %d attempts: %w", attempt, errors.Join(ctx.Err(), err))
 		}
 	}
 }

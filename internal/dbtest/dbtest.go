@@ -200,7 +200,7 @@ func wanted(t testing.TB, kind, server string) bool {
 	return true
 }
 
-// selected reports whether the comma-separated list of server names, the
+// selected reports whether the comma-separated list of database names, the
 // value of DatabasesEnv, includes kind. A name it does not know is an error,
 // so that a misspelt list does not skip everything silently.
 func selected(list, kind string) (bool, error) {
