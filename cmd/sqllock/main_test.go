@@ -54,6 +54,9 @@ type backend struct {
 	kind string
 	dsn  string
 	d    dialect.Dialect
+	// pooled says the DSN reaches the server through the test PgBouncer,
+	// which knows the test user alone and keeps nothing of a session.
+	pooled bool
 }
 
 var backends = []struct {
@@ -73,7 +76,7 @@ var backends = []struct {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return backend{"postgres", u.String(), d}
+		return backend{kind: "postgres", dsn: u.String(), d: d}
 	}},
 	{"postgres/pgbouncer-transaction", func(t *testing.T) backend { return pgBouncerBackend(t, dbtest.Transaction) }},
 	{"postgres/pgbouncer-session", func(t *testing.T) backend { return pgBouncerBackend(t, dbtest.Session) }},
@@ -93,7 +96,7 @@ var backends = []struct {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return backend{"mysql", u.String(), d}
+		return backend{kind: "mysql", dsn: u.String(), d: d}
 	}},
 	{"sqlite", func(t *testing.T) backend {
 		dbtest.SQLite(t)
@@ -107,7 +110,7 @@ var backends = []struct {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		return backend{"sqlite", "sqlite:" + path, d}
+		return backend{kind: "sqlite", dsn: "sqlite:" + path, d: d}
 	}},
 }
 
@@ -138,7 +141,7 @@ func pgBouncerBackend(t *testing.T, mode dbtest.PoolMode) backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	return backend{"postgres", u.String(), d}
+	return backend{kind: "postgres", dsn: u.String(), d: d, pooled: true}
 }
 
 // each runs fn against every backend with a migrated schema, in parallel.
