@@ -9,7 +9,8 @@
 #  - dialect/mysql TestGalera: a 3-node MariaDB Galera cluster (mariadbd,
 #    galera-4); the conformance suite, exclusion across nodes, the
 #    pessimistic strategy refused, and the write stall when a node dies.
-#    Skipped with SQLLOCK_HA_GALERA=0.
+#    Skipped with SQLLOCK_HA_GALERA=0. As root on Debian, galera-4 is
+#    installed when missing.
 #
 # The servers do not run as root: when run as root, they run as the
 # system user $SQLLOCK_HA_USER (default sqllockha), created if missing.
@@ -38,6 +39,13 @@ fi
 export SQLLOCK_TEST_HA=1
 go test -race -count=1 -timeout 20m -v -run '^TestFailover$' "$@" ./internal/failover/
 if [[ "${SQLLOCK_HA_GALERA:-1}" != 0 ]]; then
+	if [[ ! -e /usr/lib/galera/libgalera_smm.so && "$(id -u)" == 0 && -f /etc/debian_version ]] && command -v apt-get >/dev/null; then
+		echo "test-ha: installing galera-4 (the Galera provider)" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get -q install -y --no-install-recommends galera-4 >/tmp/sqllock-test-ha-apt.log 2>&1 ||
+			{ apt-get -q update >>/tmp/sqllock-test-ha-apt.log 2>&1 &&
+				DEBIAN_FRONTEND=noninteractive apt-get -q install -y --no-install-recommends galera-4 >>/tmp/sqllock-test-ha-apt.log 2>&1; } ||
+			{ tail -25 /tmp/sqllock-test-ha-apt.log >&2; echo "test-ha: apt-get install galera-4 failed" >&2; exit 1; }
+	fi
 	if [[ ! -e /usr/lib/galera/libgalera_smm.so ]]; then
 		echo "test-ha: no Galera provider (apt-get install galera-4 mariadb-server, or SQLLOCK_HA_GALERA=0)" >&2
 		exit 1
