@@ -24,7 +24,7 @@ func TestChaosKeep(t *testing.T) {
 		{"mysql", "pessimistic"}, // the write commits with the release
 	} {
 		t.Run(c.kind+"/"+c.strategy, func(t *testing.T) {
-			r := runScenario(t, c.kind, c.strategy, noFault, time.Second)
+			r := runScenario(t, c.kind, c.strategy, noFault, 2*time.Second)
 			sdir := keepDir(dir, c.kind, c.strategy, noFault)
 			checkKeptFields(t, sdir)
 			k, err := ReadKept(sdir)
@@ -87,16 +87,21 @@ func TestChaosKeep(t *testing.T) {
 					c.unknown++
 				}
 			}
+			// Every name's history matches its data; grants and writes
+			// are required in all (on a loaded machine a short run may
+			// leave a name untouched).
+			var grants, invoked int
 			for _, n := range m.Names {
 				c := counts[n]
+				grants, invoked = grants+c.grants, invoked+c.invoked
 				t.Logf("%q: %d grants, %d guarded writes, %d committed, counter %d", n, c.grants, c.invoked, c.committed, k.Data.Counters[n])
-				if c.grants == 0 || c.invoked == 0 {
-					t.Errorf("%q: %d grants and %d guarded writes kept", n, c.grants, c.invoked)
-				}
 				if c.unknown != 0 || int64(c.committed) != k.Data.Counters[n] {
 					t.Errorf("%q: %d writes committed and %d of unknown outcome in the history, counter %d in the data",
 						n, c.committed, c.unknown, k.Data.Counters[n])
 				}
+			}
+			if grants == 0 || invoked == 0 {
+				t.Errorf("%d grants and %d guarded writes kept in all", grants, invoked)
 			}
 			for _, w := range k.Data.Writes {
 				if !ok[w] {
