@@ -491,7 +491,9 @@ pgb_bin() { command -v pgbouncer || { [ -x /usr/sbin/pgbouncer ] && echo /usr/sb
 pgb_free_port() {
 	local p i
 	for ((i = 0; i < 100; i++)); do
-		p=$((20000 + RANDOM % 40000))
+		# Below Linux's ephemeral range (32768 up), which outgoing
+		# connections take their local ports from.
+		p=$((20000 + RANDOM % 12000))
 		port_open "$p" || {
 			echo "$p"
 			return 0
@@ -517,8 +519,22 @@ pgb_stop() {
 }
 
 # pgb_start MODE POOL_SIZE: start a PgBouncer in pool_mode MODE; its URL
-# is left in pgb_url.
+# is left in pgb_url. A free port can be taken by another process before
+# PgBouncer binds it: then another port is tried, five times at most.
 pgb_start() {
+	local attempt
+	for attempt in 1 2 3 4 5; do
+		pgb_start_once "$@" && return 0
+		grep -q "nowhere to listen" "$pgb_dir/$1.log" 2>/dev/null ||
+			die "PgBouncer ($1): not started: $(tail -5 "$pgb_dir/$1.log" 2>/dev/null)"
+		log "PgBouncer ($1): its port was taken before it could listen; trying another (attempt $attempt)"
+	done
+	die "PgBouncer ($1): no port it could listen on after 5 tries"
+}
+
+# pgb_start_once MODE POOL_SIZE: one try of pgb_start; fails if PgBouncer
+# did not start.
+pgb_start_once() {
 	local mode=$1 size=$2 bin port url user pass host sport db run_as=()
 	bin=$(pgb_bin) || die "PgBouncer: pgbouncer not found"
 	# The server, user and password of the PostgreSQL URL.
@@ -552,14 +568,16 @@ pgb_start() {
 		chown -R "$u" "$pgb_dir"
 		run_as=(runuser -u "$u" --)
 	fi
+	rm -f "$pgb_dir/$mode.log" "$pgb_dir/$mode.pid"
 	${run_as[@]+"${run_as[@]}"} "$bin" -d "$pgb_dir/$mode.ini" >"$pgb_dir/$mode.out" 2>&1 ||
 		die "PgBouncer ($mode): $bin failed to start: $(tail -5 "$pgb_dir/$mode.out")"
 	local i
 	for ((i = 0; i < WAIT_SECONDS * 5; i++)); do
 		[ -s "$pgb_dir/$mode.pid" ] && port_open "$port" && break
+		grep -q "nowhere to listen" "$pgb_dir/$mode.log" 2>/dev/null && return 1
 		sleep 0.2
 	done
-	[ -s "$pgb_dir/$mode.pid" ] || die "PgBouncer ($mode): not started: $(tail -5 "$pgb_dir/$mode.log")"
+	[ -s "$pgb_dir/$mode.pid" ] || return 1
 	pgb_pids+=("$(cat "$pgb_dir/$mode.pid")")
 	port_open "$port" || die "PgBouncer ($mode): not listening on $HOST:$port: $(tail -5 "$pgb_dir/$mode.log")"
 	pgb_url="postgres://$user${pass:+:$pass}@$HOST:$port/$db?sslmode=disable"

@@ -416,8 +416,11 @@ func TestSelection(t *testing.T) {
 // unreachable: skipped, or failed under CI, with the variable named.
 func TestUnsetWithoutDefault(t *testing.T) {
 	t.Parallel()
+	if ok, _ := selected(os.Getenv(DatabasesEnv), postgresKind); os.Getenv(DatabasesEnv) != "" && !ok {
+		t.Skip("PostgreSQL (and its PgBouncers) not selected")
+	}
 	s := &shared[*sql.DB]{
-		server: "PgBouncer", env: "SQLLOCK_DBTEST_UNSET_FOR_TEST",
+		kind: postgresKind, server: "PgBouncer", env: "SQLLOCK_DBTEST_UNSET_FOR_TEST",
 		redact: redactURL, open: reach,
 	}
 	t.Cleanup(s.reset)
