@@ -25,7 +25,10 @@ type PessimisticOptions struct {
 	// ping, so that a dead connection is noticed (the lock's context is then
 	// cancelled with ErrLockLost) and a healthy one is not closed by
 	// idle_in_transaction_session_timeout (PostgreSQL) or wait_timeout
-	// (MySQL) set below it. Default 1s.
+	// (MySQL) set below it. Default 1s. On MySQL and MariaDB, read every
+	// result of the lock's Tx to its end within KeepAlive: a ping sent
+	// while rows are still unread breaks the connection (PostgreSQL's pings
+	// wait for a busy connection instead).
 	KeepAlive time.Duration
 	// Logger receives lost-lock reports, and at debug level every
 	// acquisition and release. Default: none.
@@ -85,6 +88,7 @@ type Pessimistic struct {
 	opts   PessimisticOptions
 	owners *ownerSource
 	ev     *events
+	busy   func(driverConn any) bool // the dialect's dialect.BusyChecker; nil if none
 
 	mu      sync.Mutex
 	held    map[leaseKey]*rowHold
@@ -127,8 +131,12 @@ func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, e
 			return nil, err
 		}
 	}
-	return &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(), ev: newEvents(StrategyPessimistic, d, opts.Logger, opts.Observer),
-		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}, nil
+	p := &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(), ev: newEvents(StrategyPessimistic, d, opts.Logger, opts.Observer),
+		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}
+	if b, ok := d.(dialect.BusyChecker); ok {
+		p.busy = b.Busy
+	}
+	return p, nil
 }
 
 // TryAcquire locks name exclusively if no other owner holds it (NOWAIT);
@@ -313,7 +321,7 @@ func (h *rowHold) ping() {
 	h.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
-	err := pingRaw(ctx, h.rl.Conn)
+	err := pingRaw(ctx, h.rl.Conn, h.p.busy)
 	cancel()
 
 	h.mu.Lock()
@@ -338,10 +346,15 @@ func (h *rowHold) ping() {
 
 // pingRaw pings conn's driver connection. Conn.PingContext cannot be used
 // while a transaction is open on conn: on a dead connection it would wait
-// for the transaction to end before reporting.
-func pingRaw(ctx context.Context, conn *sql.Conn) error {
+// for the transaction to end before reporting. A connection that busy (if
+// not nil) reports in the middle of the holder's statement is not pinged:
+// that would break it, and the statement shows it alive.
+func pingRaw(ctx context.Context, conn *sql.Conn, busy func(driverConn any) bool) error {
 	var perr error
 	err := conn.Raw(func(dc any) error {
+		if busy != nil && busy(dc) {
+			return nil
+		}
 		if p, ok := dc.(driver.Pinger); ok {
 			perr = p.Ping(ctx)
 		}
@@ -488,7 +501,7 @@ func (h *rowHold) closeConn(ctx context.Context) {
 func (h *rowHold) sessionGone() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
 	defer cancel()
-	return pingRaw(ctx, h.rl.Conn) != nil
+	return pingRaw(ctx, h.rl.Conn, h.p.busy) != nil
 }
 
 // guard checks the lock's session with a statement on its transaction: a

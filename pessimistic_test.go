@@ -624,3 +624,40 @@ func TestPessimisticTokenRowsReaped(t *testing.T) {
 		t.Fatalf("token %d after reaping, want > %d", k.Token(), open.Token())
 	}
 }
+
+// The keep-alive never pings a lock's connection while the holder reads
+// rows from its transaction: pgx closes a connection whose ping finds it
+// busy, which would break the holder's rows and lose the lock. The holder
+// keeps a large result open across hundreds of keep-alive periods.
+func TestPessimisticKeepAliveSparesOpenRows(t *testing.T) {
+	t.Parallel()
+	e := envs[0].make(t) // PostgreSQL: pgx reports a busy connection
+	ctx := ctxT(t)
+	l := e.pessimistic(t, sqllock.PessimisticOptions{KeepAlive: time.Millisecond})
+	k, err := l.TryAcquire(ctx, "rows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200000
+	rows, err := k.Tx().QueryContext(ctx, "SELECT g FROM generate_series(1, $1::int) g", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for rows.Next() {
+		if read++; read == 1 {
+			// Not a synchronization: the time the result stays open, 200
+			// keep-alive periods, for a ping to break it if one could.
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if err := rows.Err(); err != nil || read != n {
+		t.Fatalf("read %d of %d rows: %v", read, n, err)
+	}
+	if err := k.Context().Err(); err != nil {
+		t.Fatalf("lock lost while its rows were read: %v", context.Cause(k.Context()))
+	}
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

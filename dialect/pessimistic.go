@@ -59,6 +59,18 @@ type PessimisticChecker interface {
 	CheckPessimistic(ctx context.Context) error
 }
 
+// BusyChecker is implemented by a Pessimistic dialect whose driver can tell
+// that a connection is in the middle of a statement: its rows not all read
+// yet. sqllock's keep-alive pings a held lock's connection between the
+// holder's statements; a ping sent while the holder reads rows would break
+// the connection (pgx closes a connection whose ping finds it busy), so it
+// is skipped then — the holder's own statement shows the connection alive.
+type BusyChecker interface {
+	// Busy reports whether driverConn, as sql.Conn.Raw passes it, is in
+	// the middle of a statement.
+	Busy(driverConn any) bool
+}
+
 // RowLockParams are the parameters of Pessimistic.LockRow.
 type RowLockParams struct {
 	Name string

@@ -99,3 +99,12 @@ func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 
 // Classify implements dialect.Pessimistic.
 func (d *Dialect) Classify(err error) error { return wrap(err) }
+
+// Busy implements dialect.BusyChecker: a pgx connection is busy while a
+// statement's results are not all read.
+func (d *Dialect) Busy(driverConn any) bool {
+	c, ok := driverConn.(interface{ Conn() *pgx.Conn })
+	return ok && c.Conn().PgConn().IsBusy()
+}
+
+var _ dialect.BusyChecker = (*Dialect)(nil)
