@@ -31,18 +31,37 @@
 // [ErrLocked] at once) handing out the same [*Lock]:
 //
 //   - [NewTable] returns a [Table]: a lease per name in a lock table, taken
-//     by one upsert; fencing tokens from a sequence or a token floor.
+//     by one upsert; fencing tokens from a sequence or a token floor. It
+//     also takes sets of names at once, all or none ([Table.AcquireAll],
+//     [Table.TryAcquireAll]), as a [LockSet].
 //   - [NewOptimistic] returns an [Optimistic]: a lease per name in a version
 //     table, taken by compare-and-swap on the version, which is the token.
 //   - [NewPessimistic] returns a [Pessimistic]: the row lock (SELECT ...
 //     FOR UPDATE, or FOR SHARE with AcquireShared) of an open transaction,
 //     [Lock.Tx], whose statements commit with [Lock.Release] or roll back
 //     with [Lock.Abort]. Its options are [PessimisticOptions].
+//   - [NewSemaphore] returns a [Semaphore]: up to N holders per name, each
+//     with a lease, an owner and a fencing token of its own ([Semaphore.List]
+//     lists the holders); asking for a name with another limit than its
+//     holders' fails with [ErrLimitMismatch].
+//   - [NewRWLock] returns an [RWLock]: a read/write lock, writer-preferring,
+//     with a lease and a token per holder; Acquire takes the write side,
+//     AcquireShared the read side.
 //
 // The lease strategies share [Options] (TTL, renewal, waiting backoff, a
 // minimum hold) and list their locks for operators ([Table.List],
 // [Optimistic.List], as [LockInfo]). Each strategy has its own tables, so a
 // name held under one strategy does not exclude the same name under another.
+//
+// # Leader election
+//
+// [NewElection] returns an [Election] over the lock table: [Election.Campaign]
+// waits to lead a name and returns a [Leadership], whose term is its lease's
+// fencing token and whose context ends when the lease is lost, before anyone
+// else can be elected; [Election.Leader] reads the current leader as a
+// [LeaderInfo] ([ErrNoLeader] when none) and [Election.Observe] streams its
+// changes. [ValidateValue] checks a leader's value ([MaxValueLen] bytes at
+// most, [ErrInvalidValue] otherwise).
 //
 // # Helpers
 //

@@ -83,4 +83,20 @@ var (
 	// InTx retries it; it returns an error wrapping ErrTransient only when
 	// attempts ran out.
 	ErrTransient = dialect.ErrTransient
+	// ErrLimitMismatch is returned when a Semaphore asks for a name with
+	// another limit than the one its current holders were granted under
+	// (see NewSemaphore).
+	ErrLimitMismatch = dialect.ErrLimitMismatch
+)
+
+// Errors of leader election (NewElection).
+var (
+	// ErrNoLeader is returned by Election.Leader when the election has no
+	// leader: nobody holds a live lease on its name with a proclaimed
+	// value.
+	ErrNoLeader = errors.New("sqllock: no leader")
+
+	// ErrInvalidValue is returned for a leader value that is longer than
+	// MaxValueLen, not valid UTF-8, or contains a NUL byte.
+	ErrInvalidValue = errors.New("sqllock: invalid leader value")
 )

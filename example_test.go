@@ -234,3 +234,36 @@ func ExampleInTx() {
 		log.Print(err)
 	}
 }
+
+// At most three workers transcode at once, across every replica; each holds
+// one permit, with a fencing token of its own.
+func ExampleNewSemaphore() {
+	ctx := context.Background()
+	var d *postgres.Dialect // postgres.New(db), migrated
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.Options{TTL: 30 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = sqllock.Do(ctx, sem, "transcoder", func(ctx context.Context) error {
+		return nil // transcode; ctx ends if the permit's lease is lost
+	})
+	if errors.Is(err, sqllock.ErrLimitMismatch) {
+		log.Fatal("another process uses the transcoder semaphore with another limit")
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+// Operators list the holders of every semaphore name.
+func ExampleSemaphore_List() {
+	ctx := context.Background()
+	var sem *sqllock.Semaphore // sqllock.NewSemaphore(d, 3, sqllock.Options{})
+	holders, err := sem.List(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, h := range holders {
+		log.Printf("%s: %s holds token %d, lease ends in %v", h.Name, h.Owner, h.Token, h.ExpiresIn)
+	}
+}

@@ -108,6 +108,11 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // other client waits; a client that released waits until another holds the
 // lock before it queues again.
 func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int, hold time.Duration) []time.Duration {
+	return handoffsWith(b, d, sqllock.Options{}, name, clients, n, hold)
+}
+
+// handoffsWith is handoffs with lockers made with opts.
+func handoffsWith(b *testing.B, d dialect.Dialect, opts sqllock.Options, name string, clients, n int, hold time.Duration) []time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -123,7 +128,7 @@ func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int, hold
 	)
 	lockers := make([]*sqllock.Table, clients)
 	for i := range lockers {
-		l, err := sqllock.NewTable(d, sqllock.Options{})
+		l, err := sqllock.NewTable(d, opts)
 		if err != nil {
 			b.Fatal(err)
 		}

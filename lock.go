@@ -124,6 +124,14 @@ type Options struct {
 	// its lock when the lease expires, as without MinHold. Default 0: a
 	// release frees the lock at once.
 	MinHold time.Duration
+	// Fair makes a Table serve its waiters in FIFO order: each waiter of
+	// Acquire takes a ticket in the database, the lock is granted only to
+	// the oldest live ticket, and a release wakes that ticket's process
+	// alone (see the README, "Fair (FIFO) locks"). TryAcquire is refused
+	// while anyone is queued. Every locker of a name must agree on it.
+	// NewTable needs a dialect.FairLocker; NewOptimistic refuses it.
+	// Default false.
+	Fair bool
 	// Logger receives renewal warnings and lost-lock reports, fall-backs
 	// (info), and at debug level every acquisition, release and renewal.
 	// Default: none.

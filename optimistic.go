@@ -47,6 +47,9 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
+	if opts.Fair {
+		return nil, fmt.Errorf("%w: Options.Fair: FIFO queues are a feature of the lock table (NewTable)", ErrUnsupported)
+	}
 	od, ok := d.(dialect.Optimistic)
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s dialect has no optimistic strategy", ErrUnsupported, d.Name())

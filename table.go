@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"reflect"
 	"time"
 
@@ -27,6 +28,8 @@ type LockInfo = dialect.LockInfo
 type Table struct {
 	leaseLocker
 	locks dialect.LockTable
+	fair  *fairQueue             // with Options.Fair (fair.go)
+	multi dialect.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
 }
 
 var _ Locker = (*Table)(nil)
@@ -38,6 +41,10 @@ func NewTable(d dialect.Dialect, opts Options) (*Table, error) {
 		return nil, ErrNilDB
 	}
 	t := &Table{locks: d.Locks()}
+	if opts.Fair {
+		return newFairTable(t, d, opts)
+	}
+	t.multi, _ = d.(dialect.MultiLockTable)
 	t.try = t.tryOnce
 	if err := t.init(StrategyTable, d, t.locks, d, opts); err != nil {
 		return nil, err
@@ -62,9 +69,23 @@ const maxTransientRetries = 3
 // row as waited for, so that its release is announced).
 func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
 	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.opts.TTL}
+	return attemptLease(ctx, name, waiting, t.opts.Logger, StrategyTable,
+		func() (int64, error) { return t.locks.Acquire(ctx, p) },
+		func() (time.Duration, bool, error) { return t.locks.Remaining(ctx, name) })
+}
+
+// attemptLease is the tryOnce of a lease locker: it runs acquire, repeating
+// it after a transient conflict, and after a refusal, for a caller that
+// will wait, asks remaining how long the holders' leases have left. It
+// returns the token, the statement's start, and the wait the waiting room
+// schedules: 0 to try again at once (no holder is left: a row reaped or
+// released since the attempt, which no release will announce), -1 for the
+// backoff (the holders' lease ends are unknown), or the time left.
+func attemptLease(ctx context.Context, name string, waiting bool, log *slog.Logger, strategy string,
+	acquire func() (int64, error), remaining func() (time.Duration, bool, error)) (int64, time.Time, time.Duration, error) {
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		token, err := t.locks.Acquire(ctx, p)
+		token, err := acquire()
 		if errors.Is(err, dialect.ErrTransient) && attempt < maxTransientRetries {
 			continue
 		}
@@ -76,18 +97,14 @@ func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (
 		case !waiting:
 			return 0, start, -1, ErrLocked
 		}
-		left, ok, err := t.locks.Remaining(ctx, name)
+		left, ok, err := remaining()
 		switch {
 		case err != nil:
-			// The lease's end is unknown: the waiter falls back to its
-			// backoff, and the next attempt meets the error again if it
-			// lasts.
-			t.opts.Logger.InfoContext(ctx, "sqllock: could not read the holder's lease end; waiting with backoff",
-				"strategy", StrategyTable, "name", name, "err", err)
+			// The next attempt meets the error again if it lasts.
+			log.InfoContext(ctx, "sqllock: could not read the holders' lease ends; waiting with backoff",
+				"strategy", strategy, "name", name, "err", err)
 			return 0, start, -1, ErrLocked
 		case !ok:
-			// The row was reaped since the attempt: the lock is free,
-			// and no release will announce it. Try again at once.
 			return 0, start, 0, ErrLocked
 		}
 		return 0, start, left, ErrLocked

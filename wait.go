@@ -29,6 +29,12 @@ type waitRoom struct {
 	ev         *events
 
 	subMu sync.Mutex // serialises subscribing and unsubscribing
+	// enqueue serialises taking a place in a database queue and joining
+	// the room's (see wait).
+	enqueue sync.Mutex
+	// tickets returns the name of this room's ticket id, if it has it
+	// (Options.Fair); nil otherwise. Set before the room is used.
+	tickets func(id int64) (name string, ok bool)
 
 	mu     sync.Mutex
 	queues map[string][]*waiter // by name, while anyone waits for it
@@ -51,6 +57,16 @@ type roomHooks struct {
 	ready    func()            // the listening connection became ready
 	notified func(name string) // a notification reached name's queue
 	retried  func(name string) // a head was refused again after a wait
+}
+
+// queue is a waiter's place in a FIFO queue kept by the database
+// (Options.Fair).
+type queue interface {
+	// join takes a place at the end of the queue, and reports how long
+	// the waiter may wait before it tries again unwoken (0: at once).
+	join(ctx context.Context) (time.Duration, error)
+	// leave gives the place up, unless the lock was granted to it.
+	leave(ctx context.Context)
 }
 
 type waiter struct {
@@ -81,12 +97,34 @@ const notifyPollFactor = 10
 // also reports how long the holder's lease has left, or a negative duration
 // when that is unknown.
 func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+	return r.waitQueued(ctx, name, nil, try)
+}
+
+// waitQueued is wait with a queue (Options.Fair), or nil: a caller refused
+// at first takes its place in the database's queue before it joins the
+// room's, so that the room's order is the queue's.
+func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try func() (*Lock, time.Duration, error)) (*Lock, error) {
 	seen := r.releaseCount()
 	lock, left, err := try()
 	if !errors.Is(err, ErrLocked) {
 		return lock, err
 	}
-	w := r.join(name, seen)
+	var w *waiter
+	if q == nil {
+		w = r.join(name, seen)
+	} else {
+		// The queue's state is read after the ticket is taken: only a
+		// release announced since then can have gone by unheard.
+		r.enqueue.Lock()
+		seen = r.releaseCount()
+		if left, err = q.join(ctx); err != nil {
+			r.enqueue.Unlock()
+			return nil, err
+		}
+		w = r.join(name, seen)
+		r.enqueue.Unlock()
+		defer q.leave(ctx)
+	}
 	defer r.leave(name, w)
 	backoff := minBackoff
 	var timer *time.Timer
@@ -327,8 +365,18 @@ func (r *waitRoom) Ready() {
 }
 
 // Released implements dialect.Subscriber: it wakes the head waiting for
-// name, if any.
+// name, if any. A ticket's wake-up (dialect.TicketWake) is taken for a
+// release of its ticket's name when the ticket is this room's (see
+// waitRoom.tickets), and ignored otherwise.
 func (r *waitRoom) Released(name string) {
+	if id, ok := dialect.ParseTicketWake(name); ok {
+		if name, ok = "", r.tickets != nil; ok {
+			name, ok = r.tickets(id)
+		}
+		if !ok {
+			return
+		}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases++

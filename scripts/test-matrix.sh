@@ -18,7 +18,11 @@
 #      the chaos suite included) against it with
 #      SQLLOCK_TEST_DATABASES=postgres: the MySQL/MariaDB tests and the SQLite
 #      runs of the per-dialect suites, which make test runs once, are
-#      skipped (internal/dbtest);
+#      skipped (internal/dbtest). The chaos suite runs the strategies of
+#      SQLLOCK_CHAOS_STRATEGIES, by default the lock table (plain and fair),
+#      optimistic and pessimistic: every primitive's statements run on each
+#      major in the conformance suites, and make test runs every
+#      primitive's chaos scenarios once, on the default server;
 #   5. stops the server by its PID and removes the temporary directory (also
 #      on failure or interrupt).
 #
@@ -256,6 +260,7 @@ for major in $majors; do
 		start_server "$major" "$version" "$integrity"
 		st=0
 		SQLLOCK_TEST_DATABASES=postgres \
+			SQLLOCK_CHAOS_STRATEGIES="${SQLLOCK_CHAOS_STRATEGIES-table,fair,optimistic,pessimistic}" \
 			SQLLOCK_TEST_POSTGRES_URL="postgres://postgres@$HOST:$port/postgres?sslmode=disable" \
 			bash scripts/test.sh "$@" || st=$?
 		if [ "$st" != 0 ]; then

@@ -21,7 +21,8 @@ import (
 type lockRow struct {
 	Name     string `json:"name"`
 	Strategy string `json:"strategy"`
-	// Mode is "exclusive" or "shared".
+	// Mode is "exclusive" or "shared" (a semaphore's permits are shared:
+	// up to its limit of holders at once).
 	Mode string `json:"mode"`
 	// Owner is the holder: the owner string of a lease, or the server
 	// session holding a pessimistic lock.
@@ -92,6 +93,9 @@ func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped 
 			return nil, nil, err
 		}
 		rows = leaseRows(rows, "optimistic", infos)
+	}
+	if rows, err = listSemaphores(ctx, d, rows); err != nil {
+		return nil, nil, err
 	}
 	if _, ok := d.(dialect.Pessimistic); ok {
 		prows, perr := listPessimistic(ctx, d)

@@ -4,6 +4,8 @@
 //
 //	sqllock run [flags] NAME [--] COMMAND [ARGS...]  run COMMAND while holding lock NAME
 //	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
+//	sqllock elect [flags] NAME [--] COMMAND [ARGS...] run COMMAND while elected leader of NAME
+//	sqllock leader [--json] [--watch] NAME           print the leader of the election NAME
 //	sqllock migrate [flags] up|down|version|force V  manage the lock schema
 //	sqllock locks [--json] [--watch SECONDS]         list held locks of every strategy
 //	sqllock reap [--batch N]                         delete expired lock rows once
@@ -14,9 +16,11 @@
 // --dsn or SQLLOCK_DSN; by default it is an SQLite file in the user's state
 // directory, which locks between processes of one machine.
 //
-// Exit status: the command's own for run; 64 for usage errors; 69 when the
+// Exit status: the command's own for run and elect; 3 for leader when the
+// election has no leader; 64 for usage errors; 69 when the
 // database cannot be reached, has no schema or a dirty one; 75 (run -E)
-// when the lock was not acquired; 76 when it was lost while the command ran;
+// when the lock was not acquired (elect: not elected within --timeout); 76
+// when it (elect: the leadership) was lost while the command ran;
 // 124 after run --max-time; 1 for other errors.
 package main
 
@@ -73,6 +77,8 @@ var commands []command
 func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
+		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
+		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
@@ -180,7 +186,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	run := c.flags(fs)
 	// run's command line ends sqllock's own after the lock name.
 	maxPositional := -1
-	if c.name == "run" {
+	if c.name == "run" || c.name == "elect" {
 		maxPositional = 1
 	}
 	pos, err := parseFlags(fs, c.name, args, maxPositional)

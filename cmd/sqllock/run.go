@@ -30,31 +30,17 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	timeout := durationFlag(fs, "w,timeout", 0, "wait at most `SECONDS` (or a duration such as 5m) for the lock, then exit with status -E (0: no limit)")
 	conflict := intFlag(fs, "E,conflict-exit-code", exitNotAcquired, "exit status when the lock is not acquired (busy, or the wait timed out)")
 	shell := stringFlag(fs, "c,command", "", "run `COMMAND` with /bin/sh -c instead of a command after NAME")
-	shared := boolFlag(fs, "s,shared", "take the lock in shared mode: shared holders run side by side and exclude exclusive ones (needs --strategy pessimistic)")
+	shared := boolFlag(fs, "s,shared", "take the lock in shared mode: shared holders run side by side and exclude exclusive ones (with --strategy table, the read side of the read/write lock; or --strategy pessimistic)")
+	exclusive := boolFlag(fs, "exclusive", "with --strategy table, take the write side of the read/write lock: it excludes every holder, and new --shared holders wait while it waits")
 	grace := durationFlag(fs, "grace", 10*time.Second, "after a lost lock, --max-time, a signal or sqllock's own death, the `SECONDS` (or duration) the command's process group has between SIGTERM and SIGKILL")
 	maxTime := durationFlag(fs, "max-time", 0, "stop the command (SIGTERM, SIGKILL after --grace) once it ran for `SECONDS` (or a duration), and exit 124 (0: no limit)")
 	minHold := durationFlag(fs, "min-hold", 0, "keep the lock taken until `SECONDS` (or a duration) after it was acquired, even if the command ends sooner (database clock; table and optimistic): a short job started by several replicas runs once")
+	maxPermits := maxFlag(fs)
 	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
-		if len(args) == 0 {
-			return usageError{msg: "run needs a lock name and a command: sqllock run NAME -- COMMAND [ARGS...], or sqllock run NAME -c 'SHELL COMMAND'"}
-		}
-		name, cmdArgs := args[0], args[1:]
-		if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
-			cmdArgs = cmdArgs[1:]
-		}
-		switch {
-		case *shell != "" && len(cmdArgs) > 0:
-			return usageError{msg: "-c gives the command: no command may follow the lock name as well"}
-		case *shell != "":
-			cmdArgs = []string{"/bin/sh", "-c", *shell}
-		case isSet(fs, "c", "command"):
-			return usageError{msg: "-c needs a shell command"}
-		case len(cmdArgs) == 0:
-			return usageError{msg: "run needs a command after the lock name (or -c 'SHELL COMMAND')"}
-		}
-		if err := sqllock.ValidateName(name); err != nil {
-			return usageError{msg: err.Error()}
+		name, cmdArgs, err := commandLine(fs, "run", "lock name", args, *shell)
+		if err != nil {
+			return err
 		}
 		switch {
 		case *noWait && isSet(fs, "w", "timeout"):
@@ -63,15 +49,29 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 			return usageError{msg: "--timeout, --grace and --max-time must not be negative"}
 		case *conflict < 0 || *conflict > 255:
 			return usageError{msg: fmt.Sprintf("-E %d: an exit status is 0 to 255", *conflict)}
-		case *shared && *strategy != "pessimistic":
-			return usageError{msg: "--shared needs --strategy pessimistic (table and optimistic locks are exclusive)"}
 		case *minHold < 0:
 			return usageError{msg: "--min-hold must not be negative"}
 		case *minHold > 0 && *strategy == "pessimistic":
 			return usageError{msg: "--min-hold needs --strategy table or optimistic: a pessimistic lock ends with its transaction"}
 		}
-		r := &runner{name: name, argv: cmdArgs, strategy: *strategy, ttl: *ttl, wait: !*noWait,
-			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose, minHold: *minHold}
+		strat, err := checkMax(fs, *maxPermits, *strategy, *shared)
+		if err != nil {
+			return err
+		}
+		switch {
+		case strat == strategySemaphore && *exclusive:
+			return usageError{msg: "--max and --exclusive contradict each other: a semaphore's permits are all alike"}
+		case strat != strategySemaphore:
+			if strat, err = rwSide(*strategy, *shared, *exclusive); err != nil {
+				return err
+			}
+		}
+		if strat == strategyRWLock && *minHold > 0 {
+			return usageError{msg: "--min-hold does not go with --shared or --exclusive: the read/write lock has no minimum hold"}
+		}
+		r := &runner{name: name, argv: cmdArgs, strategy: strat, ttl: *ttl, wait: !*noWait,
+			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose, minHold: *minHold,
+			max: *maxPermits}
 		return r.run(ctx, *dsn, *schema)
 	}
 }
@@ -86,9 +86,10 @@ type runner struct {
 	grace    time.Duration
 	maxTime  time.Duration
 	conflict int  // exit status when not acquired
-	shared   bool // pessimistic share mode
+	shared   bool // pessimistic share mode, or the read side of the read/write lock
 	verbose  bool
 	minHold  time.Duration
+	max      int     // --max: permits of a semaphore; 0 for a lock
 	target   *target // the database, once open
 }
 
@@ -112,6 +113,8 @@ func newLocker(d dialect.Dialect, strategy string, ttl, minHold time.Duration) (
 		l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: ttl, MinHold: minHold})
 	case "pessimistic":
 		l, err = newPessimistic(d)
+	case strategyRWLock:
+		l, err = newRWLock(d, sqllock.Options{TTL: ttl})
 	default:
 		return nil, usageError{msg: fmt.Sprintf("unknown strategy %q: want table, optimistic or pessimistic", strategy)}
 	}
@@ -136,7 +139,12 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 		return err
 	}
 	r.target = t
-	locker, err := newLocker(t.d, r.strategy, r.ttl, r.minHold)
+	var locker sqllock.Locker
+	if r.max > 0 {
+		locker, err = newSemaphore(t.d, r.max, r.ttl, r.minHold)
+	} else {
+		locker, err = newLocker(t.d, r.strategy, r.ttl, r.minHold)
+	}
 	if err != nil {
 		return err
 	}
@@ -146,13 +154,21 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 		return t.fail(err)
 	}
 	r.logf("acquired lock %q (%s, token %d) after %v", r.name, r.strategy, lock.Token(), time.Since(start).Round(time.Millisecond))
+	return r.superviseThen(ctx, lock, sigs, lock.Release, "releasing", "released lock")
+}
+
+// superviseThen runs the command while lock is held (supervise), then gives
+// the lock back with release, reporting a failure to give it back (doing,
+// such as "releasing") on stderr and success (done) in verbose mode, and
+// returns the command's outcome.
+func (r *runner) superviseThen(ctx context.Context, lock *sqllock.Lock, sigs <-chan os.Signal, release func(context.Context) error, doing, done string) error {
 	code, err := r.supervise(lock, sigs)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if rerr := lock.Release(rctx); rerr != nil && !errors.Is(rerr, sqllock.ErrLockLost) {
-		fmt.Fprintf(os.Stderr, "sqllock: releasing %q: %v (the lease expires after %v)\n", r.name, message(rerr), r.ttl)
+	if rerr := release(rctx); rerr != nil && !errors.Is(rerr, sqllock.ErrLockLost) {
+		fmt.Fprintf(os.Stderr, "sqllock: %s %q: %v (the lease expires after %v)\n", doing, r.name, message(rerr), r.ttl)
 	} else {
-		r.logf("released lock %q", r.name)
+		r.logf("%s %q", done, r.name)
 	}
 	if err != nil {
 		return err
@@ -237,6 +253,12 @@ func (r *runner) try(ctx context.Context, locker sqllock.Locker, wait bool) (*sq
 		}
 		return p.TryAcquireShared(ctx, r.name)
 	}
+	if rw, ok := locker.(*sqllock.RWLock); ok && r.shared {
+		if wait {
+			return rw.AcquireShared(ctx, r.name)
+		}
+		return rw.TryAcquireShared(ctx, r.name)
+	}
 	if wait {
 		return locker.Acquire(ctx, r.name)
 	}
@@ -260,6 +282,9 @@ func (r *runner) waitError(ctx, wctx context.Context, err error) error {
 // ""), for messages.
 func (r *runner) holder(ctx context.Context, strategy string) string {
 	t := r.target
+	if r.max > 0 {
+		return semaphoreHolders(ctx, t.d, r.name, r.max)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	rows, _, err := listLocks(ctx, t.d)
@@ -267,7 +292,7 @@ func (r *runner) holder(ctx context.Context, strategy string) string {
 		return "held by another process"
 	}
 	for _, row := range rows {
-		if row.Name == r.name && (strategy == "" || row.Strategy == strategy) {
+		if row.Name == r.name && ((strategy == "" && row.Strategy != strategySemaphore) || row.Strategy == strategy) {
 			if left, ok := row.expiresIn(); ok && (left <= 0 || row.Holds == 0) {
 				continue
 			}
@@ -280,6 +305,9 @@ func (r *runner) holder(ctx context.Context, strategy string) string {
 // heldElsewhere returns who holds the name under a strategy other than
 // run's, or "" when no one does.
 func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
+	if r.max > 0 { // semaphore names are apart from lock names
+		return "", nil
+	}
 	if r.strategy != "table" {
 		left, ok, err := t.d.Locks().Remaining(ctx, r.name)
 		if err != nil {
@@ -312,6 +340,12 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 		}
 		if err := probe.Release(ctx); err != nil {
 			return "", err
+		}
+	}
+	if r.strategy != strategyRWLock {
+		held, err := r.heldAsRWLock(ctx, t)
+		if err != nil || held {
+			return "held as a read/write lock by another process", err
 		}
 	}
 	return "", nil
@@ -394,3 +428,30 @@ func exitStatus(err error) int {
 
 // isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// commandLine reads the arguments of run and elect, NAME [--] [COMMAND
+// [ARGS...]], or NAME and -c 'SHELL COMMAND', and validates NAME. verb is
+// the subcommand, what names NAME in messages.
+func commandLine(fs *flag.FlagSet, verb, what string, args []string, shell string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, usageError{msg: fmt.Sprintf("%s needs a %s and a command: sqllock %s NAME -- COMMAND [ARGS...], or sqllock %s NAME -c 'SHELL COMMAND'", verb, what, verb, verb)}
+	}
+	name, argv := args[0], args[1:]
+	if len(argv) > 0 && argv[0] == "--" {
+		argv = argv[1:]
+	}
+	switch {
+	case shell != "" && len(argv) > 0:
+		return "", nil, usageError{msg: "-c gives the command: no command may follow the " + what + " as well"}
+	case shell != "":
+		argv = []string{"/bin/sh", "-c", shell}
+	case isSet(fs, "c", "command"):
+		return "", nil, usageError{msg: "-c needs a shell command"}
+	case len(argv) == 0:
+		return "", nil, usageError{msg: fmt.Sprintf("%s needs a command after the %s (or -c 'SHELL COMMAND')", verb, what)}
+	}
+	if err := sqllock.ValidateName(name); err != nil {
+		return "", nil, usageError{msg: err.Error()}
+	}
+	return name, argv, nil
+}

@@ -69,6 +69,32 @@
 // BeginTx's lock timeout is classified as dialect.ErrLocked, and a killed
 // holder's lock goes to the next one.
 //
+// Semaphores (dialect.Semaphores): the lease checks above on the holders'
+// table with a limit of 1, then up to the limit granted and no more,
+// re-entry, ErrLimitMismatch while holders remain, expiry, Remaining, Reap
+// and concurrent acquirers (see Semaphores).
+//
+// Read/write locks (dialect.RWLocks, or its ErrUnsupported): readers share
+// and a writer excludes everyone, tokens grow in grant order on both sides,
+// re-entry keeps the token, a reader asking for the write side is refused
+// as an upgrade, a waiting writer's intent keeps new readers out until it
+// is withdrawn or the writer is granted, expired holders are ignored, not
+// renewed and reaped, concurrent holders on pools of their own never
+// conflict, releases and withdrawals are announced where the table says
+// so, and the lease checks above hold for the holders table.
+//
+// Elections (dialect.Elections): a value is proclaimed only for a live
+// lease (not for a stale owner or token, an expired, taken-over or released
+// lease) and read back as the leader only while that lease is live and
+// keeps the token it was proclaimed for; values travel byte for byte.
+//
+// Multi-name grants (dialect.MultiLockTable): a set is granted whole or
+// not at all (a refused set leaves its other names as they were), re-entered
+// by its owner, with tokens that follow the lock table's rules; ReleaseAll
+// reports which leases it released and announces what it frees; a
+// cancelled set grants nothing; goroutines taking overlapping sets in
+// random orders never share a name and see no error but ErrTransient.
+//
 // Announcements (dialect.Notifier): a subscriber is told Ready, and then
 // the names released, or reaped, while someone waited for them (marked by
 // Remaining, or by Watch for a dialect.Watcher), and no others.
@@ -192,6 +218,7 @@ func Exercise(t *testing.T, h Harness) {
 	_, optimistic := probe.Dialect.(dialect.Optimistic)
 	_, pessimistic := probe.Dialect.(dialect.Pessimistic)
 	_, notifier := probe.Dialect.(dialect.Notifier)
+	_, fair := probe.Dialect.(dialect.FairLocker)
 
 	run := func(name string, check func(t *testing.T, e *env)) {
 		t.Run(name, func(t *testing.T) {
@@ -233,6 +260,25 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	if notifier && !h.Polling {
 		run("Notifier", checkNotifier)
+	}
+	if fair {
+		run("Fair", checkFair)
+	}
+	if _, ok := probe.Dialect.(dialect.Semaphores); ok {
+		exerciseSemaphores(t, run, notifier && !h.Polling)
+	}
+	if rw, ok := probe.Dialect.(dialect.RWLocks); ok {
+		exerciseRW(t, rw, h.Polling, run)
+	}
+	if el, ok := probe.Dialect.(dialect.Elections); ok && !electionsRefused(t, el) {
+		for _, c := range electionChecks {
+			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.(dialect.Elections)) })
+		}
+	}
+	if _, ok := probe.Dialect.(dialect.MultiLockTable); ok {
+		for _, c := range multiChecks {
+			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.(dialect.MultiLockTable)) })
+		}
 	}
 }
 

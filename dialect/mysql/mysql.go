@@ -40,19 +40,29 @@ type Dialect struct {
 	rq       rowLockQueries
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
+	rw       *sqlrun.RWLockTable
 	reap     reapStmts
-	srv      server
-	run      *sqlrun.Runner
-	marks    marker // tags grant statements, so that they can be found and cancelled
-	clock    clockCheck
-	galera   galeraCheck
-	flavor   flavorCheck
-	tidb     bool // made by NewTiDB: the server may be TiDB
+	// releaseAll is ReleaseAll's statement (multi.go).
+	releaseAll sqlrun.Stmt
+	srv        server
+	run        *sqlrun.Runner
+	marks      marker // tags grant statements, so that they can be found and cancelled
+	clock      clockCheck
+	galera     galeraCheck
+	flavor     flavorCheck
+	tidb       bool // made by NewTiDB: the server may be TiDB
 
 	wlocks    *wakingLocks    // locks, whose releases wake waiters
+	fair      *fairLocks      // the FIFO queue of locks (fair.go)
 	wversions *wakingVersions // versions, whose releases wake waiters
 	bells     *bells          // this process's wake-ups
 	noWakeups bool            // WithoutWakeups
+
+	sems *sqlrun.SemaphoreTable
+	// reapSems selects a batch of expired semaphore holders, locking
+	// them; deleteHolder deletes one.
+	reapSems     sqlrun.Stmt
+	deleteHolder string
 }
 
 // Option configures a Dialect.
@@ -107,17 +117,19 @@ func (d *Dialect) Migrations() fs.FS { return migrations.MySQL() }
 func quote(ident string) string { return "`" + ident + "`" }
 
 // Reap implements dialect.Dialect. On one connection, it reaps a batch of
-// the lock table, of the version table and of the row-lock table, and the
-// spent rows of the token table, each in READ COMMITTED transactions of
-// at most reapChunk rows. A chunk of the lock or version table locks the
+// the lock table, of the version table and of the row-lock table, the
+// spent rows of the token table and the read/write locks' expired holder
+// rows, each in READ COMMITTED transactions of at most reapChunk rows. A chunk of the lock or version table locks the
 // table's floor (so no new row can start from it meanwhile), locks expired
 // and released rows (skipping rows an acquirer is touching), deletes them,
-// and raises the floor to the largest token or version deleted.
+// and raises the floor to the largest token or version deleted. Last, it
+// reaps a batch of expired semaphore holders (see reapSemaphores), then one
+// of expired FIFO tickets (see reapTickets).
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
-	return d.reapEach(ctx, p.Limit, d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens)
+	return d.reapEach(ctx, p.Limit, d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens, d.reapSemaphores, d.reapRW, d.reapTickets)
 }
 
 // reapFunc deletes a batch of up to limit rows of one table on conn.

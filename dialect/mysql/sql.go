@@ -167,23 +167,34 @@ type reapStmts struct {
 	// transaction has locked, locking them; deleteRowLock deletes one.
 	rowLocks      sqlrun.Stmt
 	deleteRowLock string
+	// rwExpired selects, locking them, a batch of expired holder rows of
+	// the read/write locks; rwDelete deletes one.
+	rwExpired sqlrun.Stmt
+	rwDelete  string
+	tickets   string // deletes a batch of expired FIFO tickets (fair.go)
 }
 
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	versionFloor, rowlocks, waiters := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_waiters"
-	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters)
+	tickets := "sqllock_tickets"
+	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters, &tickets)
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
 	d.wakeTables(c, locks, versions, waiters)
+	d.releaseAll = c.Compile(releaseAllSQL(locks))
+	d.fair = &fairLocks{FairTable: sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets), nil), w: d.wlocks}
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
 		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),
 		rowLocks:      c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name FROM %s LIMIT :limit FOR UPDATE SKIP LOCKED`, rowlocks))),
 		deleteRowLock: deleteByName(rowlocks),
+		tickets:       reapTicketsSQL(tickets),
 	}
+	d.semaphoreTables(c)
+	d.rwTables(c)
 	return c.Err
 }
 

@@ -22,16 +22,17 @@ import (
 
 // Wake-ups without polling (see the README, "Wake-ups on MySQL and
 // MariaDB"). MySQL has no NOTIFY; instead, a process whose lockers wait
-// keeps one "bell": a connection of the pool asleep in a marked
-// SELECT SLEEP. The names the process waits for are registered in the
-// waiters table under the bell's connection id and a random tag that the
-// sleeping statement carries. A release that frees a name with registered
+// keeps one "bell": a connection of the pool asleep in a SELECT SLEEP,
+// holding a user lock (GET_LOCK) named after a random tag. The names the
+// process waits for are registered in the waiters table under the bell's
+// connection id and tag. A release that frees a name with registered
 // waiters (the release statement itself reports it, from a hint on the
-// lock's row set before a process registers) counts a ring in their rows and ends each bell's
-// sleep with KILL QUERY, once the process list shows that the connection
-// runs a statement with the bell's tag. The woken bell reads its rows with
-// rings it has not seen, announces their names to its lockers' waiting
-// rooms, records them as seen, and sleeps again.
+// lock's row set before a process registers) counts a ring in their rows
+// and, once the count committed, ends each bell's statement with KILL
+// QUERY, if IS_USED_LOCK shows that the bell's connection still holds its
+// tag's lock. The woken bell reads its rows with rings it has not seen,
+// announces their names to its lockers' waiting rooms, records them as
+// seen, and sleeps again.
 //
 // Nothing here decides who holds a lock: a lost wake-up delays a waiter
 // until the holder's lease ends (or its next poll), and a spurious one
@@ -58,18 +59,22 @@ const (
 const errInterrupted = 1317
 
 // bellID identifies one bell connection: the server's connection id and
-// the tag of its statements. The zero value is no bell.
+// the tag of its user lock. The zero value is no bell.
 type bellID struct {
 	id  int64
 	tag string
 }
 
 // wakeStmts are the statements of the wake-ups, on the waiters table.
+// Those on a hand-off's path (the ring's, the bell's) carry their values
+// as literals (see lit): a statement with arguments costs the driver a
+// prepare round trip more, unless the DSN sets interpolateParams.
 type wakeStmts struct {
-	sleep, rung, seen, refresh, expired, forget string
-	register, unregister, ringNew               string   // a VALUES row or IN list is appended
-	hint                                        []string // an IN list is appended
-	ringMark, ringFind                          string
+	refresh, expired, forget      string
+	register, unregister, ringNew string   // a VALUES row or IN list is appended
+	hint                          []string // an IN list is appended
+	sleep, rung, seen             string   // formats: see below
+	ringMark, ringFind            string
 }
 
 func newWakeStmts(waiters string, tables ...string) wakeStmts {
@@ -78,12 +83,6 @@ func newWakeStmts(waiters string, tables ...string) wakeStmts {
 		hint = append(hint, `UPDATE `+t+` SET waiters = TRUE WHERE NOT waiters AND name IN `)
 	}
 	return wakeStmts{
-		// The EXISTS is read once the statement is in the process list:
-		// a ring committed before it is seen here, a ring committed
-		// after it finds the statement and kills it.
-		sleep:      `IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = ? AND rung > seen), 2, SLEEP(?))`,
-		rung:       `SELECT name, rung FROM ` + waiters + ` WHERE bell = ? AND rung > seen`,
-		seen:       `UPDATE ` + waiters + ` SET seen = GREATEST(seen, ?) WHERE bell = ? AND name = ?`,
 		refresh:    `UPDATE ` + waiters + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE bell = ?`,
 		expired:    `DELETE FROM ` + waiters + ` WHERE expires_at < ` + now + ` LIMIT 100`,
 		forget:     `DELETE FROM ` + waiters + ` WHERE bell = ?`,
@@ -91,16 +90,31 @@ func newWakeStmts(waiters string, tables ...string) wakeStmts {
 		unregister: `DELETE FROM ` + waiters + ` WHERE bell = ? AND name IN `,
 		hint:       hint,
 		ringNew:    `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE bell = ? AND name IN `,
-		ringMark:   `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE name = ?`,
-		// The bells registered for a name, each with the connection that
-		// runs a statement with its tag now, if any: only such a
-		// connection is killed. Connection ids start again after a
-		// server restart, and another session's statement is never
-		// ended.
-		ringFind: `SELECT p.ID FROM ` + waiters + ` w LEFT JOIN information_schema.PROCESSLIST p
-  ON p.ID = w.bell AND p.INFO LIKE CONCAT('/* sqllock bell ', w.tag, ' */%')
-WHERE w.name = ?`,
+		// Formats, with the bell's id and the sleep's seconds: the
+		// EXISTS is read after the statement started: a ring committed
+		// before it is seen here, a ring committed after it is
+		// followed by a KILL QUERY that ends the sleep.
+		sleep: `SELECT IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %d AND rung > seen), 2, SLEEP(%d))`,
+		// With the bell's id.
+		rung: `SELECT name, rung FROM ` + waiters + ` WHERE bell = %d AND rung > seen`,
+		// With the count seen, the bell's id and the name (see lit).
+		seen: `UPDATE ` + waiters + ` SET seen = GREATEST(seen, %d) WHERE bell = %d AND name = %s`,
+		// With the name (see lit).
+		ringMark: `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE name = %s`,
+		// The bells registered for a name (see lit) whose connection
+		// still holds its tag's user lock: only such a connection is
+		// killed. Connection ids start again after a server restart,
+		// and another session's statement is never ended. A hash
+		// look-up by lock name, where the process list would be a scan
+		// of every connection.
+		ringFind: `SELECT bell FROM ` + waiters + ` WHERE name = %s AND IS_USED_LOCK(CONCAT('sqllock bell ', tag)) = bell`,
 	}
+}
+
+// lit returns name as an SQL literal: a hexadecimal string literal, which
+// holds any bytes and cannot break out of itself.
+func lit(name string) string {
+	return "X'" + hex.EncodeToString([]byte(name)) + "'"
 }
 
 // bells keeps the process's bell (through a listen.Hub, which runs it
@@ -329,67 +343,57 @@ func placeholders(n int) string {
 }
 
 // ring wakes the processes waiting for name: it counts a ring in their
-// registrations and ends their bells' sleep. It is best effort, on a
+// registrations and ends their bells' statements. It is best effort, on a
 // context that ctx's end does not cut short (the release is done): a
 // waiter that is not woken waits until the released lease would have
 // ended.
 //
 // The bells are looked up while the ring is counted, on another
-// connection of the pool, which saves a round trip. A bell found asleep
-// then is killed after the count committed, so it reads the count after
-// waking (if its sleep ended meanwhile, the kill ends its next statement,
-// or, between statements, its next sleep sees the count). A bell found
-// awake might start a sleep that does not see the count yet: it is looked
-// up again once the count committed.
+// connection of the pool, which saves a round trip, and are killed after
+// the count committed: a bell asleep then wakes and reads the count; a
+// bell that runs another statement has it ended, and reads its rings
+// again; a bell between statements reads the count in its next one (the
+// sleep's first). A registration made after the look-up is rung by the
+// process that made it (see sync).
 func (b *bells) ring(ctx context.Context, name string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
 	defer cancel()
 	type found struct {
-		ids   []int64
-		awake bool
-		err   error
+		ids []int64
+		err error
 	}
 	early := make(chan found, 1)
 	go func() {
 		var f found
-		f.ids, f.awake, f.err = b.findBells(ctx, name)
+		f.ids, f.err = b.findBells(ctx, name)
 		early <- f
 	}()
-	_, err := b.db.ExecContext(ctx, b.stmts.ringMark, name)
+	_, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ringMark, lit(name)))
 	f := <-early
-	if err != nil {
+	if err != nil || f.err != nil {
 		return
-	}
-	if f.err != nil || f.awake {
-		if f.ids, _, f.err = b.findBells(ctx, name); f.err != nil {
-			return
-		}
 	}
 	for _, id := range f.ids {
 		_ = b.killOn(ctx, id)
 	}
 }
 
-// findBells returns the connections asleep in the bell statement of a
-// registration for name, and whether some registration's bell is not.
-func (b *bells) findBells(ctx context.Context, name string) (ids []int64, awake bool, err error) {
-	rows, err := b.db.QueryContext(ctx, b.stmts.ringFind, name)
+// findBells returns the connections of the live bells registered for
+// name.
+func (b *bells) findBells(ctx context.Context, name string) (ids []int64, err error) {
+	rows, err := b.db.QueryContext(ctx, fmt.Sprintf(b.stmts.ringFind, lit(name)))
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id sql.NullInt64
+		var id int64
 		if err := rows.Scan(&id); err != nil {
-			return nil, false, err
+			return nil, err
 		}
-		if id.Valid {
-			ids = append(ids, id.Int64)
-		} else {
-			awake = true
-		}
+		ids = append(ids, id)
 	}
-	return ids, awake, rows.Err()
+	return ids, rows.Err()
 }
 
 // kill ends the statement of connection id, if it runs one, on a context
@@ -455,9 +459,10 @@ func (b *bells) listen(ctx context.Context, ready func(), released func(string))
 }
 
 // open prepares conn as a bell: its id, a session that reads the latest
-// committed rows and takes no gap locks, and a check that wake-ups can
-// reach it (not on a Galera cluster, where a release may run on a node that
-// does not see this connection). Expired registrations of other bells are
+// committed rows and takes no gap locks, a check that wake-ups can reach
+// it (not on a Galera cluster, where a release may run on a node that does
+// not see this connection), and its tag's user lock, which it holds until
+// the connection closes. Expired registrations of other bells are
 // deleted.
 func (b *bells) open(ctx context.Context, conn *sql.Conn) (bellID, error) {
 	var bell bellID
@@ -482,6 +487,13 @@ func (b *bells) open(ctx context.Context, conn *sql.Conn) (bellID, error) {
 	var tag [8]byte
 	_, _ = rand.Read(tag[:])
 	bell.tag = hex.EncodeToString(tag[:])
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK('sqllock bell `+bell.tag+`', 0)`).Scan(&got); err != nil {
+		return bell, wrap(err)
+	}
+	if got.Int64 != 1 {
+		return bell, errors.New("mysql: the bell's user lock is taken")
+	}
 	return bell, nil
 }
 
@@ -512,7 +524,7 @@ func (b *bells) detach(bell bellID) {
 // again, until ctx ends or a statement fails. Every sleep period it
 // refreshes the bell's registrations and deletes expired ones of others.
 func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, released func(string)) error {
-	sleep := `/* sqllock bell ` + bell.tag + ` */ SELECT ` + b.stmts.sleep
+	sleep := fmt.Sprintf(b.stmts.sleep, bell.id, int(bellSleep.Seconds()))
 	refreshed := time.Now()
 	check := true // rung names may wait
 	for {
@@ -549,7 +561,7 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			refreshed = time.Now()
 		}
 		var r int
-		err := conn.QueryRowContext(ctx, sleep, bell.id, bellSleep.Seconds()).Scan(&r)
+		err := conn.QueryRowContext(ctx, sleep).Scan(&r)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -597,7 +609,7 @@ func (b *bells) isBroken(bell bellID) bool {
 // returns them with what it read; seeing them afterwards records the
 // counts read, not the latest: a ring in between stays unseen.
 func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]string, []int64, error) {
-	rows, err := conn.QueryContext(ctx, b.stmts.rung, bell.id)
+	rows, err := conn.QueryContext(ctx, fmt.Sprintf(b.stmts.rung, bell.id))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -622,7 +634,7 @@ func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]st
 // see records that bell announced the rings counted for names.
 func (b *bells) see(ctx context.Context, conn *sql.Conn, bell bellID, names []string, counts []int64) error {
 	for i, name := range names {
-		if _, err := conn.ExecContext(ctx, b.stmts.seen, counts[i], bell.id, name); err != nil {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(b.stmts.seen, counts[i], bell.id, lit(name))); err != nil {
 			return err
 		}
 	}

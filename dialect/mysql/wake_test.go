@@ -373,3 +373,81 @@ func TestOptimisticWaiterWoken(t *testing.T) {
 		t.Fatalf("waiter: %v", err)
 	}
 }
+
+// A ring kills only bells: a registration whose connection does not hold
+// the registered tag's user lock (as after a server restart, when
+// connection ids start again) is counted, but the statement that
+// connection runs is left alone.
+func TestRingKillsOnlyBells(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, db, database := wakeEnv(t)
+
+	// Another session's statement, on a connection whose id a stale
+	// registration names.
+	other, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	var id int64
+	if err := other.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		var r int
+		ended <- other.QueryRowContext(ctx, "SELECT SLEEP(600)").Scan(&r)
+	}()
+	testutil.Eventually(ctx, t, "the other session sleeps", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST
+WHERE ID = ? AND INFO LIKE 'SELECT SLEEP(600)%'`, id).Scan(&n)
+		return err == nil && n == 1
+	})
+
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := l.TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := "`" + database + "`."
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+q+`sqllock_waiters (name, bell, tag, rung, seen, expires_at)
+VALUES ('x', ?, '0123456789abcdef', 0, 0, NOW(6) + INTERVAL 1 HOUR)`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE `+q+`sqllock_locks SET waiters = TRUE WHERE name = 'x'`); err != nil {
+		t.Fatal(err)
+	}
+	// The ring runs within Release: any KILL it sends has been sent
+	// when Release returns.
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rung int
+	if err := db.QueryRowContext(ctx, `SELECT rung FROM `+q+`sqllock_waiters WHERE name = 'x'`).Scan(&rung); err != nil {
+		t.Fatal(err)
+	}
+	if rung != 1 {
+		t.Fatalf("rung %d, want 1: the release did not ring", rung)
+	}
+	// A statement ended by KILL QUERY is gone from the process list, or
+	// listed as Killed until it ends.
+	var command string
+	err = db.QueryRowContext(ctx, `SELECT COMMAND FROM information_schema.PROCESSLIST
+WHERE ID = ? AND INFO LIKE 'SELECT SLEEP(600)%'`, id).Scan(&command)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && command == "Killed" {
+		t.Fatal("the ring ended another session's statement")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
+		t.Fatal(err)
+	}
+	<-ended
+}

@@ -187,7 +187,7 @@ func (d *Dialect) listenOn(ctx context.Context, pc *pgx.Conn, ready func(), wake
 	probeChannel := newProbeChannel()
 	// The dialect's channel last: operators (and tests) find the
 	// listening connection by its last statement.
-	for _, ch := range []string{probeChannel, d.channel} {
+	for _, ch := range []string{probeChannel, d.waker, d.channel} {
 		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}

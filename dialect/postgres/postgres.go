@@ -41,7 +41,14 @@ type Dialect struct {
 	run      *sqlrun.Runner
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
+	fair     *sqlrun.FairTable
+	waker    string // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
 	reap     reapStmts
+	sems     *sqlrun.SemaphoreTable
+	reapSems sqlrun.Stmt
+	rw       *sqlrun.RWLockTable
+	// releaseAll is ReleaseAll's statement (multi.go).
+	releaseAll sqlrun.Stmt
 	// lead are the arguments put before every statement's own (see
 	// WithPooler); nil for none.
 	lead []any
@@ -89,6 +96,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if d.schema != "" {
 		d.channel = ("sqllock:" + d.schema)[:min(63, len("sqllock:")+len(d.schema))]
 	}
+	d.waker = newWaker()
 	d.rq = buildRowLockQueries(d.schema, durable(d.syncCommit))
 	d.hub = listen.New(d.listen, listenLinger)
 	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: cancelGrant, Durable: d.syncCommit != ""}

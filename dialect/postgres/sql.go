@@ -202,24 +202,30 @@ func reapRowLocksSQL(rowlocks string) sqlrun.SQL {
 
 // reapStmts are the reaper's statements.
 type reapStmts struct {
-	locks, versionFloor, versions, rowLocks sqlrun.Stmt
+	locks, versionFloor, versions, rowLocks, tickets sqlrun.Stmt
+	rw                                               sqlrun.Stmt // the read/write lock holders
 }
 
 // tables compiles the dialect's statements.
 func (d *Dialect) tables() error {
 	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
-	floor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
-	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks)
+	floor, rowlocks, tickets := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_tickets"
+	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks, &tickets)
 	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel, durable(d.syncCommit)))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
+	d.releaseAll = c.Compile(releaseAllSQL(locks, durable(d.syncCommit)))
+	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, seq, tickets, d.channel, d.waker, durable(d.syncCommit)), nil)
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
 	d.reap = reapStmts{
 		locks:        c.Compile(reapSQL(locks)),
 		versionFloor: c.Compile(lockFloor),
 		versions:     c.Compile(reapVersions),
 		rowLocks:     c.Compile(reapRowLocksSQL(rowlocks)),
+		tickets:      c.Compile(reapTicketsSQL(tickets)),
 	}
+	d.semaphoreTables(c)
+	d.rwTables(c)
 	return c.Err
 }
 
@@ -232,9 +238,11 @@ func (d *Dialect) Locks() dialect.LockTable { return d.locks }
 func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 
 // Reap implements dialect.Dialect: a batch of the lock table, of the
-// version table and of the row-lock table, in turn. Lock-table and
-// row-lock tokens come from sequences, which deleting rows cannot set
-// back; versions start above the version floor (see reapVersionsSQL).
+// version table, of the row-lock table, of the semaphore holders and of
+// the read/write locks' holders and of expired FIFO tickets, in turn.
+// Lock-table, row-lock and semaphore tokens come from sequences, which
+// deleting rows cannot set back; versions start above the version floor
+// (see reapVersionsSQL).
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 	params := &sqlrun.Params{Limit: p.Limit, Channel: d.channel}
 	n, err := d.run.Int(ctx, &d.reap.locks, params)
@@ -248,6 +256,21 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 		return total, err
 	}
 	n, err = d.run.Int(ctx, &d.reap.rowLocks, params)
+	total += int(n)
+	if err != nil {
+		return total, err
+	}
+	n, err = d.reapSemaphores(ctx, params)
+	total += int(n)
+	if err != nil {
+		return total, err
+	}
+	n, err = d.run.Int(ctx, &d.reap.rw, params)
+	total += int(n)
+	if err != nil {
+		return total, err
+	}
+	n, err = d.run.Int(ctx, &d.reap.tickets, params)
 	return total + int(n), err
 }
 

@@ -125,7 +125,12 @@ func (d *Dialect) tables() error {
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL())
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL())
-	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions"))}
+	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL())
+	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(), nil)
+	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(), nil)
+	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions")),
+		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL())}
+	d.releaseAll = c.Compile(releaseAllSQL())
 	return c.Err
 }
 
@@ -138,7 +143,9 @@ func (d *Dialect) Locks() dialect.LockTable { return d.locks }
 func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 
 // Reap implements dialect.Dialect: a batch of the lock table, then one of
-// the version table, each in a statement of its own.
+// the version table, then one of the semaphore holders, then one of the
+// read/write locks' holders, then one of expired FIFO tickets, each in a
+// statement of its own.
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 	total := 0
 	for i := range d.reap {

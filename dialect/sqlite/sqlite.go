@@ -126,8 +126,13 @@ type Dialect struct {
 	db       *sql.DB
 	run      *sqlrun.Runner
 	locks    *sqlrun.LockTable
+	fair     *sqlrun.FairTable // the FIFO queue of locks (fair.go)
 	versions *sqlrun.VersionTable
+	rw       *sqlrun.RWLockTable
 	reap     []sqlrun.Stmt // one per table
+	sems     *sqlrun.SemaphoreTable
+	// releaseAll is ReleaseAll's statement (multi.go).
+	releaseAll sqlrun.Stmt
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)

@@ -38,6 +38,9 @@ const (
 	// if set, is the whole run's length, shared out among the scenarios.
 	durationEnv = "SQLLOCK_CHAOS_DURATION"
 	soakEnv     = "SQLLOCK_CHAOS_SOAK"
+	// strategiesEnv, if set, is a comma-separated list of the strategies
+	// to run (default: all of strategies).
+	strategiesEnv = "SQLLOCK_CHAOS_STRATEGIES"
 	// restartEnv, if set to 1, adds the scenario that restarts the
 	// database servers mid-run (it needs the rights to do so).
 	restartEnv = "SQLLOCK_CHAOS_RESTART"
@@ -245,9 +248,10 @@ const (
 	idleTimeout = time.Second
 )
 
-// open builds a worker's pool, locker and store, and what closes the pool
-// and the dialect (with its listening connection, on PostgreSQL).
-func (c config) open() (func(), sqllock.Locker, *Store, error) {
+// open builds a worker's pool, locker (a sqllock.Locker, or a
+// *sqllock.Election for the election strategy) and store, and what closes
+// the pool and the dialect (with its listening connection, on PostgreSQL).
+func (c config) open() (func(), any, *Store, error) {
 	db, err := sql.Open(driverOf(c.Kind), c.DSN)
 	if err != nil {
 		return nil, nil, nil, err
@@ -255,15 +259,23 @@ func (c config) open() (func(), sqllock.Locker, *Store, error) {
 	db.SetMaxOpenConns(20)
 	db.SetMaxIdleConns(20)
 	d, err := newDialect(c.Kind, db, c.NS, c.Pooler)
-	var l sqllock.Locker
+	var l any
 	if err == nil {
 		switch c.Strategy {
-		case "table":
+		case "election":
+			l, err = sqllock.NewElection(d, sqllock.Options{TTL: c.TTL})
+		case "table", "multi":
 			l, err = sqllock.NewTable(d, sqllock.Options{TTL: c.TTL})
+		case "fair":
+			l, err = sqllock.NewTable(d, sqllock.Options{TTL: c.TTL, Fair: true, Observer: EnqueueTracer{}})
 		case "optimistic":
 			l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: c.TTL})
 		case "pessimistic":
 			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{KeepAlive: c.KeepAlive})
+		case "semaphore":
+			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.Options{TTL: c.TTL})
+		case "rwlock":
+			l, err = sqllock.NewRWLock(d, sqllock.Options{TTL: c.TTL})
 		default:
 			err = fmt.Errorf("unknown strategy %q", c.Strategy)
 		}
@@ -285,8 +297,10 @@ func (c config) open() (func(), sqllock.Locker, *Store, error) {
 	return closeAll, l, st, nil
 }
 
-func (c config) worker(l sqllock.Locker, st *Store, rec *Recorder) *Worker {
-	return &Worker{ID: c.Worker, Locker: l, Store: st, Pessimistic: c.Strategy == "pessimistic",
+func (c config) worker(l any, st *Store, rec *Recorder) *Worker {
+	locker, _ := l.(sqllock.Locker)
+	election, _ := l.(*sqllock.Election)
+	return &Worker{ID: c.Worker, Locker: locker, Election: election, Store: st, Pessimistic: c.Strategy == "pessimistic", Sets: c.Strategy == "multi",
 		Names: c.Names, Hold: c.Hold, Think: c.Think, Wait: c.Wait, TryEvery: c.TryEvery,
 		Rec: rec, Rand: rand.New(rand.NewPCG(c.Seed, 0x5eed))}
 }
@@ -323,11 +337,24 @@ const (
 	restart  = "restart"
 )
 
-var strategies = []string{"table", "optimistic", "pessimistic"}
+// strategies are the scenarios' lockers; "multi" is the lock table taking
+// sets of names at once (Table.AcquireAll); "fair" the lock table with
+// Options.Fair.
+var strategies = []string{"table", "fair", "optimistic", "pessimistic", "semaphore", "rwlock", "election", "multi"}
 
 // tidbSkip returns why a scenario is not run on TiDB, or "".
 func tidbSkip(strategy, fault string) string {
 	switch {
+	case strategy == "fair":
+		return "TiDB has no FIFO queue (ErrUnsupported)"
+	case strategy == "semaphore":
+		return "TiDB's dialect has no semaphores"
+	case strategy == "rwlock":
+		return "TiDB has no read/write locks"
+	case strategy == "election":
+		return "TiDB offers no leader election"
+	case strategy == "multi":
+		return "the TiDB dialect does not acquire sets of names (sqllock.ErrUnsupported)"
 	case fault == restart:
 		return "make test-tidb runs one TiDB server, which the suite does not restart"
 	case fault == connKill && strategy == "pessimistic":
@@ -354,6 +381,28 @@ func scenarios() []string {
 	return s
 }
 
+// selectedStrategies returns the strategies strategiesEnv names, in the
+// order of strategies, or all of them when it is unset.
+func selectedStrategies(t *testing.T) []string {
+	v := os.Getenv(strategiesEnv)
+	if v == "" {
+		return strategies
+	}
+	want := strings.Split(v, ",")
+	for _, s := range want {
+		if !slices.Contains(strategies, s) {
+			t.Fatalf("%s: unknown strategy %q; the strategies are %s", strategiesEnv, s, strings.Join(strategies, ","))
+		}
+	}
+	var out []string
+	for _, s := range strategies {
+		if slices.Contains(want, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func scenarioDuration(t *testing.T) time.Duration {
 	if v := os.Getenv(soakEnv); v != "" {
 		total, err := time.ParseDuration(v)
@@ -361,7 +410,7 @@ func scenarioDuration(t *testing.T) time.Duration {
 			t.Fatalf("%s: %v", soakEnv, err)
 		}
 		// The two databases run side by side; scenarios one after another.
-		return total / time.Duration(len(strategies)*len(scenarios()))
+		return total / time.Duration(len(selectedStrategies(t))*len(scenarios()))
 	}
 	if v := os.Getenv(durationEnv); v != "" {
 		d, err := time.ParseDuration(v)
@@ -384,7 +433,7 @@ func TestChaos(t *testing.T) {
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			for _, strat := range strategies {
+			for _, strat := range selectedStrategies(t) {
 				for _, sc := range scenarios() {
 					t.Run(strat+"/"+sc, func(t *testing.T) {
 						if why := tidbSkip(strat, sc); kind == "tidb" && why != "" {
@@ -407,7 +456,7 @@ func TestChaosThroughPgBouncer(t *testing.T) {
 	for _, mode := range dbtest.PoolModes {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			for _, strat := range strategies {
+			for _, strat := range selectedStrategies(t) {
 				t.Run(strat+"/"+connKill, func(t *testing.T) {
 					runScenarioThrough(t, "postgres", strat, connKill, dur, mode)
 				})
@@ -438,6 +487,7 @@ type run struct {
 
 	mu     sync.Mutex
 	events []Event
+	live   *Recorder // the goroutine scenarios' events while they run
 	faults map[string]int
 	notes  []string
 	pauses []pauseNote
@@ -475,14 +525,21 @@ func runScenarioThrough(t *testing.T, kind, strat, fault string, dur time.Durati
 	names := []string{"chaos:a", "chaos:b"}
 	r := &run{t: t, kind: kind, strategy: strat, fault: fault, s: newSetup(t, kind, names),
 		names: names, dur: dur, faults: map[string]int{}, pool: pool}
+	var (
+		ctx    context.Context
+		cancel context.CancelFunc
+		wg     sync.WaitGroup
+	)
 	if fault == pause || fault == crash {
-		// Room for a few faults, each followed by a takeover.
-		dur = max(dur, 4*(2*ttl)+ttl+2*time.Second)
+		// Room for a few faults, each followed by a takeover; the faults
+		// keep to the deadline, so that each has time to see its
+		// takeover.
+		ctx, cancel = context.WithTimeout(t.Context(), max(dur, 4*(2*ttl)+ttl+2*time.Second))
+	} else {
+		ctx, cancel = context.WithCancel(t.Context())
+		wg.Go(func() { r.stopAfter(ctx, cancel, dur) })
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), dur)
 	defer cancel()
-
-	var wg sync.WaitGroup
 	if r.strategy != "pessimistic" {
 		reaper, err := sqllock.NewReaper(r.s.dialect(t, r.s.admin), sqllock.ReaperOptions{Interval: 100 * time.Millisecond})
 		if err != nil {
@@ -501,6 +558,44 @@ func runScenarioThrough(t *testing.T, kind, strat, fault string, dur time.Durati
 	r.check()
 	return r
 }
+
+// stopAfter ends a goroutine scenario (cancel) once dur has passed and its
+// history so far (r.live) holds enough work for the checks to prove
+// anything (enoughWork), or at 5 dur whatever it holds: a scenario whose faults slow its workers down,
+// on a loaded host, may get less done in dur than the checks need.
+func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time.Duration) {
+	defer cancel()
+	limit := time.NewTimer(5 * dur)
+	defer limit.Stop()
+	at := time.NewTimer(dur)
+	defer at.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-at.C:
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r.mu.Lock()
+		live := r.live
+		r.mu.Unlock()
+		if live != nil && enoughWork(stats(live.Events())) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-limit.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// enoughWork reports whether a history has work enough for its checks to
+// prove anything: a few grants, and guarded writes beyond the first.
+func enoughWork(st tally) bool { return st.acquired >= 3 && st.written >= 2 }
 
 // goroutines runs four workers in two lockers (as if two processes of two
 // goroutines each) with the scenario's fault injected between them and the
@@ -531,6 +626,9 @@ func (r *run) goroutines(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	rec := NewRecorder(nil)
+	r.mu.Lock()
+	r.live = rec
+	r.mu.Unlock()
 	for p := range 2 {
 		c := r.base(fmt.Sprintf("p%d", p), uint64(p))
 		c.DSN = dsn
@@ -836,7 +934,27 @@ func (r *run) check() {
 	ps, ks := r.pauses, r.kills
 	r.mu.Unlock()
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
-	vs := Check(events, data)
+	check := Check
+	switch r.strategy {
+	case "semaphore":
+		check = func(events []Event, _ Data) []Violation { return CheckSemaphore(events, semaphoreLimit) }
+	case "election":
+		check = CheckElection
+	}
+	vs := check(events, data)
+	if r.strategy == "fair" {
+		vs = append(vs, CheckFIFO(events, r.base("", 0).TTL)...)
+		tickets := 0
+		for _, e := range events {
+			if e.Kind == Enqueued {
+				tickets++
+			}
+		}
+		if tickets == 0 {
+			t.Errorf("no waiter took a ticket: the FIFO order was not put to the test")
+		}
+		t.Logf("FIFO order checked over %d tickets", tickets)
+	}
 	for _, v := range vs {
 		t.Errorf("violation: %v", v)
 	}
@@ -851,7 +969,7 @@ func (r *run) check() {
 		t.Logf("errors:\n%s", errHistogram(events))
 	}
 	st2 := stats(events)
-	if st2.acquired < 3 || st2.written < 2 {
+	if !enoughWork(st2) {
 		t.Errorf("too little work to prove anything: %d acquisitions, %d committed writes", st2.acquired, st2.written)
 	}
 	switch r.fault {
@@ -954,16 +1072,26 @@ func (r *run) checkPauses(events []Event, ps []pauseNote) {
 }
 
 // checkKills: after a holder is killed, a waiter holds the lock within
-// TTL + 1 s (leases) or 1 s (pessimistic).
+// the bound: the lease's TTL (one more for a renewal the victim sent just
+// before it died), then the waiter's next attempt, which it schedules for
+// the lease's end, and up to 2 s for the statements of a machine running
+// many scenarios at once (a takeover is a liveness bound, and a loaded test
+// host stretches it). A pessimistic lock ends with the killed connection:
+// 2 s. A set's waiter also needs its set's other names, which another
+// worker may hold for a turn: one TTL more. The slowest takeover is noted
+// in the report either way.
 func (r *run) checkKills(events []Event, ks []killNote) {
 	t := r.t
 	if len(ks) == 0 {
 		t.Error("no holder was killed")
 		return
 	}
-	bound := ttl + time.Second
-	if r.strategy == "pessimistic" {
-		bound = time.Second
+	bound := 2*ttl + 2*time.Second
+	switch r.strategy {
+	case "pessimistic":
+		bound = 2 * time.Second
+	case "multi":
+		bound = 3*ttl + 2*time.Second
 	}
 	var worst time.Duration
 	measured := 0

@@ -27,7 +27,7 @@ type Data struct {
 // Violation is one broken property, with the smallest slice of the history
 // that shows it.
 type Violation struct {
-	Kind   string // "double holder", "token order", "stale write", "lost update", "history/data mismatch", "malformed"
+	Kind   string // "double holder", "token order", "stale write", "lost update", "history/data mismatch", "partial set", "malformed"
 	Msg    string
 	Events []Event // the offending events, in time order
 }
@@ -47,6 +47,7 @@ type acq struct {
 	name     string
 	token    int64
 	worker   string
+	shared   bool   // the read side of a read/write lock (see CheckRW)
 	invoke   *Event // nil if not recorded
 	ok       Event
 	trusted  []Event // Trusted events of this acquisition
@@ -106,7 +107,7 @@ func Check(events []Event, data Data) []Violation {
 			}
 			continue // a re-entry of the same acquisition
 		}
-		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, ok: e}
+		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, shared: e.Shared, ok: e}
 		if inv, ok := invokes[opKey{e.Worker, e.Op}]; ok {
 			a.invoke = &inv
 		}
@@ -138,7 +139,11 @@ func Check(events []Event, data Data) []Violation {
 		}
 		slices.SortFunc(as, func(x, y *acq) int { return cmp.Compare(x.token, y.token) })
 		byToken[n] = as
-		vs = append(vs, checkOverlap(as)...)
+		if anyShared(as) {
+			vs = append(vs, checkOverlapRW(as)...)
+		} else {
+			vs = append(vs, checkOverlap(as)...)
+		}
 		vs = append(vs, checkTokenOrder(as)...)
 	}
 
@@ -158,6 +163,7 @@ func Check(events []Event, data Data) []Violation {
 			}
 		}
 	}
+	vs = append(vs, checkSets(events)...)
 	vs = append(vs, checkStaleWrites(byToken, writes, order)...)
 	vs = append(vs, checkData(data, writes, order)...)
 	return vs

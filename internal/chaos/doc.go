@@ -9,6 +9,13 @@
 // that disagrees with the writes that committed (a lost or duplicated
 // update).
 //
+// The semaphore scenarios (strategy "semaphore", semaphoreLimit permits per
+// name) are checked by [CheckSemaphore] instead: no more than the limit of
+// acquisitions of a name certainly held at one instant, no token granted
+// twice, tokens that grow; their holders' guarded writes may interleave, so
+// the data is not checked. Their kept runs' meta.json names the strategy,
+// and a reader must check them with that model.
+//
 // # Kept runs
 //
 // With the environment variable SQLLOCK_CHAOS_KEEP set to a directory, every
@@ -33,9 +40,9 @@
 //
 // Every record has a "kind" field naming what it is, and every field listed
 // below for its kind is always present (zero or empty when it does not
-// apply). This is format 1. Fields may be added to it, which a reader
-// should ignore; any other change (a new kind, a field's meaning) comes with
-// a new "format" in meta.json.
+// apply). This is format 2 (format 1 had no set events and no set field).
+// Fields may be added to it, which a reader should ignore; any other change
+// (a new kind, a field's meaning) comes with a new "format" in meta.json.
 //
 // Units and clocks: every time is an integer number of nanoseconds since the
 // Unix epoch (fields ending in _ns), read with time.Now by the process that
@@ -56,8 +63,13 @@
 //   - scenario: "<database>/<strategy>/<fault>", the name of the scenario
 //     under TestChaos.
 //   - database: "postgres", "mysql" (MariaDB or MySQL) or "tidb".
-//   - strategy: "table", "optimistic" (leases with a TTL) or "pessimistic"
-//     (a row lock held by the lock's own open transaction).
+//   - strategy: "table", "optimistic" (leases with a TTL), "pessimistic"
+//     (a row lock held by the lock's own open transaction), "rwlock" (a
+//     read/write lock: leases with a TTL, two turns in three on the read
+//     side, recorded with "s": true on the acquisition's events) or
+//     "election" (leader election on the lock table: an acquisition is a
+//     won election, its token the term, a release a resignation; checked by
+//     [CheckElection]).
 //   - fault: "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
 //     (the README's chaos-suite section describes each).
 //   - start_ns: just before the first worker started. end_ns: just after
@@ -107,6 +119,8 @@
 //     itself lies within [invoke at_ns, completion at_ns].
 //   - error: on a failure, an unknown outcome or a loss, the error message
 //     (free text, for people; it may be long); "" otherwise.
+//   - set: on the set events, the names of the set, separated by commas;
+//     "" otherwise (and name is "").
 //
 // Lines are sorted by at_ns; events with equal times keep the order in
 // which they were recorded, and each worker's events are in the order it
@@ -152,6 +166,19 @@
 //     lock lost" (followed by a lost event) another owner had taken the lock
 //     over; otherwise the lock is left to expire (a lease after its TTL; a
 //     pessimistic lock when the server ends its session).
+//   - set (invoke), set-ok and set-fail (completion): in the multi
+//     scenarios (strategy "multi"), each turn asks for a set of names at
+//     once (sqllock's Table.AcquireAll, or on every 4th turn
+//     TryAcquireAll). The set event is followed, at the same at_ns and op,
+//     by an acquire event per name; a grant by an acquire-ok per name
+//     (each with its token), then set-ok; a refusal or failure by
+//     set-fail alone. The rest of the turn is a single lock's for each
+//     name, except that one transaction, guarded by every lock of the set
+//     (LockSet.Guard), writes all the set's counters (a write event per
+//     name, and their completions), and one release operation (a release
+//     event per name, and their completions) releases the whole set. A
+//     set-ok must come with exactly one acquire-ok of each of its names
+//     and no other, and a set-fail with none (Check: "partial set").
 //
 // An invoke without a completion is an operation whose outcome the worker
 // never recorded because its process was killed: forever pending, unless
@@ -205,7 +232,9 @@
 // values are 1 to n, with tokens not decreasing in value order; (5) every
 // write-ok has its write record (same name, value, token and worker), and
 // the number of write records lies between the number of write-ok and that
-// plus the writes of unknown outcome (write-unknown or no completion).
+// plus the writes of unknown outcome (write-unknown or no completion); (6)
+// a set-ok comes with exactly one acquire-ok of each name of its set and
+// no other, a set-fail with none.
 //
 // In a linearizability checker (a porcupine model of a fenced mutex, say),
 // each operation runs from its invoke's at_ns to its completion's; a write

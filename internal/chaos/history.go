@@ -50,6 +50,12 @@ type Event struct {
 	Value  int64  `json:"v,omitempty"`   // counter value written (WriteOK)
 	At     int64  `json:"at"`            // wall clock, Unix nanoseconds (shared by the processes of one host)
 	Err    string `json:"err,omitempty"` // the error of a failed operation
+	// Shared marks an acquisition (AcquireInvoke, AcquireOK) of the read
+	// side of a read/write lock: see CheckRW.
+	Shared bool `json:"s,omitempty"`
+	// Set lists the names of a set (SetInvoke, SetOK, SetFail), separated
+	// by commas (see SetNames).
+	Set string `json:"set,omitempty"`
 }
 
 // Time returns the event's time.
@@ -62,6 +68,12 @@ func (e Event) String() string {
 	}
 	if e.Value != 0 {
 		s += fmt.Sprintf(" value=%d", e.Value)
+	}
+	if e.Shared {
+		s += " shared"
+	}
+	if e.Set != "" {
+		s += fmt.Sprintf(" set=%q", e.Set)
 	}
 	if e.Err != "" {
 		s += " err=" + e.Err

@@ -15,7 +15,7 @@ import (
 
 // FormatVersion is the version of the kept-run format described in the
 // package documentation, written to meta.json as "format".
-const FormatVersion = 1
+const FormatVersion = 2
 
 // The files of a kept run.
 const (
@@ -90,6 +90,7 @@ type historyRecord struct {
 	Value  int64  `json:"value"`
 	At     int64  `json:"at_ns"`
 	Err    string `json:"error"`
+	Set    string `json:"set"`
 }
 
 // dataRecord is a line of data.jsonl; Worker is written for writes only.
@@ -106,6 +107,7 @@ var eventKinds = map[Kind]bool{
 	Trusted: true, Lost: true,
 	WriteInvoke: true, WriteOK: true, WriteFail: true, WriteUnknown: true,
 	ReleaseInvoke: true, ReleaseOK: true, ReleaseFail: true,
+	SetInvoke: true, SetOK: true, SetFail: true,
 }
 
 // Write writes k into dir, creating it if need be and replacing the files
@@ -122,7 +124,7 @@ func (k Kept) Write(dir string) error {
 	err := writeLines(filepath.Join(dir, HistoryFile), func(enc *json.Encoder) error {
 		for _, e := range events {
 			r := historyRecord{Kind: e.Kind, Worker: e.Worker, Op: e.Op, Name: e.Name,
-				Token: e.Token, Value: e.Value, At: e.At, Err: e.Err}
+				Token: e.Token, Value: e.Value, At: e.At, Err: e.Err, Set: e.Set}
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
@@ -232,7 +234,7 @@ func ReadKept(dir string) (Kept, error) {
 			return fmt.Errorf("unknown event kind %q", r.Kind)
 		}
 		k.Events = append(k.Events, Event{Worker: r.Worker, Op: r.Op, Kind: r.Kind, Name: r.Name,
-			Token: r.Token, Value: r.Value, At: r.At, Err: r.Err})
+			Token: r.Token, Value: r.Value, At: r.At, Err: r.Err, Set: r.Set})
 		return nil
 	})
 	if err != nil {

@@ -167,7 +167,7 @@ func checkKeptFields(t *testing.T, dir string) {
 		CounterRecord: {"kind", "name", "value", "token"},
 		WriteRecord:   {"kind", "name", "value", "token", "worker"},
 	}
-	event := []string{"kind", "worker", "op", "name", "token", "value", "at_ns", "error"}
+	event := []string{"kind", "worker", "op", "name", "token", "value", "at_ns", "error", "set"}
 	check := func(file string, line []byte, kinds ...string) {
 		t.Helper()
 		var rec map[string]json.RawMessage

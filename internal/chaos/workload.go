@@ -122,11 +122,17 @@ func (s *Store) Data(ctx context.Context) (Data, error) {
 type Worker struct {
 	ID     string
 	Locker sqllock.Locker
+	// Election, if set, replaces Locker: each turn campaigns to lead a
+	// name (see electionTurn).
+	Election *sqllock.Election
 	// Store is the guarded data; for a pessimistic locker the writes run in
 	// the lock's own transaction and commit with the release.
 	Store       *Store
 	Pessimistic bool
-	Names       []string
+	// Sets makes each turn take a set of names at once (Locker is then a
+	// *sqllock.Table; see setTurn).
+	Sets  bool
+	Names []string
 	// Hold is the longest pause between acquiring and writing (a paused or
 	// killed process is caught here); Think the longest pause between the
 	// read and the write of the increment.
@@ -142,6 +148,10 @@ type Worker struct {
 // finished (its release is not cut short).
 func (w *Worker) Run(ctx context.Context) {
 	for turn := 1; ctx.Err() == nil; turn++ {
+		if w.Election != nil {
+			w.electionTurn(ctx)
+			continue
+		}
 		w.turn(ctx, turn)
 	}
 }
@@ -167,10 +177,18 @@ func (w *Worker) sleep(ctx context.Context, max time.Duration) {
 }
 
 func (w *Worker) turn(ctx context.Context, turn int) {
+	if w.Sets {
+		w.setTurn(ctx, turn)
+		return
+	}
 	name := w.Names[w.Rand.IntN(len(w.Names))]
+	if rw, ok := w.Locker.(*sqllock.RWLock); ok && w.readSide() {
+		w.readTurn(ctx, turn, rw, name)
+		return
+	}
 	op := w.Rec.NextOp()
 	w.Rec.Add(w.event(op, AcquireInvoke, name, 0, nil))
-	actx, cancel := context.WithTimeout(ctx, w.Wait)
+	actx, cancel := context.WithTimeout(withTurn(ctx, w.Rec, w.ID, op), w.Wait)
 	var lock *sqllock.Lock
 	var err error
 	if w.TryEvery > 0 && turn%w.TryEvery == 0 {

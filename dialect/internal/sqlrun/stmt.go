@@ -60,6 +60,7 @@ type Params struct {
 	MinHold time.Duration // :minhold, in whole microseconds
 	Limit   int           // :limit
 	Channel string        // :channel, the notification channel
+	Ticket  int64         // :ticket, a waiter's ticket (see dialect.FairTable)
 	// Leases expands :names to a list of their names and :leases to a
 	// list of (name, owner, token) tuples, for IN (...).
 	Leases []dialect.Lease
@@ -68,7 +69,7 @@ type Params struct {
 // params lists the names a statement may use; list ones expand.
 var params = map[string]bool{
 	"name": false, "owner": false, "token": false, "version": false, "ttl": false, "minhold": false,
-	"limit": false, "channel": false, "names": true, "leases": true,
+	"limit": false, "channel": false, "ticket": false, "names": true, "leases": true,
 }
 
 // value returns the value of the scalar parameter name.
@@ -88,6 +89,8 @@ func (p *Params) value(name string) any {
 		return p.MinHold.Microseconds()
 	case "limit":
 		return p.Limit
+	case "ticket":
+		return p.Ticket
 	}
 	return p.Channel
 }

@@ -1,0 +1,189 @@
+package sqlrun
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// FairSQL declares the statements of the FIFO queue of the lock table (see
+// dialect.FairTable). Tickets travel as :ticket; the waker of the
+// enqueueing process as :channel.
+type FairSQL struct {
+	// Grant grants a lease on :name to :owner for :ttl, as the lock
+	// table's Acquire does, but only under the queue's rule for :ticket
+	// (0: none); its number is the token, 0 when refused. Without Consume
+	// it also deletes the ticket, in the same statement, and runs as a
+	// grant (see Runner.GrantInt). Otherwise a grant is a short
+	// transaction, after First, if set, outside it: Grant, or the lock
+	// table's Acquire when Grant is empty, then Consume.
+	Grant SQL
+	// First selects 1 when :ticket (0: none) may be granted :name under the
+	// queue's rule, or when :owner holds a live lease on :name (re-entry),
+	// else 0.
+	First SQL
+	// Consume deletes the ticket :ticket.
+	Consume SQL
+	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
+	// number is the ticket's id.
+	Enqueue SQL
+	// Wait selects the microseconds the waiter of :ticket may sleep (see
+	// dialect.FairTable.Wait), or -1 when the ticket is not live.
+	Wait SQL
+	// Dequeue deletes :ticket, waking the next ticket's process if it was
+	// the oldest and the lock is free.
+	Dequeue SQL
+	// Renew extends the tickets of :leases (their tokens are the tickets'
+	// ids; :names their names) to :ttl from now.
+	Renew SQL
+	// Release, when set, replaces the lock table's Release: it also wakes
+	// the process of the oldest live ticket when it frees the lock.
+	Release SQL
+	// Channel is the value of :channel: the process's waker.
+	Channel string
+}
+
+// FairTable implements dialect.FairTable over a lock table and the
+// statements of its queue.
+type FairTable struct {
+	*LockTable
+	grant, first, consume, enqueue, wait, dequeue, renew, release Stmt
+	// inOne: a grant is one statement. hasFirst, hasGrant: a grant's
+	// transaction has a First, and a Grant of its own. hasRelease: the
+	// queue has a Release of its own.
+	inOne, hasFirst, hasGrant, hasRelease bool
+	waker                                 string
+	txOpts                                *sql.TxOptions
+}
+
+var _ dialect.FairTable = (*FairTable)(nil)
+
+// NewFairTable compiles s for the queue of locks; a compile error is kept
+// in c. A grant's transaction runs with txOpts.
+func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
+	t := &FairTable{LockTable: locks, waker: s.Channel, txOpts: txOpts,
+		enqueue: c.Compile(s.Enqueue), wait: c.Compile(s.Wait), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew),
+		hasFirst: s.First.Text != "", hasGrant: s.Grant.Text != "", hasRelease: s.Release.Text != ""}
+	t.inOne = t.hasGrant && s.Consume.Text == ""
+	if t.hasGrant {
+		t.grant = c.Compile(s.Grant)
+	}
+	if t.hasFirst {
+		t.first = c.Compile(s.First)
+	}
+	if !t.inOne {
+		t.consume = c.Compile(s.Consume)
+	}
+	if t.hasRelease {
+		t.release = c.Compile(s.Release)
+	}
+	return t
+}
+
+// Grant implements dialect.FairTable.
+func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
+	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Ticket: ticket, Channel: t.channel}
+	if t.inOne {
+		n, err := t.run.GrantInt(ctx, &t.grant, params)
+		return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
+	}
+	return t.grantInTx(ctx, params)
+}
+
+// grantTimeout bounds a grant's transaction, which runs to its end once
+// begun, whatever the caller's context: a grant is never left half done,
+// and one that committed is returned (see dialect.LockTable.Acquire).
+const grantTimeout = 10 * time.Second
+
+// grantInTx checks First, then grants in a short transaction: Grant (or
+// Acquire), Consume.
+func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
+	if t.run.Check != nil {
+		if err := t.run.Check(ctx); err != nil {
+			return 0, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grantTimeout)
+	defer cancel()
+	grant := &t.acquire
+	if t.hasGrant {
+		grant = &t.grant
+	}
+	var token int64
+	err := t.run.Conn(tctx, func(conn *sql.Conn) error {
+		// A refusal costs one statement and no transaction. The check is
+		// not repeated in the transaction: a ticket taken in between
+		// came after this waiter, whose Acquire it cannot precede.
+		if t.hasFirst {
+			if ok, err := intOn(tctx, conn, "", &t.first, p); err != nil || ok == 0 {
+				return t.run.Wrap(err)
+			}
+		}
+		tx, err := conn.BeginTx(tctx, t.txOpts)
+		if err != nil {
+			return t.run.Wrap(err)
+		}
+		defer tx.Rollback()
+		n, err := intOn(tctx, tx, "", grant, p)
+		if err != nil || n == 0 {
+			return t.run.Wrap(err)
+		}
+		if p.Ticket != 0 {
+			if _, err := intOn(tctx, tx, "", &t.consume, p); err != nil {
+				return t.run.Wrap(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return t.run.Wrap(err)
+		}
+		token = n
+		return nil
+	})
+	return token, err
+}
+
+// Enqueue implements dialect.FairTable.
+func (t *FairTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
+	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
+}
+
+// Wait implements dialect.FairTable.
+func (t *FairTable) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
+	var us int64
+	_, err := t.run.Row(ctx, &t.wait, &Params{Name: tk.Name, Ticket: tk.ID}, &us)
+	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
+}
+
+// Dequeue implements dialect.FairTable.
+func (t *FairTable) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	_, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
+	return err
+}
+
+// RenewTickets implements dialect.FairTable.
+func (t *FairTable) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
+	ls := make([]dialect.Lease, len(ts))
+	for i, tk := range ts {
+		ls[i] = dialect.Lease{Name: tk.Name, Owner: tk.Owner, Token: tk.ID}
+	}
+	_, err := t.run.Int(ctx, &t.renew, &Params{Leases: ls, TTL: ttl})
+	return err
+}
+
+// Release implements dialect.LeaseTable: the queue's Release if it has
+// one, else the lock table's.
+func (t *FairTable) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	if !t.hasRelease {
+		return t.LockTable.Release(ctx, l, minHold)
+	}
+	p := t.params(l)
+	p.MinHold = minHold
+	n, err := t.run.Int(ctx, &t.release, p)
+	return n == 1, err
+}

@@ -1,0 +1,269 @@
+package sqlrun
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// RWLockSQL declares the statements of read/write locks: a holders table
+// (a lease table, one row per name and owner, with a shared flag) and a
+// heads table (one row per name: the last token granted, a waiting
+// writer's intent, and the waiters hint). Acquire runs them in one short
+// transaction that locks the name's head row first, so that grants of a
+// name take turns while releases and renewals, which touch only holder
+// rows, never wait for them.
+type RWLockSQL struct {
+	// LeaseSQL are the holders table's lease statements.
+	LeaseSQL
+	// Head inserts :name's head row if it is missing, without an error (or
+	// a duplicate-key message in the server's log) when it exists.
+	Head SQL
+	// LockHead selects, locking :name's head row until the transaction
+	// ends: the intent's owner ('' if none), the microseconds the intent
+	// has left (0 if none), and whether the name is marked as waited for.
+	LockHead SQL
+	// Holders selects owner, shared, token, holds and the microseconds left
+	// (0 if none) of every holder row of :name, locking the rows, so that a
+	// guarded transaction holding one is waited for.
+	Holders SQL
+	// Purge deletes :name's released and expired holder rows.
+	Purge SQL
+	// NextToken draws :name's next token, above every earlier one of the
+	// name, and gives it as its number.
+	NextToken SQL
+	// InsertShared and InsertExclusive insert the lease (:name, :owner,
+	// :token) of their side, with one hold, expiring :ttl from now.
+	InsertShared, InsertExclusive SQL
+	// Reenter adds a hold to the lease (:name, :owner, :token) and
+	// extends it to at least :ttl from now.
+	Reenter SQL
+	// Intent records :owner's intent to write on :name for :ttl, and marks
+	// the name as waited for.
+	Intent SQL
+	// MarkWaiters marks :name as waited for.
+	MarkWaiters SQL
+	// ClearIntent removes :owner's intent on :name, inside a grant.
+	ClearIntent SQL
+	// Withdraw removes :owner's intent on :name on its own, announcing the
+	// name if it was waited for and releases are announced.
+	Withdraw SQL
+	// Announces says that Release and Withdraw announce names on :channel.
+	Announces bool
+}
+
+// RWLockTable implements dialect.RWLockTable over a dialect's statements.
+type RWLockTable struct {
+	LeaseTable
+	head, lockHead, holders, purge, nextToken  Stmt
+	insertShared, insertExclusive, reenter     Stmt
+	intent, markWaiters, clearIntent, withdraw Stmt
+	announces                                  bool
+	// txOptions are the options of the grant's transaction.
+	txOptions *sql.TxOptions
+}
+
+// NewRWLockTable compiles s; a compile error is kept in c. The grant's
+// transaction begins with txOptions (nil: the driver's default); it must
+// see rows committed by others after its own row locks were granted
+// (READ COMMITTED, or SQLite's whole-database write lock).
+func NewRWLockTable(run *Runner, c *Compiler, s RWLockSQL, txOptions *sql.TxOptions) *RWLockTable {
+	return &RWLockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
+		head: c.Compile(s.Head), lockHead: c.Compile(s.LockHead), holders: c.Compile(s.Holders),
+		purge: c.Compile(s.Purge), nextToken: c.Compile(s.NextToken),
+		insertShared: c.Compile(s.InsertShared), insertExclusive: c.Compile(s.InsertExclusive),
+		reenter: c.Compile(s.Reenter), intent: c.Compile(s.Intent), markWaiters: c.Compile(s.MarkWaiters),
+		clearIntent: c.Compile(s.ClearIntent), withdraw: c.Compile(s.Withdraw),
+		announces: s.Announces, txOptions: txOptions}
+}
+
+var _ dialect.RWLockTable = (*RWLockTable)(nil)
+
+// Announces implements dialect.RWLockTable.
+func (t *RWLockTable) Announces() bool { return t.announces }
+
+// Withdraw implements dialect.RWLockTable.
+func (t *RWLockTable) Withdraw(ctx context.Context, name, owner string) error {
+	_, err := t.run.Int(ctx, &t.withdraw, &Params{Name: name, Owner: owner, Channel: t.channel})
+	return err
+}
+
+// Acquire implements dialect.RWLockTable. The grant is one transaction on
+// a pinned connection; the connection is discarded when the transaction
+// did not end cleanly, since its state on the server is then unknown.
+func (t *RWLockTable) Acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error) {
+	if t.run.Check != nil {
+		if err := t.run.Check(ctx); err != nil {
+			return dialect.RWGrant{}, err
+		}
+	}
+	conn, err := t.run.Pin(ctx)
+	if err != nil {
+		return dialect.RWGrant{}, err
+	}
+	g, clean, err := t.acquireOn(ctx, conn, p)
+	if !clean {
+		_ = dialect.Discard(conn)
+	} else {
+		conn.Close()
+	}
+	if err != nil {
+		err = t.run.Wrap(err)
+		if ctx.Err() != nil {
+			err = errors.Join(ctx.Err(), err)
+		}
+	}
+	return g, err
+}
+
+// holder is a row of the holders table.
+type holder struct {
+	owner  string
+	shared bool
+	token  int64
+	holds  int
+	left   time.Duration
+}
+
+func (h *holder) live() bool { return h.holds > 0 && h.left > 0 }
+
+// acquireOn runs the grant's transaction on conn. clean reports whether the
+// transaction ended (committed or rolled back) with an answer from the
+// server.
+func (t *RWLockTable) acquireOn(ctx context.Context, conn *sql.Conn, p dialect.RWAcquireParams) (g dialect.RWGrant, clean bool, err error) {
+	tx, err := conn.BeginTx(ctx, t.txOptions)
+	if err != nil {
+		return g, false, err
+	}
+	done := false
+	defer func() {
+		if !done {
+			rerr := tx.Rollback()
+			clean = clean && rerr == nil && ctx.Err() == nil
+		}
+	}()
+	// commit ends the transaction with g granted (or, refused, with what
+	// it recorded); a failed commit's outcome may be unknown.
+	commit := func(g dialect.RWGrant) (dialect.RWGrant, bool, error) {
+		done = true
+		if err := tx.Commit(); err != nil {
+			return dialect.RWGrant{}, false, err
+		}
+		return g, true, nil
+	}
+	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel}
+	if _, err := intOn(ctx, tx, "", &t.head, params); err != nil {
+		return g, false, err
+	}
+	var (
+		intentOwner []byte
+		intentLeft  int64
+		waiters     bool
+	)
+	text, args := t.lockHead.bind(params)
+	if err := tx.QueryRowContext(ctx, text, args...).Scan(&intentOwner, &intentLeft, &waiters); err != nil {
+		return g, false, err
+	}
+	var (
+		own                *holder
+		dead, writer, held bool
+		leftAll, leftWrite time.Duration
+	)
+	err = eachOn(ctx, tx, func(err error) error { return err }, &t.holders, params, func(rows *sql.Rows) error {
+		var (
+			h     holder
+			owner []byte
+			us    int64
+		)
+		if err := rows.Scan(&owner, &h.shared, &h.token, &h.holds, &us); err != nil {
+			return err
+		}
+		h.owner, h.left = string(owner), time.Duration(us)*time.Microsecond
+		switch {
+		case !h.live():
+			dead = true
+		case h.owner == p.Owner:
+			own = &h
+		default:
+			held = true
+			leftAll = max(leftAll, h.left)
+			if !h.shared {
+				writer = true
+				leftWrite = max(leftWrite, h.left)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return g, false, err
+	}
+	intent := time.Duration(intentLeft) * time.Microsecond
+	otherIntent := intent > 0 && string(intentOwner) != p.Owner
+	if own != nil {
+		if !own.shared || p.Shared {
+			params.Token = own.token
+			if _, err := intOn(ctx, tx, "", &t.reenter, params); err != nil {
+				return g, false, err
+			}
+			return commit(dialect.RWGrant{Token: own.token, Shared: own.shared})
+		}
+		return dialect.RWGrant{Upgrade: true}, true, nil
+	}
+	refused := false
+	if p.Shared {
+		refused = writer || otherIntent
+		g.Left = leftWrite
+		if otherIntent {
+			g.Left = max(g.Left, intent)
+		}
+	} else {
+		refused = held
+		g.Left = leftAll
+	}
+	if refused {
+		if !p.Wait {
+			return g, true, nil // rolled back: nothing was recorded
+		}
+		switch {
+		case !p.Shared && !otherIntent:
+			_, err = intOn(ctx, tx, "", &t.intent, params)
+		case !waiters:
+			_, err = intOn(ctx, tx, "", &t.markWaiters, params)
+		}
+		if err != nil {
+			return g, false, err
+		}
+		g.Marked = !waiters
+		return commit(g)
+	}
+	if dead {
+		if _, err := intOn(ctx, tx, "", &t.purge, params); err != nil {
+			return g, false, err
+		}
+	}
+	token, err := intOn(ctx, tx, "", &t.nextToken, params)
+	if err != nil {
+		return g, false, err
+	}
+	if token == 0 {
+		return g, false, fmt.Errorf("sqllock: no token drawn for %q", p.Name)
+	}
+	params.Token = token
+	insert := &t.insertExclusive
+	if p.Shared {
+		insert = &t.insertShared
+	}
+	if _, err := intOn(ctx, tx, "", insert, params); err != nil {
+		return g, false, err
+	}
+	if !p.Shared && intent > 0 && !otherIntent {
+		if _, err := intOn(ctx, tx, "", &t.clearIntent, params); err != nil {
+			return g, false, err
+		}
+	}
+	return commit(dialect.RWGrant{Token: token, Shared: p.Shared})
+}

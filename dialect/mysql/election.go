@@ -1,0 +1,92 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var _ dialect.Elections = (*Dialect)(nil)
+
+// electionSQL are the statements of leader election on the lock table
+// locks: a guarded write of a live lease's value, and the read of the live
+// lease whose value was proclaimed for its token. The write also moves the
+// expiry on by one microsecond, so that it changes the row whenever it
+// matches and its affected-row count is 1 whether the DSN counts found or
+// changed rows; a later expiry only delays a takeover, and the holder's
+// trust window, counted from its own renewals, is unaffected.
+func electionSQL(locks string) (proclaim, leader string) {
+	proclaim = fmt.Sprintf(`UPDATE %[1]s SET value = ?, value_token = token, expires_at = expires_at + INTERVAL 1 MICROSECOND
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > %[2]s`, locks, now)
+	leader = fmt.Sprintf(`SELECT owner, token, value, %[3]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
+FROM %[1]s WHERE name = ? AND holds > 0 AND expires_at > %[2]s AND value_token = token`, locks, now, micros("expires_at"))
+	return proclaim, leader
+}
+
+func (d *Dialect) electionSQL(ctx context.Context) (proclaim, leader string, err error) {
+	if d.tidb {
+		return "", "", fmt.Errorf("%w: leader election is not offered on TiDB", dialect.ErrUnsupported)
+	}
+	if err := d.check(ctx); err != nil {
+		return "", "", err
+	}
+	locks := "sqllock_locks"
+	sqlrun.Qualify(d.database, quote, &locks)
+	proclaim, leader = electionSQL(locks)
+	return proclaim, leader, nil
+}
+
+// Proclaim implements dialect.Elections. On TiDB it returns an error
+// wrapping dialect.ErrUnsupported.
+func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+	text, _, err := d.electionSQL(ctx)
+	if err != nil {
+		return false, err
+	}
+	var n int64
+	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, text, []byte(value), l.Name, l.Owner, l.Token)
+		if err != nil {
+			return d.run.Wrap(err)
+		}
+		n, err = res.RowsAffected()
+		return d.run.Wrap(err)
+	})
+	return n == 1, err
+}
+
+// Leader implements dialect.Elections. On TiDB it returns an error wrapping
+// dialect.ErrUnsupported.
+func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+	_, text, err := d.electionSQL(ctx)
+	if err != nil {
+		return dialect.LeaderInfo{}, false, err
+	}
+	info := dialect.LeaderInfo{Name: name}
+	var (
+		owner, value  []byte
+		expires, left int64
+	)
+	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, text, name).Scan(&owner, &info.Term, &value, &expires, &left)
+		if errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return d.run.Wrap(err)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return dialect.LeaderInfo{}, false, nil
+	}
+	if err != nil {
+		return dialect.LeaderInfo{}, false, err
+	}
+	info.Owner, info.Value = string(owner), string(value)
+	info.ExpiresAt = time.UnixMicro(expires).UTC()
+	info.ExpiresIn = time.Duration(left) * time.Microsecond
+	return info, true, nil
+}

@@ -1,0 +1,107 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var (
+	_ dialect.RWLocks = (*Dialect)(nil)
+	_ dialect.RWLocks = (*TiDB)(nil)
+)
+
+// RWLocks implements dialect.RWLocks. Releases are not announced: waiters
+// poll (see sqllock.NewRWLock).
+func (d *Dialect) RWLocks() (dialect.RWLockTable, error) { return d.rw, nil }
+
+// RWLocks implements dialect.RWLocks: TiDB has no read/write locks.
+func (t *TiDB) RWLocks() (dialect.RWLockTable, error) {
+	return nil, fmt.Errorf("%w: read/write locks are not supported on TiDB", dialect.ErrUnsupported)
+}
+
+// leftUntil is the microseconds from now to the time in col, 0 if past.
+func leftUntil(col string) string {
+	return `GREATEST(TIMESTAMPDIFF(MICROSECOND, ` + now + `, ` + col + `), 0)`
+}
+
+// rwLockSQL declares the read/write lock statements on the heads and
+// holders tables. Tokens are counted per name in the head row; like the
+// lock table's, a token is at least the grant's time in microseconds (see
+// clockToken).
+func rwLockSQL(heads, holders string) sqlrun.RWLockSQL {
+	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token")}
+	s.Head = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON DUPLICATE KEY UPDATE name = name`, heads))
+	s.LockHead = sqlrun.Q(fmt.Sprintf(`SELECT intent_owner, %s, waiters FROM %s WHERE name = :name FOR UPDATE`,
+		leftUntil("intent_expires_at"), heads))
+	s.Holders = sqlrun.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %s FROM %s WHERE name = :name FOR UPDATE`,
+		leftUntil("expires_at"), holders))
+	s.Purge = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
+	s.NextToken = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`,
+		heads, clockToken("token", now)))
+	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)
+SELECT :name, :owner, %s, :token, 1, t.now, t.now + INTERVAL :ttl MICROSECOND FROM (SELECT ` + now + ` AS now) t`
+	s.InsertShared = sqlrun.X(fmt.Sprintf(insert, holders, "TRUE"))
+	s.InsertExclusive = sqlrun.X(fmt.Sprintf(insert, holders, "FALSE"))
+	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1,
+  expires_at = GREATEST(expires_at, %s + INTERVAL :ttl MICROSECOND)
+WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
+	s.Intent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + INTERVAL :ttl MICROSECOND,
+  waiters = TRUE WHERE name = :name`, heads, now))
+	s.MarkWaiters = sqlrun.X(fmt.Sprintf(`UPDATE %s SET waiters = TRUE WHERE name = :name`, heads))
+	clear := fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s
+WHERE name = :name AND intent_owner = :owner`, heads, released)
+	s.ClearIntent, s.Withdraw = sqlrun.X(clear), sqlrun.X(clear)
+	return s
+}
+
+// rwTables compiles the read/write lock statements with c.
+func (d *Dialect) rwTables(c *sqlrun.Compiler) {
+	heads, holders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
+	sqlrun.Qualify(d.database, quote, &heads, &holders)
+	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	d.reap.rwExpired = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
+ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
+	d.reap.rwDelete = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)
+}
+
+// reapRW deletes a batch of released and expired holder rows of the
+// read/write locks, skipping rows locked by a grant or a guarded
+// transaction. Tokens are counted in the head rows, which are kept.
+func (d *Dialect) reapRW(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
+		var keys [][2][]byte
+		err := sqlrun.EachOn(ctx, tx, wrap, &d.reap.rwExpired, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
+			var k [2][]byte
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				return err
+			}
+			keys = append(keys, k)
+			return nil
+		})
+		if err != nil || len(keys) == 0 {
+			return 0, err
+		}
+		st, err := tx.PrepareContext(ctx, d.reap.rwDelete)
+		if err != nil {
+			return 0, wrap(err)
+		}
+		defer st.Close()
+		n := 0
+		for _, k := range keys {
+			res, err := st.ExecContext(ctx, k[0], k[1])
+			if err != nil {
+				return 0, wrap(err)
+			}
+			deleted, err := res.RowsAffected()
+			if err != nil {
+				return 0, wrap(err)
+			}
+			n += int(deleted)
+		}
+		return n, nil
+	})
+}

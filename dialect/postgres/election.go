@@ -1,0 +1,72 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var _ dialect.Elections = (*Dialect)(nil)
+
+// electionSQL are the statements of leader election on the lock table
+// locks: a guarded write of a live lease's value (which, like a renewal,
+// matches only a lease of the current timeline), and the read of the live
+// lease whose value was proclaimed for its token.
+func electionSQL(locks, durableCond string) (proclaim, leader string) {
+	proclaim = fmt.Sprintf(`UPDATE %[1]s SET value = $4, value_token = token
+WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0 AND expires_at > now() AND %[2]s AND %[3]s`,
+		locks, onTimeline("token"), durableCond)
+	leader = fmt.Sprintf(`SELECT owner, token, value, %[2]s, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM %[1]s WHERE name = $1 AND holds > 0 AND expires_at > now() AND value_token = token AND %[3]s`,
+		locks, micros("expires_at"), onTimeline("token"))
+	return proclaim, leader
+}
+
+func (d *Dialect) electionSQL() (proclaim, leader string) {
+	locks := "sqllock_locks"
+	sqlrun.Qualify(d.schema, quote, &locks)
+	return electionSQL(locks, durable(d.syncCommit))
+}
+
+// Proclaim implements dialect.Elections.
+func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+	text, _ := d.electionSQL()
+	var n int64
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, text, d.args(l.Name, l.Owner, l.Token, value)...)
+		if err != nil {
+			return d.run.Wrap(err)
+		}
+		n, err = res.RowsAffected()
+		return d.run.Wrap(err)
+	})
+	return n == 1, err
+}
+
+// Leader implements dialect.Elections.
+func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+	_, text := d.electionSQL()
+	info := dialect.LeaderInfo{Name: name}
+	var expires, left int64
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, text, d.args(name)...).Scan(&info.Owner, &info.Term, &info.Value, &expires, &left)
+		if errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return d.run.Wrap(err)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return dialect.LeaderInfo{}, false, nil
+	}
+	if err != nil {
+		return dialect.LeaderInfo{}, false, err
+	}
+	info.ExpiresAt = time.UnixMicro(expires).UTC()
+	info.ExpiresIn = time.Duration(left) * time.Microsecond
+	return info, true, nil
+}

@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// FIFO queues (sqllock.Options.Fair). A waiter's ticket records its
+// process's waker: a NOTIFY channel of the dialect's own, on which the
+// listening connection listens beside the dialect's channel. A release
+// that frees a lock notifies the waker of the oldest live ticket alone,
+// with dialect.TicketWake of the ticket as payload (spelt out in the
+// statements, and checked by the tests), so that one waiter of one process
+// wakes per hand-off however many wait.
+
+// newWaker returns a random channel name for a dialect's addressed
+// wake-ups: nobody else listens on it.
+func newWaker() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails
+	return "sqllock_w_" + hex.EncodeToString(b)
+}
+
+// liveTicketsAhead is the condition, on :name and :ticket (0: none), that
+// some live ticket of the name comes before the caller: any, for a caller
+// without a ticket.
+func liveTicketsAhead(tickets string) string {
+	return fmt.Sprintf(`EXISTS (SELECT 1 FROM %s t WHERE t.name = :name AND t.expires_at > now()
+    AND (:ticket::bigint = 0 OR t.id < :ticket::bigint))`, tickets)
+}
+
+// fairSQL declares the queue's statements: the grant is the lock table's
+// Acquire (see lockSQL) under the queue's rule, with the ticket's deletion
+// in the same statement. The rule is checked before the insert as well as
+// in the conflict's update, and only a re-entry of the caller's live lease
+// passes the first check with tickets ahead: a row that the reaper deletes
+// while the statement runs makes the insert go ahead without a conflict.
+func fairSQL(locks, seq, tickets, channel, waker, durable string) sqlrun.FairSQL {
+	ahead := liveTicketsAhead(tickets)
+	return sqlrun.FairSQL{
+		Channel: waker,
+		Grant: sqlrun.Q(fmt.Sprintf(`WITH g AS (
+INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
+SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
+FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
+  AND (NOT %[9]s OR EXISTS (SELECT 1 FROM %[1]s x
+    WHERE x.name = :name AND x.owner = :owner AND x.holds > 0 AND x.expires_at > now()))
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= now() THEN %[6]s + nextval('%[2]s') ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
+  owner       = EXCLUDED.owner,
+  expires_at  = EXCLUDED.expires_at
+WHERE (l.expires_at <= now() AND NOT %[9]s)
+   OR (l.owner = EXCLUDED.owner AND l.holds > 0 AND l.expires_at > now() AND %[7]s IN (0, %[6]s))
+RETURNING token
+), d AS (
+  DELETE FROM %[10]s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM g)
+)
+SELECT token FROM g`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.token"), epochOf("l.token"), durable,
+			ahead, tickets)),
+		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
+RETURNING id`, tickets, ttl)),
+		Wait: sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
+ELSE coalesce(
+  (SELECT (extract(epoch FROM min(t.expires_at) - now()) * 1000000)::bigint FROM %[1]s t
+   WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint),
+  (SELECT (extract(epoch FROM l.expires_at - now()) * 1000000)::bigint FROM %[2]s l
+   WHERE l.name = :name AND l.expires_at > now()),
+  0) END`, tickets, locks)),
+		// The deleted ticket is still in the statement's snapshot: the
+		// next one is the oldest live ticket after it.
+		Dequeue: sqlrun.Q(fmt.Sprintf(`WITH d AS (DELETE FROM %[1]s WHERE id = :ticket::bigint RETURNING name, id)
+SELECT count(*) FROM d LEFT JOIN LATERAL (
+  SELECT pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id) FROM (
+    SELECT n.waker, n.id FROM %[1]s n WHERE n.name = d.name AND n.expires_at > now() AND n.id > d.id
+      AND NOT EXISTS (SELECT 1 FROM %[1]s a WHERE a.name = d.name AND a.expires_at > now() AND a.id < d.id)
+      AND NOT EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = d.name AND l.expires_at > now())
+    ORDER BY n.id LIMIT 1) h
+) w ON true`, tickets, locks)),
+		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
+WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
+		// The release of lockSQL, which also wakes the oldest live
+		// ticket's process when it frees the lock (and, as lockSQL's,
+		// announces the name on the dialect's channel if it was waited
+		// for by a locker that is not fair).
+		Release: sqlrun.Q(fmt.Sprintf(`WITH r AS (
+  UPDATE %[1]s SET holds = holds - 1, expires_at = %[2]s
+  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[3]s
+  RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters
+)
+SELECT count(*) FROM r
+LEFT JOIN LATERAL (
+  SELECT pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id) FROM (
+    SELECT t.waker, t.id FROM %[4]s t WHERE r.free AND t.name = r.name AND t.expires_at > now() ORDER BY t.id LIMIT 1) h
+) f ON true
+LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`,
+			locks, releasedExpiry, durable, tickets)),
+	}
+}
+
+// reapTicketsSQL deletes a batch of expired tickets.
+func reapTicketsSQL(tickets string) sqlrun.SQL {
+	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE id = ANY(ARRAY(
+  SELECT id FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
+))`, tickets))
+}
+
+var _ dialect.FairLocker = (*Dialect)(nil)
+
+// FairLocks implements dialect.FairLocker. Releases wake the process of
+// the oldest live ticket alone, through its listening connection; behind a
+// transaction pooler give the dialect one with WithListenDSN, or fair
+// waiters poll.
+func (d *Dialect) FairLocks() (dialect.FairTable, error) { return d.fair, nil }

@@ -1,0 +1,78 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+var _ dialect.Semaphores = (*Dialect)(nil)
+
+// Semaphores implements dialect.Semaphores. An acquire is one READ
+// COMMITTED transaction: its first statement locks the name's head row,
+// and each later statement reads what the grants before it committed.
+// Tokens come from a sequence, with the timeline in their high bits (see
+// epoch.go); a holder of an earlier timeline is dropped like an expired
+// one. Releases of names someone waited for are announced with NOTIFY, on
+// the channel of the lock table.
+func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
+
+// semaphoreSQL declares the semaphore tables' statements.
+func semaphoreSQL(sems, holders, seq, channel, durable string) sqlrun.SemaphoreSQL {
+	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Isolation: sql.LevelReadCommitted, Announces: true}
+	s.Channel = channel
+	s.Head = []sqlrun.SQL{sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS s (name, lim) SELECT :name, :limit WHERE %[2]s
+ON CONFLICT (name) DO UPDATE SET lim = s.lim
+RETURNING lim`, sems, durable))}
+	s.Expire = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (expires_at <= now() OR NOT %s)`, holders, onTimeline("token")))
+	s.Mine = sqlrun.Q(fmt.Sprintf(`SELECT holds, token FROM %s WHERE name = :name AND owner = :owner`, holders))
+	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
+WHERE name = :name AND owner = :owner`, holders, ttl))
+	s.Count = sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s WHERE name = :name`, holders))
+	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
+	s.Token = sqlrun.Q(fmt.Sprintf(`SELECT %s + nextval('%s')`, epoch, seq))
+	s.Insert = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name, owner, token, holds, acquired_at, expires_at)
+VALUES (:name, :owner, :token, 1, now(), %s)`, holders, ttl))
+	// The first ask of a waiter sets the hint and answers 0: a release
+	// that committed before the hint did announced nothing, so the
+	// waiter looks again at once; later releases are announced.
+	s.Remaining = sqlrun.Q(fmt.Sprintf(`WITH hint AS (
+  UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters RETURNING 1
+)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
+  ELSE (extract(epoch FROM min(expires_at) - now()) * 1000000)::bigint END
+FROM %[2]s WHERE name = :name HAVING count(*) > 0`, sems, holders))
+	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
+  UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
+  RETURNING name, holds = 0 AND expires_at <= now() AS freed
+)
+SELECT count(*) FROM r LEFT JOIN LATERAL (
+  SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
+) n ON true`, holders, sems, releasedExpiry, durable))
+	return s
+}
+
+// reapSemaphoresSQL deletes a batch of expired and released holder rows.
+// Tokens come from a sequence: deleting rows sets none back.
+func reapSemaphoresSQL(holders string) sqlrun.SQL {
+	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (name, owner) IN (
+  SELECT name, owner FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
+) AND expires_at <= now()`, holders))
+}
+
+// semaphoreTables compiles the semaphore statements.
+func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
+	sems, holders, seq := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_token_seq"
+	sqlrun.Qualify(d.schema, quote, &sems, &holders, &seq)
+	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders, seq, d.channel, durable(d.syncCommit)))
+	d.reapSems = c.Compile(reapSemaphoresSQL(holders))
+}
+
+// reapSemaphores deletes a batch of the semaphore holders' expired rows.
+func (d *Dialect) reapSemaphores(ctx context.Context, p *sqlrun.Params) (int64, error) {
+	return d.run.Int(ctx, &d.reapSems, p)
+}

@@ -1,0 +1,62 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+var _ dialect.Elections = (*Dialect)(nil)
+
+// The statements of leader election: a guarded write of a live lease's
+// value, with its token, into the value table (one statement: it writes
+// only if the lease is live), and the read of the live lease whose value
+// was proclaimed for its token.
+const (
+	proclaimSQL = `INSERT INTO sqllock_lock_values (name, token, value)
+SELECT name, token, ? FROM sqllock_locks
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > ` + now + `
+ON CONFLICT (name) DO UPDATE SET token = excluded.token, value = excluded.value`
+	leaderSQL = `SELECT l.owner, l.token, v.value, l.expires_at, l.expires_at - ` + now + `
+FROM sqllock_locks l JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token
+WHERE l.name = ? AND l.holds > 0 AND l.expires_at > ` + now
+)
+
+// Proclaim implements dialect.Elections.
+func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+	var n int64
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		res, err := conn.ExecContext(ctx, proclaimSQL, value, l.Name, l.Owner, l.Token)
+		if err != nil {
+			return d.run.Wrap(err)
+		}
+		n, err = res.RowsAffected()
+		return d.run.Wrap(err)
+	})
+	return n == 1, err
+}
+
+// Leader implements dialect.Elections.
+func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+	info := dialect.LeaderInfo{Name: name}
+	var expires, left int64
+	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		err := conn.QueryRowContext(ctx, leaderSQL, name).Scan(&info.Owner, &info.Term, &info.Value, &expires, &left)
+		if errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		return d.run.Wrap(err)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return dialect.LeaderInfo{}, false, nil
+	}
+	if err != nil {
+		return dialect.LeaderInfo{}, false, err
+	}
+	info.ExpiresAt = time.UnixMicro(expires).UTC()
+	info.ExpiresIn = time.Duration(left) * time.Microsecond
+	return info, true, nil
+}

@@ -1,0 +1,255 @@
+package sqllock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Fair (FIFO) locks: Options.Fair on a Table. A waiter refused at first
+// takes a ticket, a row of the dialect's queue, and the lock is granted
+// only to the oldest live ticket; the grant deletes the ticket with it. A
+// release that frees the lock wakes the oldest ticket's process alone
+// (PostgreSQL: a NOTIFY on that process's own channel), so a hand-off
+// costs the same few statements however many wait. Tickets live while
+// their waiters renew them: a crashed waiter's ticket expires and is
+// skipped; a waiter whose context ends gives its ticket up at once.
+
+// fairQueue is the FIFO side of a fair Table: the dialect's queue, and the
+// renewal of this locker's tickets.
+type fairQueue struct {
+	q    dialect.FairTable
+	opts Options
+
+	mu      sync.Mutex
+	tickets map[int64]dialect.Ticket // taken, and neither granted nor given up
+	timer   *time.Timer              // renews tickets; created by the first
+	armed   bool                     // timer will fire
+}
+
+// newFairTable sets t up as a fair lock table on d.
+func newFairTable(t *Table, d dialect.Dialect, opts Options) (*Table, error) {
+	fl, ok := d.(dialect.FairLocker)
+	if !ok {
+		return nil, fmt.Errorf("%w: Options.Fair: the %s dialect has no FIFO queue", ErrUnsupported, d.Name())
+	}
+	q, err := fl.FairLocks()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.init(StrategyTable, d, q, d, opts); err != nil {
+		return nil, err
+	}
+	t.fair = &fairQueue{q: q, opts: t.opts, tickets: make(map[int64]dialect.Ticket)}
+	t.room.tickets = t.fair.name
+	t.try = func(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
+		return t.fair.grant(ctx, name, owner, 0)
+	}
+	return t, nil
+}
+
+// Acquire acquires name, waiting while another owner holds it (see
+// Locker). Waiting calls of one locker line up per name, and only the
+// first of them asks the database; it retries when a release is announced
+// (PostgreSQL LISTEN/NOTIFY), when the holder's lease ends, or after a
+// jittered backoff capped at Options.MaxBackoff. With Options.Fair, a
+// waiter refused at first takes a ticket and is served in ticket order: the
+// lock goes to the oldest live ticket, and a release wakes that ticket's
+// waiter alone. When ctx ends first, Acquire gives its ticket up at once
+// and returns an error wrapping ctx.Err().
+func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
+	if t.fair == nil {
+		return t.leaseLocker.Acquire(ctx, name)
+	}
+	owner, err := t.prepare(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	tctx, call := t.ev.startAcquire(ctx, name, true, false)
+	w := &fairWaiter{f: t.fair, name: name, owner: owner, logger: t.opts.Logger}
+	lock, err := t.room.waitQueued(tctx, name, w, func() (*Lock, time.Duration, error) {
+		token, start, left, err := w.try(tctx)
+		if err != nil {
+			return nil, left, err
+		}
+		return t.leases.grant(ctx, name, owner, token, start), 0, nil
+	})
+	t.ev.endAcquire(tctx, call, lock, err)
+	return lock, err
+}
+
+// grant makes one attempt to be granted name for owner, with ticket (0:
+// none). A refusal is ErrLocked, with an unknown wait.
+func (f *fairQueue) grant(ctx context.Context, name, owner string, ticket int64) (int64, time.Time, time.Duration, error) {
+	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: f.opts.TTL}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		token, err := f.q.Grant(ctx, p, ticket)
+		if errors.Is(err, dialect.ErrTransient) && attempt < maxTransientRetries {
+			continue
+		}
+		switch {
+		case err != nil:
+			return 0, start, 0, acquireError(ctx, name, err)
+		case token == 0:
+			return 0, start, -1, ErrLocked
+		}
+		if ticket != 0 {
+			f.drop(ticket) // deleted by the grant
+		}
+		return token, start, 0, nil
+	}
+}
+
+// name returns the name of the ticket id, if it is one of this locker's.
+func (f *fairQueue) name(id int64) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tk, ok := f.tickets[id]
+	return tk.Name, ok
+}
+
+// add renews tk from now on.
+func (f *fairQueue) add(tk dialect.Ticket) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tickets[tk.ID] = tk
+	if f.armed {
+		return
+	}
+	f.armed = true
+	if f.timer == nil {
+		f.timer = time.AfterFunc(f.opts.RenewInterval, f.renew)
+	} else {
+		f.timer.Reset(f.opts.RenewInterval)
+	}
+}
+
+// drop stops renewing the ticket id.
+func (f *fairQueue) drop(id int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tickets, id)
+	if len(f.tickets) == 0 && f.armed && f.timer.Stop() {
+		f.armed = false
+	}
+}
+
+// renew renews every ticket, a batch per statement, on the timer's
+// goroutine, and arms the timer again while any is left. A ticket whose
+// renewals fail expires, and its waiter loses its place.
+func (f *fairQueue) renew() {
+	f.mu.Lock()
+	ts := make([]dialect.Ticket, 0, len(f.tickets))
+	for _, tk := range f.tickets {
+		ts = append(ts, tk)
+	}
+	f.mu.Unlock()
+	for len(ts) > 0 {
+		batch := ts[:min(len(ts), dialect.MaxRenewBatch)]
+		ts = ts[len(batch):]
+		ctx, cancel := context.WithTimeout(context.Background(), f.opts.RenewInterval)
+		err := f.q.RenewTickets(ctx, batch, f.opts.TTL)
+		cancel()
+		if err != nil {
+			f.opts.Logger.Warn("sqllock: renewing FIFO tickets failed; waiters lose their places if their tickets expire",
+				"tickets", len(batch), "err", err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed = len(f.tickets) > 0; f.armed {
+		f.timer.Reset(f.opts.RenewInterval)
+	}
+}
+
+// dequeueTimeout bounds the deletion of a ticket given up.
+const dequeueTimeout = 5 * time.Second
+
+// fairWaiter is one fair Acquire call: its queue (see queue) and attempts.
+type fairWaiter struct {
+	f           *fairQueue
+	name, owner string
+	logger      *slog.Logger
+
+	ticket  dialect.Ticket // zero until join
+	granted bool
+}
+
+// join implements queue: it takes a ticket.
+func (w *fairWaiter) join(ctx context.Context) (time.Duration, error) {
+	tk, err := w.f.q.Enqueue(ctx, dialect.AcquireParams{Name: w.name, Owner: w.owner, TTL: w.f.opts.TTL})
+	if err != nil {
+		return 0, acquireError(ctx, w.name, fmt.Errorf("taking a FIFO ticket: %w", err))
+	}
+	w.ticket = tk
+	w.f.add(tk)
+	return w.wait(ctx), nil
+}
+
+// requeues bounds the tickets one wait takes in place of tickets found
+// not live.
+const requeues = 3
+
+// wait reports how long the waiter may sleep unwoken; -1 when unknown. A
+// ticket found not live (expired while its renewals failed, or never
+// committed: a reply can outrun a commit that then fails) is replaced by a
+// new one, at the end of the queue.
+func (w *fairWaiter) wait(ctx context.Context) time.Duration {
+	for range requeues {
+		d, live, err := w.f.q.Wait(ctx, w.ticket)
+		if err != nil {
+			w.logger.InfoContext(ctx, "sqllock: could not read the FIFO queue's state; waiting with backoff",
+				"strategy", StrategyTable, "name", w.name, "err", err)
+			return -1
+		}
+		if live {
+			return d
+		}
+		w.logger.InfoContext(ctx, "sqllock: a FIFO ticket was lost; taking another, at the end of the queue",
+			"strategy", StrategyTable, "name", w.name, "ticket", w.ticket.ID)
+		w.f.drop(w.ticket.ID)
+		tk, err := w.f.q.Enqueue(ctx, dialect.AcquireParams{Name: w.name, Owner: w.owner, TTL: w.f.opts.TTL})
+		if err != nil {
+			w.logger.InfoContext(ctx, "sqllock: could not take a FIFO ticket; waiting with backoff",
+				"strategy", StrategyTable, "name", w.name, "err", err)
+			return -1
+		}
+		w.ticket = tk
+		w.f.add(tk)
+	}
+	return -1
+}
+
+// try makes one attempt: with the ticket once it has one.
+func (w *fairWaiter) try(ctx context.Context) (int64, time.Time, time.Duration, error) {
+	token, start, left, err := w.f.grant(ctx, w.name, w.owner, w.ticket.ID)
+	switch {
+	case err == nil:
+		w.granted = true
+	case errors.Is(err, ErrLocked) && w.ticket.ID != 0:
+		left = w.wait(ctx)
+	}
+	return token, start, left, err
+}
+
+// leave implements queue: unless granted, the ticket is deleted, on a
+// context of its own (ctx has usually ended), and the next ticket's
+// process is woken if this one was the oldest.
+func (w *fairWaiter) leave(ctx context.Context) {
+	if w.granted {
+		return
+	}
+	w.f.drop(w.ticket.ID)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dequeueTimeout)
+	defer cancel()
+	if err := w.f.q.Dequeue(dctx, w.ticket); err != nil {
+		w.logger.Warn("sqllock: giving up a FIFO ticket failed; it expires by its TTL",
+			"name", w.name, "ticket", w.ticket.ID, "err", err)
+	}
+}

@@ -1,0 +1,90 @@
+package sqllock_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// BenchmarkFairHandoff is BenchmarkHandoff (hold=0s) for fair lockers
+// (Options.Fair): 1, 10 and 100 waiters in lockers of their own, taking
+// turns. stmts/handoff counts every statement of the FIFO queue, by every
+// client, per hand-off: grants, tickets taken, queue reads, releases,
+// tickets given up and renewed (each one statement on PostgreSQL; on MySQL
+// a grant is a transaction, counted once here and statement by statement
+// in all-stmts/handoff, which counts everything sent on the pool, bells
+// included). Run:
+//
+//	go test -run '^$' -bench FairHandoff -benchtime 200x .
+func BenchmarkFairHandoff(b *testing.B) {
+	ds, all := handoffDialects(b)
+	for _, kind := range []string{"postgres", "mysql"} {
+		for _, waiters := range []int{1, 10, 100} {
+			b.Run(fmt.Sprintf("%s/waiters=%d", kind, waiters), func(b *testing.B) {
+				var stmts atomic.Int64
+				d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &stmts}
+				before := all.Load()
+				lat := handoffsWith(b, d, sqllock.Options{Fair: true}, fmt.Sprintf("fair-%d", waiters), waiters+1, b.N, 0)
+				b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
+				if kind == "mysql" {
+					b.ReportMetric(float64(all.Load()-before)/float64(len(lat)), "all-stmts/handoff")
+				}
+				slices.Sort(lat)
+				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+			})
+		}
+	}
+}
+
+// countingFair counts the statements of a dialect's FIFO queue.
+type countingFair struct {
+	countingNotifier
+	n *atomic.Int64
+}
+
+func (c countingFair) FairLocks() (dialect.FairTable, error) {
+	q, err := c.countingNotifier.counting.Dialect.(dialect.FairLocker).FairLocks()
+	return countingQueue{q, c.n}, err
+}
+
+type countingQueue struct {
+	dialect.FairTable
+	n *atomic.Int64
+}
+
+func (c countingQueue) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
+	c.n.Add(1)
+	return c.FairTable.Grant(ctx, p, ticket)
+}
+
+func (c countingQueue) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	c.n.Add(1)
+	return c.FairTable.Enqueue(ctx, p)
+}
+
+func (c countingQueue) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
+	c.n.Add(1)
+	return c.FairTable.Wait(ctx, t)
+}
+
+func (c countingQueue) Dequeue(ctx context.Context, t dialect.Ticket) error {
+	c.n.Add(1)
+	return c.FairTable.Dequeue(ctx, t)
+}
+
+func (c countingQueue) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
+	c.n.Add(1)
+	return c.FairTable.RenewTickets(ctx, ts, ttl)
+}
+
+func (c countingQueue) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	c.n.Add(1)
+	return c.FairTable.Release(ctx, l, minHold)
+}

@@ -1,0 +1,28 @@
+package sqllock_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Print jobs are served in the order they started waiting, and each release
+// wakes only the next waiter.
+func ExampleOptions_fair() {
+	ctx := context.Background()
+	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
+	locker, err := sqllock.NewTable(d, sqllock.Options{Fair: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = sqllock.Do(ctx, locker, "printer", func(ctx context.Context) error {
+		return printJob(ctx)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func printJob(ctx context.Context) error { return nil }

@@ -1,0 +1,1 @@
+ALTER TABLE sqllock_locks DROP COLUMN value_token, DROP COLUMN value;

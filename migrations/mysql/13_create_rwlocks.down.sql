@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS sqllock_rwlock_holders;
+DROP TABLE IF EXISTS sqllock_rwlock_heads;

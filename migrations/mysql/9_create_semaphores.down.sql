@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS sqllock_semaphore_holders;
+DROP TABLE IF EXISTS sqllock_semaphores;

@@ -1,0 +1,40 @@
+package sqllock_test
+
+import (
+	"context"
+	"log"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Many replicas read a shared configuration at once; a writer that
+// rewrites it waits for the readers in, keeps new readers out meanwhile,
+// and gets a token above every reader's.
+func ExampleRWLock() {
+	ctx := context.Background()
+	var d dialect.Dialect // postgres.New(db), mysql.New(db) or sqlite.New(db), migrated
+	rw, err := sqllock.NewRWLock(d, sqllock.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A reader.
+	r, err := rw.AcquireShared(ctx, "config")
+	if err != nil {
+		log.Fatal(err)
+	}
+	readConfig(r.Context())
+	_ = r.Release(context.WithoutCancel(ctx))
+
+	// The writer: Acquire takes the write side, so Do works too.
+	err = sqllock.Do(ctx, rw, "config", func(ctx context.Context) error {
+		return writeConfig(ctx)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func readConfig(ctx context.Context)        {}
+func writeConfig(ctx context.Context) error { return nil }

@@ -1,0 +1,392 @@
+package sqllock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+)
+
+// rwLocker returns a read/write locker on e's dialect.
+func (e *env) rwLocker(t *testing.T, opts sqllock.Options) *sqllock.RWLock {
+	t.Helper()
+	l, err := sqllock.NewRWLock(e.d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// held(t).of(l.TryAcquire(...)) is the lock acquired, or fails t.
+func held(t *testing.T) heldT { return heldT{t} }
+
+type heldT struct{ t *testing.T }
+
+func (h heldT) of(k *sqllock.Lock, err error) *sqllock.Lock {
+	h.t.Helper()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return k
+}
+
+func release(t *testing.T, ctx context.Context, ks ...*sqllock.Lock) {
+	t.Helper()
+	for _, k := range ks {
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRWLockReadersShareWriterExcludes(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{})
+		r1 := held(t).of(l.TryAcquireShared(ctx, "doc"))
+		r2 := held(t).of(l.TryAcquireShared(ctx, "doc"))
+		if r2.Token() <= r1.Token() {
+			t.Fatalf("second reader's token %d, want > %d", r2.Token(), r1.Token())
+		}
+		if _, err := l.TryAcquire(ctx, "doc"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("writer beside readers: got %v, want ErrLocked", err)
+		}
+		if ls, err := l.List(ctx); err != nil || len(ls) != 2 || ls[0].Name != "doc" || ls[1].Name != "doc" {
+			t.Fatalf("List: %+v, %v, want the two readers", ls, err)
+		}
+		release(t, ctx, r1)
+		if _, err := l.TryAcquire(ctx, "doc"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("writer beside a reader: got %v, want ErrLocked", err)
+		}
+		release(t, ctx, r2)
+		w := held(t).of(l.TryAcquire(ctx, "doc"))
+		if w.Token() <= r2.Token() {
+			t.Fatalf("writer's token %d, want > %d", w.Token(), r2.Token())
+		}
+		if _, err := l.TryAcquireShared(ctx, "doc"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("reader beside a writer: got %v, want ErrLocked", err)
+		}
+		if _, err := l.TryAcquire(ctx, "doc"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("second writer: got %v, want ErrLocked", err)
+		}
+		// Another name is independent.
+		other := held(t).of(l.TryAcquire(ctx, "doc2"))
+		release(t, ctx, w, other)
+		r3 := held(t).of(l.TryAcquireShared(ctx, "doc"))
+		if r3.Token() <= w.Token() {
+			t.Fatalf("reader after the writer: token %d, want > %d", r3.Token(), w.Token())
+		}
+		release(t, ctx, r3)
+	})
+}
+
+func TestRWLockReentrancy(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{})
+		rctx := sqllock.WithOwner(ctx, "reader-1")
+		r1 := held(t).of(l.TryAcquireShared(rctx, "res"))
+		r2 := held(t).of(l.AcquireShared(rctx, "res"))
+		if r1.Token() != r2.Token() {
+			t.Fatalf("re-entered read: token %d, want %d", r2.Token(), r1.Token())
+		}
+		if _, err := l.TryAcquire(rctx, "res"); !errors.Is(err, sqllock.ErrUpgrade) {
+			t.Fatalf("write while holding read (try): got %v, want ErrUpgrade", err)
+		}
+		if _, err := l.Acquire(rctx, "res"); !errors.Is(err, sqllock.ErrUpgrade) {
+			t.Fatalf("write while holding read: got %v, want ErrUpgrade", err)
+		}
+		release(t, ctx, r1, r2)
+
+		wctx := sqllock.WithOwner(ctx, "writer-1")
+		w1 := held(t).of(l.TryAcquire(wctx, "res"))
+		w2 := held(t).of(l.Acquire(wctx, "res"))
+		rw := held(t).of(l.TryAcquireShared(wctx, "res"))
+		if w2.Token() != w1.Token() || rw.Token() != w1.Token() {
+			t.Fatalf("re-entered write: tokens %d, %d, want %d", w2.Token(), rw.Token(), w1.Token())
+		}
+		release(t, ctx, w1, w2)
+		if _, err := l.TryAcquireShared(ctx, "res"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("reader while the writer keeps a read hold: got %v, want ErrLocked", err)
+		}
+		release(t, ctx, rw)
+		release(t, ctx, held(t).of(l.TryAcquireShared(ctx, "res")))
+	})
+}
+
+// intentOwner reads the writer intent recorded for name.
+func intentOwner(t *testing.T, e *env, name string) string {
+	t.Helper()
+	var owner []byte
+	if err := e.db.QueryRowContext(ctxT(t), e.q("SELECT intent_owner FROM {sqllock_rwlock_heads} WHERE name = ?"), name).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	return string(owner)
+}
+
+// waitForIntent waits until a writer's intent on name is recorded. It polls
+// the database, a condition the test can observe, bounded by the test's
+// context.
+func waitForIntent(t *testing.T, ctx context.Context, e *env, name string) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for intentOwner(t, e, name) == "" {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no writer intent recorded")
+		case <-tick.C:
+		}
+	}
+}
+
+// A waiting writer keeps new readers out, and gets the lock when the
+// readers in leave.
+func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{})
+		r := held(t).of(l.TryAcquireShared(ctx, "table"))
+		got := make(chan *sqllock.Lock, 1)
+		go func() {
+			w, err := l.Acquire(sqllock.WithOwner(ctx, "writer"), "table")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		waitForIntent(t, ctx, e, "table")
+		other := e.rwLocker(t, sqllock.Options{})
+		if _, err := other.TryAcquireShared(ctx, "table"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("new reader while a writer waits: got %v, want ErrLocked", err)
+		}
+		// The reader in re-enters all the same: it must be able to finish.
+		re := held(t).of(l.TryAcquireShared(sqllock.WithOwner(ctx, r.Owner()), "table"))
+		release(t, ctx, re, r)
+		w := <-got
+		if w == nil {
+			return
+		}
+		if w.Token() <= r.Token() {
+			t.Fatalf("writer's token %d, want > %d", w.Token(), r.Token())
+		}
+		if o := intentOwner(t, e, "table"); o != "" {
+			t.Fatalf("intent of %q left after the writer's grant", o)
+		}
+		release(t, ctx, w)
+		release(t, ctx, held(t).of(other.TryAcquireShared(ctx, "table")))
+	})
+}
+
+// A writer that gives up withdraws its intent: readers come in again.
+func TestRWLockWriterWithdrawsIntent(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{})
+		r := held(t).of(l.TryAcquireShared(ctx, "w"))
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Acquire(wctx, "w")
+			done <- err
+		}()
+		waitForIntent(t, ctx, e, "w")
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled writer: got %v, want context.Canceled", err)
+		}
+		if o := intentOwner(t, e, "w"); o != "" {
+			t.Fatalf("intent of %q left after the writer gave up", o)
+		}
+		release(t, ctx, held(t).of(l.TryAcquireShared(ctx, "w")), r)
+	})
+}
+
+// A crashed reader's lease ends with its TTL; a crashed waiting writer's
+// intent too.
+func TestRWLockCrashedHolderExpires(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		d := e.d.(dialect.RWLocks)
+		rw, err := d.RWLocks()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A reader that nobody renews, and a writer's intent nobody
+		// refreshes.
+		g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: "c", Owner: "crashed-reader", TTL: 3600e9, Shared: true})
+		if err != nil || g.Token == 0 {
+			t.Fatalf("grant: %+v, %v", g, err)
+		}
+		g2, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: "c", Owner: "crashed-writer", TTL: 3600e9, Wait: true})
+		if err != nil || g2.Token != 0 || g2.Left <= 0 {
+			t.Fatalf("refused writer: %+v, %v", g2, err)
+		}
+		l := e.rwLocker(t, sqllock.Options{})
+		if _, err := l.TryAcquireShared(ctx, "c"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("reader behind a live intent: got %v, want ErrLocked", err)
+		}
+		past := map[string]string{
+			"postgres": "now() - INTERVAL '1 second'",
+			"mysql":    "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND",
+			"sqlite":   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000",
+		}[e.kind]
+		if _, err := e.db.ExecContext(ctx, e.q("UPDATE {sqllock_rwlock_heads} SET intent_expires_at = "+past+" WHERE name = ?"), "c"); err != nil {
+			t.Fatal(err)
+		}
+		r := held(t).of(l.TryAcquireShared(ctx, "c"))
+		if _, err := l.TryAcquire(ctx, "c"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("writer beside readers: got %v, want ErrLocked", err)
+		}
+		release(t, ctx, r)
+		if _, err := e.db.ExecContext(ctx, e.q("UPDATE {sqllock_rwlock_holders} SET expires_at = "+past+" WHERE name = ?"), "c"); err != nil {
+			t.Fatal(err)
+		}
+		w := held(t).of(l.TryAcquire(ctx, "c"))
+		if w.Token() <= g.Token {
+			t.Fatalf("writer's token %d, want > %d", w.Token(), g.Token)
+		}
+		if ok, err := rw.RenewMany(ctx, []dialect.Lease{{Name: "c", Owner: "crashed-reader", Token: g.Token}}, 3600e9); err != nil || ok[0] {
+			t.Fatalf("renewal of the expired reader: %v, %v", ok, err)
+		}
+		release(t, ctx, w)
+		if n, err := e.d.Reap(ctx, dialect.ReapParams{Limit: 100}); err != nil || n == 0 {
+			t.Fatalf("reap: %d, %v", n, err)
+		}
+	})
+}
+
+func TestRWLockGuardAndDo(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{})
+		r := held(t).of(l.TryAcquireShared(ctx, "g"))
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Guard(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		release(t, ctx, r)
+		ran := false
+		err = sqllock.Do(ctx, l, "g", func(ctx context.Context) error {
+			ran = true
+			if _, err := l.TryAcquireShared(context.WithoutCancel(ctx), "g"); !errors.Is(err, sqllock.ErrLocked) {
+				t.Errorf("reader under Do: got %v, want ErrLocked", err)
+			}
+			return nil
+		})
+		if err != nil || !ran {
+			t.Fatalf("Do: ran %v, %v", ran, err)
+		}
+	})
+}
+
+// A waiting reader gets the lock when the writer leaves.
+func TestRWLockReaderWaitsForWriter(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{})
+		w := held(t).of(l.TryAcquire(ctx, "q"))
+		got := make(chan *sqllock.Lock, 2)
+		for range 2 {
+			go func() {
+				r, err := e.rwLocker(t, sqllock.Options{}).AcquireShared(ctx, "q")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- r
+			}()
+		}
+		release(t, ctx, w)
+		for range 2 {
+			if r := <-got; r != nil {
+				if r.Token() <= w.Token() {
+					t.Errorf("reader's token %d, want > %d", r.Token(), w.Token())
+				}
+				release(t, ctx, r)
+			}
+		}
+	})
+}
+
+func TestNewRWLockRefuses(t *testing.T) {
+	t.Parallel()
+	if _, err := sqllock.NewRWLock(nil, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
+		t.Fatalf("nil dialect: %v", err)
+	}
+	d, err := postgres.New(nonNilDB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqllock.NewRWLock(d, sqllock.Options{MinHold: 1}); !errors.Is(err, sqllock.ErrInvalidOptions) {
+		t.Fatalf("MinHold: %v", err)
+	}
+	if _, err := sqllock.NewRWLock(struct{ dialect.Dialect }{d}, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
+		t.Fatalf("a dialect without read/write locks: %v", err)
+	}
+}
+
+// Through PgBouncer in both pool modes: readers share, a writer waits for
+// them (keeping new readers out) and gets the lock when they leave, without
+// session state. Behind transaction pooling no announcement arrives, so the
+// writer polls, and the lease is a minute long: a hand-off well under it
+// shows the writer did not sleep on a lease it believed announced.
+func TestRWLockThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	for _, mode := range dbtest.PoolModes {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			var opts []postgres.Option
+			if mode == dbtest.Transaction {
+				opts = append(opts, postgres.WithPooler())
+			}
+			d := pgBouncerDialect(t, mode, opts...)
+			ctx := ctxT(t)
+			l, err := sqllock.NewRWLock(d, sqllock.Options{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r1 := held(t).of(l.TryAcquireShared(ctx, "pb"))
+			r2 := held(t).of(l.TryAcquireShared(ctx, "pb"))
+			got := make(chan *sqllock.Lock, 1)
+			go func() {
+				w, err := l.Acquire(ctx, "pb")
+				if err != nil {
+					t.Error(err)
+				}
+				got <- w
+			}()
+			// The test's own look at the intent goes to the server
+			// directly: pgx prepares it, which a transaction pooler breaks.
+			direct := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
+			e := &env{kind: "postgres", db: direct, d: d, ns: d.Schema()}
+			waitForIntent(t, ctx, e, "pb")
+			if _, err := l.TryAcquireShared(ctx, "pb"); !errors.Is(err, sqllock.ErrLocked) {
+				t.Fatalf("new reader while a writer waits: got %v, want ErrLocked", err)
+			}
+			released := time.Now()
+			release(t, ctx, r1, r2)
+			w := <-got
+			if w == nil {
+				return
+			}
+			if took := time.Since(released); took > 15*time.Second {
+				t.Fatalf("the writer got the lock %v after the readers left", took)
+			}
+			if w.Token() <= r2.Token() {
+				t.Fatalf("writer's token %d, want > %d", w.Token(), r2.Token())
+			}
+			release(t, ctx, w)
+		})
+	}
+}

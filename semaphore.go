@@ -1,0 +1,89 @@
+package sqllock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// StrategySemaphore is the strategy name events report for a Semaphore.
+const StrategySemaphore = "semaphore"
+
+// Semaphore is a counting semaphore: up to Limit holders per name at once,
+// each with a lease of its own, in the database's semaphore tables. Every
+// holder gets a Lock like any other locker's: an owner, a fencing token
+// (per name, larger than every token granted on that name before, across
+// releases and reaping), a context cancelled with ErrLockLost if the lease
+// is lost, and Guard. Renewal is batched with the locker's other leases. A
+// crashed holder stops renewing and its permit returns once its lease has
+// expired: the next acquire of the name drops expired holders before it
+// counts them.
+//
+// The limit is the caller's: a name's limit is set by the acquire that finds
+// it without holders, and while any holder remains, an acquire asking for
+// another limit fails with an error wrapping ErrLimitMismatch. To change a
+// name's limit, let its holders drain first.
+//
+// Re-entry: an owner (see WithOwner) that acquires a name it holds re-enters
+// its permit, with the same token, instead of taking a second one: one
+// owner holds at most one permit of a name, however often it acquires it,
+// and the permit is free again once every hold is released. Distinct
+// owners (every call without WithOwner is one) take distinct permits.
+//
+// Acquire waits while the semaphore is full. On PostgreSQL a release that
+// frees a permit of a name someone waits for is announced (LISTEN/NOTIFY),
+// as for the lock table; on MySQL, MariaDB and SQLite waiters poll, until
+// a holder's lease ends or with a jittered backoff, and wake at once on
+// releases by the same Semaphore. TiDB's dialect has no semaphores.
+//
+// A Semaphore is safe for concurrent use; it is a Locker, so Do and TryDo
+// take it.
+type Semaphore struct {
+	leaseLocker
+	sems  dialect.SemaphoreTable
+	limit int
+}
+
+var _ Locker = (*Semaphore)(nil)
+
+// NewSemaphore returns a semaphore locker on d admitting limit holders per
+// name. The schema must have been migrated (see Migrate). A limit below 1
+// is ErrInvalidOptions; a dialect without semaphores (dialect.Semaphores)
+// is ErrUnsupported.
+func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error) {
+	if isNil(d) || d.DB() == nil {
+		return nil, ErrNilDB
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("%w: semaphore limit %d: want at least 1", ErrInvalidOptions, limit)
+	}
+	sd, ok := d.(dialect.Semaphores)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s dialect has no semaphores", ErrUnsupported, d.Name())
+	}
+	s := &Semaphore{sems: sd.Semaphores(), limit: limit}
+	s.try = s.tryOnce
+	var notifier dialect.Dialect
+	if s.sems.Announces() {
+		notifier = d
+	}
+	if err := s.init(StrategySemaphore, d, s.sems, notifier, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Limit returns the number of holders the semaphore admits per name.
+func (s *Semaphore) Limit() int { return s.limit }
+
+// tryOnce runs the acquire transaction, and after a refusal, for a caller
+// that will wait, asks how long the first holder's lease has left (which,
+// where releases are announced, marks the name as waited for).
+func (s *Semaphore) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
+	p := dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.opts.TTL, Limit: s.limit}
+	return attemptLease(ctx, name, waiting, s.opts.Logger, StrategySemaphore,
+		func() (int64, error) { return s.sems.Acquire(ctx, p) },
+		func() (time.Duration, bool, error) { return s.sems.Remaining(ctx, name) })
+}
