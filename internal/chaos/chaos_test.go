@@ -672,9 +672,16 @@ func (r *run) goroutines(ctx context.Context) {
 				proxy.Stall(ttl / 5)
 				r.count("short stalls", 1)
 			case 5:
+				writes := rec.Count(WriteOK)
 				proxy.Stall(ttl + ttl/5) // longer than a lease: leases are lost
 				r.count("stalls past the TTL", 1)
 				proxy.SetLatency(0, 0)
+				// Every lease is gone: the next round of faults waits for
+				// a guarded write after this one, so that the workers get
+				// work done between rounds however slow the host or the
+				// primitive (a read/write lock's writers take one turn
+				// in three).
+				rec.WaitFor(ctx, WriteOK, writes+1)
 			}
 		})
 		proxy.SetLatency(0, 0)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -91,6 +92,8 @@ type Recorder struct {
 	enc    *json.Encoder
 	err    error
 	op     int64
+	counts map[Kind]int
+	added  chan struct{} // closed and replaced by each Add; nil until WaitFor asks
 }
 
 // NewRecorder returns a recorder; w may be nil.
@@ -118,6 +121,14 @@ func (r *Recorder) Add(e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
+	if r.counts == nil {
+		r.counts = map[Kind]int{}
+	}
+	r.counts[e.Kind]++
+	if r.added != nil {
+		close(r.added)
+		r.added = nil
+	}
 	if r.enc != nil && r.err == nil {
 		r.err = r.enc.Encode(e)
 	}
@@ -128,6 +139,35 @@ func (r *Recorder) Events() []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]Event(nil), r.events...)
+}
+
+// Count returns how many events of kind k have been recorded.
+func (r *Recorder) Count(k Kind) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts[k]
+}
+
+// WaitFor blocks until at least n events of kind k have been recorded, and
+// reports whether they were; it returns false if ctx ends first.
+func (r *Recorder) WaitFor(ctx context.Context, k Kind, n int) bool {
+	for {
+		r.mu.Lock()
+		if r.counts[k] >= n {
+			r.mu.Unlock()
+			return true
+		}
+		if r.added == nil {
+			r.added = make(chan struct{})
+		}
+		added := r.added
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-added:
+		}
+	}
 }
 
 // Err returns the first error writing events, if any.
