@@ -138,24 +138,30 @@ type bells struct {
 	broken     bellID               // a bell whose registrations failed: it stops
 	keeper     sync.WaitGroup
 	gate       func() error // test seam: refuses to start a bell
+
+	ringing map[string]bool // names rung in the background: true once rung again meanwhile
+	rings   sync.WaitGroup  // the background rings
 }
 
 // newBells returns the wake-ups on the waiters table, for the lease tables
 // (their waiters hints) named after it.
 func newBells(db *sql.DB, waiters string, tables ...string) *bells {
 	b := &bells{db: db, stmts: newWakeStmts(waiters, tables...), watched: make(map[string]int),
-		idle: make(map[string]time.Time), kick: make(chan struct{}, 1)}
+		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[string]bool)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.hub = listen.New(b.listen, wakeLinger)
 	return b
 }
 
-// close stops the bell and the keeper, and waits for both or ctx.
+// close stops the bell and the keeper, and waits for both, and for the
+// rings under way, or ctx.
 func (b *bells) close(ctx context.Context) error {
 	err := b.hub.Close(ctx)
+	b.mu.Lock()
 	b.cancel()
+	b.mu.Unlock()
 	done := make(chan struct{})
-	go func() { b.keeper.Wait(); close(done) }()
+	go func() { b.keeper.Wait(); b.rings.Wait(); close(done) }()
 	select {
 	case <-done:
 		return err
@@ -342,11 +348,51 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }
 
-// ring wakes the processes waiting for name: it counts a ring in their
-// registrations and ends their bells' statements. It is best effort, on a
-// context that ctx's end does not cut short (the release is done): a
-// waiter that is not woken waits until the released lease would have
-// ended.
+// ring wakes the processes waiting for name, in the background: a release
+// returns once its own statement is done, not after the ring's (a KILL
+// QUERY can take seconds on a loaded server). A name rung while its
+// previous ring is under way is rung once more after it. Close waits for
+// the rings under way; once the dialect is closed, ring runs in the
+// caller. It is best effort, on a context that ctx's end does not cut
+// short (the release is done): a waiter that is not woken waits until the
+// released lease would have ended.
+func (b *bells) ring(ctx context.Context, name string) {
+	ctx = context.WithoutCancel(ctx)
+	b.mu.Lock()
+	if b.ctx.Err() != nil {
+		b.mu.Unlock()
+		b.ringNow(ctx, name)
+		return
+	}
+	if _, busy := b.ringing[name]; busy {
+		b.ringing[name] = true
+		b.mu.Unlock()
+		return
+	}
+	b.ringing[name] = false
+	b.rings.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.rings.Done()
+		for {
+			b.ringNow(ctx, name)
+			b.mu.Lock()
+			again := b.ringing[name]
+			if !again {
+				delete(b.ringing, name)
+			} else {
+				b.ringing[name] = false
+			}
+			b.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	}()
+}
+
+// ringNow counts a ring in the registrations of name's waiters and ends
+// their bells' statements.
 //
 // The bells are looked up while the ring is counted, on another
 // connection of the pool, which saves a round trip, and are killed after
@@ -355,8 +401,8 @@ func placeholders(n int) string {
 // again; a bell between statements reads the count in its next one (the
 // sleep's first). A registration made after the look-up is rung by the
 // process that made it (see sync).
-func (b *bells) ring(ctx context.Context, name string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
+func (b *bells) ringNow(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 	defer cancel()
 	type found struct {
 		ids []int64

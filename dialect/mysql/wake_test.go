@@ -423,9 +423,12 @@ VALUES ('x', ?, '0123456789abcdef', 0, 0, NOW(6) + INTERVAL 1 HOUR)`, id); err !
 	if _, err := db.ExecContext(ctx, `UPDATE `+q+`sqllock_locks SET waiters = TRUE WHERE name = 'x'`); err != nil {
 		t.Fatal(err)
 	}
-	// The ring runs within Release: any KILL it sends has been sent
-	// when Release returns.
+	// The ring runs in the background, and Close waits for it: any KILL
+	// it sends has been sent when Close returns.
 	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var rung int
@@ -450,4 +453,63 @@ WHERE ID = ? AND INFO LIKE 'SELECT SLEEP(600)%'`, id).Scan(&command)
 		t.Fatal(err)
 	}
 	<-ended
+}
+
+// A release does not wait for its ring: with the name's registration
+// locked by another transaction, so that the ring cannot count, two
+// releases of the name return; the ring they asked for runs once the
+// registration is free, once for the first release and once more for the
+// second, and Close waits for it.
+func TestRingInBackground(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, db, database := wakeEnv(t)
+	q := "`" + database + "`."
+	// A registration of a bell that is gone: rung, never killed.
+	if _, err := db.ExecContext(ctx, `INSERT INTO `+q+`sqllock_waiters (name, bell, tag, rung, seen, expires_at)
+VALUES ('x', 0, '0123456789abcdef', 0, 0, NOW(6) + INTERVAL 1 HOUR)`); err != nil {
+		t.Fatal(err)
+	}
+	blocker, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback()
+	if _, err := blocker.ExecContext(ctx, `SELECT rung FROM `+q+`sqllock_waiters WHERE name = 'x' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		k, err := l.TryAcquire(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, `UPDATE `+q+`sqllock_locks SET waiters = TRUE WHERE name = 'x'`); err != nil {
+			t.Fatal(err)
+		}
+		// Were the ring part of the release, this would wait for the
+		// blocker until the server's lock wait timeout, and the ring
+		// would fail.
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := blocker.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rung int
+	if err := db.QueryRowContext(ctx, `SELECT rung FROM `+q+`sqllock_waiters WHERE name = 'x'`).Scan(&rung); err != nil {
+		t.Fatal(err)
+	}
+	if rung != 2 {
+		t.Fatalf("rung %d, want 2: one ring per release, the second after the first", rung)
+	}
 }
