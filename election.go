@@ -51,8 +51,12 @@ type Election struct {
 // NewTable: TTL bounds how long an election stays leaderless after its
 // leader dies (failover takes up to TTL), and MaxBackoff bounds the
 // interval of Observe's reads. It returns an error wrapping ErrUnsupported
-// if d does not offer elections.
+// if d does not offer elections, or with Options.Fair (candidates do not
+// queue).
 func NewElection(d dialect.Dialect, opts Options) (*Election, error) {
+	if opts.Fair {
+		return nil, fmt.Errorf("%w: Options.Fair: candidates do not queue", ErrUnsupported)
+	}
 	t, err := NewTable(d, opts)
 	if err != nil {
 		return nil, err

@@ -454,6 +454,9 @@ func TestElectionBadInput(t *testing.T) {
 	if _, err := sqllock.NewElection(plainDialect{d}, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Errorf("NewElection on a dialect without elections: %v, want ErrUnsupported", err)
 	}
+	if _, err := sqllock.NewElection(d, sqllock.Options{Fair: true}); !errors.Is(err, sqllock.ErrUnsupported) {
+		t.Errorf("NewElection with Options.Fair: %v, want ErrUnsupported", err)
+	}
 }
 
 // plainDialect hides every optional interface of its dialect.

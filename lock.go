@@ -129,7 +129,8 @@ type Options struct {
 	// the oldest live ticket, and a release wakes that ticket's process
 	// alone (see the README, "Fair (FIFO) locks"). TryAcquire is refused
 	// while anyone is queued. Every locker of a name must agree on it.
-	// NewTable needs a dialect.FairLocker; NewOptimistic refuses it.
+	// NewTable needs a dialect.FairLocker; NewOptimistic, NewSemaphore,
+	// NewRWLock and NewElection refuse it.
 	// Default false.
 	Fair bool
 	// Logger receives renewal warnings and lost-lock reports, fall-backs

@@ -76,6 +76,9 @@ func NewRWLock(d dialect.Dialect, opts Options) (*RWLock, error) {
 	if opts.MinHold != 0 {
 		return nil, fmt.Errorf("%w: read/write locks have no MinHold", ErrInvalidOptions)
 	}
+	if opts.Fair {
+		return nil, fmt.Errorf("%w: Options.Fair: read/write locks prefer writers, and do not queue their waiters", ErrUnsupported)
+	}
 	rw, err := rd.RWLocks()
 	if err != nil {
 		return nil, err

@@ -51,13 +51,16 @@ var _ Locker = (*Semaphore)(nil)
 // NewSemaphore returns a semaphore locker on d admitting limit holders per
 // name. The schema must have been migrated (see Migrate). A limit below 1
 // is ErrInvalidOptions; a dialect without semaphores (dialect.Semaphores)
-// is ErrUnsupported.
+// and Options.Fair (semaphores have no FIFO queue) are ErrUnsupported.
 func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: semaphore limit %d: want at least 1", ErrInvalidOptions, limit)
+	}
+	if opts.Fair {
+		return nil, fmt.Errorf("%w: Options.Fair: semaphores do not queue their waiters", ErrUnsupported)
 	}
 	sd, ok := d.(dialect.Semaphores)
 	if !ok {
