@@ -123,6 +123,7 @@ func mysqlVariant(t *testing.T, mod func(c *gomysql.Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, d)
 	return migrated(t, &env{kind: "mysql", db: db, d: d, ns: database, s: tableStrategy})
 }
 

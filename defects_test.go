@@ -187,6 +187,7 @@ func skewedSession(t *testing.T, e *env, skew time.Duration) (d dialect.Dialect,
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, md)
 		var y int
 		if err := db.QueryRowContext(ctxT(t), "SELECT TIMESTAMPDIFF(SECOND, SYSDATE(), NOW())").Scan(&y); err != nil {
 			t.Fatal(err)

@@ -47,6 +47,7 @@ func TestMySQLWhateverTheDSN(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, d)
 		if err := sqllock.Migrate(ctxT(t), d); err != nil {
 			t.Fatalf("%s: migrate: %v", name, err)
 		}
