@@ -524,10 +524,15 @@ func TestBadInputSchemaNames(t *testing.T) {
 				db *sql.DB
 				ns string
 			)
+			// A private pool: the pessimistic TryAcquire refuses at once
+			// when every connection of its pool is in use, which the
+			// shared pool of the package's parallel tests may be.
 			if kind == "postgres" {
-				db, ns = dbtest.Postgres(t)
+				_, ns = dbtest.Postgres(t)
+				db = dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
 			} else {
-				db, ns = dbtest.MySQL(t)
+				_, ns = dbtest.MySQL(t)
+				db = dbtest.OpenMySQL(t, dbtest.MySQLDSN(t))
 			}
 			var valid []string
 			for _, s := range append(slices.Clone(hostileStrings), identifierStrings...) {
