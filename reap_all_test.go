@@ -412,6 +412,12 @@ func TestReapersBesideAcquirers(t *testing.T) {
 				for i := 0; time.Now().Before(stop); i++ {
 					name := names[(w+i)%len(names)]
 					k, err := l.Acquire(ctx, name)
+					if errors.Is(err, sqllock.ErrTransient) && e.pess {
+						// The reapers deleted the name's row between
+						// its creation and its lock, again and again
+						// (a loaded host): repeating is safe.
+						continue
+					}
 					if err != nil {
 						t.Errorf("acquire %s: %v", name, err)
 						return

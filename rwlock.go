@@ -134,13 +134,14 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 	if !wait {
 		lock, _, err = l.attemptSide(ctx, tctx, name, owner, shared, false)
 	} else {
-		intent := false
 		lock, err = l.room.wait(tctx, name, func() (*Lock, time.Duration, error) {
-			lock, left, err := l.attemptSide(ctx, tctx, name, owner, shared, true)
-			intent = intent || !shared && errors.Is(err, ErrLocked)
-			return lock, left, err
+			return l.attemptSide(ctx, tctx, name, owner, shared, true)
 		})
-		if err != nil && intent {
+		// A writer that gives up withdraws its intent: also when no
+		// attempt told it of one, as the attempt that recorded it may
+		// have been cut short before its reply (a cancelled context).
+		// Without an intent the statement changes nothing.
+		if err != nil && !shared {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 			if werr := l.rw.Withdraw(wctx, name, owner); werr != nil {
 				l.opts.Logger.WarnContext(ctx, "sqllock: could not withdraw a waiting writer's intent; it ends with its TTL",
