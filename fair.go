@@ -20,16 +20,40 @@ import (
 // their waiters renew them: a crashed waiter's ticket expires and is
 // skipped; a waiter whose context ends gives its ticket up at once.
 
-// fairQueue is the FIFO side of a fair Table: the dialect's queue, and the
-// renewal of this locker's tickets.
+// ticketQueue is the database side of a FIFO queue: the tickets of the
+// fair lock table's or of a fair semaphore's queue.
+type ticketQueue interface {
+	Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error)
+	Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error)
+	Dequeue(ctx context.Context, t dialect.Ticket) error
+	RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error
+}
+
+// fairQueue is the FIFO side of a fair locker: the dialect's queue, its
+// grant, and the renewal of this locker's tickets.
 type fairQueue struct {
-	q    dialect.FairTable
-	opts Options
+	q        ticketQueue
+	strategy string
+	opts     Options
+	// grantTo makes one grant attempt under the queue's rule (ticket 0:
+	// none); it returns the token, or 0 when refused.
+	grantTo func(ctx context.Context, name, owner string, ticket int64) (int64, error)
 
 	mu      sync.Mutex
 	tickets map[int64]dialect.Ticket // taken, and neither granted nor given up
 	timer   *time.Timer              // renews tickets; created by the first
 	armed   bool                     // timer will fire
+}
+
+// newFairQueue returns the FIFO side of the locker l, on q and grantTo,
+// and makes l's attempts and wake-ups go through it.
+func newFairQueue(l *leaseLocker, q ticketQueue, grantTo func(ctx context.Context, name, owner string, ticket int64) (int64, error)) *fairQueue {
+	f := &fairQueue{q: q, strategy: l.ev.strategy, opts: l.opts, grantTo: grantTo, tickets: make(map[int64]dialect.Ticket)}
+	l.room.tickets = f.name
+	l.try = func(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
+		return f.grant(ctx, name, owner, 0)
+	}
+	return f
 }
 
 // newFairTable sets t up as a fair lock table on d.
@@ -45,11 +69,9 @@ func newFairTable(t *Table, d dialect.Dialect, opts Options) (*Table, error) {
 	if err := t.init(StrategyTable, d, q, d, opts); err != nil {
 		return nil, err
 	}
-	t.fair = &fairQueue{q: q, opts: t.opts, tickets: make(map[int64]dialect.Ticket)}
-	t.room.tickets = t.fair.name
-	t.try = func(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
-		return t.fair.grant(ctx, name, owner, 0)
-	}
+	t.fair = newFairQueue(&t.leaseLocker, q, func(ctx context.Context, name, owner string, ticket int64) (int64, error) {
+		return q.Grant(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: t.opts.TTL}, ticket)
+	})
 	return t, nil
 }
 
@@ -66,30 +88,34 @@ func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if t.fair == nil {
 		return t.leaseLocker.Acquire(ctx, name)
 	}
-	owner, err := t.prepare(ctx, name)
+	return t.acquireFair(ctx, t.fair, name)
+}
+
+// acquireFair is Acquire for a locker whose waiters queue in f.
+func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string) (*Lock, error) {
+	owner, err := l.prepare(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := t.ev.startAcquire(ctx, name, true, false)
-	w := &fairWaiter{f: t.fair, name: name, owner: owner, logger: t.opts.Logger}
-	lock, err := t.room.waitQueued(tctx, name, w, func() (*Lock, time.Duration, error) {
+	tctx, call := l.ev.startAcquire(ctx, name, true, false)
+	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.opts.Logger}
+	lock, err := l.room.waitQueued(tctx, name, w, func() (*Lock, time.Duration, error) {
 		token, start, left, err := w.try(tctx)
 		if err != nil {
 			return nil, left, err
 		}
-		return t.leases.grant(ctx, name, owner, token, start), 0, nil
+		return l.leases.grant(ctx, name, owner, token, start), 0, nil
 	})
-	t.ev.endAcquire(tctx, call, lock, err)
+	l.ev.endAcquire(tctx, call, lock, err)
 	return lock, err
 }
 
 // grant makes one attempt to be granted name for owner, with ticket (0:
 // none). A refusal is ErrLocked, with an unknown wait.
 func (f *fairQueue) grant(ctx context.Context, name, owner string, ticket int64) (int64, time.Time, time.Duration, error) {
-	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: f.opts.TTL}
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		token, err := f.q.Grant(ctx, p, ticket)
+		token, err := f.grantTo(ctx, name, owner, ticket)
 		if errors.Is(err, dialect.ErrTransient) && attempt < maxTransientRetries {
 			continue
 		}
@@ -205,19 +231,19 @@ func (w *fairWaiter) wait(ctx context.Context) time.Duration {
 		d, live, err := w.f.q.Wait(ctx, w.ticket)
 		if err != nil {
 			w.logger.InfoContext(ctx, "sqllock: could not read the FIFO queue's state; waiting with backoff",
-				"strategy", StrategyTable, "name", w.name, "err", err)
+				"strategy", w.f.strategy, "name", w.name, "err", err)
 			return -1
 		}
 		if live {
 			return d
 		}
 		w.logger.InfoContext(ctx, "sqllock: a FIFO ticket was lost; taking another, at the end of the queue",
-			"strategy", StrategyTable, "name", w.name, "ticket", w.ticket.ID)
+			"strategy", w.f.strategy, "name", w.name, "ticket", w.ticket.ID)
 		w.f.drop(w.ticket.ID)
 		tk, err := w.f.q.Enqueue(ctx, dialect.AcquireParams{Name: w.name, Owner: w.owner, TTL: w.f.opts.TTL})
 		if err != nil {
 			w.logger.InfoContext(ctx, "sqllock: could not take a FIFO ticket; waiting with backoff",
-				"strategy", StrategyTable, "name", w.name, "err", err)
+				"strategy", w.f.strategy, "name", w.name, "err", err)
 			return -1
 		}
 		w.ticket = tk

@@ -38,20 +38,35 @@ const StrategySemaphore = "semaphore"
 // a holder's lease ends or with a jittered backoff, and wake at once on
 // releases by the same Semaphore. TiDB's dialect has no semaphores.
 //
+// With Options.Fair, waiters are served in FIFO order, as a fair Table's:
+// a waiter refused at first takes a ticket, a row of the semaphore's
+// queue, and a name's permits go to its live tickets in ticket order (with
+// k permits free, to the k oldest). On PostgreSQL whatever admits a ticket
+// (a release, a ticket given up, a grant that leaves a permit free) wakes
+// that ticket's process alone, so a hand-off costs the same few statements
+// however many wait; on MySQL, MariaDB and SQLite fair waiters poll. A
+// crashed waiter's ticket expires and is skipped; a waiter whose context
+// ends gives its ticket up at once. TryAcquire on a fair Semaphore is
+// refused while live tickets would take every free permit. Fair and
+// unfair Semaphores on one name do not queue together: an unfair one
+// takes any free permit.
+//
 // A Semaphore is safe for concurrent use; it is a Locker, so Do and TryDo
 // take it.
 type Semaphore struct {
 	leaseLocker
 	sems  dialect.SemaphoreTable
 	limit int
+	fair  *fairQueue // nil unless Options.Fair
 }
 
 var _ Locker = (*Semaphore)(nil)
 
 // NewSemaphore returns a semaphore locker on d admitting limit holders per
 // name. The schema must have been migrated (see Migrate). A limit below 1
-// is ErrInvalidOptions; a dialect without semaphores (dialect.Semaphores)
-// and Options.Fair (semaphores have no FIFO queue) are ErrUnsupported.
+// is ErrInvalidOptions; a dialect without semaphores (dialect.Semaphores),
+// or with Options.Fair one without their FIFO queue
+// (dialect.FairSemaphores), is ErrUnsupported.
 func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
@@ -59,14 +74,20 @@ func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error
 	if limit < 1 {
 		return nil, fmt.Errorf("%w: semaphore limit %d: want at least 1", ErrInvalidOptions, limit)
 	}
-	if opts.Fair {
-		return nil, fmt.Errorf("%w: Options.Fair: semaphores do not queue their waiters", ErrUnsupported)
-	}
 	sd, ok := d.(dialect.Semaphores)
 	if !ok {
 		return nil, fmt.Errorf("%w: the %s dialect has no semaphores", ErrUnsupported, d.Name())
 	}
 	s := &Semaphore{sems: sd.Semaphores(), limit: limit}
+	var fair dialect.FairSemaphoreTable
+	if opts.Fair {
+		fd, ok := d.(dialect.FairSemaphores)
+		if !ok {
+			return nil, fmt.Errorf("%w: Options.Fair: the %s dialect's semaphores have no FIFO queue", ErrUnsupported, d.Name())
+		}
+		fair = fd.FairSemaphores()
+		s.sems = fair // its Release wakes the ticket a freed permit admits
+	}
 	s.try = s.tryOnce
 	var notifier dialect.Dialect
 	if s.sems.Announces() {
@@ -75,7 +96,36 @@ func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error
 	if err := s.init(StrategySemaphore, d, s.sems, notifier, opts); err != nil {
 		return nil, err
 	}
+	if fair != nil {
+		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit},
+			func(ctx context.Context, name, owner string, ticket int64) (int64, error) {
+				return fair.Grant(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.opts.TTL, Limit: limit}, ticket)
+			})
+	}
 	return s, nil
+}
+
+// semaphoreTickets is the queue of a fair semaphore of limit permits.
+type semaphoreTickets struct {
+	dialect.FairSemaphoreTable
+	limit int
+}
+
+// Wait reports how long the waiter of t may sleep (see
+// dialect.FairSemaphoreTable.Wait).
+func (q semaphoreTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
+	return q.FairSemaphoreTable.Wait(ctx, t, q.limit)
+}
+
+// Acquire acquires a permit of name, waiting while the semaphore is full
+// (see Locker, and the Semaphore's doc for Options.Fair). When ctx ends
+// first, it returns an error wrapping ctx.Err() (and a fair waiter gives
+// its ticket up at once).
+func (s *Semaphore) Acquire(ctx context.Context, name string) (*Lock, error) {
+	if s.fair == nil {
+		return s.leaseLocker.Acquire(ctx, name)
+	}
+	return s.acquireFair(ctx, s.fair, name)
 }
 
 // Limit returns the number of holders the semaphore admits per name.

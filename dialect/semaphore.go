@@ -59,3 +59,46 @@ type SemaphoreTable interface {
 	// the dialect's Notifier, so that waiters need not poll.
 	Announces() bool
 }
+
+// FairSemaphores is implemented by dialects whose semaphores can line
+// waiters up in FIFO order (sqllock.Options.Fair on a Semaphore).
+type FairSemaphores interface {
+	// FairSemaphores returns the statements of the semaphore tables and
+	// of their queue of tickets.
+	FairSemaphores() FairSemaphoreTable
+}
+
+// FairSemaphoreTable is the semaphore tables with a queue of tickets per
+// name, kept apart from the lock table's queue. A ticket is live until its
+// expiry on the database clock; expired tickets are skipped, and deleted
+// by Dialect.Reap. A name's permits go to its live tickets in ticket
+// order, one at a time: a ticket is granted only when a permit is free and
+// no live ticket of the name is older, and a caller without a ticket only
+// when a permit is free and the name has no live ticket at all; re-entry
+// by a holder is granted regardless. Its Release (from LeaseTable) wakes
+// the process of the oldest live ticket when it frees a permit, where the
+// dialect can address one.
+type FairSemaphoreTable interface {
+	SemaphoreTable
+	// Grant is Acquire under the queue's rule above; ticket 0 means the
+	// caller has none. A grant to a ticket deletes it in the same
+	// transaction and, if a permit is still free, wakes the process of
+	// the next live ticket, where the dialect can address one.
+	Grant(ctx context.Context, p SemaphoreParams, ticket int64) (token int64, err error)
+	// Enqueue takes a ticket for p.Owner on p.Name, live for p.TTL.
+	Enqueue(ctx context.Context, p AcquireParams) (Ticket, error)
+	// Wait reports how long the ticket's waiter may sleep before it tries
+	// again when no wake-up comes, for a semaphore of limit permits: 0 when
+	// a permit is free and no live ticket is older; else until the oldest
+	// live ticket ahead expires or, if none, the first holder's lease
+	// ends. live is false when the ticket is not live (see
+	// FairTable.Wait).
+	Wait(ctx context.Context, t Ticket, limit int) (d time.Duration, live bool, err error)
+	// Dequeue deletes the ticket, and wakes the next ticket's process
+	// when the deleted one was the oldest live ticket and a permit is
+	// free.
+	Dequeue(ctx context.Context, t Ticket) error
+	// RenewTickets extends the tickets to ttl from now, in one statement;
+	// callers pass at most MaxRenewBatch tickets.
+	RenewTickets(ctx context.Context, ts []Ticket, ttl time.Duration) error
+}

@@ -72,7 +72,9 @@
 // Semaphores (dialect.Semaphores): the lease checks above on the holders'
 // table with a limit of 1, then up to the limit granted and no more,
 // re-entry, ErrLimitMismatch while holders remain, expiry, Remaining, Reap
-// and concurrent acquirers (see Semaphores).
+// and concurrent acquirers (see Semaphores). Their FIFO queue
+// (dialect.FairSemaphores): grants in ticket order, as many as permits are
+// free, tickets given up or expired skipped, and the addressed wake-ups.
 //
 // Read/write locks (dialect.RWLocks, or its ErrUnsupported): readers share
 // and a writer excludes everyone, tokens grow in grant order on both sides,
@@ -266,6 +268,9 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	if _, ok := probe.Dialect.(dialect.Semaphores); ok {
 		exerciseSemaphores(t, run, notifier && !h.Polling)
+	}
+	if _, ok := probe.Dialect.(dialect.FairSemaphores); ok {
+		run("FairSemaphore", checkFairSemaphore)
 	}
 	if rw, ok := probe.Dialect.(dialect.RWLocks); ok {
 		exerciseRW(t, rw, h.Polling, run)

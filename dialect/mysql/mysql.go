@@ -59,6 +59,8 @@ type Dialect struct {
 	noWakeups bool            // WithoutWakeups
 
 	sems *sqlrun.SemaphoreTable
+	// fairSems is the semaphores' FIFO queue (fairsem.go).
+	fairSems *sqlrun.FairSemaphoreTable
 	// reapSems selects a batch of expired semaphore holders, locking
 	// them; deleteHolder deletes one.
 	reapSems     sqlrun.Stmt
@@ -124,12 +126,13 @@ func quote(ident string) string { return "`" + ident + "`" }
 // and released rows (skipping rows an acquirer is touching), deletes them,
 // and raises the floor to the largest token or version deleted. Last, it
 // reaps a batch of expired semaphore holders (see reapSemaphores), then one
-// of expired FIFO tickets (see reapTickets).
+// of expired FIFO tickets of locks (see reapTickets) and one of semaphores
+// (see reapSemaphoreTickets).
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
-	return d.reapEach(ctx, p.Limit, d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens, d.reapSemaphores, d.reapRW, d.reapTickets)
+	return d.reapEach(ctx, p.Limit, d.reapLocks, d.reapVersions, d.reapRowLocks, d.reapTokens, d.reapSemaphores, d.reapRW, d.reapTickets, d.reapSemaphoreTickets)
 }
 
 // reapFunc deletes a batch of up to limit rows of one table on conn.

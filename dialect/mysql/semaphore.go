@@ -46,9 +46,11 @@ WHERE name = :name HAVING COUNT(*) > 0`, now, holders))
 
 // semaphoreTables compiles the semaphore statements.
 func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
-	sems, holders := "sqllock_semaphores", "sqllock_semaphore_holders"
-	sqlrun.Qualify(d.database, quote, &sems, &holders)
+	sems, holders, tickets := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_tickets"
+	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
+	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(holders, tickets))
+	d.reap.semTickets = reapTicketsSQL(tickets)
 	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 	d.deleteHolder = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)

@@ -172,6 +172,9 @@ type reapStmts struct {
 	rwExpired sqlrun.Stmt
 	rwDelete  string
 	tickets   string // deletes a batch of expired FIFO tickets (fair.go)
+	// semTickets deletes a batch of expired tickets of the semaphores'
+	// queue (fairsem.go).
+	semTickets string
 }
 
 // tables compiles the dialect's statements.

@@ -45,8 +45,11 @@ type Dialect struct {
 	waker    string // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
 	reap     reapStmts
 	sems     *sqlrun.SemaphoreTable
+	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
 	reapSems sqlrun.Stmt
-	rw       *sqlrun.RWLockTable
+	// reapSemTickets deletes expired tickets of the semaphores' queue.
+	reapSemTickets sqlrun.Stmt
+	rw             *sqlrun.RWLockTable
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
 	// lead are the arguments put before every statement's own (see

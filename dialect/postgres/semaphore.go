@@ -67,12 +67,22 @@ func reapSemaphoresSQL(holders string) sqlrun.SQL {
 // semaphoreTables compiles the semaphore statements.
 func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sems, holders, seq := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_token_seq"
-	sqlrun.Qualify(d.schema, quote, &sems, &holders, &seq)
+	tickets, lockTickets := "sqllock_semaphore_tickets", "sqllock_tickets"
+	sqlrun.Qualify(d.schema, quote, &sems, &holders, &seq, &tickets, &lockTickets)
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders, seq, d.channel, durable(d.syncCommit)))
+	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c,
+		fairSemaphoreSQL(sems, holders, tickets, lockTickets, d.waker, durable(d.syncCommit)))
 	d.reapSems = c.Compile(reapSemaphoresSQL(holders))
+	d.reapSemTickets = c.Compile(reapTicketsSQL(tickets))
 }
 
-// reapSemaphores deletes a batch of the semaphore holders' expired rows.
+// reapSemaphores deletes a batch of the semaphore holders' expired rows,
+// and one of the expired tickets of their queues.
 func (d *Dialect) reapSemaphores(ctx context.Context, p *sqlrun.Params) (int64, error) {
-	return d.run.Int(ctx, &d.reapSems, p)
+	n, err := d.run.Int(ctx, &d.reapSems, p)
+	if err != nil {
+		return n, err
+	}
+	m, err := d.run.Int(ctx, &d.reapSemTickets, p)
+	return n + m, err
 }

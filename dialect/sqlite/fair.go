@@ -49,10 +49,13 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 }
 
 // reapTicketsSQL deletes a batch of expired tickets.
-func reapTicketsSQL() sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM sqllock_tickets WHERE id IN (
-  SELECT id FROM sqllock_tickets WHERE expires_at <= %s ORDER BY expires_at LIMIT :limit
-)`, now))
+func reapTicketsSQL() sqlrun.SQL { return reapTicketsOf("sqllock_tickets") }
+
+// reapTicketsOf deletes a batch of expired tickets of the table tickets.
+func reapTicketsOf(tickets string) sqlrun.SQL {
+	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE id IN (
+  SELECT id FROM %[1]s WHERE expires_at <= %[2]s ORDER BY expires_at LIMIT :limit
+)`, tickets, now))
 }
 
 var _ dialect.FairLocker = (*Dialect)(nil)

@@ -126,10 +126,12 @@ func (d *Dialect) tables() error {
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL())
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL())
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL())
+	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL())
 	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(), nil)
 	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(), nil)
 	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions")),
-		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL())}
+		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL()),
+		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}
 	d.releaseAll = c.Compile(releaseAllSQL())
 	return c.Err
 }

@@ -131,6 +131,7 @@ type Dialect struct {
 	rw       *sqlrun.RWLockTable
 	reap     []sqlrun.Stmt // one per table
 	sems     *sqlrun.SemaphoreTable
+	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
 }

@@ -80,6 +80,12 @@ func (t *SemaphoreTable) Remaining(ctx context.Context, name string) (time.Durat
 // pinned connection and is ended on the server when ctx ends, as
 // Runner.GrantInt ends a grant.
 func (t *SemaphoreTable) Acquire(ctx context.Context, p dialect.SemaphoreParams) (int64, error) {
+	return t.acquire(ctx, p, nil, 0)
+}
+
+// acquire runs the acquire's transaction, under the queue q's rule for
+// ticket when q is not nil.
+func (t *SemaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams, q *FairSemaphoreTable, ticket int64) (int64, error) {
 	r := t.run
 	if r.Check != nil {
 		if err := r.Check(ctx); err != nil {
@@ -100,10 +106,10 @@ func (t *SemaphoreTable) Acquire(ctx context.Context, p dialect.SemaphoreParams)
 			return 0, r.Wrap(err)
 		}
 	}
-	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Limit: p.Limit, Channel: t.channel}
+	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Limit: p.Limit, Channel: t.channel, Ticket: ticket}
 	var token int64
 	cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
-		token, err = t.grant(qctx, conn, prefix, params)
+		token, err = t.grant(qctx, conn, prefix, params, q)
 		return err
 	})
 	var mismatch *errLimit
@@ -144,8 +150,9 @@ func (e *errLimit) Error() string {
 
 func (e *errLimit) Unwrap() error { return dialect.ErrLimitMismatch }
 
-// grant runs the acquire's transaction on conn.
-func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix string, p *Params) (int64, error) {
+// grant runs the acquire's transaction on conn, under the queue q's rule
+// for p.Ticket when q is not nil.
+func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix string, p *Params, q *FairSemaphoreTable) (int64, error) {
 	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: t.isolation})
 	if err != nil {
 		return 0, err
@@ -209,11 +216,139 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 		// Full; the expired holders dropped stay dropped.
 		return 0, tx.Commit()
 	}
+	if q != nil {
+		// The head row's lock keeps the queue's grants of the name in
+		// turn: a ticket committed after this count came after the
+		// caller, whose Acquire it cannot precede.
+		var ahead int64
+		if _, err := row(&q.ahead, &ahead); err != nil {
+			return 0, err
+		}
+		if ahead > 0 {
+			return 0, tx.Commit()
+		}
+	}
 	if p.Token, err = intOn(ctx, tx, prefix, &t.token, p); err != nil {
 		return 0, err
 	}
 	if _, err := intOn(ctx, tx, prefix, &t.insert, p); err != nil {
 		return 0, err
 	}
+	if q != nil && p.Ticket != 0 {
+		if _, err := intOn(ctx, tx, prefix, &q.consume, p); err != nil {
+			return 0, err
+		}
+		if q.hasChain {
+			if _, err := intOn(ctx, tx, prefix, &q.chain, p); err != nil {
+				return 0, err
+			}
+		}
+	}
 	return p.Token, tx.Commit()
+}
+
+// FairSemaphoreSQL declares the statements of the semaphore tables' queue
+// of tickets (see dialect.FairSemaphoreTable). Tickets travel as :ticket,
+// a semaphore's limit as :limit, and the waker of the enqueueing process
+// as :channel. A grant is the semaphore's acquire with two more steps:
+//
+//	Ahead    after Count, when a permit is free: select the number of
+//	         :name's live tickets before :ticket (all of them for 0); the
+//	         caller is refused unless it is 0
+//	Consume  after Insert, for a ticket: delete :ticket
+//	Chain    then, if set: wake the process of the oldest live ticket if a
+//	         permit is still free, so that several permits freed at once
+//	         are handed on one grant after another
+type FairSemaphoreSQL struct {
+	Ahead, Consume, Chain SQL
+	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
+	// number is the ticket's id.
+	Enqueue SQL
+	// Wait selects the microseconds the waiter of :ticket may sleep (see
+	// dialect.FairSemaphoreTable.Wait), or -1 when the ticket is not live.
+	Wait SQL
+	// Dequeue deletes :ticket, waking the next ticket's process if it was
+	// the oldest live one and a permit is free.
+	Dequeue SQL
+	// Renew extends the tickets of :leases (their tokens are the tickets'
+	// ids; :names their names) to :ttl from now.
+	Renew SQL
+	// Release, when set, replaces the semaphore's Release: it also wakes
+	// the process of the oldest live ticket when it frees a permit.
+	Release SQL
+	// Channel is the value of :channel: the process's waker.
+	Channel string
+}
+
+// FairSemaphoreTable implements dialect.FairSemaphoreTable over the
+// semaphore tables and the statements of their queue.
+type FairSemaphoreTable struct {
+	*SemaphoreTable
+	ahead, consume, chain, enqueue, wait, dequeue, renew, release Stmt
+	hasChain, hasRelease                                          bool
+	waker                                                         string
+}
+
+var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
+
+// NewFairSemaphoreTable compiles s for the queue of sems; a compile error
+// is kept in c.
+func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL) *FairSemaphoreTable {
+	t := &FairSemaphoreTable{SemaphoreTable: sems, waker: s.Channel,
+		ahead: c.Compile(s.Ahead), consume: c.Compile(s.Consume), enqueue: c.Compile(s.Enqueue),
+		wait: c.Compile(s.Wait), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew),
+		hasChain: s.Chain.Text != "", hasRelease: s.Release.Text != ""}
+	if t.hasChain {
+		t.chain = c.Compile(s.Chain)
+	}
+	if t.hasRelease {
+		t.release = c.Compile(s.Release)
+	}
+	return t
+}
+
+// Grant implements dialect.FairSemaphoreTable.
+func (t *FairSemaphoreTable) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
+	return t.acquire(ctx, p, t, ticket)
+}
+
+// Enqueue implements dialect.FairSemaphoreTable.
+func (t *FairSemaphoreTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
+	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
+}
+
+// Wait implements dialect.FairSemaphoreTable.
+func (t *FairSemaphoreTable) Wait(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
+	var us int64
+	_, err := t.run.Row(ctx, &t.wait, &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}, &us)
+	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
+}
+
+// Dequeue implements dialect.FairSemaphoreTable.
+func (t *FairSemaphoreTable) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	_, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
+	return err
+}
+
+// RenewTickets implements dialect.FairSemaphoreTable.
+func (t *FairSemaphoreTable) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
+	ls := make([]dialect.Lease, len(ts))
+	for i, tk := range ts {
+		ls[i] = dialect.Lease{Name: tk.Name, Owner: tk.Owner, Token: tk.ID}
+	}
+	_, err := t.run.Int(ctx, &t.renew, &Params{Leases: ls, TTL: ttl})
+	return err
+}
+
+// Release implements dialect.LeaseTable: the queue's Release if it has
+// one, else the semaphore's.
+func (t *FairSemaphoreTable) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	if !t.hasRelease {
+		return t.SemaphoreTable.Release(ctx, l, minHold)
+	}
+	p := t.params(l)
+	p.MinHold = minHold
+	n, err := t.run.Int(ctx, &t.release, p)
+	return n == 1, err
 }

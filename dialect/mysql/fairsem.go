@@ -1,0 +1,54 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
+// grant is the semaphore's acquire transaction, which counts, under the
+// head row's lock, the live tickets before the caller's, and deletes the
+// ticket it grants. Semaphore releases are not announced on MySQL: fair
+// waiters in other processes poll, and the queue's rule serves them in
+// ticket order.
+
+// fairSemaphoreSQL declares the statements of the semaphores' queue.
+func fairSemaphoreSQL(holders, tickets string) sqlrun.FairSemaphoreSQL {
+	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
+	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
+	return sqlrun.FairSemaphoreSQL{
+		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT COUNT(*) FROM %s t WHERE t.name = :name AND t.expires_at > %s
+  AND (:ticket = 0 OR t.id < :ticket)`, tickets, now)),
+		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + INTERVAL :ttl MICROSECOND)`,
+			tickets, now)),
+		Wait: sqlrun.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s), -1,
+  IF(NOT EXISTS (SELECT 1 %[4]s) AND (SELECT COUNT(*) %[3]s) < :limit, 0,
+    COALESCE(TIMESTAMPDIFF(MICROSECOND, %[2]s, COALESCE((SELECT MIN(t.expires_at) %[4]s), (SELECT MIN(h.expires_at) %[3]s))), 0)))`,
+			tickets, now, live, ahead)),
+		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
+WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
+	}
+}
+
+// reapSemaphoreTickets deletes a batch of up to limit expired tickets of
+// the semaphores' queue on conn.
+func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	res, err := conn.ExecContext(ctx, d.reap.semTickets, limit)
+	if err != nil {
+		return 0, wrap(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), wrap(err)
+}
+
+var _ dialect.FairSemaphores = (*Dialect)(nil)
+
+// FairSemaphores implements dialect.FairSemaphores. Fair waiters poll;
+// the grant's rule serves them in ticket order.
+func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

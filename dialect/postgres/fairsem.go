@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
+// name's permits go to its live tickets one at a time, in ticket order.
+// Whatever lets the oldest live ticket be granted (a release that frees a
+// permit, the oldest ticket given up while a permit is free, a grant that
+// leaves a permit free) notifies the waker of that ticket alone, so that
+// a hand-off wakes one waiter however many wait, and permits freed
+// together are handed on one grant after another.
+
+// freePermit is the condition that the live holders of the semaphore name
+// (an SQL expression) leave a permit free.
+func freePermit(sems, holders, name string) string {
+	return fmt.Sprintf(`(SELECT count(*) FROM %[2]s h WHERE h.name = %[3]s AND h.expires_at > now())
+    < (SELECT s.lim FROM %[1]s s WHERE s.name = %[3]s)`, sems, holders, name)
+}
+
+// wakeOldest notifies the waker of the oldest live ticket of name (an SQL
+// expression) with an id above after, if cond holds.
+func wakeOldest(tickets, name, after, cond string) string {
+	return fmt.Sprintf(`SELECT pg_notify(q.waker, chr(1) || 'sqllock-ticket:' || q.id) FROM (
+    SELECT t.waker, t.id FROM %[1]s t WHERE %[4]s AND t.name = %[2]s AND t.expires_at > now() AND t.id > %[3]s
+    ORDER BY t.id LIMIT 1) q`, tickets, name, after, cond)
+}
+
+// literal quotes s as an SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// fairSemaphoreSQL declares the statements of the semaphores' queue.
+// Ticket ids are drawn from the lock tickets' identity (see the
+// migration), named by pg_get_serial_sequence.
+func fairSemaphoreSQL(sems, holders, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
+	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint`, tickets)
+	return sqlrun.FairSemaphoreSQL{
+		Channel: waker,
+		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.name = :name AND t.expires_at > now()
+  AND (:ticket::bigint = 0 OR t.id < :ticket::bigint)`, tickets)),
+		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
+		// The statement sees the transaction's own grant and deletion.
+		Chain: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
+			wakeOldest(tickets, ":name", "0", freePermit(sems, holders, ":name")))),
+		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (id, name, owner, waker, expires_at)
+VALUES (nextval(pg_get_serial_sequence(%s, 'id')), :name, :owner, :channel, %s)
+RETURNING id`, tickets, literal(lockTickets), ttl)),
+		Wait: sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
+WHEN NOT EXISTS (SELECT 1 %[3]s)
+  AND (SELECT count(*) FROM %[2]s h WHERE h.name = :name AND h.expires_at > now()) < :limit::bigint THEN 0
+ELSE coalesce(
+  (SELECT (extract(epoch FROM min(t.expires_at) - now()) * 1000000)::bigint %[3]s),
+  (SELECT (extract(epoch FROM min(h.expires_at) - now()) * 1000000)::bigint FROM %[2]s h
+   WHERE h.name = :name AND h.expires_at > now()),
+  0) END`, tickets, holders, ahead)),
+		// The deleted ticket is still in the statement's snapshot: the
+		// next one is the oldest live ticket after it.
+		Dequeue: sqlrun.Q(fmt.Sprintf(`WITH d AS (DELETE FROM %[1]s WHERE id = :ticket::bigint RETURNING name, id)
+SELECT count(*) FROM d LEFT JOIN LATERAL (%[2]s) w ON true`, tickets,
+			wakeOldest(tickets, "d.name", "d.id", fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s a
+      WHERE a.name = d.name AND a.expires_at > now() AND a.id < d.id) AND %s`, tickets, freePermit(sems, holders, "d.name"))))),
+		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
+WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
+		// The semaphore's release (see semaphoreSQL), which also wakes
+		// the oldest live ticket's process when it frees a permit.
+		Release: sqlrun.Q(fmt.Sprintf(`WITH r AS (
+  UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
+  RETURNING name, holds = 0 AND expires_at <= now() AS freed
+)
+SELECT count(*) FROM r
+LEFT JOIN LATERAL (%[5]s) w ON true
+LEFT JOIN LATERAL (
+  SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
+) n ON true`, holders, sems, releasedExpiry, durable, wakeOldest(tickets, "r.name", "0", "r.freed"))),
+	}
+}
+
+var _ dialect.FairSemaphores = (*Dialect)(nil)
+
+// FairSemaphores implements dialect.FairSemaphores. Whatever lets the
+// oldest ticket be granted wakes its process alone, through its listening
+// connection; behind a transaction pooler give the dialect one with
+// WithListenDSN, or fair waiters poll.
+func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

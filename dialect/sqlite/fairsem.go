@@ -1,0 +1,40 @@
+package sqlite
+
+import (
+	"fmt"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
+
+// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
+// grant is the semaphore's acquire transaction, which counts the live
+// tickets before the caller's and deletes the ticket it grants. SQLite
+// has no notifications: fair waiters in other processes poll, and the
+// queue's rule serves them in ticket order.
+
+// fairSemaphoreSQL declares the statements of the semaphores' queue.
+func fairSemaphoreSQL() sqlrun.FairSemaphoreSQL {
+	const tickets = "sqllock_semaphore_tickets"
+	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
+	live := fmt.Sprintf(`FROM sqllock_semaphore_holders h WHERE h.name = :name AND h.expires_at > %s`, now)
+	return sqlrun.FairSemaphoreSQL{
+		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.name = :name AND t.expires_at > %s
+  AND (:ticket = 0 OR t.id < :ticket)`, tickets, now)),
+		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + :ttl) RETURNING id`,
+			tickets, now)),
+		Wait: sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s) THEN -1
+WHEN NOT EXISTS (SELECT 1 %[4]s) AND (SELECT count(*) %[3]s) < :limit THEN 0
+ELSE coalesce(coalesce((SELECT min(t.expires_at) %[4]s), (SELECT min(h.expires_at) %[3]s)) - %[2]s, 0) END`,
+			tickets, now, live, ahead)),
+		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + :ttl
+WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
+	}
+}
+
+var _ dialect.FairSemaphores = (*Dialect)(nil)
+
+// FairSemaphores implements dialect.FairSemaphores. Fair waiters poll.
+func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }
