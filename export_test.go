@@ -7,8 +7,16 @@ import "sync"
 
 // RoomState reports whether notifications reach t's waiting room, and how
 // many calls wait for name.
-func RoomState(t *Table, name string) (listening bool, waiting int) {
-	r := t.room
+func RoomState(l Locker, name string) (listening bool, waiting int) {
+	var r *waitRoom
+	switch l := l.(type) {
+	case *Table:
+		r = l.room
+	case *Semaphore:
+		r = l.room
+	default:
+		panic("RoomState: not a Table or a Semaphore")
+	}
 	r.mu.Lock()
 	waiting = len(r.queues[name])
 	r.mu.Unlock()

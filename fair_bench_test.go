@@ -88,3 +88,114 @@ func (c countingQueue) Release(ctx context.Context, l dialect.Lease, minHold tim
 	c.n.Add(1)
 	return c.FairTable.Release(ctx, l, minHold)
 }
+
+// BenchmarkFairSemaphoreHandoff is BenchmarkFairHandoff for fair
+// semaphores (NewSemaphore with Options.Fair), of one permit so that each
+// release is one hand-off, beside unfair ones: 1, 10 and 100 waiters in
+// semaphores of their own, taking turns. stmts/handoff counts every
+// statement of the semaphores' FIFO queue (fair) or every acquire attempt,
+// lease read and release (unfair), by every client, per hand-off. Run:
+//
+//	go test -run '^$' -bench FairSemaphoreHandoff -benchtime 200x .
+func BenchmarkFairSemaphoreHandoff(b *testing.B) {
+	ds, all := handoffDialects(b)
+	for _, kind := range []string{"postgres", "mysql"} {
+		for _, fair := range []bool{true, false} {
+			for _, waiters := range []int{1, 10, 100} {
+				b.Run(fmt.Sprintf("%s/fair=%v/waiters=%d", kind, fair, waiters), func(b *testing.B) {
+					var stmts atomic.Int64
+					d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &stmts}
+					before := all.Load()
+					name := fmt.Sprintf("fairsem-%v-%d", fair, waiters)
+					lat := handoffsOf(b, func() (sqllock.Locker, error) {
+						return sqllock.NewSemaphore(d, 1, sqllock.Options{Fair: fair})
+					}, name, waiters+1, b.N, 0)
+					b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
+					if kind == "mysql" {
+						b.ReportMetric(float64(all.Load()-before)/float64(len(lat)), "all-stmts/handoff")
+					}
+					slices.Sort(lat)
+					b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+					b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+				})
+			}
+		}
+	}
+}
+
+// Semaphores implements dialect.Semaphores with counted statements.
+func (c countingFair) Semaphores() dialect.SemaphoreTable {
+	return countingSemaphores{c.FairSemaphores().(countingSemQueue).FairSemaphoreTable, c.n}
+}
+
+// FairSemaphores implements dialect.FairSemaphores with counted statements.
+func (c countingFair) FairSemaphores() dialect.FairSemaphoreTable {
+	q := c.countingNotifier.counting.Dialect.(dialect.FairSemaphores).FairSemaphores()
+	return countingSemQueue{countingSemaphores{q, c.n}, q, c.n}
+}
+
+// countingSemaphores counts an unfair semaphore's attempts, lease reads
+// and releases.
+type countingSemaphores struct {
+	dialect.SemaphoreTable
+	n *atomic.Int64
+}
+
+func (c countingSemaphores) Acquire(ctx context.Context, p dialect.SemaphoreParams) (int64, error) {
+	c.n.Add(1)
+	return c.SemaphoreTable.Acquire(ctx, p)
+}
+
+func (c countingSemaphores) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	c.n.Add(1)
+	return c.SemaphoreTable.Remaining(ctx, name)
+}
+
+func (c countingSemaphores) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	c.n.Add(1)
+	return c.SemaphoreTable.Release(ctx, l, minHold)
+}
+
+// countingSemQueue counts the statements of a semaphores' FIFO queue.
+type countingSemQueue struct {
+	countingSemaphores
+	dialect.FairSemaphoreTable
+	n *atomic.Int64
+}
+
+func (c countingSemQueue) Acquire(ctx context.Context, p dialect.SemaphoreParams) (int64, error) {
+	return c.countingSemaphores.Acquire(ctx, p)
+}
+
+func (c countingSemQueue) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
+	return c.countingSemaphores.Remaining(ctx, name)
+}
+
+func (c countingSemQueue) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	return c.countingSemaphores.Release(ctx, l, minHold)
+}
+
+func (c countingSemQueue) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
+	c.n.Add(1)
+	return c.FairSemaphoreTable.Grant(ctx, p, ticket)
+}
+
+func (c countingSemQueue) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	c.n.Add(1)
+	return c.FairSemaphoreTable.Enqueue(ctx, p)
+}
+
+func (c countingSemQueue) Wait(ctx context.Context, t dialect.Ticket, limit int) (time.Duration, bool, error) {
+	c.n.Add(1)
+	return c.FairSemaphoreTable.Wait(ctx, t, limit)
+}
+
+func (c countingSemQueue) Dequeue(ctx context.Context, t dialect.Ticket) error {
+	c.n.Add(1)
+	return c.FairSemaphoreTable.Dequeue(ctx, t)
+}
+
+func (c countingSemQueue) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
+	c.n.Add(1)
+	return c.FairSemaphoreTable.RenewTickets(ctx, ts, ttl)
+}

@@ -26,3 +26,22 @@ func ExampleOptions_fair() {
 }
 
 func printJob(ctx context.Context) error { return nil }
+
+// Transcoding jobs take one of three permits in the order they started
+// waiting.
+func ExampleNewSemaphore_fair() {
+	ctx := context.Background()
+	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.Options{Fair: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = sqllock.Do(ctx, sem, "transcoder", func(ctx context.Context) error {
+		return transcode(ctx)
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+}
+
+func transcode(ctx context.Context) error { return nil }

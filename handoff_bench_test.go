@@ -113,6 +113,12 @@ func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int, hold
 
 // handoffsWith is handoffs with lockers made with opts.
 func handoffsWith(b *testing.B, d dialect.Dialect, opts sqllock.Options, name string, clients, n int, hold time.Duration) []time.Duration {
+	return handoffsOf(b, func() (sqllock.Locker, error) { return sqllock.NewTable(d, opts) }, name, clients, n, hold)
+}
+
+// handoffsOf is handoffsWith for lockers made by newLocker: lock tables
+// or semaphores.
+func handoffsOf(b *testing.B, newLocker func() (sqllock.Locker, error), name string, clients, n int, hold time.Duration) []time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -126,9 +132,9 @@ func handoffsWith(b *testing.B, d dialect.Dialect, opts sqllock.Options, name st
 		// every measured hand-off goes to a different client.
 		acquired = make(chan struct{})
 	)
-	lockers := make([]*sqllock.Table, clients)
+	lockers := make([]sqllock.Locker, clients)
 	for i := range lockers {
-		l, err := sqllock.NewTable(d, opts)
+		l, err := newLocker()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -124,13 +124,15 @@ type Options struct {
 	// its lock when the lease expires, as without MinHold. Default 0: a
 	// release frees the lock at once.
 	MinHold time.Duration
-	// Fair makes a Table serve its waiters in FIFO order: each waiter of
-	// Acquire takes a ticket in the database, the lock is granted only to
-	// the oldest live ticket, and a release wakes that ticket's process
-	// alone (see the README, "Fair (FIFO) locks"). TryAcquire is refused
-	// while anyone is queued. Every locker of a name must agree on it.
-	// NewTable needs a dialect.FairLocker; NewOptimistic, NewSemaphore,
-	// NewRWLock and NewElection refuse it.
+	// Fair makes a Table or a Semaphore serve its waiters in FIFO order:
+	// each waiter of Acquire takes a ticket in the database, the lock (or
+	// a free permit) is granted only to the oldest live ticket, and a
+	// release wakes that ticket's process alone where the database can
+	// address it (see the README, "Fair (FIFO) locks"). TryAcquire is
+	// refused while anyone is queued. Every locker of a name must agree on
+	// it. NewTable needs a dialect.FairLocker, NewSemaphore a
+	// dialect.FairSemaphores; NewOptimistic, NewRWLock and NewElection
+	// refuse it.
 	// Default false.
 	Fair bool
 	// Logger receives renewal warnings and lost-lock reports, fall-backs

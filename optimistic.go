@@ -48,7 +48,7 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 		return nil, ErrNilDB
 	}
 	if opts.Fair {
-		return nil, fmt.Errorf("%w: Options.Fair: FIFO queues are a feature of the lock table (NewTable)", ErrUnsupported)
+		return nil, fmt.Errorf("%w: Options.Fair: FIFO queues are a feature of the lock table and semaphores", ErrUnsupported)
 	}
 	od, ok := d.(dialect.Optimistic)
 	if !ok {

@@ -274,6 +274,8 @@ func (c config) open() (func(), any, *Store, error) {
 			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{KeepAlive: c.KeepAlive})
 		case "semaphore":
 			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.Options{TTL: c.TTL})
+		case "fairsem":
+			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.Options{TTL: c.TTL, Fair: true, Observer: EnqueueTracer{}})
 		case "rwlock":
 			l, err = sqllock.NewRWLock(d, sqllock.Options{TTL: c.TTL})
 		default:
@@ -339,15 +341,15 @@ const (
 
 // strategies are the scenarios' lockers; "multi" is the lock table taking
 // sets of names at once (Table.AcquireAll); "fair" the lock table with
-// Options.Fair.
-var strategies = []string{"table", "fair", "optimistic", "pessimistic", "semaphore", "rwlock", "election", "multi"}
+// Options.Fair, "fairsem" the semaphore with it.
+var strategies = []string{"table", "fair", "optimistic", "pessimistic", "semaphore", "fairsem", "rwlock", "election", "multi"}
 
 // tidbSkip returns why a scenario is not run on TiDB, or "".
 func tidbSkip(strategy, fault string) string {
 	switch {
 	case strategy == "fair":
 		return "TiDB has no FIFO queue (ErrUnsupported)"
-	case strategy == "semaphore":
+	case strategy == "semaphore", strategy == "fairsem":
 		return "TiDB's dialect has no semaphores"
 	case strategy == "rwlock":
 		return "TiDB has no read/write locks"
@@ -943,13 +945,13 @@ func (r *run) check() {
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
 	check := Check
 	switch r.strategy {
-	case "semaphore":
+	case "semaphore", "fairsem":
 		check = func(events []Event, _ Data) []Violation { return CheckSemaphore(events, semaphoreLimit) }
 	case "election":
 		check = CheckElection
 	}
 	vs := check(events, data)
-	if r.strategy == "fair" {
+	if r.strategy == "fair" || r.strategy == "fairsem" {
 		vs = append(vs, CheckFIFO(events, r.base("", 0).TTL)...)
 		tickets := 0
 		for _, e := range events {

@@ -9,11 +9,13 @@
 // that disagrees with the writes that committed (a lost or duplicated
 // update).
 //
-// The semaphore scenarios (strategy "semaphore", semaphoreLimit permits per
-// name) are checked by [CheckSemaphore] instead: no more than the limit of
+// The semaphore scenarios (strategies "semaphore" and, with Options.Fair,
+// "fairsem", semaphoreLimit permits per name) are checked by
+// [CheckSemaphore] instead: no more than the limit of
 // acquisitions of a name certainly held at one instant, no token granted
 // twice, tokens that grow; their holders' guarded writes may interleave, so
-// the data is not checked. Their kept runs' meta.json names the strategy,
+// the data is not checked. The fair scenarios ("fair", "fairsem") are also
+// checked by [CheckFIFO]. Their kept runs' meta.json names the strategy,
 // and a reader must check them with that model.
 //
 // # Kept runs
