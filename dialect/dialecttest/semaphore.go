@@ -268,7 +268,21 @@ func checkSemaphoreAnnounced(t *testing.T, e *env) {
 	e.refused(tb, name, "b")
 	_, _, err := st.Remaining(e.ctx, name)
 	e.must(err, "Remaining")
+	if w, ok := sub.(dialect.Watcher); ok {
+		// A Watcher's waiters wait for the names they watch: the
+		// registration is announced once, then the release.
+		w.Watch(name)
+		defer w.Unwatch(name)
+		awaitName(e, s, name)
+	}
 	e.release(tb, l, true)
+	awaitName(e, s, name)
+}
+
+// awaitName waits until s is told of a release of name.
+func awaitName(e *env, s *subscriber, name string) {
+	e.t.Helper()
+	t := e.t
 	for {
 		select {
 		case got := <-s.released:

@@ -12,9 +12,10 @@ import (
 // FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
 // grant is the semaphore's acquire transaction, which counts, under the
 // head row's lock, the live tickets before the caller's, and deletes the
-// ticket it grants. Semaphore releases are not announced on MySQL: fair
-// waiters in other processes poll, and the queue's rule serves them in
-// ticket order.
+// ticket it grants. MySQL cannot address a wake-up to one process: a
+// release rings the bells of the processes waiting for the name (see
+// wake.go), each lets its oldest local waiter try, and the queue's rule
+// serves them in ticket order.
 
 // fairSemaphoreSQL declares the statements of the semaphores' queue.
 func fairSemaphoreSQL(holders, tickets string) sqlrun.FairSemaphoreSQL {
@@ -49,6 +50,7 @@ func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limi
 
 var _ dialect.FairSemaphores = (*Dialect)(nil)
 
-// FairSemaphores implements dialect.FairSemaphores. Fair waiters poll;
-// the grant's rule serves them in ticket order.
+// FairSemaphores implements dialect.FairSemaphores. A release rings the
+// bells of the processes that wait for the name (or, without wake-ups,
+// they poll); the grant's rule serves them in ticket order.
 func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

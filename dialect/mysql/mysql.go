@@ -58,9 +58,11 @@ type Dialect struct {
 	bells     *bells          // this process's wake-ups
 	noWakeups bool            // WithoutWakeups
 
-	sems *sqlrun.SemaphoreTable
+	sems *wakingSems
 	// fairSems is the semaphores' FIFO queue (fairsem.go).
-	fairSems *sqlrun.FairSemaphoreTable
+	fairSems *wakingFairSems
+	// semRelease is the semaphores' ringing release (wake.go).
+	semRelease sqlrun.Stmt
 	// reapSems selects a batch of expired semaphore holders, locking
 	// them; deleteHolder deletes one.
 	reapSems     sqlrun.Stmt

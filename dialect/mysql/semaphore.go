@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
@@ -16,10 +17,37 @@ var _ dialect.Semaphores = (*Dialect)(nil)
 // each later statement reads what the grants before it committed. A
 // token is the larger of the name's previous token plus one and the
 // grant's time in microseconds on the server's real clock (see epoch.go),
-// kept in the head row, which is never deleted. Releases are not announced:
-// waiters poll, until a holder's lease ends or with backoff. The TiDB
-// dialect does not offer semaphores.
+// kept in the head row, which is never deleted. A release that frees a
+// permit of a name some process waits for rings that process's bell, as
+// the lock table's does (see wake.go): the waiters hint is kept on the
+// head row, and copied by each grant into the holder row it adds. The
+// TiDB dialect does not offer semaphores.
 func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
+
+// wakingSems is the semaphore tables, whose releases ring.
+type wakingSems struct {
+	*sqlrun.SemaphoreTable
+	waking
+}
+
+// Announces implements dialect.SemaphoreTable: releases ring the bells of
+// the waiting processes (whose subscriptions say whether they listen).
+func (*wakingSems) Announces() bool { return true }
+
+// wakingFairSems is the semaphores' FIFO queue, whose releases ring.
+type wakingFairSems struct {
+	*sqlrun.FairSemaphoreTable
+	w *wakingSems
+}
+
+// Announces implements dialect.SemaphoreTable.
+func (*wakingFairSems) Announces() bool { return true }
+
+// Release implements dialect.LeaseTable with the semaphores' ringing
+// release.
+func (f *wakingFairSems) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	return f.w.Release(ctx, l, minHold)
+}
 
 // semaphoreSQL declares the semaphore tables' statements.
 func semaphoreSQL(sems, holders string) sqlrun.SemaphoreSQL {
@@ -37,8 +65,10 @@ WHERE name = :name AND owner = :owner`, holders, now))
 	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
 	// The insert id is the new token.
 	s.Token = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`, sems, clockToken("token", now)))
-	s.Insert = sqlrun.X(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, :token, 1, t.at, t.at + INTERVAL :ttl MICROSECOND FROM (SELECT %[2]s AS at) AS t`, holders, now))
+	// The head row, locked by the transaction, gives its waiters hint.
+	s.Insert = sqlrun.X(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters)
+SELECT :name, :owner, :token, 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters
+FROM (SELECT %[2]s AS at) AS t JOIN %[3]s s ON s.name = :name`, holders, now, sems))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT TIMESTAMPDIFF(MICROSECOND, %s, MIN(expires_at)) FROM %s
 WHERE name = :name HAVING COUNT(*) > 0`, now, holders))
 	return s
@@ -48,8 +78,10 @@ WHERE name = :name HAVING COUNT(*) > 0`, now, holders))
 func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sems, holders, tickets := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_tickets"
 	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
-	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
-	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(holders, tickets))
+	d.sems = &wakingSems{SemaphoreTable: sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders)),
+		waking: waking{run: d.run, stmt: d.semRelease, bells: d.bells}}
+	d.fairSems = &wakingFairSems{FairSemaphoreTable: sqlrun.NewFairSemaphoreTable(d.sems.SemaphoreTable, c,
+		fairSemaphoreSQL(holders, tickets)), w: d.sems}
 	d.reap.semTickets = reapTicketsSQL(tickets)
 	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))

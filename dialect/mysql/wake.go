@@ -736,13 +736,18 @@ WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, 
 }
 
 // wakeTables compiles the lease tables whose releases ring, on the waiters
-// table waiters.
-func (d *Dialect) wakeTables(c *sqlrun.Compiler, locks, versions, waiters string) {
-	d.bells = newBells(d.db, waiters, locks, versions)
+// table waiters. A registration marks the rows of the lock and version
+// tables, then the semaphores' head and holder rows, in this order: a
+// grant that adds a holder row copies its head's mark under the head's
+// lock, so it either comes after the head's mark or commits its row before
+// the holders' mark.
+func (d *Dialect) wakeTables(c *sqlrun.Compiler, waiters, locks, versions, sems, holders string) {
+	d.bells = newBells(d.db, waiters, locks, versions, sems, holders)
 	d.wlocks = &wakingLocks{LockTable: d.locks, waking: waking{run: d.run, bells: d.bells,
 		stmt: c.Compile(wakingRelease(locks, "token"))}}
 	d.wversions = &wakingVersions{VersionTable: d.versions, waking: waking{run: d.run, bells: d.bells,
 		stmt: c.Compile(wakingRelease(versions, "version"))}}
+	d.semRelease = c.Compile(wakingRelease(holders, "token"))
 }
 
 var (

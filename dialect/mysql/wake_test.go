@@ -25,11 +25,25 @@ import (
 // wakeChildEnv carries a wakeChild's config to a child process.
 const wakeChildEnv = "SQLLOCK_TEST_MYSQL_WAKE_CHILD"
 
-// wakeChild is a child process that holds a lock until told to release
-// it: it prints "held", waits for a line on its standard input, releases,
-// and prints "released".
+// wakeChild is a child process that holds a lock (or a semaphore's only
+// permit, see wakeLocker) until told to release it: it prints "held",
+// waits for a line on its standard input, releases, and prints
+// "released".
 type wakeChild struct {
-	DSN, Database, Name string
+	DSN, Database, Name, Kind string
+}
+
+// wakeLocker returns a locker of kind on d: "lock" (a lock table),
+// "semaphore" (a semaphore of one permit) or "fairsem" (a fair one).
+func wakeLocker(d dialect.Dialect, kind string, opts sqllock.Options) (sqllock.Locker, error) {
+	switch kind {
+	case "semaphore":
+		return sqllock.NewSemaphore(d, 1, opts)
+	case "fairsem":
+		opts.Fair = true
+		return sqllock.NewSemaphore(d, 1, opts)
+	}
+	return sqllock.NewTable(d, opts)
 }
 
 func (c wakeChild) run() error {
@@ -44,7 +58,7 @@ func (c wakeChild) run() error {
 		return err
 	}
 	defer d.Close(ctx)
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	l, err := wakeLocker(d, c.Kind, sqllock.Options{TTL: 10 * time.Minute})
 	if err != nil {
 		return err
 	}
@@ -131,10 +145,19 @@ func watch(ctx context.Context, t *testing.T, d *mysql.Dialect, r recorder, name
 // backoff.
 func TestWakeFromAnotherProcess(t *testing.T) {
 	t.Parallel()
+	for _, kind := range []string{"lock", "semaphore", "fairsem"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			wakeFromAnotherProcess(t, kind)
+		})
+	}
+}
+
+func wakeFromAnotherProcess(t *testing.T, kind string) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	d, _, database := wakeEnv(t)
-	cmd, err := testutil.ChildCommand(ctx, wakeChildEnv, wakeChild{DSN: dbtest.MySQLDSN(t), Database: database, Name: "x"})
+	cmd, err := testutil.ChildCommand(ctx, wakeChildEnv, wakeChild{DSN: dbtest.MySQLDSN(t), Database: database, Name: "x", Kind: kind})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +187,7 @@ func TestWakeFromAnotherProcess(t *testing.T) {
 
 	r := make(recorder, 16)
 	watch(ctx, t, d, r, "x")
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute})
+	l, err := wakeLocker(d, kind, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,2 @@
+ALTER TABLE sqllock_semaphore_holders DROP COLUMN waiters;
+ALTER TABLE sqllock_semaphores DROP COLUMN waiters;
