@@ -22,6 +22,10 @@ func fairSemaphoreSQL(holders, tickets string) sqlrun.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
 	return sqlrun.FairSemaphoreSQL{
+		First: sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
+    AND (:ticket = 0 OR t.id < :ticket))
+  OR EXISTS (SELECT 1 FROM %[2]s h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[3]s)`,
+			tickets, holders, now)),
 		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT COUNT(*) FROM %s t WHERE t.name = :name AND t.expires_at > %s
   AND (:ticket = 0 OR t.id < :ticket)`, tickets, now)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),

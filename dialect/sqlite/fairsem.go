@@ -19,6 +19,11 @@ func fairSemaphoreSQL() sqlrun.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM sqllock_semaphore_holders h WHERE h.name = :name AND h.expires_at > %s`, now)
 	return sqlrun.FairSemaphoreSQL{
+		// Refusals read, without taking the write lock.
+		First: sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s
+    AND (:ticket = 0 OR t.id < :ticket))
+  OR EXISTS (SELECT 1 FROM sqllock_semaphore_holders h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[2]s)`,
+			tickets, now)),
 		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.name = :name AND t.expires_at > %s
   AND (:ticket = 0 OR t.id < :ticket)`, tickets, now)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),

@@ -92,6 +92,14 @@ func (t *SemaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams,
 			return 0, err
 		}
 	}
+	if q != nil && q.hasFirst {
+		// A refusal costs one statement and no transaction. The check is
+		// repeated in the transaction (Ahead).
+		ok, err := r.Int(ctx, &q.first, &Params{Name: p.Name, Owner: p.Owner, Ticket: ticket})
+		if err != nil || ok == 0 {
+			return 0, err
+		}
+	}
 	conn, err := r.Pin(ctx)
 	if err != nil {
 		return 0, err
@@ -259,8 +267,14 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 //	Chain    then, if set: wake the process of the oldest live ticket if a
 //	         permit is still free, so that several permits freed at once
 //	         are handed on one grant after another
+//
+// First, if set, runs before the transaction: it selects 1 when no live
+// ticket of :name comes before :ticket (0: none), or when :owner holds a
+// live permit of :name (re-entry), else 0, so that the waiters a ring wakes
+// but the queue does not serve are refused by one statement, without a
+// transaction.
 type FairSemaphoreSQL struct {
-	Ahead, Consume, Chain SQL
+	First, Ahead, Consume, Chain SQL
 	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
 	// number is the ticket's id.
 	Enqueue SQL
@@ -284,9 +298,9 @@ type FairSemaphoreSQL struct {
 // semaphore tables and the statements of their queue.
 type FairSemaphoreTable struct {
 	*SemaphoreTable
-	ahead, consume, chain, enqueue, wait, dequeue, renew, release Stmt
-	hasChain, hasRelease                                          bool
-	waker                                                         string
+	first, ahead, consume, chain, enqueue, wait, dequeue, renew, release Stmt
+	hasFirst, hasChain, hasRelease                                       bool
+	waker                                                                string
 }
 
 var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
@@ -300,6 +314,9 @@ func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL
 		hasChain: s.Chain.Text != "", hasRelease: s.Release.Text != ""}
 	if t.hasChain {
 		t.chain = c.Compile(s.Chain)
+	}
+	if t.hasFirst = s.First.Text != ""; t.hasFirst {
+		t.first = c.Compile(s.First)
 	}
 	if t.hasRelease {
 		t.release = c.Compile(s.Release)
