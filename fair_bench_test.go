@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -198,4 +199,54 @@ func (c countingSemQueue) Dequeue(ctx context.Context, t dialect.Ticket) error {
 func (c countingSemQueue) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
 	c.n.Add(1)
 	return c.FairSemaphoreTable.RenewTickets(ctx, ts, ttl)
+}
+
+// BenchmarkIdleSemaphoreWaiters is BenchmarkIdleWaiters for semaphores,
+// unfair and fair: 100 waiters, each with a semaphore of its own, for a
+// name whose one permit stays held. stmts/s counts every statement of the
+// semaphore tables and of their queue (attempts, lease reads, tickets
+// taken, read and renewed). Run:
+//
+//	go test -run '^$' -bench IdleSemaphoreWaiters -benchtime 20x .
+func BenchmarkIdleSemaphoreWaiters(b *testing.B) {
+	ds, all := handoffDialects(b)
+	for _, kind := range []string{"postgres", "mysql"} {
+		for _, fair := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/fair=%v/waiters=100", kind, fair), func(b *testing.B) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				name := fmt.Sprintf("idle-sem-%v", fair)
+				holder, err := sqllock.NewSemaphore(ds[kind], 1, sqllock.Options{Fair: fair})
+				if err != nil {
+					b.Fatal(err)
+				}
+				k, err := holder.TryAcquire(ctx, name)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer k.Release(context.Background())
+				var n atomic.Int64
+				d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &n}
+				var wg sync.WaitGroup
+				for range 100 {
+					s, err := sqllock.NewSemaphore(d, 1, sqllock.Options{Fair: fair})
+					if err != nil {
+						b.Fatal(err)
+					}
+					wg.Go(func() { _, _ = s.Acquire(ctx, name) })
+				}
+				time.Sleep(2 * time.Second) // let the waiters settle: this is a measurement window, not synchronisation
+				b.ResetTimer()
+				start, before, allBefore := time.Now(), n.Load(), all.Load()
+				time.Sleep(time.Duration(b.N) * time.Second)
+				b.ReportMetric(float64(n.Load()-before)/time.Since(start).Seconds(), "stmts/s")
+				if kind == "mysql" {
+					b.ReportMetric(float64(all.Load()-allBefore)/time.Since(start).Seconds(), "all-stmts/s")
+				}
+				b.ReportMetric(float64(ds[kind].DB().Stats().InUse), "conns")
+				cancel()
+				wg.Wait()
+			})
+		}
+	}
 }

@@ -48,10 +48,10 @@ const StrategyRWLock = "rwlock"
 // other forever. Downgrading is not offered either: release the write
 // side and take the read side (another writer may come in between).
 //
-// Acquire waits as a Table's does; on PostgreSQL, releases (and withdrawn
-// intents) of names someone waits for are announced with LISTEN/NOTIFY,
-// and on MySQL, MariaDB and SQLite waiters poll, every Options.MaxBackoff
-// at the most. Options.MinHold is not supported. List returns the
+// Acquire waits as a Table's does; releases (and withdrawn intents) of
+// names someone waits for are announced, on PostgreSQL with LISTEN/NOTIFY
+// and on MySQL and MariaDB by the waiting processes' bells, as for a
+// Table; on SQLite waiters poll, every Options.MaxBackoff at the most. Options.MinHold is not supported. List returns the
 // holders' leases, readers' and writers' alike, ordered by name. An RWLock
 // is safe for concurrent use.
 type RWLock struct {

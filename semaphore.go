@@ -32,11 +32,12 @@ const StrategySemaphore = "semaphore"
 // and the permit is free again once every hold is released. Distinct
 // owners (every call without WithOwner is one) take distinct permits.
 //
-// Acquire waits while the semaphore is full. On PostgreSQL a release that
-// frees a permit of a name someone waits for is announced (LISTEN/NOTIFY),
-// as for the lock table; on MySQL, MariaDB and SQLite waiters poll, until
-// a holder's lease ends or with a jittered backoff, and wake at once on
-// releases by the same Semaphore. TiDB's dialect has no semaphores.
+// Acquire waits while the semaphore is full. A release that frees a permit
+// of a name someone waits for is announced, as for the lock table: on
+// PostgreSQL with LISTEN/NOTIFY, on MySQL and MariaDB by the waiting
+// processes' bells; on SQLite waiters poll, until a holder's lease ends or
+// with a jittered backoff, and wake at once on releases by the same
+// Semaphore. TiDB's dialect has no semaphores.
 //
 // With Options.Fair, waiters are served in FIFO order, as a fair Table's:
 // a waiter refused at first takes a ticket, a row of the semaphore's
@@ -44,7 +45,8 @@ const StrategySemaphore = "semaphore"
 // k permits free, to the k oldest). On PostgreSQL whatever admits a ticket
 // (a release, a ticket given up, a grant that leaves a permit free) wakes
 // that ticket's process alone, so a hand-off costs the same few statements
-// however many wait; on MySQL, MariaDB and SQLite fair waiters poll. A
+// however many wait; on MySQL and MariaDB a release rings every waiting
+// process, whose oldest waiter tries; on SQLite fair waiters poll. A
 // crashed waiter's ticket expires and is skipped; a waiter whose context
 // ends gives its ticket up at once. TryAcquire on a fair Semaphore is
 // refused while live tickets would take every free permit. Fair and

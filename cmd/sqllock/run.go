@@ -36,6 +36,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	maxTime := durationFlag(fs, "max-time", 0, "stop the command (SIGTERM, SIGKILL after --grace) once it ran for `SECONDS` (or a duration), and exit 124 (0: no limit)")
 	minHold := durationFlag(fs, "min-hold", 0, "keep the lock taken until `SECONDS` (or a duration) after it was acquired, even if the command ends sooner (database clock; table and optimistic): a short job started by several replicas runs once")
 	maxPermits := maxFlag(fs)
+	fair := boolFlag(fs, "fair", "serve the runs waiting for NAME in the order they started waiting (FIFO), a release waking the next one alone: with --strategy table or --max; every run of the name must give it")
 	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		name, cmdArgs, err := commandLine(fs, "run", "lock name", args, *shell)
@@ -69,9 +70,12 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 		if strat == strategyRWLock && *minHold > 0 {
 			return usageError{msg: "--min-hold does not go with --shared or --exclusive: the read/write lock has no minimum hold"}
 		}
+		if *fair && strat != "table" && strat != strategySemaphore {
+			return usageError{msg: "--fair needs --strategy table or --max: only locks and semaphores queue their waiters"}
+		}
 		r := &runner{name: name, argv: cmdArgs, strategy: strat, ttl: *ttl, wait: !*noWait,
 			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose, minHold: *minHold,
-			max: *maxPermits}
+			max: *maxPermits, fair: *fair}
 		return r.run(ctx, *dsn, *schema)
 	}
 }
@@ -90,6 +94,7 @@ type runner struct {
 	verbose  bool
 	minHold  time.Duration
 	max      int     // --max: permits of a semaphore; 0 for a lock
+	fair     bool    // --fair: FIFO order among waiters
 	target   *target // the database, once open
 }
 
@@ -100,21 +105,22 @@ func (r *runner) logf(format string, args ...any) {
 	}
 }
 
-// newLocker builds the locker of a --strategy.
-func newLocker(d dialect.Dialect, strategy string, ttl, minHold time.Duration) (sqllock.Locker, error) {
+// newLocker builds the locker of a --strategy, with opts (TTL, MinHold
+// and Fair are used).
+func newLocker(d dialect.Dialect, strategy string, opts sqllock.Options) (sqllock.Locker, error) {
 	var (
 		l   sqllock.Locker
 		err error
 	)
 	switch strategy {
 	case "table":
-		l, err = sqllock.NewTable(d, sqllock.Options{TTL: ttl, MinHold: minHold})
+		l, err = sqllock.NewTable(d, opts)
 	case "optimistic":
-		l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: ttl, MinHold: minHold})
+		l, err = sqllock.NewOptimistic(d, opts)
 	case "pessimistic":
 		l, err = newPessimistic(d)
 	case strategyRWLock:
-		l, err = newRWLock(d, sqllock.Options{TTL: ttl})
+		l, err = newRWLock(d, sqllock.Options{TTL: opts.TTL})
 	default:
 		return nil, usageError{msg: fmt.Sprintf("unknown strategy %q: want table, optimistic or pessimistic", strategy)}
 	}
@@ -140,10 +146,11 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 	}
 	r.target = t
 	var locker sqllock.Locker
+	opts := sqllock.Options{TTL: r.ttl, MinHold: r.minHold, Fair: r.fair}
 	if r.max > 0 {
-		locker, err = newSemaphore(t.d, r.max, r.ttl, r.minHold)
+		locker, err = newSemaphore(t.d, r.max, opts)
 	} else {
-		locker, err = newLocker(t.d, r.strategy, r.ttl, r.minHold)
+		locker, err = newLocker(t.d, r.strategy, opts)
 	}
 	if err != nil {
 		return err

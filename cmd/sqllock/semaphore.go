@@ -40,8 +40,8 @@ func checkMax(fs *flag.FlagSet, max int, strategy string, shared bool) (string, 
 }
 
 // newSemaphore builds run's locker under --max.
-func newSemaphore(d dialect.Dialect, max int, ttl, minHold time.Duration) (sqllock.Locker, error) {
-	s, err := sqllock.NewSemaphore(d, max, sqllock.Options{TTL: ttl, MinHold: minHold})
+func newSemaphore(d dialect.Dialect, max int, opts sqllock.Options) (sqllock.Locker, error) {
+	s, err := sqllock.NewSemaphore(d, max, opts)
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return nil, usageError{msg: err.Error()}
 	}

@@ -300,11 +300,22 @@ func checkRWAnnounce(t *testing.T, e *env, rw dialect.RWLockTable) {
 			t.Fatalf("never: the announcement of %q", want)
 		}
 	}
+	// A Watcher's waiters wait for the names they watch: each
+	// registration is announced once.
+	watched := func(name string) {
+		t.Helper()
+		if w, ok := sub.(dialect.Watcher); ok {
+			w.Watch(name)
+			t.Cleanup(func() { w.Unwatch(name) })
+			announced(name)
+		}
+	}
 	// A writer's release, with a reader waiting.
 	w := rwGrant(e, rw, "announce-w", "w", false, false)
 	if g := rwGrant(e, rw, "announce-w", "r", true, true); g.Token != 0 {
 		t.Fatalf("reader beside a writer: %+v, want refused", g)
 	}
+	watched("announce-w")
 	rwRelease(e, rw, "announce-w", "w", w)
 	announced("announce-w")
 	// A waiting writer's withdrawn intent, with a reader waiting.
@@ -312,6 +323,7 @@ func checkRWAnnounce(t *testing.T, e *env, rw dialect.RWLockTable) {
 	if g := rwGrant(e, rw, "announce-i", "w", false, true); g.Token != 0 {
 		t.Fatalf("writer beside a reader: %+v, want refused", g)
 	}
+	watched("announce-i")
 	e.must(rw.Withdraw(e.ctx, "announce-i", "w"), "Withdraw")
 	announced("announce-i")
 	rwRelease(e, rw, "announce-i", "r", r)

@@ -40,7 +40,7 @@ type Dialect struct {
 	rq       rowLockQueries
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
-	rw       *sqlrun.RWLockTable
+	rw       *wakingRW
 	reap     reapStmts
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
@@ -61,8 +61,9 @@ type Dialect struct {
 	sems *wakingSems
 	// fairSems is the semaphores' FIFO queue (fairsem.go).
 	fairSems *wakingFairSems
-	// semRelease is the semaphores' ringing release (wake.go).
-	semRelease sqlrun.Stmt
+	// semRelease and rwRelease are the ringing releases of the
+	// semaphores and of the read/write locks (wake.go).
+	semRelease, rwRelease sqlrun.Stmt
 	// reapSems selects a batch of expired semaphore holders, locking
 	// them; deleteHolder deletes one.
 	reapSems     sqlrun.Stmt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
@@ -14,9 +15,39 @@ var (
 	_ dialect.RWLocks = (*TiDB)(nil)
 )
 
-// RWLocks implements dialect.RWLocks. Releases are not announced: waiters
-// poll (see sqllock.NewRWLock).
+// RWLocks implements dialect.RWLocks. A release that frees a name some
+// process waits for, and a withdrawn writer intent of such a name, ring
+// that process's bell, as the lock table's releases do (see wake.go): the
+// waiters hint is kept on the head row, and copied by each grant into the
+// holder row it adds.
 func (d *Dialect) RWLocks() (dialect.RWLockTable, error) { return d.rw, nil }
+
+// wakingRW is the read/write lock tables, whose releases and withdrawn
+// intents ring.
+type wakingRW struct {
+	*sqlrun.RWLockTable
+	waking
+	withdraw sqlrun.Stmt
+}
+
+// Announces implements dialect.RWLockTable: releases ring the bells of the
+// waiting processes (whose subscriptions say whether they listen).
+func (*wakingRW) Announces() bool { return true }
+
+// Release implements dialect.LeaseTable with the ringing release.
+func (w *wakingRW) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	return w.waking.Release(ctx, l, minHold)
+}
+
+// Withdraw implements dialect.RWLockTable. Its statement reports, as its
+// insert id, 2 when it withdrew an intent on a name marked as waited for.
+func (w *wakingRW) Withdraw(ctx context.Context, name, owner string) error {
+	n, err := w.run.Int(ctx, &w.withdraw, &sqlrun.Params{Name: name, Owner: owner})
+	if n == 2 {
+		w.bells.ring(ctx, name)
+	}
+	return err
+}
 
 // RWLocks implements dialect.RWLocks: TiDB has no read/write locks.
 func (t *TiDB) RWLocks() (dialect.RWLockTable, error) {
@@ -42,10 +73,12 @@ func rwLockSQL(heads, holders string) sqlrun.RWLockSQL {
 	s.Purge = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
 	s.NextToken = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`,
 		heads, clockToken("token", now)))
-	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, %s, :token, 1, t.now, t.now + INTERVAL :ttl MICROSECOND FROM (SELECT ` + now + ` AS now) t`
-	s.InsertShared = sqlrun.X(fmt.Sprintf(insert, holders, "TRUE"))
-	s.InsertExclusive = sqlrun.X(fmt.Sprintf(insert, holders, "FALSE"))
+	// The head row, locked by the transaction, gives its waiters hint.
+	insert := `INSERT INTO %[1]s (name, owner, shared, token, holds, acquired_at, expires_at, waiters)
+SELECT :name, :owner, %[3]s, :token, 1, t.now, t.now + INTERVAL :ttl MICROSECOND, h.waiters
+FROM (SELECT ` + now + ` AS now) t JOIN %[2]s h ON h.name = :name`
+	s.InsertShared = sqlrun.X(fmt.Sprintf(insert, holders, heads, "TRUE"))
+	s.InsertExclusive = sqlrun.X(fmt.Sprintf(insert, holders, heads, "FALSE"))
 	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1,
   expires_at = GREATEST(expires_at, %s + INTERVAL :ttl MICROSECOND)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
@@ -62,7 +95,13 @@ WHERE name = :name AND intent_owner = :owner`, heads, released)
 func (d *Dialect) rwTables(c *sqlrun.Compiler) {
 	heads, holders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.database, quote, &heads, &holders)
-	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	d.rw = &wakingRW{RWLockTable: sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders), &sql.TxOptions{Isolation: sql.LevelReadCommitted}),
+		waking: waking{run: d.run, stmt: d.rwRelease, bells: d.bells},
+		// The assignment of waiters to itself carries the result in
+		// LAST_INSERT_ID(expr), for a matched row only.
+		withdraw: c.Compile(sqlrun.XID(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s,
+  waiters = waiters + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
+WHERE name = :name AND intent_owner = :owner`, heads, released)))}
 	d.reap.rwExpired = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 	d.reap.rwDelete = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)

@@ -182,11 +182,13 @@ func (d *Dialect) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	versionFloor, rowlocks, waiters := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_waiters"
 	tickets, sems, holders := "sqllock_tickets", "sqllock_semaphores", "sqllock_semaphore_holders"
-	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters, &tickets, &sems, &holders)
+	rwHeads, rwHolders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
+	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters, &tickets, &sems, &holders,
+		&rwHeads, &rwHolders)
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
-	d.wakeTables(c, waiters, locks, versions, sems, holders)
+	d.wakeTables(c, waiters, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.releaseAll = c.Compile(releaseAllSQL(locks))
 	d.fair = &fairLocks{FairTable: sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets), nil), w: d.wlocks}
 	d.reap = reapStmts{

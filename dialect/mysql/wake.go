@@ -737,17 +737,18 @@ WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, 
 
 // wakeTables compiles the lease tables whose releases ring, on the waiters
 // table waiters. A registration marks the rows of the lock and version
-// tables, then the semaphores' head and holder rows, in this order: a
-// grant that adds a holder row copies its head's mark under the head's
-// lock, so it either comes after the head's mark or commits its row before
-// the holders' mark.
-func (d *Dialect) wakeTables(c *sqlrun.Compiler, waiters, locks, versions, sems, holders string) {
-	d.bells = newBells(d.db, waiters, locks, versions, sems, holders)
+// tables, then the semaphores' head and holder rows, then the read/write
+// locks', each head before its holders: a grant that adds a holder row
+// copies its head's mark under the head's lock, so it either comes after
+// the head's mark or commits its row before the holders' mark.
+func (d *Dialect) wakeTables(c *sqlrun.Compiler, waiters, locks, versions, sems, holders, rwHeads, rwHolders string) {
+	d.bells = newBells(d.db, waiters, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.wlocks = &wakingLocks{LockTable: d.locks, waking: waking{run: d.run, bells: d.bells,
 		stmt: c.Compile(wakingRelease(locks, "token"))}}
 	d.wversions = &wakingVersions{VersionTable: d.versions, waking: waking{run: d.run, bells: d.bells,
 		stmt: c.Compile(wakingRelease(versions, "version"))}}
 	d.semRelease = c.Compile(wakingRelease(holders, "token"))
+	d.rwRelease = c.Compile(wakingRelease(rwHolders, "token"))
 }
 
 var (

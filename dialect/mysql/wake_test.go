@@ -33,8 +33,12 @@ type wakeChild struct {
 	DSN, Database, Name, Kind string
 }
 
-// wakeLocker returns a locker of kind on d: "lock" (a lock table),
-// "semaphore" (a semaphore of one permit) or "fairsem" (a fair one).
+// wakeKinds are the kinds of wait TestWakeFromAnotherProcess covers: a
+// lock table's, a semaphore's of one permit, a fair one's, a reader's
+// behind a writer and a writer's behind a reader.
+var wakeKinds = []string{"lock", "semaphore", "fairsem", "rw-read", "rw-write"}
+
+// wakeLocker returns a locker of kind (see wakeKinds) on d.
 func wakeLocker(d dialect.Dialect, kind string, opts sqllock.Options) (sqllock.Locker, error) {
 	switch kind {
 	case "semaphore":
@@ -42,8 +46,27 @@ func wakeLocker(d dialect.Dialect, kind string, opts sqllock.Options) (sqllock.L
 	case "fairsem":
 		opts.Fair = true
 		return sqllock.NewSemaphore(d, 1, opts)
+	case "rw-read", "rw-write":
+		return sqllock.NewRWLock(d, opts)
 	}
 	return sqllock.NewTable(d, opts)
+}
+
+// wakeHold takes name on l as the child of kind holds it: the other side
+// of a read/write lock than the waiter's.
+func wakeHold(ctx context.Context, l sqllock.Locker, kind, name string) (*sqllock.Lock, error) {
+	if kind == "rw-write" {
+		return l.(*sqllock.RWLock).TryAcquireShared(ctx, name)
+	}
+	return l.TryAcquire(ctx, name)
+}
+
+// wakeWait waits for name on l as the waiter of kind does.
+func wakeWait(ctx context.Context, l sqllock.Locker, kind, name string) (*sqllock.Lock, error) {
+	if kind == "rw-read" {
+		return l.(*sqllock.RWLock).AcquireShared(ctx, name)
+	}
+	return l.Acquire(ctx, name)
 }
 
 func (c wakeChild) run() error {
@@ -62,7 +85,7 @@ func (c wakeChild) run() error {
 	if err != nil {
 		return err
 	}
-	k, err := l.TryAcquire(ctx, c.Name)
+	k, err := wakeHold(ctx, l, c.Kind, c.Name)
 	if err != nil {
 		return err
 	}
@@ -145,7 +168,7 @@ func watch(ctx context.Context, t *testing.T, d *mysql.Dialect, r recorder, name
 // backoff.
 func TestWakeFromAnotherProcess(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"lock", "semaphore", "fairsem"} {
+	for _, kind := range wakeKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			wakeFromAnotherProcess(t, kind)
@@ -193,7 +216,7 @@ func wakeFromAnotherProcess(t *testing.T, kind string) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		k, err := l.Acquire(ctx, "x")
+		k, err := wakeWait(ctx, l, kind, "x")
 		if err == nil {
 			err = k.Release(context.WithoutCancel(ctx))
 		}
