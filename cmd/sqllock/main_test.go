@@ -57,6 +57,26 @@ type backend struct {
 	// pooled says the DSN reaches the server through the test PgBouncer,
 	// which knows the test user alone and keeps nothing of a session.
 	pooled bool
+	// ns is the schema (PostgreSQL) or database (MySQL) of the tables on
+	// d's pool; "" for SQLite.
+	ns string
+}
+
+// count counts the rows of table whose name is name, on b.d's pool.
+func (b backend) count(t *testing.T, table, name string) int {
+	t.Helper()
+	q := "SELECT count(*) FROM " + table + " WHERE name = ?"
+	switch b.kind {
+	case "postgres":
+		q = `SELECT count(*) FROM "` + b.ns + `".` + table + ` WHERE name = $1`
+	case "mysql":
+		q = "SELECT count(*) FROM `" + b.ns + "`." + table + " WHERE name = ?"
+	}
+	var n int
+	if err := b.d.DB().QueryRowContext(t.Context(), q, name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 var backends = []struct {
@@ -76,7 +96,7 @@ var backends = []struct {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return backend{kind: "postgres", dsn: u.String(), d: d}
+		return backend{kind: "postgres", dsn: u.String(), d: d, ns: schema}
 	}},
 	{"postgres/pgbouncer-transaction", func(t *testing.T) backend { return pgBouncerBackend(t, dbtest.Transaction) }},
 	{"postgres/pgbouncer-session", func(t *testing.T) backend { return pgBouncerBackend(t, dbtest.Session) }},
@@ -96,7 +116,7 @@ var backends = []struct {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return backend{kind: "mysql", dsn: u.String(), d: d}
+		return backend{kind: "mysql", dsn: u.String(), d: d, ns: database}
 	}},
 	{"sqlite", func(t *testing.T) backend {
 		dbtest.SQLite(t)
@@ -141,7 +161,7 @@ func pgBouncerBackend(t *testing.T, mode dbtest.PoolMode) backend {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Close(context.Background()) })
-	return backend{kind: "postgres", dsn: u.String(), d: d, pooled: true}
+	return backend{kind: "postgres", dsn: u.String(), d: d, pooled: true, ns: "public"}
 }
 
 // each runs fn against every backend with a migrated schema, in parallel.
