@@ -57,7 +57,13 @@ func reapTicketsSQL(tickets string) string {
 
 // reapTickets deletes a batch of up to limit expired tickets on conn.
 func (d *Dialect) reapTickets(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
-	res, err := conn.ExecContext(ctx, d.reap.tickets, limit)
+	return execCount(ctx, conn, d.reap.tickets, limit)
+}
+
+// execCount runs the statement query with limit on conn, and returns the
+// number of rows it affected.
+func execCount(ctx context.Context, conn *sql.Conn, query string, limit int) (int, error) {
+	res, err := conn.ExecContext(ctx, query, limit)
 	if err != nil {
 		return 0, wrap(err)
 	}

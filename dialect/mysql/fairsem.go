@@ -44,12 +44,7 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 // reapSemaphoreTickets deletes a batch of up to limit expired tickets of
 // the semaphores' queue on conn.
 func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
-	res, err := conn.ExecContext(ctx, d.reap.semTickets, limit)
-	if err != nil {
-		return 0, wrap(err)
-	}
-	n, err := res.RowsAffected()
-	return int(n), wrap(err)
+	return execCount(ctx, conn, d.reap.semTickets, limit)
 }
 
 var _ dialect.FairSemaphores = (*Dialect)(nil)

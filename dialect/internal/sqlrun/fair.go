@@ -45,11 +45,51 @@ type FairSQL struct {
 	Channel string
 }
 
+// tickets runs the statements a queue of tickets has whatever it queues
+// for: taking, giving up and renewing tickets.
+type tickets struct {
+	run                     *Runner
+	enqueue, dequeue, renew Stmt
+	waker                   string // the value of :channel
+}
+
+// Enqueue implements dialect.FairTable and dialect.FairSemaphoreTable.
+func (t *tickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
+	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
+}
+
+// Dequeue implements dialect.FairTable and dialect.FairSemaphoreTable.
+func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	_, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
+	return err
+}
+
+// RenewTickets implements dialect.FairTable and
+// dialect.FairSemaphoreTable.
+func (t *tickets) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
+	ls := make([]dialect.Lease, len(ts))
+	for i, tk := range ts {
+		ls[i] = dialect.Lease{Name: tk.Name, Owner: tk.Owner, Token: tk.ID}
+	}
+	_, err := t.run.Int(ctx, &t.renew, &Params{Leases: ls, TTL: ttl})
+	return err
+}
+
+// waitFor runs a queue's Wait statement for tk, asking for limit permits
+// (0 for a lock).
+func (t *tickets) waitFor(ctx context.Context, st *Stmt, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
+	var us int64
+	_, err := t.run.Row(ctx, st, &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}, &us)
+	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
+}
+
 // FairTable implements dialect.FairTable over a lock table and the
 // statements of its queue.
 type FairTable struct {
 	*LockTable
-	grant, first, consume, enqueue, wait, dequeue, renew, release Stmt
+	tickets
+	grant, first, consume, wait, release Stmt
 	// inOne: a grant is one statement. hasFirst, hasGrant: a grant's
 	// transaction has a First, and a Grant of its own. hasRelease: the
 	// queue has a Release of its own.
@@ -63,8 +103,9 @@ var _ dialect.FairTable = (*FairTable)(nil)
 // NewFairTable compiles s for the queue of locks; a compile error is kept
 // in c. A grant's transaction runs with txOpts.
 func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
-	t := &FairTable{LockTable: locks, waker: s.Channel, txOpts: txOpts,
-		enqueue: c.Compile(s.Enqueue), wait: c.Compile(s.Wait), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew),
+	t := &FairTable{LockTable: locks, txOpts: txOpts, wait: c.Compile(s.Wait),
+		tickets: tickets{run: locks.run, waker: s.Channel,
+			enqueue: c.Compile(s.Enqueue), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew)},
 		hasFirst: s.First.Text != "", hasGrant: s.Grant.Text != "", hasRelease: s.Release.Text != ""}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
 	if t.hasGrant {
@@ -147,33 +188,9 @@ func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 	return token, err
 }
 
-// Enqueue implements dialect.FairTable.
-func (t *FairTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
-	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
-	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
-}
-
 // Wait implements dialect.FairTable.
 func (t *FairTable) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
-	var us int64
-	_, err := t.run.Row(ctx, &t.wait, &Params{Name: tk.Name, Ticket: tk.ID}, &us)
-	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
-}
-
-// Dequeue implements dialect.FairTable.
-func (t *FairTable) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	_, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
-	return err
-}
-
-// RenewTickets implements dialect.FairTable.
-func (t *FairTable) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
-	ls := make([]dialect.Lease, len(ts))
-	for i, tk := range ts {
-		ls[i] = dialect.Lease{Name: tk.Name, Owner: tk.Owner, Token: tk.ID}
-	}
-	_, err := t.run.Int(ctx, &t.renew, &Params{Leases: ls, TTL: ttl})
-	return err
+	return t.waitFor(ctx, &t.wait, tk, 0)
 }
 
 // Release implements dialect.LeaseTable: the queue's Release if it has

@@ -298,9 +298,9 @@ type FairSemaphoreSQL struct {
 // semaphore tables and the statements of their queue.
 type FairSemaphoreTable struct {
 	*SemaphoreTable
-	first, ahead, consume, chain, enqueue, wait, dequeue, renew, release Stmt
-	hasFirst, hasChain, hasRelease                                       bool
-	waker                                                                string
+	tickets
+	first, ahead, consume, chain, wait, release Stmt
+	hasFirst, hasChain, hasRelease              bool
 }
 
 var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
@@ -308,9 +308,10 @@ var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
 // NewFairSemaphoreTable compiles s for the queue of sems; a compile error
 // is kept in c.
 func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL) *FairSemaphoreTable {
-	t := &FairSemaphoreTable{SemaphoreTable: sems, waker: s.Channel,
-		ahead: c.Compile(s.Ahead), consume: c.Compile(s.Consume), enqueue: c.Compile(s.Enqueue),
-		wait: c.Compile(s.Wait), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew),
+	t := &FairSemaphoreTable{SemaphoreTable: sems,
+		tickets: tickets{run: sems.run, waker: s.Channel,
+			enqueue: c.Compile(s.Enqueue), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew)},
+		ahead: c.Compile(s.Ahead), consume: c.Compile(s.Consume), wait: c.Compile(s.Wait),
 		hasChain: s.Chain.Text != "", hasRelease: s.Release.Text != ""}
 	if t.hasChain {
 		t.chain = c.Compile(s.Chain)
@@ -329,33 +330,9 @@ func (t *FairSemaphoreTable) Grant(ctx context.Context, p dialect.SemaphoreParam
 	return t.acquire(ctx, p, t, ticket)
 }
 
-// Enqueue implements dialect.FairSemaphoreTable.
-func (t *FairSemaphoreTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
-	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
-	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
-}
-
 // Wait implements dialect.FairSemaphoreTable.
 func (t *FairSemaphoreTable) Wait(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
-	var us int64
-	_, err := t.run.Row(ctx, &t.wait, &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}, &us)
-	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
-}
-
-// Dequeue implements dialect.FairSemaphoreTable.
-func (t *FairSemaphoreTable) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	_, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
-	return err
-}
-
-// RenewTickets implements dialect.FairSemaphoreTable.
-func (t *FairSemaphoreTable) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
-	ls := make([]dialect.Lease, len(ts))
-	for i, tk := range ts {
-		ls[i] = dialect.Lease{Name: tk.Name, Owner: tk.Owner, Token: tk.ID}
-	}
-	_, err := t.run.Int(ctx, &t.renew, &Params{Leases: ls, TTL: ttl})
-	return err
+	return t.waitFor(ctx, &t.wait, tk, limit)
 }
 
 // Release implements dialect.LeaseTable: the queue's Release if it has
