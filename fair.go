@@ -18,7 +18,9 @@ import (
 // (PostgreSQL: a NOTIFY on that process's own channel), so a hand-off
 // costs the same few statements however many wait. Tickets live while
 // their waiters renew them: a crashed waiter's ticket expires and is
-// skipped; a waiter whose context ends gives its ticket up at once.
+// skipped; a waiter whose context ends gives its ticket up at once. A fair
+// Semaphore (semaphore.go) queues the same way, in a queue of its own: its
+// permits go to the oldest live ticket, one grant at a time.
 
 // ticketQueue is the database side of a FIFO queue: the tickets of the
 // fair lock table's or of a fair semaphore's queue.
