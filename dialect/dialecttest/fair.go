@@ -88,30 +88,9 @@ func checkFair(t *testing.T, e *env) {
 
 	// The next release announces b's wake-up, on a notifier that
 	// addresses them.
-	var s *subscriber
-	if n, ok := e.Dialect.(dialect.Notifier); ok && !e.h.Polling {
-		s = newSubscriber()
-		sub := n.Subscribe(s)
-		defer sub.Unsubscribe()
-		if _, watcher := sub.(dialect.Watcher); watcher {
-			s = nil
-		} else {
-			select {
-			case <-s.ready:
-			case err := <-s.lost:
-				t.Fatalf("the listening connection failed: %v", err)
-			case <-e.ctx.Done():
-				t.Fatal("never: the listening connection ready")
-			}
-		}
-	}
+	woken := ticketWakes(t, e)
 	release("a", ta)
-	if s != nil {
-		want := dialect.TicketWake(b.ID)
-		for got := ""; got != want; {
-			got = await(e, "the wake-up of ticket "+want, s.released)
-		}
-	}
+	woken(b)
 	tb := grant("b", b.ID)
 	if tb <= ta {
 		t.Fatalf("Grant to the second ticket: token %d, want > %d", tb, ta)
@@ -144,4 +123,35 @@ func checkFair(t *testing.T, e *env) {
 		e.must(err, "Reap")
 		return n > 0
 	})
+}
+
+// ticketWakes subscribes to the dialect's notifier if it addresses
+// wake-ups to tickets (not a dialect.Watcher, nor a polling harness), until
+// the test ends, and returns a function that waits for the announcement of
+// a ticket's wake-up; it does nothing where wake-ups are not addressed.
+func ticketWakes(t *testing.T, e *env) func(dialect.Ticket) {
+	n, ok := e.Dialect.(dialect.Notifier)
+	if !ok || e.h.Polling {
+		return func(dialect.Ticket) {}
+	}
+	s := newSubscriber()
+	sub := n.Subscribe(s)
+	t.Cleanup(sub.Unsubscribe)
+	if _, watcher := sub.(dialect.Watcher); watcher {
+		return func(dialect.Ticket) {}
+	}
+	select {
+	case <-s.ready:
+	case err := <-s.lost:
+		t.Fatalf("the listening connection failed: %v", err)
+	case <-e.ctx.Done():
+		t.Fatal("never: the listening connection ready")
+	}
+	return func(tk dialect.Ticket) {
+		t.Helper()
+		want := dialect.TicketWake(tk.ID)
+		for got := ""; got != want; {
+			got = await(e, "the wake-up of ticket "+want, s.released)
+		}
+	}
 }

@@ -48,33 +48,10 @@ func checkFairSemaphore(t *testing.T, e *env) {
 		}
 	}
 	// On a notifier that addresses wake-ups, woken waits for the
-	// announcement of tk's wake-up.
-	var s *subscriber
-	if n, ok := e.Dialect.(dialect.Notifier); ok && !e.h.Polling && q.Announces() {
-		s = newSubscriber()
-		sub := n.Subscribe(s)
-		defer sub.Unsubscribe()
-		if _, watcher := sub.(dialect.Watcher); watcher {
-			s = nil
-		} else {
-			select {
-			case <-s.ready:
-			case err := <-s.lost:
-				t.Fatalf("the listening connection failed: %v", err)
-			case <-e.ctx.Done():
-				t.Fatal("never: the listening connection ready")
-			}
-		}
-	}
-	woken := func(tk dialect.Ticket) {
-		t.Helper()
-		if s == nil {
-			return
-		}
-		want := dialect.TicketWake(tk.ID)
-		for got := ""; got != want; {
-			got = await(e, "the wake-up of ticket "+want, s.released)
-		}
+	// announcement of a ticket's wake-up.
+	woken := func(dialect.Ticket) {}
+	if q.Announces() {
+		woken = ticketWakes(t, e)
 	}
 
 	h1, h2 := grant("h1", 0), grant("h2", 0)

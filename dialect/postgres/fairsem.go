@@ -68,16 +68,8 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (%[2]s) w ON true`, tickets,
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
 		// The semaphore's release (see semaphoreSQL), which also wakes
 		// the oldest live ticket's process when it frees a permit.
-		Release: sqlrun.Q(fmt.Sprintf(`WITH r AS (
-  UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
-  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
-  RETURNING name, holds = 0 AND expires_at <= now() AS freed
-)
-SELECT count(*) FROM r
-LEFT JOIN LATERAL (%[5]s) w ON true
-LEFT JOIN LATERAL (
-  SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
-) n ON true`, holders, sems, releasedExpiry, durable, wakeOldest(tickets, "r.name", "0", "r.freed"))),
+		Release: semaphoreRelease(sems, holders, durable,
+			"LEFT JOIN LATERAL ("+wakeOldest(tickets, "r.name", "0", "r.freed")+") w ON true"),
 	}
 }
 

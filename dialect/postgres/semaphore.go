@@ -45,15 +45,22 @@ VALUES (:name, :owner, :token, 1, now(), %s)`, holders, ttl))
 SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
   ELSE (extract(epoch FROM min(expires_at) - now()) * 1000000)::bigint END
 FROM %[2]s WHERE name = :name HAVING count(*) > 0`, sems, holders))
-	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
+	s.Release = semaphoreRelease(sems, holders, durable, "")
+	return s
+}
+
+// semaphoreRelease is the release of a permit, which announces a freed
+// permit of a name someone waited for on :channel, and also does the
+// lateral join more, if any, on r (the released row: name, freed).
+func semaphoreRelease(sems, holders, durable, more string) sqlrun.SQL {
+	return sqlrun.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS freed
 )
-SELECT count(*) FROM r LEFT JOIN LATERAL (
+SELECT count(*) FROM r %[5]s LEFT JOIN LATERAL (
   SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
-) n ON true`, holders, sems, releasedExpiry, durable))
-	return s
+) n ON true`, holders, sems, releasedExpiry, durable, more))
 }
 
 // reapSemaphoresSQL deletes a batch of expired and released holder rows.
