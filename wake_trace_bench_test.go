@@ -88,7 +88,7 @@ func kindOf(q string) string {
 		return "find"
 	case strings.HasPrefix(q, "KILL"):
 		return "kill"
-	case strings.Contains(q, "SLEEP("):
+	case strings.Contains(q, "GET_LOCK('sqllock anchor"):
 		return "woken"
 	case strings.Contains(q, "SELECT name, rung"):
 		return "rung"

@@ -23,3 +23,10 @@ const MigrationLockName = migrationLockName
 var IsTiDB = isTiDB
 
 var WrapTiDB = wrapTiDB
+
+// BellTag returns the tag of d's running bell, or "".
+func BellTag(d *Dialect) string {
+	d.bells.mu.Lock()
+	defer d.bells.mu.Unlock()
+	return d.bells.bell.tag
+}

@@ -22,8 +22,13 @@ import (
 
 // Wake-ups without polling (see the README, "Wake-ups on MySQL and
 // MariaDB"). MySQL has no NOTIFY; instead, a process whose lockers wait
-// keeps one "bell": a connection of the pool asleep in a SELECT SLEEP,
-// holding a user lock (GET_LOCK) named after a random tag. The names the
+// keeps one "bell": a connection of the pool holding a user lock (GET_LOCK)
+// named after a random tag, and waiting for another user lock, its anchor,
+// which a second connection of the pool holds. The wait is a user lock's
+// rather than a SLEEP's: MariaDB's KILL QUERY of a SLEEP contends on one
+// server-wide mutex, and concurrent ones stall for two seconds each, while
+// a second KILL of the same thread blocks every new connection to the
+// server meanwhile (see TestBellKillsDoNotStall). The names the
 // process waits for are registered in the waiters table under the bell's
 // connection id and tag. A release that frees a name with registered
 // waiters (the release statement itself reports it, from a hint on the
@@ -90,11 +95,14 @@ func newWakeStmts(waiters string, tables ...string) wakeStmts {
 		unregister: `DELETE FROM ` + waiters + ` WHERE bell = ? AND name IN `,
 		hint:       hint,
 		ringNew:    `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE bell = ? AND name IN `,
-		// Formats, with the bell's id and the sleep's seconds: the
-		// EXISTS is read after the statement started: a ring committed
-		// before it is seen here, a ring committed after it is
-		// followed by a KILL QUERY that ends the sleep.
-		sleep: `SELECT IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %d AND rung > seen), 2, SLEEP(%d))`,
+		// Formats, with the bell's id, its tag and the wait's seconds:
+		// the EXISTS is read after the statement started: a ring
+		// committed before it is seen here, a ring committed after it is
+		// followed by a KILL QUERY that ends the wait (which then
+		// returns NULL on MariaDB, or fails with ER_QUERY_INTERRUPTED).
+		// The wait returns 1 if the anchor's connection ended, 0 after
+		// its time.
+		sleep: `SELECT IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %d AND rung > seen), 2, GET_LOCK('sqllock anchor %s', %d))`,
 		// With the bell's id.
 		rung: `SELECT name, rung FROM ` + waiters + ` WHERE bell = %d AND rung > seen`,
 		// With the count seen, the bell's id and the name (see lit).
@@ -476,32 +484,44 @@ func (b *bells) listen(ctx context.Context, ready func(), released func(string))
 	if err != nil {
 		return wrap(err)
 	}
-	defer func() {
-		// The session was changed and may be mid-statement: never back
-		// to the pool.
-		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-		_ = conn.Close()
-	}()
+	defer discard(conn)
 	bell, err := b.open(ctx, conn)
 	if err != nil {
 		return err
 	}
-	// When ctx ends, the driver closes the connection, which does not end
-	// the server's sleep: a KILL QUERY does.
-	killed := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(killed)
-		b.kill(bell.id)
-	})
+	anchor, err := b.db.Conn(ctx)
+	if err != nil {
+		return wrap(err)
+	}
+	// When ctx ends, the driver closes the bell's connection, which does
+	// not end the server's wait: closing the anchor's does, as it frees
+	// the lock waited for. Also when listen returns for another reason.
+	var once sync.Once
+	release := func() { once.Do(func() { discard(anchor) }) }
+	stop := context.AfterFunc(ctx, release)
 	defer func() {
-		if !stop() {
-			<-killed
-		}
+		stop()
+		release()
 	}()
+	var got sql.NullInt64
+	if err := anchor.QueryRowContext(ctx, `SELECT GET_LOCK('sqllock anchor `+bell.tag+`', 0)`).Scan(&got); err != nil {
+		return wrap(err)
+	}
+	if got.Int64 != 1 {
+		return errors.New("mysql: the bell's anchor lock is taken")
+	}
 	b.attach(bell)
 	defer b.detach(bell)
 	ready()
 	return b.ringLoop(ctx, conn, bell, released)
+}
+
+// discard closes conn, never back to the pool: its session holds a user
+// lock, or may be mid-statement. The server ends the session, which frees
+// its locks.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }
 
 // open prepares conn as a bell: its id, a session that reads the latest
@@ -570,7 +590,7 @@ func (b *bells) detach(bell bellID) {
 // again, until ctx ends or a statement fails. Every sleep period it
 // refreshes the bell's registrations and deletes expired ones of others.
 func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, released func(string)) error {
-	sleep := fmt.Sprintf(b.stmts.sleep, bell.id, int(bellSleep.Seconds()))
+	sleep := fmt.Sprintf(b.stmts.sleep, bell.id, bell.tag, int(bellSleep.Seconds()))
 	refreshed := time.Now()
 	check := true // rung names may wait
 	for {
@@ -606,7 +626,7 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			}
 			refreshed = time.Now()
 		}
-		var r int
+		var r sql.NullInt64
 		err := conn.QueryRowContext(ctx, sleep).Scan(&r)
 		switch {
 		case ctx.Err() != nil:
@@ -617,8 +637,12 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			check = true
 		case err != nil:
 			return wrap(err)
+		case r.Valid && r.Int64 == 1:
+			// The anchor's session ended (killed, or its connection
+			// lost): the bell can no longer wait.
+			return errors.New("mysql: the bell's anchor connection was lost")
 		default:
-			check = r != 0 // 0: slept its time; 1: woken (MySQL); 2: rung
+			check = !r.Valid || r.Int64 != 0 // 0: waited its time; NULL: woken; 2: rung
 		}
 	}
 }

@@ -559,3 +559,58 @@ VALUES ('x', 0, '0123456789abcdef', 0, 0, NOW(6) + INTERVAL 1 HOUR)`); err != ni
 		t.Fatalf("rung %d, want 2: one ring per release, the second after the first", rung)
 	}
 }
+
+// The bell waits for its anchor's user lock, not in a SLEEP (see
+// wake.go): a bell whose anchor connection is killed reports the loss,
+// starts again with a new anchor and registers its names again; a stopped
+// bell's server session ends as its anchor's does, without a KILL.
+func TestBellAnchor(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, db, _ := wakeEnv(t)
+	r := make(recorder, 16)
+	sub := watch(ctx, t, d, r, "x")
+
+	bell, tag := mysql.BellID(d), mysql.BellTag(d)
+	testutil.Eventually(ctx, t, "the bell waits for its anchor", func() bool {
+		var state, info sql.NullString
+		err := db.QueryRowContext(ctx, `SELECT STATE, INFO FROM information_schema.PROCESSLIST WHERE ID = ?`, bell).Scan(&state, &info)
+		return err == nil && state.String == "User lock" && strings.Contains(info.String, "GET_LOCK('sqllock anchor "+tag+"'")
+	})
+	var anchor sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?)`, "sqllock anchor "+tag).Scan(&anchor); err != nil {
+		t.Fatal(err)
+	}
+	if !anchor.Valid || anchor.Int64 == bell {
+		t.Fatalf("anchor lock held by %v, want a connection other than the bell's %d", anchor, bell)
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", anchor.Int64)); err != nil {
+		t.Fatal(err)
+	}
+	r.expect(ctx, t, "lost")
+	r.expect(ctx, t, "ready")
+	r.expect(ctx, t, "released x") // registered again
+	if mysql.BellID(d) == bell {
+		t.Fatal("the bell did not start again")
+	}
+
+	bell, tag = mysql.BellID(d), mysql.BellTag(d)
+	sub.Unsubscribe()
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Without the anchor's release the bell's session would wait out its
+	// 20 seconds.
+	gone, cancelGone := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelGone()
+	testutil.Eventually(gone, t, "the stopped bell's session ended", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?`, bell).Scan(&n)
+		return err == nil && n == 0
+	})
+	var held sql.NullInt64
+	if err := db.QueryRowContext(ctx, `SELECT IS_USED_LOCK(?)`, "sqllock bell "+tag).Scan(&held); err != nil || held.Valid {
+		t.Fatalf("the bell's tag lock: held by %v, %v", held, err)
+	}
+}
