@@ -45,8 +45,8 @@ import (
 
 // Timing of the bell.
 const (
-	// bellSleep is the longest sleep of the bell statement; after it the
-	// bell refreshes its registrations.
+	// bellSleep is the longest wait of the bell statement (for its
+	// anchor's lock); after it the bell refreshes its registrations.
 	bellSleep = 20 * time.Second
 	// registration is how long a registration lasts unless refreshed.
 	// Other processes' bells delete expired ones.
@@ -54,13 +54,13 @@ const (
 	// wakeLinger is how long the bell stays after the last waiter left.
 	wakeLinger = 500 * time.Millisecond
 	// wakeTimeout bounds the statements run beside the bell: ringing,
-	// registering, killing the bell's sleep.
+	// registering, killing the bell's wait.
 	wakeTimeout = 5 * time.Second
 )
 
 // errInterrupted is MySQL's ER_QUERY_INTERRUPTED: what KILL QUERY makes of
-// the bell's sleep on MariaDB (MySQL ends a statement whose only work is
-// SLEEP with the result 1 instead).
+// a statement of the bell's other than its wait (whose GET_LOCK returns
+// NULL on MariaDB when killed).
 const errInterrupted = 1317
 
 // bellID identifies one bell connection: the server's connection id and
