@@ -56,6 +56,9 @@ const (
 	// wakeTimeout bounds the statements run beside the bell: ringing,
 	// registering, killing the bell's wait.
 	wakeTimeout = 5 * time.Second
+	// minPool is the smallest pool (MaxOpenConns) a bell starts on: its two
+	// connections and one for the lockers.
+	minPool = 3
 )
 
 // errInterrupted is MySQL's ER_QUERY_INTERRUPTED: what KILL QUERY makes of
@@ -479,6 +482,11 @@ func (b *bells) listen(ctx context.Context, ready func(), released func(string))
 		if err := gate(); err != nil {
 			return err
 		}
+	}
+	if n := b.db.Stats().MaxOpenConnections; n > 0 && n < minPool {
+		// The bell would leave the lockers no connection to try with.
+		return fmt.Errorf("%w: the bell needs 2 connections of the pool and leaves at least one to the lockers, and its MaxOpenConns is %d: waiters poll",
+			listen.ErrNotDelivered, n)
 	}
 	conn, err := b.db.Conn(ctx)
 	if err != nil {

@@ -614,3 +614,55 @@ func TestBellAnchor(t *testing.T) {
 		t.Fatalf("the bell's tag lock: held by %v, %v", held, err)
 	}
 }
+
+// On a pool too small for the bell's two connections and a locker's, the
+// bell does not start (the subscribers are told it is lost, and waiters
+// poll), rather than take the connections the waiters need.
+func TestBellNeedsRoomInThePool(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, _, database := wakeEnv(t) // migrated
+	db := dbtest.OpenMySQL(t, dbtest.MySQLDSN(t))
+	db.SetMaxOpenConns(2)
+	d, err := mysql.New(db, mysql.WithDatabase(database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(ctx)
+	r := make(recorder, 16)
+	sub := d.Subscribe(r)
+	defer sub.Unsubscribe()
+	r.expect(ctx, t, "lost")
+	if id := mysql.BellID(d); id != 0 {
+		t.Fatalf("a bell (connection %d) on a pool of 2", id)
+	}
+
+	var lockers [2]*sqllock.Table
+	for i := range lockers {
+		if lockers[i], err = sqllock.NewTable(d, sqllock.Options{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, err := lockers[0].TryAcquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockers[1].TryAcquire(ctx, "x"); !errors.Is(err, sqllock.ErrLocked) {
+		t.Fatalf("second locker: %v, want ErrLocked", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		k2, err := lockers[1].Acquire(ctx, "x")
+		if err == nil {
+			err = k2.Release(ctx)
+		}
+		got <- err
+	}()
+	if err := k.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter on a pool of 2: %v", err)
+	}
+}
