@@ -235,15 +235,7 @@ func BenchmarkIdleSemaphoreWaiters(b *testing.B) {
 					}
 					wg.Go(func() { _, _ = s.Acquire(ctx, name) })
 				}
-				time.Sleep(2 * time.Second) // let the waiters settle: this is a measurement window, not synchronisation
-				b.ResetTimer()
-				start, before, allBefore := time.Now(), n.Load(), all.Load()
-				time.Sleep(time.Duration(b.N) * time.Second)
-				b.ReportMetric(float64(n.Load()-before)/time.Since(start).Seconds(), "stmts/s")
-				if kind == "mysql" {
-					b.ReportMetric(float64(all.Load()-allBefore)/time.Since(start).Seconds(), "all-stmts/s")
-				}
-				b.ReportMetric(float64(ds[kind].DB().Stats().InUse), "conns")
+				measureIdle(b, ds[kind], kind, &n, all)
 				cancel()
 				wg.Wait()
 			})

@@ -2,6 +2,7 @@ package sqllock_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"sync"
@@ -265,17 +266,25 @@ func BenchmarkIdleWaiters(b *testing.B) {
 				}
 				wg.Go(func() { _, _ = l.Acquire(ctx, "idle") })
 			}
-			time.Sleep(2 * time.Second) // let the waiters settle: this is a measurement window, not synchronisation
-			b.ResetTimer()
-			start, before, allBefore := time.Now(), n.Load(), all.Load()
-			time.Sleep(time.Duration(b.N) * time.Second)
-			b.ReportMetric(float64(n.Load()-before)/time.Since(start).Seconds(), "stmts/s")
-			if kind == "mysql" {
-				b.ReportMetric(float64(all.Load()-allBefore)/time.Since(start).Seconds(), "all-stmts/s")
-			}
-			b.ReportMetric(float64(ds[kind].DB().Stats().InUse), "conns")
+			measureIdle(b, ds[kind], kind, &n, all)
 			cancel()
 			wg.Wait()
 		})
 	}
+}
+
+// measureIdle lets idle waiters settle, then reports over b.N one-second
+// windows the statements counted in n (per second), on MySQL also every
+// statement of the pool (all), and the connections of d's pool in use at
+// the end.
+func measureIdle(b *testing.B, d interface{ DB() *sql.DB }, kind string, n, all *atomic.Int64) {
+	time.Sleep(2 * time.Second) // let the waiters settle: this is a measurement window, not synchronisation
+	b.ResetTimer()
+	start, before, allBefore := time.Now(), n.Load(), all.Load()
+	time.Sleep(time.Duration(b.N) * time.Second)
+	b.ReportMetric(float64(n.Load()-before)/time.Since(start).Seconds(), "stmts/s")
+	if kind == "mysql" {
+		b.ReportMetric(float64(all.Load()-allBefore)/time.Since(start).Seconds(), "all-stmts/s")
+	}
+	b.ReportMetric(float64(d.DB().Stats().InUse), "conns")
 }
