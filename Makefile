@@ -23,15 +23,10 @@ fmt:
 
 FUZZTIME ?= 10s
 
-# Runs every fuzz target of every package for FUZZTIME each (go test -fuzz
-# takes one target per package per run), and fails if any target failed.
+# Runs every fuzz target of every package for FUZZTIME each and fails if any
+# found a failing input (scripts/fuzz.sh).
 fuzz:
-	@fail=0; for pkg in $$(go list ./...); do \
-	  for target in $$(go test -list '^Fuzz' "$$pkg" | grep '^Fuzz'); do \
-	    echo "== $$target ($$pkg)"; \
-	    go test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) "$$pkg" || fail=1; \
-	  done; \
-	done; exit $$fail
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 # The history-checked chaos suite alone (make test runs it too), with its
 # summary: every strategy x {PostgreSQL, MariaDB} x {no fault, killed
