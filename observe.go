@@ -130,8 +130,8 @@ type Tracer interface {
 	// batch of leases.
 	StartRenewBatch(ctx context.Context, e RenewBatch) context.Context
 	EndRenewBatch(ctx context.Context, e RenewBatch, err error)
-	// Listening reports the listening connection of a locker's waiting
-	// room (PostgreSQL LISTEN) going up or down.
+	// Listening reports the wake-up connection of a locker's waiting room
+	// (PostgreSQL's LISTEN, a MySQL/MariaDB bell) going up or down.
 	Listening(ctx context.Context, e ListenerEvent)
 	// Reaped reports one pass of a Reaper.
 	Reaped(ctx context.Context, e ReapEvent)
