@@ -161,24 +161,9 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 			ctx = run.ctx
 			b.Run(kind+"/"+run.name, func(b *testing.B) {
 				db.SetMaxIdleConns(clients + 2) // keep connections: no reconnects in either loop
-				// Alternate short chunks of each so that drift of the shared
-				// machine hits both sides alike.
-				// Each chunk, a different side goes first.
-				var tOurs, tRaw, tOtel, tMetrics time.Duration
-				sides := []struct {
-					op   func(name string) error
-					took *time.Duration
-				}{{raw, &tRaw}, {ours, &tOurs}, {otel, &tOtel}, {metered, &tMetrics}}
-				for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
-					c := min(left, chunk)
-					for j := range sides {
-						s := sides[(i+j)%len(sides)]
-						*s.took += runClients(b, c, clients, s.op)
-					}
-				}
-				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
-				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
+				t := alternate(b, chunk, clients, raw, ours, otel, metered)
+				tRaw, tOurs, tOtel, tMetrics := t[0], t[1], t[2], t[3]
+				reportRatio(b, tRaw, tOurs)
 				b.ReportMetric(float64(tOtel.Nanoseconds())/float64(b.N), "otel-ns/op")
 				b.ReportMetric(tRaw.Seconds()/tOtel.Seconds(), "ratio-otel")
 				b.ReportMetric(tRaw.Seconds()/tMetrics.Seconds(), "ratio-metrics")
@@ -259,4 +244,28 @@ func runClients(b *testing.B, n, clients int, op func(name string) error) time.D
 		b.Fatal(err)
 	}
 	return took
+}
+
+// alternate runs each op b.N times across clients goroutines (runClients),
+// in chunks of chunk operations taken in turn, a different op going first
+// in each round, so that drift of a shared machine hits every side alike.
+// It returns each op's total time, in the order given.
+func alternate(b *testing.B, chunk, clients int, ops ...func(name string) error) []time.Duration {
+	took := make([]time.Duration, len(ops))
+	for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
+		c := min(left, chunk)
+		for j := range ops {
+			k := (i + j) % len(ops)
+			took[k] += runClients(b, c, clients, ops[k])
+		}
+	}
+	return took
+}
+
+// reportRatio reports sqllock's and the raw statements' time per op and
+// their ratio raw/sqllock (1: sqllock costs what its statements cost).
+func reportRatio(b *testing.B, raw, ours time.Duration) {
+	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "sqllock-ns/op")
+	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
+	b.ReportMetric(raw.Seconds()/ours.Seconds(), "ratio")
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -179,21 +178,8 @@ WHERE (name, owner, token) IN (%s) AND holds > 0 RETURNING name`, strings.TrimSu
 					b.Skip("SQLite runs one writer at a time: the single-client figure is the one that counts")
 				}
 				db.SetMaxIdleConns(clients + 2)
-				var tOurs, tRaw time.Duration
-				sides := []struct {
-					op   func(name string) error
-					took *time.Duration
-				}{{raw, &tRaw}, {ours, &tOurs}}
-				for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
-					c := min(left, chunk)
-					for j := range sides {
-						s := sides[(i+j)%len(sides)]
-						*s.took += runClients(b, c, clients, s.op)
-					}
-				}
-				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
-				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
+				t := alternate(b, chunk, clients, raw, ours)
+				reportRatio(b, t[0], t[1])
 			})
 		}
 	}

@@ -99,17 +99,9 @@ func BenchmarkPessimisticTryAcquireRelease(b *testing.B) {
 		}
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", kind, clients), func(b *testing.B) {
-				var tOurs, tRaw, tLock time.Duration
-				for left := b.N; left > 0; left -= chunk {
-					c := min(left, chunk)
-					tRaw += runClients(b, c, clients, raw)
-					tOurs += runClients(b, c, clients, ours)
-					tLock += runClients(b, c, clients, lockOnly)
-				}
-				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
-				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
-				b.ReportMetric(tLock.Seconds()/tOurs.Seconds(), "ratio-lock-only")
+				t := alternate(b, chunk, clients, raw, ours, lockOnly)
+				reportRatio(b, t[0], t[1])
+				b.ReportMetric(t[2].Seconds()/t[1].Seconds(), "ratio-lock-only")
 			})
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -196,21 +195,8 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`}
 			}
 			b.Run(kind+"/"+run.name, func(b *testing.B) {
 				db.SetMaxIdleConns(clients + 2)
-				var tOurs, tRaw time.Duration
-				sides := []struct {
-					op   func(name string) error
-					took *time.Duration
-				}{{rawOp, &tRaw}, {ours, &tOurs}}
-				for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
-					c := min(left, chunk)
-					for j := range sides {
-						s := sides[(i+j)%len(sides)]
-						*s.took += runClients(b, c, clients, s.op)
-					}
-				}
-				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
-				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
+				t := alternate(b, chunk, clients, rawOp, ours)
+				reportRatio(b, t[0], t[1])
 			})
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sqllock/sqllock"
 )
@@ -90,15 +89,8 @@ WHERE name = ? AND owner = ? AND version = ? AND holds > 0`
 			clients := run.clients
 			ctx = run.ctx
 			b.Run(kind+"/"+run.name, func(b *testing.B) {
-				var tOurs, tRaw time.Duration
-				for left := b.N; left > 0; left -= chunk {
-					c := min(left, chunk)
-					tRaw += runClients(b, c, clients, raw)
-					tOurs += runClients(b, c, clients, ours)
-				}
-				b.ReportMetric(float64(tOurs.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-				b.ReportMetric(float64(tRaw.Nanoseconds())/float64(b.N), "raw-ns/op")
-				b.ReportMetric(tRaw.Seconds()/tOurs.Seconds(), "ratio")
+				t := alternate(b, chunk, clients, raw, ours)
+				reportRatio(b, t[0], t[1])
 			})
 		}
 	}
