@@ -85,21 +85,8 @@ func (r *runner) elect(ctx context.Context, dsn, schema, value string) error {
 // campaign waits to be elected, ending the wait on a signal or after
 // --timeout.
 func (r *runner) campaign(ctx context.Context, el *sqllock.Election, value string, sigs <-chan os.Signal) (*sqllock.Leadership, error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel(fmt.Errorf("interrupted by %v while campaigning in %q", s, r.name))
-		case <-sctx.Done():
-		}
-	}()
-	wctx := sctx
-	if r.timeout > 0 {
-		var tcancel context.CancelFunc
-		wctx, tcancel = context.WithTimeoutCause(wctx, r.timeout, errWaitTimedOut)
-		defer tcancel()
-	}
+	wctx, cancel := r.waitContext(ctx, sigs, "campaigning in")
+	defer cancel()
 	if info, err := el.Leader(wctx, r.name); err == nil {
 		r.logf("campaigning in %q: %s leads (term %d)", r.name, info.Value, info.Term)
 	}

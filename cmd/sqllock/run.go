@@ -194,21 +194,8 @@ var errWaitTimedOut = errors.New("timed out")
 // the name is held under another strategy is given back, and the name is
 // busy.
 func (r *runner) acquire(ctx context.Context, t *target, locker sqllock.Locker, sigs <-chan os.Signal) (*sqllock.Lock, error) {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case s := <-sigs:
-			cancel(fmt.Errorf("interrupted by %v while waiting for lock %q", s, r.name))
-		case <-sctx.Done():
-		}
-	}()
-	wctx := sctx
-	if r.timeout > 0 {
-		var tcancel context.CancelFunc
-		wctx, tcancel = context.WithTimeoutCause(wctx, r.timeout, errWaitTimedOut)
-		defer tcancel()
-	}
+	wctx, cancel := r.waitContext(ctx, sigs, "waiting for lock")
+	defer cancel()
 	pause := 100 * time.Millisecond
 	for said := ""; ; {
 		lock, err := r.try(wctx, locker, false)
@@ -250,6 +237,26 @@ func (r *runner) acquire(ctx context.Context, t *target, locker sqllock.Locker, 
 			return nil, r.waitError(ctx, wctx, wctx.Err())
 		}
 	}
+}
+
+// waitContext returns the context of a wait: ctx, ended with a cause
+// naming the signal when one arrives on sigs (doing is what was
+// interrupted, e.g. "waiting for lock"), and with cause errWaitTimedOut
+// after --timeout. cancel releases its resources.
+func (r *runner) waitContext(ctx context.Context, sigs <-chan os.Signal, doing string) (wctx context.Context, cancel func()) {
+	sctx, scancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case s := <-sigs:
+			scancel(fmt.Errorf("interrupted by %v while %s %q", s, doing, r.name))
+		case <-sctx.Done():
+		}
+	}()
+	if r.timeout <= 0 {
+		return sctx, func() { scancel(nil) }
+	}
+	wctx, tcancel := context.WithTimeoutCause(sctx, r.timeout, errWaitTimedOut)
+	return wctx, func() { tcancel(); scancel(nil) }
 }
 
 // try makes one acquisition: at once, or waiting.
