@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -66,29 +67,13 @@ func (a *acq) events() []Event {
 	return es
 }
 
-type opKey struct {
-	worker string
-	op     int64
-}
-
-type write struct {
-	invoke Event
-	done   *Event // nil if the worker never learned the outcome
-}
-
-// Check reads a history and the data left by its guarded writes, and
-// returns every violation found (none for a correct run).
-func Check(events []Event, data Data) []Violation {
+// acquisitions gathers the grants of a history, per name and keyed by
+// token, with the invocation and the trusted events of each (invokes: the
+// invocations by worker and op). A token granted to two workers is a
+// "double holder"; a trusted event of no grant of its worker's is
+// "malformed" (what names the thing granted: "lock", "permit").
+func acquisitions(events []Event, invokes map[opKey]Event, what string) (map[string]map[int64]*acq, []Violation) {
 	var vs []Violation
-	invokes := map[opKey]Event{}
-	for _, e := range events {
-		switch e.Kind {
-		case AcquireInvoke, WriteInvoke, ReleaseInvoke:
-			invokes[opKey{e.Worker, e.Op}] = e
-		}
-	}
-
-	// Acquisitions, per name, keyed by token.
 	byName := map[string]map[int64]*acq{}
 	for _, e := range events {
 		if e.Kind != AcquireOK {
@@ -119,18 +104,41 @@ func Check(events []Event, data Data) []Violation {
 		}
 		a := byName[e.Name][e.Token]
 		if a == nil || a.worker != e.Worker {
-			vs = append(vs, Violation{Kind: "malformed", Msg: "trusted a lock it was never granted", Events: []Event{e}})
+			vs = append(vs, Violation{Kind: "malformed", Msg: "trusted a " + what + " it was never granted", Events: []Event{e}})
 			continue
 		}
 		a.trusted = append(a.trusted, e)
 		a.lastTrst = max(a.lastTrst, e.At)
 	}
+	return byName, vs
+}
 
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
+type opKey struct {
+	worker string
+	op     int64
+}
+
+type write struct {
+	invoke Event
+	done   *Event // nil if the worker never learned the outcome
+}
+
+// Check reads a history and the data left by its guarded writes, and
+// returns every violation found (none for a correct run).
+func Check(events []Event, data Data) []Violation {
+	var vs []Violation
+	invokes := map[opKey]Event{}
+	for _, e := range events {
+		switch e.Kind {
+		case AcquireInvoke, WriteInvoke, ReleaseInvoke:
+			invokes[opKey{e.Worker, e.Op}] = e
+		}
 	}
-	slices.Sort(names)
+
+	byName, bad := acquisitions(events, invokes, "lock")
+	vs = append(vs, bad...)
+
+	names := slices.Sorted(maps.Keys(byName))
 	byToken := map[string][]*acq{}
 	for _, n := range names {
 		as := make([]*acq, 0, len(byName[n]))

@@ -3,6 +3,7 @@ package chaos
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -28,47 +29,9 @@ func CheckSemaphore(events []Event, limit int) []Violation {
 			invokes[opKey{e.Worker, e.Op}] = e
 		}
 	}
-	byName := map[string]map[int64]*acq{}
-	for _, e := range events {
-		if e.Kind != AcquireOK {
-			continue
-		}
-		m := byName[e.Name]
-		if m == nil {
-			m = map[int64]*acq{}
-			byName[e.Name] = m
-		}
-		if prev := m[e.Token]; prev != nil {
-			if prev.worker != e.Worker {
-				vs = append(vs, Violation{Kind: "double holder",
-					Msg:    fmt.Sprintf("token %d of %q granted to %s and %s", e.Token, e.Name, prev.worker, e.Worker),
-					Events: sortEvents(append(prev.events(), e))})
-			}
-			continue // a re-entry: the same permit
-		}
-		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, ok: e}
-		if inv, ok := invokes[opKey{e.Worker, e.Op}]; ok {
-			a.invoke = &inv
-		}
-		m[e.Token] = a
-	}
-	for _, e := range events {
-		if e.Kind != Trusted {
-			continue
-		}
-		a := byName[e.Name][e.Token]
-		if a == nil || a.worker != e.Worker {
-			vs = append(vs, Violation{Kind: "malformed", Msg: "trusted a permit it was never granted", Events: []Event{e}})
-			continue
-		}
-		a.trusted = append(a.trusted, e)
-		a.lastTrst = max(a.lastTrst, e.At)
-	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	slices.Sort(names)
+	byName, bad := acquisitions(events, invokes, "permit")
+	vs = append(vs, bad...)
+	names := slices.Sorted(maps.Keys(byName))
 	for _, n := range names {
 		as := make([]*acq, 0, len(byName[n]))
 		for _, a := range byName[n] {
