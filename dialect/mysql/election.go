@@ -2,10 +2,7 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
@@ -48,16 +45,7 @@ func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (
 	if err != nil {
 		return false, err
 	}
-	var n int64
-	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
-		res, err := conn.ExecContext(ctx, text, []byte(value), l.Name, l.Owner, l.Token)
-		if err != nil {
-			return d.run.Wrap(err)
-		}
-		n, err = res.RowsAffected()
-		return d.run.Wrap(err)
-	})
-	return n == 1, err
+	return d.run.Proclaim(ctx, text, []byte(value), l.Name, l.Owner, l.Token)
 }
 
 // Leader implements dialect.Elections. On TiDB it returns an error wrapping
@@ -67,26 +55,5 @@ func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, 
 	if err != nil {
 		return dialect.LeaderInfo{}, false, err
 	}
-	info := dialect.LeaderInfo{Name: name}
-	var (
-		owner, value  []byte
-		expires, left int64
-	)
-	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
-		err := conn.QueryRowContext(ctx, text, name).Scan(&owner, &info.Term, &value, &expires, &left)
-		if errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		return d.run.Wrap(err)
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return dialect.LeaderInfo{}, false, nil
-	}
-	if err != nil {
-		return dialect.LeaderInfo{}, false, err
-	}
-	info.Owner, info.Value = string(owner), string(value)
-	info.ExpiresAt = time.UnixMicro(expires).UTC()
-	info.ExpiresIn = time.Duration(left) * time.Microsecond
-	return info, true, nil
+	return d.run.Leader(ctx, name, text, name)
 }

@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
@@ -36,37 +33,11 @@ func (d *Dialect) electionSQL() (proclaim, leader string) {
 // Proclaim implements dialect.Elections.
 func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	text, _ := d.electionSQL()
-	var n int64
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
-		res, err := conn.ExecContext(ctx, text, d.args(l.Name, l.Owner, l.Token, value)...)
-		if err != nil {
-			return d.run.Wrap(err)
-		}
-		n, err = res.RowsAffected()
-		return d.run.Wrap(err)
-	})
-	return n == 1, err
+	return d.run.Proclaim(ctx, text, d.args(l.Name, l.Owner, l.Token, value)...)
 }
 
 // Leader implements dialect.Elections.
 func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
 	_, text := d.electionSQL()
-	info := dialect.LeaderInfo{Name: name}
-	var expires, left int64
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
-		err := conn.QueryRowContext(ctx, text, d.args(name)...).Scan(&info.Owner, &info.Term, &info.Value, &expires, &left)
-		if errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		return d.run.Wrap(err)
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return dialect.LeaderInfo{}, false, nil
-	}
-	if err != nil {
-		return dialect.LeaderInfo{}, false, err
-	}
-	info.ExpiresAt = time.UnixMicro(expires).UTC()
-	info.ExpiresIn = time.Duration(left) * time.Microsecond
-	return info, true, nil
+	return d.run.Leader(ctx, name, text, d.args(name)...)
 }

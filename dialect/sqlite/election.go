@@ -2,9 +2,6 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 )
@@ -27,36 +24,10 @@ WHERE l.name = ? AND l.holds > 0 AND l.expires_at > ` + now
 
 // Proclaim implements dialect.Elections.
 func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
-	var n int64
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
-		res, err := conn.ExecContext(ctx, proclaimSQL, value, l.Name, l.Owner, l.Token)
-		if err != nil {
-			return d.run.Wrap(err)
-		}
-		n, err = res.RowsAffected()
-		return d.run.Wrap(err)
-	})
-	return n == 1, err
+	return d.run.Proclaim(ctx, proclaimSQL, value, l.Name, l.Owner, l.Token)
 }
 
 // Leader implements dialect.Elections.
 func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
-	info := dialect.LeaderInfo{Name: name}
-	var expires, left int64
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
-		err := conn.QueryRowContext(ctx, leaderSQL, name).Scan(&info.Owner, &info.Term, &info.Value, &expires, &left)
-		if errors.Is(err, sql.ErrNoRows) {
-			return err
-		}
-		return d.run.Wrap(err)
-	})
-	if errors.Is(err, sql.ErrNoRows) {
-		return dialect.LeaderInfo{}, false, nil
-	}
-	if err != nil {
-		return dialect.LeaderInfo{}, false, err
-	}
-	info.ExpiresAt = time.UnixMicro(expires).UTC()
-	info.ExpiresIn = time.Duration(left) * time.Microsecond
-	return info, true, nil
+	return d.run.Leader(ctx, name, leaderSQL, name)
 }
