@@ -64,12 +64,12 @@ func TestListenerEvents(t *testing.T) {
 	r.ev = newEvents(StrategyTable, nil, nil, rec)
 	cut := errors.New("cut")
 
-	w := r.join("x", r.releaseCount()) // subscribes: up at once
+	w := r.join(line{name: "x"}, r.releaseCount()) // subscribes: up at once
 	r.Ready()                          // no change
 	r.Lost(cut)
 	r.Lost(cut) // no change
 	r.Ready()
-	r.leave("x", w) // unsubscribes
+	r.leave(line{name: "x"}, w) // unsubscribes
 
 	want := []ListenerEvent{
 		{Strategy: StrategyTable, Up: true},

@@ -14,11 +14,13 @@ func RoomState(l Locker, name string) (listening bool, waiting int) {
 		r = l.room
 	case *Semaphore:
 		r = l.room
+	case *RWLock:
+		r = l.room
 	default:
-		panic("RoomState: not a Table or a Semaphore")
+		panic("RoomState: not a Table, a Semaphore or an RWLock")
 	}
 	r.mu.Lock()
-	waiting = len(r.queues[name])
+	waiting = len(r.queues[line{name: name}]) + len(r.queues[line{name: name, shared: true}])
 	r.mu.Unlock()
 	return r.listening(), waiting
 }

@@ -101,7 +101,7 @@ func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string
 	}
 	tctx, call := l.ev.startAcquire(ctx, name, true, false)
 	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.opts.Logger}
-	lock, err := l.room.waitQueued(tctx, name, w, func() (*Lock, time.Duration, error) {
+	lock, err := l.room.waitQueued(tctx, line{name: name}, w, func() (*Lock, time.Duration, error) {
 		token, start, left, err := w.try(tctx)
 		if err != nil {
 			return nil, left, err

@@ -134,9 +134,14 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 	if !wait {
 		lock, _, err = l.attemptSide(ctx, tctx, name, owner, shared, false)
 	} else {
-		lock, err = l.room.wait(tctx, name, func() (*Lock, time.Duration, error) {
+		try := func() (*Lock, time.Duration, error) {
 			return l.attemptSide(ctx, tctx, name, owner, shared, true)
-		})
+		}
+		if shared {
+			lock, err = l.room.waitShared(tctx, name, try)
+		} else {
+			lock, err = l.room.wait(tctx, name, try)
+		}
 		// A writer that gives up withdraws its intent: also when no
 		// attempt told it of one, as the attempt that recorded it may
 		// have been cut short before its reply (a cancelled context).

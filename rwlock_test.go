@@ -393,3 +393,65 @@ func TestRWLockThroughPgBouncer(t *testing.T) {
 		})
 	}
 }
+
+// waitForWaiters waits until n Acquire calls wait in l's waiting room for
+// name, bounded by ctx.
+func waitForWaiters(t *testing.T, ctx context.Context, l sqllock.Locker, name string, n int) {
+	t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, waiting := sqllock.RoomState(l, name); waiting >= n {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("fewer than %d waiters for %q", n, name)
+		case <-tick.C:
+		}
+	}
+}
+
+// A reader and a writer waiting on one RWLock are both served once the
+// holder leaves: the writer first (its intent keeps the reader out), then
+// the reader, each without waiting out a lease. The TTL is an hour, so a
+// waiter stuck behind the other (the writer queued behind the reader its
+// own intent keeps out) would hold the test until its deadline.
+func TestRWLockQueuedReaderAndWriterHandOff(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.rwLocker(t, sqllock.Options{TTL: time.Hour, RenewInterval: 20 * time.Minute})
+		w1 := held(t).of(l.TryAcquire(ctx, "n"))
+		type result struct {
+			k      *sqllock.Lock
+			err    error
+			shared bool
+		}
+		got := make(chan result, 2)
+		go func() {
+			k, err := l.AcquireShared(ctx, "n")
+			got <- result{k, err, true}
+		}()
+		waitForWaiters(t, ctx, l, "n", 1)
+		go func() {
+			k, err := l.Acquire(ctx, "n")
+			got <- result{k, err, false}
+		}()
+		waitForIntent(t, ctx, e, "n")
+		waitForWaiters(t, ctx, l, "n", 2)
+		release(t, ctx, w1)
+		first := <-got
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		if first.shared {
+			t.Fatalf("the reader was granted before the waiting writer")
+		}
+		release(t, ctx, first.k)
+		second := <-got
+		if second.err != nil {
+			t.Fatal(second.err)
+		}
+		release(t, ctx, second.k)
+	})
+}

@@ -37,7 +37,7 @@ type waitRoom struct {
 	tickets func(id int64) (name string, ok bool)
 
 	mu     sync.Mutex
-	queues map[string][]*waiter // by name, while anyone waits for it
+	queues map[line][]*waiter // by line, while anyone waits in it
 	sub    dialect.Subscription // while anyone waits
 	// releases counts the releases this room learned of (of any name, and
 	// whether anyone waited): a caller that was refused before it joined a
@@ -69,6 +69,16 @@ type queue interface {
 	leave(ctx context.Context)
 }
 
+// line is one queue of a waiting room. A name has one line, or two for a
+// read/write lock: readers and writers wait in separate lines, so that a
+// head of one side is never stuck behind a waiter of the other that the
+// database would grant first (a writer queued behind a reader that its own
+// intent to write keeps out). A release of the name wakes the head of each.
+type line struct {
+	name   string
+	shared bool
+}
+
 type waiter struct {
 	turn chan struct{} // closed when the waiter becomes the head
 	wake chan struct{} // a wake-up for the head; buffered
@@ -82,7 +92,7 @@ type waiter struct {
 // newWaitRoom returns the waiting room of a locker on d, which wakes its
 // waiters on d's announcements if d is a dialect.Notifier; d may be nil.
 func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
-	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[string][]*waiter)}
+	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
 	r.notifier, _ = d.(dialect.Notifier)
 	return r
 }
@@ -97,13 +107,18 @@ const notifyPollFactor = 10
 // also reports how long the holder's lease has left, or a negative duration
 // when that is unknown.
 func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, time.Duration, error)) (*Lock, error) {
-	return r.waitQueued(ctx, name, nil, try)
+	return r.waitQueued(ctx, line{name: name}, nil, try)
+}
+
+// waitShared is wait in the readers' line of name (see line).
+func (r *waitRoom) waitShared(ctx context.Context, name string, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+	return r.waitQueued(ctx, line{name: name, shared: true}, nil, try)
 }
 
 // waitQueued is wait with a queue (Options.Fair), or nil: a caller refused
 // at first takes its place in the database's queue before it joins the
 // room's, so that the room's order is the queue's.
-func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() (*Lock, time.Duration, error)) (*Lock, error) {
 	seen := r.releaseCount()
 	lock, left, err := try()
 	if !errors.Is(err, ErrLocked) {
@@ -111,7 +126,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try fun
 	}
 	var w *waiter
 	if q == nil {
-		w = r.join(name, seen)
+		w = r.join(ln, seen)
 	} else {
 		// The queue's state is read after the ticket is taken: only a
 		// release announced since then can have gone by unheard.
@@ -121,11 +136,11 @@ func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try fun
 			r.enqueue.Unlock()
 			return nil, err
 		}
-		w = r.join(name, seen)
+		w = r.join(ln, seen)
 		r.enqueue.Unlock()
 		defer q.leave(ctx)
 	}
-	defer r.leave(name, w)
+	defer r.leave(ln, w)
 	backoff := minBackoff
 	var timer *time.Timer
 	defer func() {
@@ -135,16 +150,16 @@ func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try fun
 	}()
 	select {
 	case <-w.turn:
-		r.ev.waiting(ctx, name, 1)
-		defer r.ev.waiting(ctx, name, -1)
+		r.ev.waiting(ctx, ln.name, 1)
+		defer r.ev.waiting(ctx, ln.name, -1)
 	default: // others wait ahead: when our turn comes, the lock has changed hands
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("sqllock: acquire %q: %w", name, ctx.Err())
+			return nil, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
 		}
-		r.ev.waiting(ctx, name, 1)
-		defer r.ev.waiting(ctx, name, -1)
+		r.ev.waiting(ctx, ln.name, 1)
+		defer r.ev.waiting(ctx, ln.name, -1)
 		if lock, left, err = try(); !errors.Is(err, ErrLocked) {
 			return lock, err
 		}
@@ -170,7 +185,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try fun
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("sqllock: acquire %q: %w", name, ctx.Err())
+			return nil, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
 		case <-timer.C:
 		case <-w.wake:
 			timer.Stop()
@@ -186,7 +201,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, name string, q queue, try fun
 		}
 		r.woke(w, tried) // a release before this refused try was not ours
 		if r.hooks != nil {
-			r.hooks.retried(name)
+			r.hooks.retried(ln.name)
 		}
 	}
 }
@@ -208,28 +223,28 @@ func (r *waitRoom) releaseCountLocked() uint64 {
 	return n
 }
 
-// join queues a waiter for name; the first in line is the head at once. A
+// join queues a waiter in line ln; the first in line is its head at once. A
 // head that was refused before a release this room learned of since seen
 // (which found no queue to wake) starts with a wake-up, so that it tries
 // again at once rather than sleep until the released lease would have
 // ended. The count is compared once the room is subscribed: an
 // announcement after that reaches the queue, one before it shows in the
 // count.
-func (r *waitRoom) join(name string, seen uint64) *waiter {
+func (r *waitRoom) join(ln line, seen uint64) *waiter {
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	r.mu.Lock()
-	q := r.queues[name]
+	q := r.queues[ln]
 	if len(q) == 0 {
 		close(w.turn)
-		if ws, ok := r.sub.(dialect.Watcher); ok {
-			ws.Watch(name)
+		if ws, ok := r.sub.(dialect.Watcher); ok && !r.waitedLocked(ln.name) {
+			ws.Watch(ln.name)
 		}
 	}
-	r.queues[name] = append(q, w)
+	r.queues[ln] = append(q, w)
 	r.mu.Unlock()
 	r.reconcile()
 	r.mu.Lock()
-	if r.queues[name][0] == w && r.releaseCountLocked() != seen {
+	if r.queues[ln][0] == w && r.releaseCountLocked() != seen {
 		select {
 		case w.wake <- struct{}{}:
 		default:
@@ -239,10 +254,10 @@ func (r *waitRoom) join(name string, seen uint64) *waiter {
 	return w
 }
 
-// leave takes w out of name's queue, handing the turn on if w was the head.
-func (r *waitRoom) leave(name string, w *waiter) {
+// leave takes w out of line ln, handing the turn on if w was the head.
+func (r *waitRoom) leave(ln line, w *waiter) {
 	r.mu.Lock()
-	q := r.queues[name]
+	q := r.queues[ln]
 	for i, x := range q {
 		if x != w {
 			continue
@@ -254,15 +269,21 @@ func (r *waitRoom) leave(name string, w *waiter) {
 		break
 	}
 	if len(q) == 0 {
-		delete(r.queues, name)
-		if ws, ok := r.sub.(dialect.Watcher); ok {
-			ws.Unwatch(name)
+		delete(r.queues, ln)
+		if ws, ok := r.sub.(dialect.Watcher); ok && !r.waitedLocked(ln.name) {
+			ws.Unwatch(ln.name)
 		}
 	} else {
-		r.queues[name] = q
+		r.queues[ln] = q
 	}
 	r.mu.Unlock()
 	r.reconcile()
+}
+
+// waitedLocked reports whether anyone waits for name, in either line. r.mu
+// is held.
+func (r *waitRoom) waitedLocked(name string) bool {
+	return len(r.queues[line{name: name}]) > 0 || len(r.queues[line{name: name, shared: true}]) > 0
 }
 
 // reconcile subscribes the room to its notifier while anyone waits, and
@@ -285,8 +306,10 @@ func (r *waitRoom) reconcile() {
 		r.mu.Lock()
 		r.sub = sub
 		if ws, ok := sub.(dialect.Watcher); ok {
-			for name := range r.queues {
-				ws.Watch(name)
+			for ln := range r.queues {
+				if !ln.shared || len(r.queues[line{name: ln.name}]) == 0 {
+					ws.Watch(ln.name)
+				}
 			}
 		}
 		if up {
@@ -312,10 +335,15 @@ func (r *waitRoom) kick(name string) {
 	r.kickLocked(name, HandoffLocal)
 }
 
-// kickLocked wakes the head of name's queue, if any, on behalf of a
-// release of the source given (see waiter.wokeBy).
+// kickLocked wakes the head of each of name's lines, if any, on behalf of
+// a release of the source given (see waiter.wokeBy).
 func (r *waitRoom) kickLocked(name, source string) {
-	if q := r.queues[name]; len(q) > 0 {
+	r.kickLineLocked(line{name: name}, source)
+	r.kickLineLocked(line{name: name, shared: true}, source)
+}
+
+func (r *waitRoom) kickLineLocked(ln line, source string) {
+	if q := r.queues[ln]; len(q) > 0 {
 		// A release through this locker is local even if its announcement
 		// came first; the wake-up dates from the first.
 		if source != "" && (q[0].wokeBy == "" || source == HandoffLocal) {
@@ -358,8 +386,8 @@ func (r *waitRoom) Ready() {
 		r.logger.Info("sqllock: notifications of released locks arrive again")
 	}
 	r.releases++
-	for name := range r.queues {
-		r.kickLocked(name, "")
+	for ln := range r.queues {
+		r.kickLineLocked(ln, "")
 	}
 	r.setUp(true, nil)
 }
@@ -380,7 +408,7 @@ func (r *waitRoom) Released(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases++
-	if _, ok := r.queues[name]; ok {
+	if r.waitedLocked(name) {
 		if r.hooks != nil {
 			r.hooks.notified(name)
 		}
@@ -399,8 +427,8 @@ func (r *waitRoom) Lost(err error) {
 	r.mu.Lock()
 	warned := r.deaf
 	r.deaf = true
-	for name := range r.queues {
-		r.kickLocked(name, "")
+	for ln := range r.queues {
+		r.kickLineLocked(ln, "")
 	}
 	r.setUp(false, err)
 	r.mu.Unlock()
