@@ -65,7 +65,7 @@ func TestListenerEvents(t *testing.T) {
 	cut := errors.New("cut")
 
 	w := r.join(line{name: "x"}, r.releaseCount()) // subscribes: up at once
-	r.Ready()                          // no change
+	r.Ready()                                      // no change
 	r.Lost(cut)
 	r.Lost(cut) // no change
 	r.Ready()

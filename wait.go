@@ -37,7 +37,7 @@ type waitRoom struct {
 	tickets func(id int64) (name string, ok bool)
 
 	mu     sync.Mutex
-	queues map[line][]*waiter // by line, while anyone waits in it
+	queues map[line][]*waiter   // by line, while anyone waits in it
 	sub    dialect.Subscription // while anyone waits
 	// releases counts the releases this room learned of (of any name, and
 	// whether anyone waited): a caller that was refused before it joined a
