@@ -221,6 +221,14 @@ func intOn(ctx context.Context, q querier, prefix string, st *Stmt, p *Params) (
 		return 0, err
 	}
 	if st.Kind == ExecID {
+		// An insert id with no row changed is not this statement's
+		// grant: TiDB can report one set by an execution of the statement
+		// that it abandoned and retried after a write conflict, although
+		// the retry changed no row (concurrent takeovers of a version
+		// row, beside a reaper).
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return 0, err
+		}
 		return res.LastInsertId()
 	}
 	return res.RowsAffected()
