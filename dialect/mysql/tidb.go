@@ -87,11 +87,14 @@ func (t *TiDB) Database() string { return t.d.database }
 func (t *TiDB) Migrations() fs.FS { return migrations.TiDB() }
 
 // MigrationDriver implements dialect.Dialect as the MySQL dialect's does.
-// TiDB ends a long wait for the migration lock with "pessimistic lock retry
-// limit reached"; the wait is then simply repeated.
+// TiDB ends a wait for the migration lock (GET_LOCK) with an error where
+// MySQL returns 0: "lock wait timeout" when its timeout passes, or
+// "pessimistic lock retry limit reached" when the lock changed hands too
+// often meanwhile; the wait is then simply repeated, until the context
+// ends.
 func (t *TiDB) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
 	st := t.d.migrationStatements()
-	st.Busy = retryLimit
+	st.Busy = getLockBusy
 	drv, err := sqlmigrate.New(ctx, conn, st)
 	return drv, wrapTiDB(err)
 }
@@ -139,6 +142,13 @@ func (t *TiDB) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.R
 func retryLimit(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && me.Number == 1105 && strings.Contains(me.Message, "retry limit")
+}
+
+// getLockBusy reports the errors with which TiDB ends a GET_LOCK wait
+// that another session's lock kept from succeeding (see MigrationDriver).
+func getLockBusy(err error) bool {
+	var me *mysql.MySQLError
+	return retryLimit(err) || errors.As(err, &me) && me.Number == 1105 && strings.Contains(me.Message, "lock wait timeout")
 }
 
 // wrapTiDB is wrap, plus TiDB's retryable transaction errors.

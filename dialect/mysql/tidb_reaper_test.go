@@ -158,3 +158,31 @@ func exclusiveRound(ctx context.Context, l sqllock.Locker, db *sql.DB, counter s
 	}
 	return tx.Commit()
 }
+
+// Twenty-four processes migrating one database at once all succeed: the
+// others wait for the migration lock, and a wait that TiDB ends with an
+// error ("lock wait timeout", "pessimistic lock retry limit reached") is
+// repeated. Enough of them that some wait longer than GET_LOCK's timeout.
+func TestTiDBConcurrentMigrate(t *testing.T) {
+	t.Parallel()
+	_, database := dbtest.TiDB(t)
+	dsn := dbtest.TiDBDSN(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	const n = 24
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		d, err := newTiDB(dbtest.OpenMySQL(t, dsn), database)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { errs[i] = sqllock.Migrate(ctx, d) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("migration %d: %v", i, err)
+		}
+	}
+}
