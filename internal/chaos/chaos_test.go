@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -242,6 +243,14 @@ type config struct {
 const (
 	ttl       = time.Second
 	keepAlive = 200 * time.Millisecond
+	// The Reaper beside every scenario's workers, as production runs
+	// one: often, and in small batches, so that it deletes rows while
+	// they are being contended for.
+	reaperInterval = 20 * time.Millisecond
+	reaperBatch    = 10
+	// goalDeadline bounds how long a scenario keeps going, past its
+	// duration, to reach the states its checks need (see run.unmet).
+	goalDeadline = time.Minute
 	// idleTimeout is the servers' idle-in-transaction timeout for the
 	// pessimistic workers' sessions in process scenarios: a paused holder's
 	// session is ended after it, as a real deployment would set it.
@@ -261,23 +270,27 @@ func (c config) open() (func(), any, *Store, error) {
 	d, err := newDialect(c.Kind, db, c.NS, c.Pooler)
 	var l any
 	if err == nil {
+		// Renewals and FIFO tickets go into the history (see fair.go).
+		opts := sqllock.Options{TTL: c.TTL, Observer: HistoryTracer{TTL: c.TTL}}
+		fair := opts
+		fair.Fair = true
 		switch c.Strategy {
 		case "election":
-			l, err = sqllock.NewElection(d, sqllock.Options{TTL: c.TTL})
+			l, err = sqllock.NewElection(d, opts)
 		case "table", "multi":
-			l, err = sqllock.NewTable(d, sqllock.Options{TTL: c.TTL})
+			l, err = sqllock.NewTable(d, opts)
 		case "fair":
-			l, err = sqllock.NewTable(d, sqllock.Options{TTL: c.TTL, Fair: true, Observer: EnqueueTracer{}})
+			l, err = sqllock.NewTable(TraceTickets(d), fair)
 		case "optimistic":
-			l, err = sqllock.NewOptimistic(d, sqllock.Options{TTL: c.TTL})
+			l, err = sqllock.NewOptimistic(d, opts)
 		case "pessimistic":
 			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{KeepAlive: c.KeepAlive})
 		case "semaphore":
-			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.Options{TTL: c.TTL})
+			l, err = sqllock.NewSemaphore(d, semaphoreLimit, opts)
 		case "fairsem":
-			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.Options{TTL: c.TTL, Fair: true, Observer: EnqueueTracer{}})
+			l, err = sqllock.NewSemaphore(TraceTickets(d), semaphoreLimit, fair)
 		case "rwlock":
-			l, err = sqllock.NewRWLock(d, sqllock.Options{TTL: c.TTL})
+			l, err = sqllock.NewRWLock(d, opts)
 		default:
 			err = fmt.Errorf("unknown strategy %q", c.Strategy)
 		}
@@ -302,9 +315,13 @@ func (c config) open() (func(), any, *Store, error) {
 func (c config) worker(l any, st *Store, rec *Recorder) *Worker {
 	locker, _ := l.(sqllock.Locker)
 	election, _ := l.(*sqllock.Election)
-	return &Worker{ID: c.Worker, Locker: locker, Election: election, Store: st, Pessimistic: c.Strategy == "pessimistic", Sets: c.Strategy == "multi",
+	w := &Worker{ID: c.Worker, Locker: locker, Election: election, Store: st, Pessimistic: c.Strategy == "pessimistic", Sets: c.Strategy == "multi",
 		Names: c.Names, Hold: c.Hold, Think: c.Think, Wait: c.Wait, TryEvery: c.TryEvery,
 		Rec: rec, Rand: rand.New(rand.NewPCG(c.Seed, 0x5eed))}
+	if !w.Pessimistic {
+		w.TTL = c.TTL
+	}
+	return w
 }
 
 // runChild is a worker process (see testutil.ChildMain in TestMain): it
@@ -494,6 +511,10 @@ type run struct {
 	notes  []string
 	pauses []pauseNote
 	kills  []killNote
+	more   func() // adds a worker to a goroutine scenario; nil if it cannot
+
+	soft   time.Duration // a process scenario's length if its checks' states are reached by then
+	reaped reapCounter
 }
 
 func (r *run) add(e Event) {
@@ -533,22 +554,18 @@ func runScenarioThrough(t *testing.T, kind, strat, fault string, dur time.Durati
 		wg     sync.WaitGroup
 	)
 	if fault == pause || fault == crash {
-		// Room for a few faults, each followed by a takeover; the faults
-		// keep to the deadline, so that each has time to see its
-		// takeover.
-		ctx, cancel = context.WithTimeout(t.Context(), max(dur, 4*(2*ttl)+ttl+2*time.Second))
+		// Room for a few faults, each followed by a takeover (r.soft);
+		// past it, the scenario goes on until its checks' states are
+		// reached (see processes), at most goalDeadline. The faults keep
+		// to the deadline, so that each has time to see its takeover.
+		r.soft = max(dur, 4*(2*ttl)+ttl+2*time.Second)
+		ctx, cancel = context.WithTimeout(t.Context(), max(r.soft, goalDeadline))
 	} else {
 		ctx, cancel = context.WithCancel(t.Context())
 		wg.Go(func() { r.stopAfter(ctx, cancel, dur) })
 	}
 	defer cancel()
-	if r.strategy != "pessimistic" {
-		reaper, err := sqllock.NewReaper(r.s.dialect(t, r.s.admin), sqllock.ReaperOptions{Interval: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { _ = reaper.Run(ctx) })
-	}
+	r.startReaper(ctx, &wg)
 	r.start = time.Now().UnixNano()
 	switch fault {
 	case pause, crash:
@@ -556,18 +573,70 @@ func runScenarioThrough(t *testing.T, kind, strat, fault string, dur time.Durati
 	default:
 		r.goroutines(ctx)
 	}
+	cancel()
 	wg.Wait()
 	r.check()
 	return r
 }
 
+// startReaper runs a sqllock.Reaper beside the workers until ctx ends, as
+// production runs one, on a pool of its own whose connections the faults
+// of the scenario may kill as they kill the workers' (conn-kill), and
+// counts its passes for the report.
+func (r *run) startReaper(ctx context.Context, wg *sync.WaitGroup) {
+	t := r.t
+	dsn, err := r.s.workerDSN("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open(driverOf(r.kind), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(2)
+	d, err := newDialect(r.kind, db, r.s.ns, false)
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Interval: reaperInterval, BatchSize: reaperBatch, Observer: &r.reaped})
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	wg.Go(func() {
+		defer db.Close()
+		if c, ok := d.(interface{ Close(context.Context) error }); ok {
+			defer func() { _ = c.Close(context.Background()) }()
+		}
+		_ = reaper.Run(ctx)
+	})
+}
+
+// reapCounter counts a Reaper's passes (sqllock.Tracer.Reaped).
+type reapCounter struct {
+	HistoryTracer
+	passes, failed, deleted atomic.Int64
+}
+
+func (c *reapCounter) Reaped(_ context.Context, e sqllock.ReapEvent) {
+	c.passes.Add(1)
+	c.deleted.Add(int64(e.Deleted))
+	if e.Err != nil && !errors.Is(e.Err, context.Canceled) {
+		c.failed.Add(1)
+	}
+}
+
 // stopAfter ends a goroutine scenario (cancel) once dur has passed and its
-// history so far (r.live) holds enough work for the checks to prove
-// anything (enoughWork), or at 5 dur whatever it holds: a scenario whose faults slow its workers down,
-// on a loaded host, may get less done in dur than the checks need.
+// history so far has reached every state its checks need (run.unmet), or
+// at goalDeadline whatever it holds: a scenario whose faults slow its
+// workers down, on a loaded host, may get less done in dur than the checks
+// need. Meanwhile it drives the workload towards those states: every
+// second past dur, it adds a worker (up to 4 more), so that there are
+// more waiters and more work.
 func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time.Duration) {
 	defer cancel()
-	limit := time.NewTimer(5 * dur)
+	limit := time.NewTimer(max(5*dur, goalDeadline))
 	defer limit.Stop()
 	at := time.NewTimer(dur)
 	defer at.Stop()
@@ -578,12 +647,18 @@ func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	added, last := 0, time.Now()
 	for {
-		r.mu.Lock()
-		live := r.live
-		r.mu.Unlock()
-		if live != nil && enoughWork(stats(live.Events())) {
+		if r.unmet() == "" {
 			return
+		}
+		r.mu.Lock()
+		more := r.more
+		r.mu.Unlock()
+		if more != nil && added < 4 && time.Since(last) >= time.Second {
+			more()
+			added, last = added+1, time.Now()
+			r.count("workers added to reach the checked states", 1)
 		}
 		select {
 		case <-ctx.Done():
@@ -593,6 +668,87 @@ func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time
 		case <-tick.C:
 		}
 	}
+}
+
+// unmet returns, of the states that the scenario's checks need its
+// workload to have reached, the first one its history so far has not
+// reached, or "" once all are: enough work (enoughWork); for a fair
+// strategy, a waiter granted with a ticket (so that the FIFO order was put
+// to the test); the fault injected; for sigstop, a paused holder whose
+// lock was taken over meanwhile; for sigkill, a killed holder and, for
+// each kill with a waiter, its takeover (or its bound passed).
+func (r *run) unmet() string {
+	r.mu.Lock()
+	var events []Event
+	if r.live != nil {
+		r.mu.Unlock()
+		events = r.live.Events()
+		r.mu.Lock()
+	} else {
+		events = slices.Clone(r.events)
+	}
+	faults := 0
+	for _, n := range r.faults {
+		faults += n
+	}
+	ps, ks := slices.Clone(r.pauses), slices.Clone(r.kills)
+	r.mu.Unlock()
+	if st := stats(events); !enoughWork(st) {
+		return fmt.Sprintf("too little work to prove anything: %d acquisitions, %d committed writes", st.acquired, st.written)
+	}
+	if (r.strategy == "fair" || r.strategy == "fairsem") && ticketedGrants(events) == 0 {
+		return "no waiter holding a ticket was granted: the FIFO order was not put to the test"
+	}
+	switch r.fault {
+	case connKill, proxied, restart:
+		if faults == 0 {
+			return "no fault was injected"
+		}
+	case pause:
+		if len(ps) == 0 {
+			return "no holder was paused"
+		}
+		taken := 0
+		for _, p := range ps {
+			if takenOver(events, p) {
+				taken++
+			}
+		}
+		if taken == 0 {
+			return fmt.Sprintf("none of %d pauses saw a takeover", len(ps))
+		}
+	case crash:
+		if len(ks) == 0 {
+			return "no holder was killed"
+		}
+		sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
+		for _, k := range ks {
+			if waiters(events, k) && nextGrant(events, k) == 0 && time.Since(time.Unix(0, k.at)) < r.killBound()+time.Second {
+				return fmt.Sprintf("the takeover of %s's %q, killed, is not seen yet", k.victim.Worker, k.victim.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// ticketedGrants counts the grants of Acquire calls that held a FIFO
+// ticket.
+func ticketedGrants(events []Event) int {
+	ticketed := map[opKey]bool{}
+	n := 0
+	for _, e := range events {
+		k := opKey{e.Worker, e.Op}
+		switch e.Kind {
+		case Enqueued:
+			ticketed[k] = true
+		case AcquireOK:
+			if ticketed[k] {
+				n++
+				delete(ticketed, k)
+			}
+		}
+	}
+	return n
 }
 
 // enoughWork reports whether a history has work enough for its checks to
@@ -631,6 +787,22 @@ func (r *run) goroutines(ctx context.Context) {
 	r.mu.Lock()
 	r.live = rec
 	r.mu.Unlock()
+	type locker struct {
+		c  config
+		l  any
+		st *Store
+		i  int // its index
+		n  int // its workers
+	}
+	var lockers []*locker
+	add := func(k *locker) {
+		c := k.c
+		c.Worker = fmt.Sprintf("%sg%d", k.c.Worker, k.n)
+		c.Seed = uint64(10*k.i + k.n)
+		k.n++
+		w := c.worker(k.l, k.st, rec)
+		wg.Go(func() { w.Run(ctx) })
+	}
 	for p := range 2 {
 		c := r.base(fmt.Sprintf("p%d", p), uint64(p))
 		c.DSN = dsn
@@ -639,14 +811,23 @@ func (r *run) goroutines(ctx context.Context) {
 			t.Fatal(err)
 		}
 		defer closeAll()
-		for g := range 2 {
-			c := c
-			c.Worker = fmt.Sprintf("p%dg%d", p, g)
-			c.Seed = uint64(10*p + g)
-			w := c.worker(l, st, rec)
-			wg.Go(func() { w.Run(ctx) })
+		k := &locker{c: c, l: l, st: st, i: p}
+		for range 2 {
+			add(k)
 		}
+		lockers = append(lockers, k)
 	}
+	// stopAfter adds workers, one locker then the other, before it ends
+	// the scenario: so before the workers' WaitGroup is waited for.
+	r.mu.Lock()
+	r.more = func() {
+		k := lockers[0]
+		if lockers[1].n < k.n {
+			k = lockers[1]
+		}
+		add(k)
+	}
+	r.mu.Unlock()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
 	switch r.fault {
 	case connKill:
@@ -830,13 +1011,23 @@ func (r *run) processes(ctx context.Context) {
 
 	// The fault: on an acquisition, stop or kill the holder, at most one
 	// at a time, with a pause between faults so that work also gets done.
+	// Past r.soft, the run ends as soon as every state its checks need is
+	// reached (run.unmet); until then faults go on, to the deadline.
 	lastFault := time.Time{}
+	soft := time.Now().Add(r.soft)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	func() {
 		for {
 			var e Event
 			select {
 			case <-ctx.Done():
 				return
+			case <-tick.C:
+				if time.Now().After(soft) && r.unmet() == "" {
+					return
+				}
+				continue
 			case e = <-acquired:
 			}
 			// Only a fresh grant: its holder is still holding (the channel
@@ -844,7 +1035,10 @@ func (r *run) processes(ctx context.Context) {
 			if time.Since(lastFault) < 2*ttl || time.Since(e.Time()) > 50*time.Millisecond {
 				continue
 			}
-			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < ttl+2*time.Second {
+			if time.Until(soft) < ttl+2*time.Second && r.unmet() == "" {
+				continue // faults enough: leave time to see the takeover
+			}
+			if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < r.killBound()+2*time.Second {
 				continue // leave time to see the takeover
 			}
 			mu.Lock()
@@ -943,26 +1137,10 @@ func (r *run) check() {
 	ps, ks := r.pauses, r.kills
 	r.mu.Unlock()
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
-	check := Check
-	switch r.strategy {
-	case "semaphore", "fairsem":
-		check = func(events []Event, _ Data) []Violation { return CheckSemaphore(events, semaphoreLimit) }
-	case "election":
-		check = CheckElection
-	}
-	vs := check(events, data)
+	// The checker an outsider runs on the kept files, on the same record.
+	vs := CheckKept(Kept{Meta: r.meta(), Events: events, Data: data})
 	if r.strategy == "fair" || r.strategy == "fairsem" {
-		vs = append(vs, CheckFIFO(events, r.base("", 0).TTL)...)
-		tickets := 0
-		for _, e := range events {
-			if e.Kind == Enqueued {
-				tickets++
-			}
-		}
-		if tickets == 0 {
-			t.Errorf("no waiter took a ticket: the FIFO order was not put to the test")
-		}
-		t.Logf("FIFO order checked over %d tickets", tickets)
+		r.note(fmt.Sprintf("FIFO order checked over %d grants to ticket holders", ticketedGrants(events)))
 	}
 	for _, v := range vs {
 		t.Errorf("violation: %v", v)
@@ -978,18 +1156,21 @@ func (r *run) check() {
 		t.Logf("errors:\n%s", errHistogram(events))
 	}
 	st2 := stats(events)
-	if !enoughWork(st2) {
-		t.Errorf("too little work to prove anything: %d acquisitions, %d committed writes", st2.acquired, st2.written)
+	// The states the checks need, which the workload drove itself into
+	// (stopAfter, processes) unless goalDeadline passed first.
+	if why := r.unmet(); why != "" {
+		t.Errorf("%s (within %v)", why, goalDeadline)
 	}
 	switch r.fault {
 	case pause:
 		r.checkPauses(events, ps)
 	case crash:
 		r.checkKills(events, ks)
-	case connKill, proxied, restart:
-		if len(r.faults) == 0 {
-			t.Errorf("no fault was injected")
-		}
+	}
+	if n := r.reaped.passes.Load(); n == 0 {
+		t.Errorf("the reaper made no pass")
+	} else {
+		r.note(fmt.Sprintf("reaper: %d passes (%d failed), %d rows deleted", n, r.reaped.failed.Load(), r.reaped.deleted.Load()))
 	}
 	r.report(st2, len(vs))
 }
@@ -1000,19 +1181,35 @@ func keepDir(dir, kind, strategy, fault string) string {
 	return filepath.Join(dir, kind+"-"+strategy+"-"+fault)
 }
 
-// keep writes the checked history and data under dir.
-func (r *run) keep(dir string) error {
+// meta describes the run as meta.json does.
+func (r *run) meta() Meta {
 	m := Meta{
 		Scenario: r.kind + "/" + r.strategy + "/" + r.fault,
 		Database: r.kind, Strategy: r.strategy, Fault: r.fault,
 		Start: r.start, End: time.Now().UnixNano(),
 		TTL: int64(ttl), KeepAlive: int64(keepAlive),
-		Names:      r.names,
-		Violations: len(r.violations),
+		Names:          r.names,
+		Violations:     len(r.violations),
+		ReaperInterval: int64(reaperInterval), ReaperBatch: reaperBatch,
 	}
-	if r.strategy == "pessimistic" && (r.fault == pause || r.fault == crash) {
-		m.IdleTimeout = int64(idleTimeout)
+	switch r.strategy {
+	case "pessimistic":
+		m.TTL = 0
+		if r.fault == pause || r.fault == crash {
+			m.IdleTimeout = int64(idleTimeout)
+		}
+	case "semaphore", "fairsem":
+		m.Limit = semaphoreLimit
 	}
+	if m.TTL != 0 {
+		m.TrustMargin = int64(trustMargin(ttl))
+	}
+	return m
+}
+
+// keep writes the checked history and data under dir.
+func (r *run) keep(dir string) error {
+	m := r.meta()
 	r.mu.Lock()
 	m.Faults = maps.Clone(r.faults)
 	for _, p := range r.pauses {
@@ -1033,20 +1230,12 @@ func (r *run) keep(dir string) error {
 func (r *run) checkPauses(events []Event, ps []pauseNote) {
 	t := r.t
 	if len(ps) == 0 {
-		t.Error("no holder was paused")
-		return
+		return // run.unmet says so
 	}
 	taken, learned, refused := 0, 0, 0
 	for _, p := range ps {
 		v := p.victim
-		over := false
-		for _, e := range events {
-			if e.Kind == AcquireOK && e.Name == v.Name && e.Token > v.Token && e.At < p.cont {
-				over = true
-				break
-			}
-		}
-		if !over {
+		if !takenOver(events, p) {
 			continue
 		}
 		taken++
@@ -1074,9 +1263,6 @@ func (r *run) checkPauses(events []Event, ps []pauseNote) {
 			refused++
 		}
 	}
-	if taken == 0 {
-		t.Errorf("none of %d pauses saw a takeover", len(ps))
-	}
 	r.note(fmt.Sprintf("%d pauses, %d taken over, %d holders learned of it, %d late writes refused", len(ps), taken, learned, refused))
 }
 
@@ -1092,44 +1278,17 @@ func (r *run) checkPauses(events []Event, ps []pauseNote) {
 func (r *run) checkKills(events []Event, ks []killNote) {
 	t := r.t
 	if len(ks) == 0 {
-		t.Error("no holder was killed")
-		return
+		return // run.unmet says so
 	}
-	bound := 2*ttl + 2*time.Second
-	switch r.strategy {
-	case "pessimistic":
-		bound = 2 * time.Second
-	case "multi":
-		bound = 3*ttl + 2*time.Second
-	}
+	bound := r.killBound()
 	var worst time.Duration
 	measured := 0
 	for _, k := range ks {
 		v := k.victim
-		// A waiter: an Acquire of that name under way at the kill.
-		open := map[opKey]bool{}
-		for _, e := range events {
-			if e.At > k.at {
-				break
-			}
-			key := opKey{e.Worker, e.Op}
-			switch {
-			case e.Kind == AcquireInvoke && e.Name == v.Name && e.Worker != v.Worker:
-				open[key] = true
-			case e.Kind == AcquireOK || e.Kind == AcquireFail:
-				delete(open, key)
-			}
-		}
-		if len(open) == 0 {
+		if !waiters(events, k) {
 			continue
 		}
-		var next int64
-		for _, e := range events {
-			if e.Kind == AcquireOK && e.Name == v.Name && e.Token > v.Token && e.At > k.at {
-				next = e.At
-				break
-			}
-		}
+		next := nextGrant(events, k)
 		if next == 0 {
 			t.Errorf("%s was killed holding token %d of %q and nobody acquired it afterwards", v.Worker, v.Token, v.Name)
 			continue
@@ -1149,6 +1308,61 @@ func (r *run) checkKills(events []Event, ks []killNote) {
 		}
 	}
 	r.note(fmt.Sprintf("%d holders killed, %d with waiters: slowest takeover %v (bound %v)", len(ks), measured, worst.Round(time.Millisecond), bound))
+}
+
+// killBound is checkKills' bound on a takeover after a kill.
+func (r *run) killBound() time.Duration {
+	switch r.strategy {
+	case "pessimistic":
+		return 2 * time.Second
+	case "multi":
+		return 3*ttl + 2*time.Second
+	}
+	return 2*ttl + 2*time.Second
+}
+
+// takenOver reports whether the lock of a paused holder was granted to
+// another (a greater token) before the holder was resumed.
+func takenOver(events []Event, p pauseNote) bool {
+	v := p.victim
+	for _, e := range events {
+		if e.Kind == AcquireOK && e.Name == v.Name && e.Token > v.Token && e.At < p.cont {
+			return true
+		}
+	}
+	return false
+}
+
+// waiters reports whether another worker's Acquire of the killed holder's
+// name was under way at the kill. events are in time order.
+func waiters(events []Event, k killNote) bool {
+	v := k.victim
+	open := map[opKey]bool{}
+	for _, e := range events {
+		if e.At > k.at {
+			break
+		}
+		key := opKey{e.Worker, e.Op}
+		switch {
+		case e.Kind == AcquireInvoke && e.Name == v.Name && e.Worker != v.Worker:
+			open[key] = true
+		case e.Kind == AcquireOK || e.Kind == AcquireFail:
+			delete(open, key)
+		}
+	}
+	return len(open) > 0
+}
+
+// nextGrant returns when the killed holder's name was next granted, or 0.
+// events are in time order.
+func nextGrant(events []Event, k killNote) int64 {
+	v := k.victim
+	for _, e := range events {
+		if e.Kind == AcquireOK && e.Name == v.Name && e.Token > v.Token && e.At > k.at {
+			return e.At
+		}
+	}
+	return 0
 }
 
 func (r *run) note(s string) {

@@ -53,6 +53,10 @@ type acq struct {
 	ok       Event
 	trusted  []Event // Trusted events of this acquisition
 	lastTrst int64   // latest Trusted time; 0 if none
+	// trustEnd is the latest end of a trust window recorded for it
+	// (Event.TrustUntil of its AcquireOK and Renewed events); 0 if none.
+	trustEnd int64
+	window   Event // the event that recorded trustEnd
 }
 
 func (a *acq) events() []Event {
@@ -92,23 +96,49 @@ func acquisitions(events []Event, invokes map[opKey]Event, what string) (map[str
 			}
 			continue // a re-entry of the same acquisition
 		}
-		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, shared: e.Shared, ok: e}
+		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, shared: e.Shared, ok: e, trustEnd: e.TrustUntil, window: e}
 		if inv, ok := invokes[opKey{e.Worker, e.Op}]; ok {
 			a.invoke = &inv
 		}
 		m[e.Token] = a
 	}
 	for _, e := range events {
-		if e.Kind != Trusted {
+		if e.Kind != Trusted && e.Kind != Renewed {
 			continue
 		}
 		a := byName[e.Name][e.Token]
+		if e.Kind == Renewed {
+			// A renewal may run before its grant is recorded, and a
+			// process killed in between records no grant.
+			if a != nil && a.worker == e.Worker && e.TrustUntil > a.trustEnd {
+				a.trustEnd, a.window = e.TrustUntil, e
+			}
+			continue
+		}
 		if a == nil || a.worker != e.Worker {
 			vs = append(vs, Violation{Kind: "malformed", Msg: "trusted a " + what + " it was never granted", Events: []Event{e}})
 			continue
 		}
 		a.trusted = append(a.trusted, e)
 		a.lastTrst = max(a.lastTrst, e.At)
+	}
+	// A holder trusts its lease only inside its trust window.
+	for _, n := range slices.Sorted(maps.Keys(byName)) {
+		for _, tok := range slices.Sorted(maps.Keys(byName[n])) {
+			a := byName[n][tok]
+			if a.trustEnd == 0 {
+				continue
+			}
+			for _, t := range a.trusted {
+				if t.At > a.trustEnd {
+					vs = append(vs, Violation{Kind: "trust window",
+						Msg: fmt.Sprintf("%s trusted token %d of %q after its trust window had ended",
+							a.worker, a.token, a.name),
+						Events: sortEvents([]Event{a.window, t})})
+					break
+				}
+			}
+		}
 	}
 	return byName, vs
 }

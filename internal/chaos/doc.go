@@ -16,7 +16,18 @@
 // twice, tokens that grow; their holders' guarded writes may interleave, so
 // the data is not checked. The fair scenarios ("fair", "fairsem") are also
 // checked by [CheckFIFO]. Their kept runs' meta.json names the strategy,
-// and a reader must check them with that model.
+// and a reader must check them with that model ([CheckKept] picks it).
+//
+// Every scenario runs a [sqllock.Reaper] beside its workers, as production
+// runs one, with a short interval and small batches (meta.json's
+// reaper_interval_ns and reaper_batch), on a pool of its own.
+//
+// A check that needs the workload to have reached a state (enough grants
+// and writes, a fault injected, a paused holder taken over, a FIFO waiter
+// granted with its ticket) does not hope that it happens within the
+// scenario's duration: past it, the scenario goes on, adding workers to
+// the goroutine scenarios, until every such state is reached, for at most
+// a minute; only then does the check fail.
 //
 // # Kept runs
 //
@@ -42,8 +53,14 @@
 //
 // Every record has a "kind" field naming what it is, and every field listed
 // below for its kind is always present (zero or empty when it does not
-// apply). This is format 2 (format 1 had no set events and no set field).
-// Fields may be added to it, which a reader should ignore; any other change
+// apply). This is format 3. Format 2 had no renewed, enqueued,
+// ticket-lost and dequeued events (the fair strategies wrote an enqueued
+// event that format 2 did not list), none of the fields shared, try,
+// ticket and trust_until_ns (so the read side of a read/write lock was not
+// recorded), none of trust_margin_ns, limit, reaper_interval_ns and
+// reaper_batch in meta.json, wrote 1 as meta.json's format, and numbered
+// operations per process rather than per worker; format 1 had no set
+// events and no set field. Fields may be added to it, which a reader should ignore; any other change
 // (a new kind, a field's meaning) comes with a new "format" in meta.json.
 //
 // Units and clocks: every time is an integer number of nanoseconds since the
@@ -61,30 +78,45 @@
 // Fields:
 //
 //   - kind: "meta".
-//   - format: 1.
+//   - format: 3.
 //   - scenario: "<database>/<strategy>/<fault>", the name of the scenario
 //     under TestChaos.
 //   - database: "postgres", "mysql" (MariaDB or MySQL) or "tidb".
 //   - strategy: "table", "optimistic" (leases with a TTL), "pessimistic"
-//     (a row lock held by the lock's own open transaction), "rwlock" (a
-//     read/write lock: leases with a TTL, two turns in three on the read
-//     side, recorded with "s": true on the acquisition's events) or
-//     "election" (leader election on the lock table: an acquisition is a
-//     won election, its token the term, a release a resignation; checked by
-//     [CheckElection]).
+//     (a row lock held by the lock's own open transaction), "fair" (the
+//     lock table with FIFO tickets: sqllock.Options.Fair; also checked by
+//     [CheckFIFO]), "semaphore" (limit permits per name; checked by
+//     [CheckSemaphore]), "fairsem" (the semaphore with FIFO tickets),
+//     "rwlock" (a read/write lock: leases with a TTL, two turns in three on
+//     the read side, recorded with "shared": true on the acquisition's
+//     acquire and acquire-ok), "election" (leader election on the lock
+//     table: an acquisition is a won election, its token the term, a
+//     release a resignation; checked by [CheckElection]) or "multi" (the
+//     lock table taking sets of names at once; see the set events).
 //   - fault: "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
 //     (the README's chaos-suite section describes each).
 //   - start_ns: just before the first worker started. end_ns: just after
 //     the guarded data was read. Every event's at_ns lies between them.
 //   - start, end: the same two instants in RFC 3339, UTC, for people.
-//   - ttl_ns: the lease TTL of the table and optimistic strategies (a
-//     pessimistic lock has none: it lasts as long as its transaction).
+//   - ttl_ns: the lease TTL of every strategy but pessimistic, whose
+//     locks have none (a pessimistic lock lasts as long as its
+//     transaction): 0 for it.
+//   - trust_margin_ns: how much earlier than the TTL a holder stops
+//     trusting its lease: a holder trusts a lease until the start of the
+//     statement that granted or last renewed it, on its own monotonic
+//     clock, plus ttl_ns minus trust_margin_ns (sqllock's trust window,
+//     min(TTL/10, 1s)); 0 without a TTL.
+//   - limit: the permits per name of the semaphore strategies; 0 for the
+//     others.
+//   - reaper_interval_ns, reaper_batch: the interval and batch size of the
+//     sqllock.Reaper that ran beside the workers.
 //   - keepalive_ns: the keep-alive interval of pessimistic locks.
 //   - idle_timeout_ns: the server's idle-in-transaction timeout set on the
 //     pessimistic workers' sessions in the process scenarios, which ends a
 //     stopped holder's session; 0 if none was set.
 //   - names: the lock names, which are also the names of the counters.
-//   - workers: the worker ids found in the history, sorted as strings.
+//   - workers: the worker ids found in the history, sorted as strings
+//     (four, or more when workers were added to reach a checked state).
 //   - faults: the faults injected, counted by a description such as
 //     "connections killed" (an object; empty for "none").
 //   - injected: the holders stopped or killed (the sigstop and sigkill
@@ -108,10 +140,12 @@
 //     workers named cN (sigstop, sigkill) are each an operating-system
 //     process of their own, numbered in order of starting (a killed
 //     process is replaced by a new number).
-//   - op: the operation the event belongs to, numbered per worker from 1.
+//   - op: the operation the event belongs to, numbered per worker from 1
+//     (1, 2, 3… for each worker, whichever process or goroutine it is).
 //     An operation is an invoke event followed by at most one completion
 //     event with the same worker and op; the point events trusted and lost
-//     carry the op of the operation during which they were recorded.
+//     carry the op of the operation during which they were recorded,
+//     renewed and the ticket events the op of the acquisition's acquire.
 //   - name: the lock name (one of meta.json's names).
 //   - token: the token of the acquisition the event is about; 0 on acquire
 //     and acquire-fail (no token yet).
@@ -123,6 +157,23 @@
 //     (free text, for people; it may be long); "" otherwise.
 //   - set: on the set events, the names of the set, separated by commas;
 //     "" otherwise (and name is "").
+//   - shared: true on the acquire and acquire-ok of an acquisition of the
+//     read side of a read/write lock (AcquireShared, TryAcquireShared);
+//     false otherwise (the write side, and every other strategy).
+//   - try: true on an acquire (and set) event of a call that does not wait
+//     (TryAcquire, TryAcquireShared, TryAcquireAll: every 4th turn); false
+//     for one that waits (Acquire, AcquireShared, AcquireAll, Campaign).
+//   - ticket: on enqueued, ticket-lost and dequeued, the FIFO ticket's id,
+//     as the database assigned it (the ticket row's key; tickets of a name
+//     are served in id order); 0 otherwise.
+//   - trust_until_ns: on acquire-ok and renewed of a lease (every strategy
+//     but pessimistic), the end of the holder's trust window from then on,
+//     bounded from above: the holder stops trusting the lease at the start
+//     of the granting or renewing statement plus ttl_ns minus
+//     trust_margin_ns, and that statement started before at_ns, so this is
+//     at_ns + ttl_ns - trust_margin_ns. No trusted event of the acquisition
+//     comes after the largest trust_until_ns of its acquire-ok and renewed
+//     events (Check: "trust window"). 0 otherwise.
 //
 // Lines are sorted by at_ns; events with equal times keep the order in
 // which they were recorded, and each worker's events are in the order it
@@ -131,7 +182,8 @@
 // Event kinds:
 //
 //   - acquire (invoke): the worker asks for the lock name: Acquire, waiting
-//     at most 3×TTL+2s, or on every 4th turn TryAcquire, which does not wait.
+//     at most 3×TTL+2s, or on every 4th turn TryAcquire, which does not
+//     wait ("try": true). The election's Campaign is an Acquire.
 //   - acquire-ok (completion): a grant. The acquisition (name, token)
 //     belongs to worker from a moment within [acquire at_ns, acquire-ok
 //     at_ns] on. Each acquisition has exactly one acquire-ok.
@@ -168,6 +220,30 @@
 //     lock lost" (followed by a lost event) another owner had taken the lock
 //     over; otherwise the lock is left to expire (a lease after its TTL; a
 //     pessimistic lock when the server ends its session).
+//   - renewed (point): a renewal of the lease (name, token) succeeded;
+//     trust_until_ns is the end of the new trust window (see above). The
+//     renewal runs in the background, on the locker's own schedule, so a
+//     renewed event may come before the acquire-ok of its acquisition (and
+//     a process killed between the two leaves a renewed event without its
+//     grant, which a checker should ignore) and up to the release.
+//   - enqueued (point; fair and fairsem): the waiter of the acquire with
+//     this op took FIFO ticket "ticket" for name: the Acquire was refused
+//     at first and took its place in the database's queue. at_ns is after
+//     the ticket was committed. Once a ticket is taken, no Acquire that
+//     begins later may be granted before it while the ticket is live
+//     ([CheckFIFO]). A ticket lives for the TTL from when it was taken or
+//     last renewed (the waiter's process renews it in the background, like
+//     a lease); an expired ticket is skipped by the queue. A grant to a
+//     waiter consumes its ticket: the ticket of an acquire-ok is that of
+//     the last enqueued event of its op.
+//   - ticket-lost (point): the waiter found its ticket not live (it expired
+//     while its renewals failed or its process was stopped, or its commit
+//     failed after all); it takes another, at the end of the queue: an
+//     enqueued event with a new ticket follows, unless that fails.
+//   - dequeued (point): the waiter gave its ticket up, its Acquire ending
+//     without a grant (its context ended): the ticket was deleted, or, with
+//     error set, the deletion failed and the ticket lives until it expires.
+//     The acquire-fail follows.
 //   - set (invoke), set-ok and set-fail (completion): in the multi
 //     scenarios (strategy "multi"), each turn asks for a set of names at
 //     once (sqllock's Table.AcquireAll, or on every 4th turn
@@ -236,7 +312,15 @@
 // the number of write records lies between the number of write-ok and that
 // plus the writes of unknown outcome (write-unknown or no completion); (6)
 // a set-ok comes with exactly one acquire-ok of each name of its set and
-// no other, a set-fail with none.
+// no other, a set-fail with none; (7) no trusted event after the end of
+// its acquisition's trust window (the largest trust_until_ns of its
+// acquire-ok and renewed events). On a name with read-side acquisitions,
+// (1) applies to conflicting pairs only (a writer and anyone). For the
+// semaphores, [CheckSemaphore] checks (7), tokens granted once, (2), and
+// that no more than limit acquisitions are certainly held at one instant
+// (from acquire-ok to their last trusted event); [CheckFIFO] checks the
+// fair strategies' ticket order; [CheckKept] runs the checkers of a kept
+// run's strategy, and gives the verdict TestChaos gave live.
 //
 // In a linearizability checker (a porcupine model of a fenced mutex, say),
 // each operation runs from its invoke's at_ns to its completion's; a write

@@ -15,9 +15,9 @@ import (
 // the term, a resignation a release.
 func (w *Worker) electionTurn(ctx context.Context) {
 	name := w.Names[w.Rand.IntN(len(w.Names))]
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	w.Rec.Add(w.event(op, AcquireInvoke, name, 0, nil))
-	actx, cancel := context.WithTimeout(ctx, w.Wait)
+	actx, cancel := context.WithTimeout(withTurn(ctx, w.Rec, w.ID, op), w.Wait)
 	lead, err := w.Election.Campaign(actx, name, w.ID)
 	cancel()
 	if err != nil {
@@ -26,7 +26,7 @@ func (w *Worker) electionTurn(ctx context.Context) {
 		return
 	}
 	term := lead.Term()
-	w.Rec.Add(w.event(op, AcquireOK, name, term, nil))
+	w.Rec.Add(w.grant(op, name, term))
 
 	w.sleep(ctx, w.Hold)
 	at := time.Now().UnixNano()

@@ -2,17 +2,43 @@ package chaos
 
 import (
 	"context"
+	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
 )
 
-// FIFO histories: a fair locker (sqllock.Options.Fair) is given
-// EnqueueTracer as its Observer, and each turn of a Worker carries its
-// operation on the Acquire's context, so that a waiter's ticket shows in
-// the history as an Enqueued event. A waiter becomes the head of its
-// locker's queue for a name (Tracer.Waiting, Delta 1) only after its
-// ticket was committed, so the event's time is after the ticket was
-// taken, as CheckFIFO needs.
+// What the library does on its own, for the history: each turn of a Worker
+// carries its operation on the context of its Acquire (see withTurn), and
+// the library hands that context's values on to what it does for the
+// acquisition, so that
+//
+//   - HistoryTracer, set as a locker's Observer, records a Renewed event
+//     for each successful renewal of a lease (renewals carry the values of
+//     the context the lease was acquired with);
+//   - a dialect wrapped by TraceTickets records the FIFO tickets of fair
+//     waiters (sqllock.Options.Fair): an Enqueued event when a ticket was
+//     taken (after its statement returned, so after it was committed, as
+//     CheckFIFO needs), a TicketLost event when the waiter found its
+//     ticket not live any more (it takes another, at the end of the
+//     queue: a new Enqueued event follows), and a Dequeued event when it
+//     gave its ticket up (its Acquire ended ungranted). A grant to a
+//     ticket consumes it: the ticket of a granted Acquire is that of the
+//     last Enqueued event of its operation.
+
+// Kinds of the FIFO ticket events: see TraceTickets.
+const (
+	// TicketLost: the waiter of operation Op found its ticket Ticket not
+	// live (expired while its renewals failed or its process was stopped,
+	// or never committed).
+	TicketLost Kind = "ticket-lost"
+	// Dequeued: the waiter gave its ticket Ticket up (deleted it), its
+	// Acquire ending ungranted; Err is set if the deletion failed (the
+	// ticket then lives until it expires).
+	Dequeued Kind = "dequeued"
+)
 
 // turnKey carries a turn's operation on the Acquire's context.
 type turnKey struct{}
@@ -29,48 +55,169 @@ func withTurn(ctx context.Context, rec *Recorder, worker string, op int64) conte
 	return context.WithValue(ctx, turnKey{}, turnOp{rec, worker, op})
 }
 
-// EnqueueTracer records an Enqueued event when a waiting Acquire of a
-// Worker's turn becomes the head of its locker's queue; it ignores every
-// other event.
-type EnqueueTracer struct{}
-
-var _ sqllock.Tracer = EnqueueTracer{}
-
-// Waiting implements sqllock.Tracer.
-func (EnqueueTracer) Waiting(ctx context.Context, e sqllock.WaitingEvent) {
+// record adds an event of the turn ctx carries, if it carries one.
+func record(ctx context.Context, e Event) {
 	t, ok := ctx.Value(turnKey{}).(turnOp)
-	if !ok || e.Delta != 1 {
+	if !ok {
 		return
 	}
-	t.rec.Add(Event{Worker: t.worker, Op: t.op, Kind: Enqueued, Name: e.Name})
+	e.Worker, e.Op = t.worker, t.op
+	t.rec.Add(e)
+}
+
+// trustMargin is how much earlier than its lease's TTL, counted from the
+// start of the statement that granted or renewed it, a holder stops
+// trusting the lease: min(TTL/10, 1s), as sqllock computes it (design
+// rule 4; see meta.json's trust_margin_ns).
+func trustMargin(ttl time.Duration) time.Duration { return min(ttl/10, time.Second) }
+
+// trustUntil bounds from above the end of the trust window of a lease of
+// ttl granted or renewed by a statement that returned at at: at + ttl -
+// trustMargin(ttl).
+func trustUntil(at int64, ttl time.Duration) int64 {
+	return at + int64(ttl-trustMargin(ttl))
+}
+
+// HistoryTracer records a Renewed event for each successful renewal of a
+// lease acquired by a Worker's turn; it ignores every other event. TTL is
+// the lockers' lease TTL.
+type HistoryTracer struct{ TTL time.Duration }
+
+var _ sqllock.Tracer = HistoryTracer{}
+
+// Renewed implements sqllock.Tracer.
+func (h HistoryTracer) Renewed(ctx context.Context, e sqllock.RenewedEvent) {
+	if e.Outcome != sqllock.RenewOK {
+		return
+	}
+	at := time.Now().UnixNano()
+	record(ctx, Event{Kind: Renewed, Name: e.Name, Token: e.Token, At: at, TrustUntil: trustUntil(at, h.TTL)})
 }
 
 // The other methods of sqllock.Tracer do nothing.
 
-func (EnqueueTracer) Acquired(context.Context, sqllock.AcquiredEvent) {}
-func (EnqueueTracer) Released(context.Context, sqllock.ReleasedEvent) {}
-func (EnqueueTracer) Lost(context.Context, sqllock.LostEvent)         {}
-func (EnqueueTracer) StartAcquire(ctx context.Context, _ sqllock.AcquireStart) context.Context {
+func (HistoryTracer) Waiting(context.Context, sqllock.WaitingEvent)   {}
+func (HistoryTracer) Acquired(context.Context, sqllock.AcquiredEvent) {}
+func (HistoryTracer) Released(context.Context, sqllock.ReleasedEvent) {}
+func (HistoryTracer) Lost(context.Context, sqllock.LostEvent)         {}
+func (HistoryTracer) StartAcquire(ctx context.Context, _ sqllock.AcquireStart) context.Context {
 	return ctx
 }
-func (EnqueueTracer) EndAcquire(context.Context, sqllock.AcquireEnd) {}
-func (EnqueueTracer) Handoff(context.Context, sqllock.HandoffEvent)  {}
-func (EnqueueTracer) StartRelease(ctx context.Context, _ sqllock.LockEvent) context.Context {
+func (HistoryTracer) EndAcquire(context.Context, sqllock.AcquireEnd) {}
+func (HistoryTracer) Handoff(context.Context, sqllock.HandoffEvent)  {}
+func (HistoryTracer) StartRelease(ctx context.Context, _ sqllock.LockEvent) context.Context {
 	return ctx
 }
-func (EnqueueTracer) EndRelease(context.Context, sqllock.LockEvent, error) {}
-func (EnqueueTracer) StartGuard(ctx context.Context, _ sqllock.LockEvent) context.Context {
+func (HistoryTracer) EndRelease(context.Context, sqllock.LockEvent, error) {}
+func (HistoryTracer) StartGuard(ctx context.Context, _ sqllock.LockEvent) context.Context {
 	return ctx
 }
-func (EnqueueTracer) EndGuard(context.Context, sqllock.LockEvent, error) {}
-func (EnqueueTracer) Renewed(context.Context, sqllock.RenewedEvent)      {}
-func (EnqueueTracer) StartRenewBatch(ctx context.Context, _ sqllock.RenewBatch) context.Context {
+func (HistoryTracer) EndGuard(context.Context, sqllock.LockEvent, error) {}
+func (HistoryTracer) StartRenewBatch(ctx context.Context, _ sqllock.RenewBatch) context.Context {
 	return ctx
 }
-func (EnqueueTracer) EndRenewBatch(context.Context, sqllock.RenewBatch, error) {}
-func (EnqueueTracer) Listening(context.Context, sqllock.ListenerEvent)         {}
-func (EnqueueTracer) Reaped(context.Context, sqllock.ReapEvent)                {}
-func (EnqueueTracer) StartAttempt(ctx context.Context, _ sqllock.Attempt) context.Context {
+func (HistoryTracer) EndRenewBatch(context.Context, sqllock.RenewBatch, error) {}
+func (HistoryTracer) Listening(context.Context, sqllock.ListenerEvent)         {}
+func (HistoryTracer) Reaped(context.Context, sqllock.ReapEvent)                {}
+func (HistoryTracer) StartAttempt(ctx context.Context, _ sqllock.Attempt) context.Context {
 	return ctx
 }
-func (EnqueueTracer) EndAttempt(context.Context, sqllock.AttemptEnd) {}
+func (HistoryTracer) EndAttempt(context.Context, sqllock.AttemptEnd) {}
+
+// TraceTickets returns d with its FIFO queues (dialect.FairLocker,
+// dialect.FairSemaphores) recording the tickets of Workers' turns, and
+// every other method d's own; d if it is not a PostgreSQL or MariaDB/MySQL
+// dialect.
+func TraceTickets(d dialect.Pessimistic) dialect.Pessimistic {
+	switch d := d.(type) {
+	case *postgres.Dialect:
+		return pgTickets{d}
+	case *mysql.Dialect:
+		return mysqlTickets{d}
+	}
+	return d
+}
+
+type pgTickets struct{ *postgres.Dialect }
+
+func (d pgTickets) FairLocks() (dialect.FairTable, error) {
+	q, err := d.Dialect.FairLocks()
+	return ticketTable{q}, err
+}
+
+func (d pgTickets) FairSemaphores() dialect.FairSemaphoreTable {
+	return ticketSemTable{d.Dialect.FairSemaphores()}
+}
+
+type mysqlTickets struct{ *mysql.Dialect }
+
+func (d mysqlTickets) FairLocks() (dialect.FairTable, error) {
+	q, err := d.Dialect.FairLocks()
+	return ticketTable{q}, err
+}
+
+func (d mysqlTickets) FairSemaphores() dialect.FairSemaphoreTable {
+	return ticketSemTable{d.Dialect.FairSemaphores()}
+}
+
+// ticketTable is a fair lock table recording its tickets.
+type ticketTable struct{ dialect.FairTable }
+
+func (q ticketTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	tk, err := q.FairTable.Enqueue(ctx, p)
+	enqueued(ctx, p.Name, tk, err)
+	return tk, err
+}
+
+func (q ticketTable) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
+	d, live, err := q.FairTable.Wait(ctx, t)
+	waited(ctx, t, live, err)
+	return d, live, err
+}
+
+func (q ticketTable) Dequeue(ctx context.Context, t dialect.Ticket) error {
+	err := q.FairTable.Dequeue(ctx, t)
+	dequeued(ctx, t, err)
+	return err
+}
+
+// ticketSemTable is a fair semaphore's tables recording its tickets.
+type ticketSemTable struct{ dialect.FairSemaphoreTable }
+
+func (q ticketSemTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	tk, err := q.FairSemaphoreTable.Enqueue(ctx, p)
+	enqueued(ctx, p.Name, tk, err)
+	return tk, err
+}
+
+func (q ticketSemTable) Wait(ctx context.Context, t dialect.Ticket, limit int) (time.Duration, bool, error) {
+	d, live, err := q.FairSemaphoreTable.Wait(ctx, t, limit)
+	waited(ctx, t, live, err)
+	return d, live, err
+}
+
+func (q ticketSemTable) Dequeue(ctx context.Context, t dialect.Ticket) error {
+	err := q.FairSemaphoreTable.Dequeue(ctx, t)
+	dequeued(ctx, t, err)
+	return err
+}
+
+func enqueued(ctx context.Context, name string, tk dialect.Ticket, err error) {
+	if err == nil {
+		record(ctx, Event{Kind: Enqueued, Name: name, Ticket: tk.ID})
+	}
+}
+
+func waited(ctx context.Context, t dialect.Ticket, live bool, err error) {
+	if err == nil && !live {
+		record(ctx, Event{Kind: TicketLost, Name: t.Name, Ticket: t.ID})
+	}
+}
+
+func dequeued(ctx context.Context, t dialect.Ticket, err error) {
+	e := Event{Kind: Dequeued, Name: t.Name, Ticket: t.ID}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	record(ctx, e)
+}

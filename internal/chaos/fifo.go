@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// Enqueued records that a fair waiter (sqllock.Options.Fair) took its
-// ticket: At is after the ticket was committed, Value is the ticket's id
-// (0 if unknown), and Op is that of the waiter's AcquireInvoke.
+// Enqueued records that a fair waiter (sqllock.Options.Fair) took a
+// ticket: At is after the ticket was committed, Ticket is the ticket's id,
+// and Op is that of the waiter's AcquireInvoke. A waiter whose ticket was
+// lost (TicketLost) takes another: the last Enqueued of an operation is
+// its ticket (see TraceTickets).
 const Enqueued Kind = "enqueued"
 
 // fairWait is one Acquire, and the ticket it took, if any.
@@ -74,7 +76,7 @@ func CheckFIFO(events []Event, ttl time.Duration) []Violation {
 					es := []Event{*a.enq, b.invoke, *b.end, *a.end}
 					vs = append(vs, Violation{Kind: "fifo order",
 						Msg: fmt.Sprintf("%q: %s's ticket %d, taken before %s's Acquire began, was granted token %d after its token %d",
-							n, a.invoke.Worker, a.enq.Value, b.invoke.Worker, a.end.Token, b.end.Token),
+							n, a.invoke.Worker, a.enq.Ticket, b.invoke.Worker, a.end.Token, b.end.Token),
 						Events: sortEvents(es)})
 				}
 			}

@@ -12,7 +12,7 @@ func fifoHistory(rows ...[]any) []Event {
 	for _, r := range rows {
 		e := Event{Worker: r[0].(string), Op: int64(r[1].(int)), Kind: r[2].(Kind), Name: "q", At: int64(r[4].(int)) * int64(time.Millisecond)}
 		if e.Kind == Enqueued {
-			e.Value = int64(r[3].(int))
+			e.Ticket = int64(r[3].(int))
 		} else {
 			e.Token = int64(r[3].(int))
 		}

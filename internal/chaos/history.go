@@ -39,6 +39,10 @@ const (
 	ReleaseInvoke Kind = "release"
 	ReleaseOK     Kind = "release-ok"
 	ReleaseFail   Kind = "release-fail"
+	// Renewed records a successful renewal of the lease (Name, Token):
+	// TrustUntil is the end of its new trust window (see Event.TrustUntil).
+	// Op is that of the acquisition's AcquireInvoke.
+	Renewed Kind = "renewed"
 )
 
 // Event is one entry of a history.
@@ -57,6 +61,19 @@ type Event struct {
 	// Set lists the names of a set (SetInvoke, SetOK, SetFail), separated
 	// by commas (see SetNames).
 	Set string `json:"set,omitempty"`
+	// Try marks an acquisition asked for with TryAcquire (TryAcquireAll,
+	// TryAcquireShared), which does not wait, on AcquireInvoke and
+	// SetInvoke; unset: Acquire, which waits.
+	Try bool `json:"try,omitempty"`
+	// Ticket is the id of a FIFO ticket (Enqueued, TicketLost, Dequeued).
+	Ticket int64 `json:"tk,omitempty"`
+	// TrustUntil, on AcquireOK and Renewed of a lease, bounds the end of
+	// the holder's trust window from above, in Unix nanoseconds: the
+	// holder computes it as the start of the granting (renewing)
+	// statement plus the TTL minus its margin, and that statement started
+	// before At; so it is At + TTL - margin. 0 when the lock has no lease
+	// (pessimistic).
+	TrustUntil int64 `json:"tu,omitempty"`
 }
 
 // Time returns the event's time.
@@ -76,6 +93,15 @@ func (e Event) String() string {
 	if e.Set != "" {
 		s += fmt.Sprintf(" set=%q", e.Set)
 	}
+	if e.Try {
+		s += " try"
+	}
+	if e.Ticket != 0 {
+		s += fmt.Sprintf(" ticket=%d", e.Ticket)
+	}
+	if e.TrustUntil != 0 {
+		s += " trust-until=" + time.Unix(0, e.TrustUntil).Format("15:04:05.000000")
+	}
 	if e.Err != "" {
 		s += " err=" + e.Err
 	}
@@ -91,7 +117,7 @@ type Recorder struct {
 	events []Event
 	enc    *json.Encoder
 	err    error
-	op     int64
+	ops    map[string]int64 // the last operation number of each worker
 	counts map[Kind]int
 	added  chan struct{} // closed and replaced by each Add; nil until WaitFor asks
 }
@@ -105,12 +131,16 @@ func NewRecorder(w io.Writer) *Recorder {
 	return r
 }
 
-// NextOp returns a new operation number.
-func (r *Recorder) NextOp() int64 {
+// NextOp returns a new operation number of worker: its operations are
+// numbered 1, 2, 3… whatever other workers share the recorder.
+func (r *Recorder) NextOp(worker string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.op++
-	return r.op
+	if r.ops == nil {
+		r.ops = map[string]int64{}
+	}
+	r.ops[worker]++
+	return r.ops[worker]
 }
 
 // Add records e, stamping its time if e.At is zero.

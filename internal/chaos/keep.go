@@ -15,7 +15,7 @@ import (
 
 // FormatVersion is the version of the kept-run format described in the
 // package documentation, written to meta.json as "format".
-const FormatVersion = 2
+const FormatVersion = 3
 
 // The files of a kept run.
 const (
@@ -38,7 +38,7 @@ type Meta struct {
 	Format   int    `json:"format"`   // FormatVersion
 	Scenario string `json:"scenario"` // e.g. "postgres/table/none"
 	Database string `json:"database"` // "postgres", "mysql" or "tidb"
-	Strategy string `json:"strategy"` // "table", "optimistic" or "pessimistic"
+	Strategy string `json:"strategy"` // one of the strategies of the package documentation
 	Fault    string `json:"fault"`    // "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
 
 	// Start is just before the first worker started, End just after the
@@ -52,6 +52,13 @@ type Meta struct {
 	TTL         int64 `json:"ttl_ns"`          // lease TTL (table and optimistic)
 	KeepAlive   int64 `json:"keepalive_ns"`    // keep-alive interval (pessimistic)
 	IdleTimeout int64 `json:"idle_timeout_ns"` // server idle-in-transaction timeout of the workers' sessions; 0 if none
+	TrustMargin int64 `json:"trust_margin_ns"` // how much earlier than the TTL a holder stops trusting its lease; 0 without a TTL
+	Limit       int   `json:"limit"`           // permits per name of a semaphore; 0 for other strategies
+
+	// ReaperInterval and ReaperBatch are those of the sqllock.Reaper that
+	// ran beside the workers (ReaperOptions.Interval, BatchSize).
+	ReaperInterval int64 `json:"reaper_interval_ns"`
+	ReaperBatch    int   `json:"reaper_batch"`
 
 	Names      []string       `json:"names"`    // the lock names, which are also the counters' names
 	Workers    []string       `json:"workers"`  // the workers of the history
@@ -91,6 +98,10 @@ type historyRecord struct {
 	At     int64  `json:"at_ns"`
 	Err    string `json:"error"`
 	Set    string `json:"set"`
+	Shared bool   `json:"shared"`
+	Try    bool   `json:"try"`
+	Ticket int64  `json:"ticket"`
+	Trust  int64  `json:"trust_until_ns"`
 }
 
 // dataRecord is a line of data.jsonl; Worker is written for writes only.
@@ -108,6 +119,7 @@ var eventKinds = map[Kind]bool{
 	WriteInvoke: true, WriteOK: true, WriteFail: true, WriteUnknown: true,
 	ReleaseInvoke: true, ReleaseOK: true, ReleaseFail: true,
 	SetInvoke: true, SetOK: true, SetFail: true,
+	Renewed: true, Enqueued: true, TicketLost: true, Dequeued: true,
 }
 
 // Write writes k into dir, creating it if need be and replacing the files
@@ -124,7 +136,8 @@ func (k Kept) Write(dir string) error {
 	err := writeLines(filepath.Join(dir, HistoryFile), func(enc *json.Encoder) error {
 		for _, e := range events {
 			r := historyRecord{Kind: e.Kind, Worker: e.Worker, Op: e.Op, Name: e.Name,
-				Token: e.Token, Value: e.Value, At: e.At, Err: e.Err, Set: e.Set}
+				Token: e.Token, Value: e.Value, At: e.At, Err: e.Err, Set: e.Set,
+				Shared: e.Shared, Try: e.Try, Ticket: e.Ticket, Trust: e.TrustUntil}
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
@@ -234,7 +247,8 @@ func ReadKept(dir string) (Kept, error) {
 			return fmt.Errorf("unknown event kind %q", r.Kind)
 		}
 		k.Events = append(k.Events, Event{Worker: r.Worker, Op: r.Op, Kind: r.Kind, Name: r.Name,
-			Token: r.Token, Value: r.Value, At: r.At, Err: r.Err, Set: r.Set})
+			Token: r.Token, Value: r.Value, At: r.At, Err: r.Err, Set: r.Set,
+			Shared: r.Shared, Try: r.Try, Ticket: r.Ticket, TrustUntil: r.Trust})
 		return nil
 	})
 	if err != nil {
@@ -261,6 +275,28 @@ func ReadKept(dir string) (Kept, error) {
 		return nil
 	})
 	return k, err
+}
+
+// CheckKept checks a kept run with the checker of its strategy, as
+// TestChaos checks the run live: [CheckSemaphore] with meta.json's limit
+// for "semaphore" and "fairsem", [CheckElection] for "election", [Check]
+// for the others (it applies the read/write model to names with read-side
+// acquisitions by itself), and, for "fair" and "fairsem", [CheckFIFO]
+// with meta.json's TTL as well.
+func CheckKept(k Kept) []Violation {
+	var vs []Violation
+	switch k.Meta.Strategy {
+	case "semaphore", "fairsem":
+		vs = CheckSemaphore(k.Events, k.Meta.Limit)
+	case "election":
+		vs = CheckElection(k.Events, k.Data)
+	default:
+		vs = Check(k.Events, k.Data)
+	}
+	if k.Meta.Strategy == "fair" || k.Meta.Strategy == "fairsem" {
+		vs = append(vs, CheckFIFO(k.Events, time.Duration(k.Meta.TTL))...)
+	}
+	return vs
 }
 
 // readLines calls fn with each line of the file path.

@@ -140,8 +140,11 @@ type Worker struct {
 	// Wait bounds each Acquire; every TryEvery-th turn uses TryAcquire.
 	Wait     time.Duration
 	TryEvery int
-	Rec      *Recorder
-	Rand     *rand.Rand
+	// TTL is the lease TTL of the locker (0 for a pessimistic one), for
+	// the trust windows recorded with the grants (Event.TrustUntil).
+	TTL  time.Duration
+	Rec  *Recorder
+	Rand *rand.Rand
 }
 
 // Run takes turns until ctx ends. A turn under way when ctx ends is
@@ -163,6 +166,20 @@ func (w *Worker) event(op int64, k Kind, name string, token int64, err error) Ev
 	}
 	return e
 }
+
+// grant returns the AcquireOK event of (name, tok) for operation op, at
+// now, with the end of its trust window.
+func (w *Worker) grant(op int64, name string, tok int64) Event {
+	e := w.event(op, AcquireOK, name, tok, nil)
+	e.At = time.Now().UnixNano()
+	if w.TTL > 0 {
+		e.TrustUntil = trustUntil(e.At, w.TTL)
+	}
+	return e
+}
+
+// try reports whether the turn asks with TryAcquire rather than Acquire.
+func (w *Worker) try(turn int) bool { return w.TryEvery > 0 && turn%w.TryEvery == 0 }
 
 func (w *Worker) sleep(ctx context.Context, max time.Duration) {
 	if max <= 0 {
@@ -186,12 +203,14 @@ func (w *Worker) turn(ctx context.Context, turn int) {
 		w.readTurn(ctx, turn, rw, name)
 		return
 	}
-	op := w.Rec.NextOp()
-	w.Rec.Add(w.event(op, AcquireInvoke, name, 0, nil))
+	op := w.Rec.NextOp(w.ID)
+	inv := w.event(op, AcquireInvoke, name, 0, nil)
+	inv.Try = w.try(turn)
+	w.Rec.Add(inv)
 	actx, cancel := context.WithTimeout(withTurn(ctx, w.Rec, w.ID, op), w.Wait)
 	var lock *sqllock.Lock
 	var err error
-	if w.TryEvery > 0 && turn%w.TryEvery == 0 {
+	if inv.Try {
 		lock, err = w.Locker.TryAcquire(actx, name)
 	} else {
 		lock, err = w.Locker.Acquire(actx, name)
@@ -203,7 +222,7 @@ func (w *Worker) turn(ctx context.Context, turn int) {
 		return
 	}
 	tok := lock.Token()
-	w.Rec.Add(w.event(op, AcquireOK, name, tok, nil))
+	w.Rec.Add(w.grant(op, name, tok))
 
 	w.sleep(ctx, w.Hold)
 	// The stopped or starved holder resumes here: it must find out.
@@ -249,7 +268,7 @@ func (w *Worker) increment(ctx context.Context, tx *sql.Tx, name string, tok int
 
 func (w *Worker) writeGuarded(lock *sqllock.Lock) {
 	name, tok := lock.Name(), lock.Token()
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	w.Rec.Add(w.event(op, WriteInvoke, name, tok, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -294,7 +313,7 @@ func (w *Worker) writeGuarded(lock *sqllock.Lock) {
 // release commits it.
 func (w *Worker) writeInLock(ctx context.Context, lock *sqllock.Lock) {
 	name, tok := lock.Name(), lock.Token()
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	w.Rec.Add(w.event(op, WriteInvoke, name, tok, nil))
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -333,7 +352,7 @@ func chain(err error) string {
 
 func (w *Worker) release(lock *sqllock.Lock) error {
 	name, tok := lock.Name(), lock.Token()
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	w.Rec.Add(w.event(op, ReleaseInvoke, name, tok, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -13,14 +13,14 @@ import (
 // so a reader beside a writer shows in the history only, which the
 // read/write model of the checker (see CheckRW) finds.
 func (w *Worker) readTurn(ctx context.Context, turn int, rw *sqllock.RWLock, name string) {
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	inv := w.event(op, AcquireInvoke, name, 0, nil)
-	inv.Shared = true
+	inv.Shared, inv.Try = true, w.try(turn)
 	w.Rec.Add(inv)
-	actx, cancel := context.WithTimeout(ctx, w.Wait)
+	actx, cancel := context.WithTimeout(withTurn(ctx, w.Rec, w.ID, op), w.Wait)
 	var lock *sqllock.Lock
 	var err error
-	if w.TryEvery > 0 && turn%w.TryEvery == 0 {
+	if inv.Try {
 		lock, err = rw.TryAcquireShared(actx, name)
 	} else {
 		lock, err = rw.AcquireShared(actx, name)
@@ -32,7 +32,7 @@ func (w *Worker) readTurn(ctx context.Context, turn int, rw *sqllock.RWLock, nam
 		return
 	}
 	tok := lock.Token()
-	ok := w.event(op, AcquireOK, name, tok, nil)
+	ok := w.grant(op, name, tok)
 	ok.Shared = true
 	w.Rec.Add(ok)
 	w.sleep(ctx, w.Hold)

@@ -22,22 +22,22 @@ func (w *Worker) setTurn(ctx context.Context, turn int) {
 	names := slices.Clone(w.Names)
 	w.Rand.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	names = names[:1+w.Rand.IntN(len(names))]
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	at := time.Now().UnixNano()
 	inv := w.event(op, SetInvoke, "", 0, nil)
-	inv.Set, inv.At = JoinSet(names), at
+	inv.Set, inv.At, inv.Try = JoinSet(names), at, w.try(turn)
 	w.Rec.Add(inv)
 	for _, n := range names {
 		e := w.event(op, AcquireInvoke, n, 0, nil)
-		e.At = at
+		e.At, e.Try = at, inv.Try
 		w.Rec.Add(e)
 	}
-	actx, cancel := context.WithTimeout(ctx, w.Wait)
+	actx, cancel := context.WithTimeout(withTurn(ctx, w.Rec, w.ID, op), w.Wait)
 	var (
 		set *sqllock.LockSet
 		err error
 	)
-	if w.TryEvery > 0 && turn%w.TryEvery == 0 {
+	if inv.Try {
 		set, err = t.TryAcquireAll(actx, names...)
 	} else {
 		set, err = t.AcquireAll(actx, names...)
@@ -56,7 +56,7 @@ func (w *Worker) setTurn(ctx context.Context, turn int) {
 	// all its grants.
 	locks := set.Locks()
 	for _, k := range locks {
-		w.Rec.Add(w.event(op, AcquireOK, k.Name(), k.Token(), nil))
+		w.Rec.Add(w.grant(op, k.Name(), k.Token()))
 	}
 	w.Rec.Add(end)
 
@@ -91,7 +91,7 @@ func (w *Worker) writeSet(set *sqllock.LockSet) {
 	})
 	ops := make([]int64, len(locks))
 	for i, k := range locks {
-		ops[i] = w.Rec.NextOp()
+		ops[i] = w.Rec.NextOp(w.ID)
 		w.Rec.Add(w.event(ops[i], WriteInvoke, k.Name(), k.Token(), nil))
 	}
 	outcome := func(k Kind, err error, vs []int64) {
@@ -145,7 +145,7 @@ func (w *Worker) writeSet(set *sqllock.LockSet) {
 
 // releaseSet releases set, recording a release of each of its locks.
 func (w *Worker) releaseSet(set *sqllock.LockSet) {
-	op := w.Rec.NextOp()
+	op := w.Rec.NextOp(w.ID)
 	locks := set.Locks()
 	for _, k := range locks {
 		w.Rec.Add(w.event(op, ReleaseInvoke, k.Name(), k.Token(), nil))
