@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"testing"
@@ -441,4 +442,131 @@ func closedPort(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return port
+}
+
+// revive makes the lease on name live again on the database, for an hour,
+// as a lease whose holder's client has already declared it lost can still
+// be: the acquire took longer than the trust window (which starts when the
+// acquire is sent, the lease when the database runs it), or renewals
+// failed on the client's side only.
+func (e *env) revive(t *testing.T, name string) {
+	t.Helper()
+	set := "expires_at = now() + INTERVAL '1' HOUR"
+	switch e.kind {
+	case "mysql":
+		set = "expires_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR"
+	case "sqlite": // microseconds since the epoch
+		set = "expires_at = CAST(unixepoch('subsec') * 1000000 AS INTEGER) + 3600000000"
+	}
+	res, err := e.db.ExecContext(ctxT(t), e.q("UPDATE {"+e.s.table+"} SET "+set+" WHERE name = ?"), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("revive %q: %d rows", name, n)
+	}
+}
+
+// Once a lock has reported its loss, Guard refuses it at once, with
+// ErrLockLost and without a statement, even while the database still
+// holds the lease: a holder told "lost" must never see a guarded write
+// commit (issue 28 item 7: 24 guarded writes committed after their
+// holder had recorded the loss).
+func TestGuardRefusesAfterReportedLoss(t *testing.T) {
+	eachLocker(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.Options{TTL: time.Second})
+		k, err := l.TryAcquire(ctx, "lost")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer k.Release(context.WithoutCancel(ctx))
+		// The next renewal is refused, and the lock reports its loss.
+		e.expire(t, "lost")
+		select {
+		case <-k.Done():
+		case <-ctx.Done():
+			t.Fatal("the lock did not report its loss")
+		}
+		if cause := context.Cause(k.Context()); !errors.Is(cause, sqllock.ErrLockLost) {
+			t.Fatalf("the lock ended with %v, want ErrLockLost", cause)
+		}
+		e.revive(t, "lost")
+
+		tx, err := e.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if err := k.Guard(ctx, tx); !errors.Is(err, sqllock.ErrLockLost) {
+			t.Fatalf("Guard after the reported loss: %v, want ErrLockLost", err)
+		}
+		// Refused locally: a statement on a transaction already ended
+		// would fail with sql.ErrTxDone instead.
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Guard(ctx, tx); !errors.Is(err, sqllock.ErrLockLost) || errors.Is(err, sql.ErrTxDone) {
+			t.Fatalf("Guard on an ended transaction after the reported loss: %v, want ErrLockLost without a statement", err)
+		}
+	})
+}
+
+// A client-side failure before anything was sent is not reported as
+// ErrOutcomeUnknown (issue 28 item 4): on PostgreSQL, a semaphore limit
+// that pgx cannot encode into the limit's int4 parameter (the dialect is
+// given it directly: NewSemaphore refuses it), on MySQL a statement larger
+// than the driver's maxAllowedPacket. Nothing was granted either.
+func TestClientRefusalIsNotOutcomeUnknown(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		switch e.kind {
+		case "postgres":
+			sems := e.d.(dialect.Semaphores).Semaphores()
+			over := math.MaxInt32
+			over++
+			_, err := sems.Acquire(ctx, dialect.SemaphoreParams{Name: "big", Owner: "o", TTL: time.Minute, Limit: over})
+			if err == nil {
+				t.Fatal("limit 2^31 granted")
+			}
+			if errors.Is(err, sqllock.ErrOutcomeUnknown) {
+				t.Fatalf("limit 2^31: %v wraps ErrOutcomeUnknown, but pgx sent nothing", err)
+			}
+			list, err := e.semaphore(t, 1, sqllock.Options{}).List(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("holders after a refused acquire: %+v", list)
+			}
+		case "mysql":
+			c, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.MaxAllowedPacket = 64 // the acquire statement is longer
+			db := dbtest.OpenMySQL(t, c.FormatDSN())
+			d, err := mysql.New(db, mysql.WithDatabase(e.ns))
+			if err != nil {
+				t.Fatal(err)
+			}
+			closeAtEnd(t, d)
+			for _, s := range leaseStrategies {
+				l, err := s.new(d, sqllock.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				k, err := l.TryAcquire(ctx, "big")
+				if err == nil {
+					k.Release(ctx)
+					t.Fatalf("%s: TryAcquire with a 64-byte maxAllowedPacket succeeded", s.name)
+				}
+				if errors.Is(err, sqllock.ErrOutcomeUnknown) {
+					t.Fatalf("%s: %v wraps ErrOutcomeUnknown, but the driver sent nothing", s.name, err)
+				}
+			}
+		default:
+			t.Skip("SQLite's driver refuses nothing a dialect sends: see dialect/sqlite's TestWrapRefusedBeforeSending")
+		}
+	})
 }

@@ -397,8 +397,18 @@ func (l *lease) retryRelease(attempt int) {
 	})
 }
 
-// guard checks the lease inside tx; see Lock.Guard.
+// guard checks the lease inside tx; see Lock.Guard. A lease this process
+// has already reported lost (its context cancelled with ErrLockLost, or its
+// trust window passed) is refused here, before any statement: the database
+// may still hold the lease for a while (its clock started later than the
+// trust window's, or renewals failed only on the client's side), but a
+// holder told "lost" must not see a guarded write succeed. The check is
+// made again once the database has answered, for a loss reported while the
+// guard statement ran.
 func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
+	if err := l.refuseLocally(); err != nil {
+		return err
+	}
 	ok, err := l.ls.store.Guard(ctx, tx, l.ref)
 	if err != nil {
 		return fmt.Errorf("sqllock: guard %q: %w", l.ref.Name, err)
@@ -406,7 +416,20 @@ func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
 	if !ok {
 		return ErrLockLost
 	}
-	return nil
+	return l.refuseLocally()
+}
+
+// refuseLocally returns ErrLockLost (or ErrNotHeld) if the lease has ended
+// in this process; it checks the trust window on the spot, as the lease's
+// context's Err does.
+func (l *lease) refuseLocally() error {
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) {
+		return fmt.Errorf("sqllock: guard %q: refused without asking the database: %w", l.ref.Name, ErrLockLost)
+	}
+	return ErrNotHeld
 }
 
 func (l *lease) ident() dialect.Lease { return l.ref }

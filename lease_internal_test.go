@@ -86,3 +86,59 @@ func TestLeaseContextErrRacesLose(t *testing.T) {
 		<-done
 	}
 }
+
+// guardStore counts Guard statements, and runs during each the function
+// during, if set.
+type guardStore struct {
+	okStore
+	guards int
+	during func()
+}
+
+func (s *guardStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error) {
+	s.guards++
+	if s.during != nil {
+		s.during()
+	}
+	return true, nil
+}
+
+// A lease whose trust window has passed is refused by Guard without a
+// statement, even though the database (here: a store that accepts every
+// guard) still holds it; one whose loss is reported while the guard
+// statement runs is refused when it returns (issue 28 item 7).
+func TestGuardRefusesLostLeaseLocally(t *testing.T) {
+	t.Parallel()
+	opts, err := Options{TTL: 3 * time.Hour}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &guardStore{}
+	ls := newLeases(store, opts)
+	stale := ls.grant(t.Context(), "stale", "o", 1, time.Now().Add(-opts.TTL))
+	if err := stale.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Guard after the trust window: %v, want ErrLockLost", err)
+	}
+	if store.guards != 0 {
+		t.Fatalf("Guard after the trust window sent %d statements, want 0", store.guards)
+	}
+	if cause := context.Cause(stale.Context()); !errors.Is(cause, ErrLockLost) {
+		t.Fatalf("the lock's context ended with %v, want ErrLockLost", cause)
+	}
+
+	fresh := ls.grant(t.Context(), "fresh", "o", 2, time.Now())
+	if err := fresh.Guard(t.Context(), nil); err != nil {
+		t.Fatalf("Guard of a live lease: %v", err)
+	}
+	store.during = func() { fresh.h.(*lease).lose(LostRenewFailed, "test") }
+	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Guard while the loss was reported: %v, want ErrLockLost", err)
+	}
+	store.during = nil
+	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Guard after a reported loss: %v, want ErrLockLost", err)
+	}
+	if store.guards != 2 {
+		t.Fatalf("%d guard statements, want 2", store.guards)
+	}
+}

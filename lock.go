@@ -381,6 +381,13 @@ func (k *Lock) release(ctx context.Context, rollback bool) error {
 // roll back (on MySQL/MariaDB under REPEATABLE READ the refused check still
 // share-locks the row until then).
 //
+// Once the lock has reported its loss — its Context cancelled with cause
+// ErrLockLost, or its trust window passed — Guard refuses at once with
+// ErrLockLost, without sending a statement, even if the database still
+// holds the lease: a holder told the lock is lost never sees a guarded
+// write succeed. Guard also returns ErrLockLost when the loss is reported
+// while its statement runs.
+//
 // While tx keeps the row share-locked, renewals of this lease wait too: keep
 // guarded transactions well shorter than the TTL.
 //

@@ -3,6 +3,7 @@ package sqllock
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -10,6 +11,10 @@ import (
 
 // StrategySemaphore is the strategy name events report for a Semaphore.
 const StrategySemaphore = "semaphore"
+
+// MaxSemaphoreLimit is the largest limit NewSemaphore accepts: the limit
+// is stored in a 32-bit integer column on every database.
+const MaxSemaphoreLimit = math.MaxInt32
 
 // Semaphore is a counting semaphore: up to Limit holders per name at once,
 // each with a lease of its own, in the database's semaphore tables. Every
@@ -66,15 +71,16 @@ var _ Locker = (*Semaphore)(nil)
 
 // NewSemaphore returns a semaphore locker on d admitting limit holders per
 // name. The schema must have been migrated (see Migrate). A limit below 1
-// is ErrInvalidOptions; a dialect without semaphores (dialect.Semaphores),
-// or with Options.Fair one without their FIFO queue
+// or above MaxSemaphoreLimit is ErrInvalidOptions, refused here rather
+// than by the database at the first acquire; a dialect without semaphores
+// (dialect.Semaphores), or with Options.Fair one without their FIFO queue
 // (dialect.FairSemaphores), is ErrUnsupported.
 func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
-	if limit < 1 {
-		return nil, fmt.Errorf("%w: semaphore limit %d: want at least 1", ErrInvalidOptions, limit)
+	if limit < 1 || limit > MaxSemaphoreLimit {
+		return nil, fmt.Errorf("%w: semaphore limit %d: want 1 to %d (MaxSemaphoreLimit)", ErrInvalidOptions, limit, MaxSemaphoreLimit)
 	}
 	sd, ok := d.(dialect.Semaphores)
 	if !ok {

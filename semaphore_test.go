@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -377,4 +380,39 @@ func TestNewSemaphoreBadInput(t *testing.T) {
 	if _, err := sqllock.NewSemaphore(tidb, 1, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("TiDB: got %v, want ErrUnsupported", err)
 	}
+}
+
+// A limit the database cannot store (its column is a 32-bit integer) is
+// refused by NewSemaphore with ErrInvalidOptions, naming the limit, rather
+// than by the first acquire with a raw out-of-range error (MariaDB 1264)
+// or a false ErrOutcomeUnknown (PostgreSQL, whose driver refused to encode
+// it and sent nothing); MaxSemaphoreLimit itself is granted and released
+// on every database, fair or not (issue 28 item 4).
+func TestSemaphoreLimitAboveInt32(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		over := math.MaxInt32
+		over++ // not a constant expression: 2^31 does not fit a 32-bit int
+		for _, fair := range []bool{false, true} {
+			s, err := sqllock.NewSemaphore(e.d, over, sqllock.Options{Fair: fair})
+			if !errors.Is(err, sqllock.ErrInvalidOptions) {
+				if s != nil {
+					_, err = s.TryAcquire(ctx, "big")
+				}
+				t.Fatalf("NewSemaphore(limit %d, Fair %v): accepted; TryAcquire: %v; want ErrInvalidOptions from NewSemaphore", over, fair, err)
+			}
+			if want := strconv.Itoa(over); over > 0 && !strings.Contains(err.Error(), want) {
+				t.Fatalf("NewSemaphore(limit %d): %v does not name the limit", over, err)
+			}
+			name := fmt.Sprintf("max-%v", fair)
+			s = e.semaphore(t, math.MaxInt32, sqllock.Options{Fair: fair})
+			l, err := s.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatalf("TryAcquire with limit MaxSemaphoreLimit (Fair %v): %v", fair, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("Release (Fair %v): %v", fair, err)
+			}
+		}
+	})
 }

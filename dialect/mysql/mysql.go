@@ -326,6 +326,15 @@ func (d *Dialect) killQuery(ctx context.Context, conn *sql.Conn) (func(context.C
 	}, nil
 }
 
+// refusedByDriver are the messages with which go-sql-driver/mysql refuses
+// to execute a statement before writing its execution (v1.10:
+// mysqlStmt.writeExecutePacket). A packet larger than maxAllowedPacket
+// (mysql.ErrPktTooLarge) is refused before anything of it is written too.
+var refusedByDriver = []string{
+	"argument count mismatch (got: ",
+	"cannot convert type: ",
+}
+
 // wrap maps MySQL errors onto the dialect's sentinels.
 func wrap(err error) error {
 	if err == nil {
@@ -351,6 +360,9 @@ func wrap(err error) error {
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return err
+	}
+	if errors.Is(err, mysql.ErrPktTooLarge) || sqlrun.NotSent(err, refusedByDriver...) {
+		return sqlrun.MarkNotSent(err)
 	}
 	if errors.Is(err, driver.ErrBadConn) {
 		// The driver found the connection broken before writing the

@@ -261,7 +261,21 @@ func wrap(err error) error {
 	if errors.Is(err, sql.ErrNoRows) || notSent(err) {
 		return err
 	}
+	if sqlrun.NotSent(err, refusedByPgx...) {
+		return sqlrun.MarkNotSent(err)
+	}
 	return fmt.Errorf("%w: %w", dialect.ErrOutcomeUnknown, err)
+}
+
+// refusedByPgx are the messages with which pgx refuses a statement before
+// executing it (v5.12: ExtendedQueryBuilder.Build, which encodes the
+// arguments after a statement was prepared, if at all, and before it is
+// executed; PgConn.execExtendedPrefix): an argument its parameter's type
+// cannot hold, such as 2^31 for an integer column, is no "outcome unknown".
+var refusedByPgx = []string{
+	"failed to encode args[",
+	"mismatched param and argument count",
+	"extended protocol limited to ",
 }
 
 // notSent reports whether err certainly means the statement was not sent.

@@ -201,6 +201,15 @@ func isBusy(err error) bool {
 	return code == sqlite3.SQLITE_BUSY || code == sqlite3.SQLITE_LOCKED
 }
 
+// refusedByDriver are the messages with which modernc.org/sqlite refuses to
+// bind a statement's arguments (v1.61: conn.bind), before the statement is
+// stepped.
+var refusedByDriver = []string{
+	"sqlite: invalid driver.Value type ",
+	"missing named argument ",
+	"missing argument with index ",
+}
+
 // wrap maps SQLite errors onto the dialect's sentinels.
 func wrap(err error) error {
 	if err == nil {
@@ -218,6 +227,9 @@ func wrap(err error) error {
 	}
 	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, driver.ErrBadConn) {
 		return err
+	}
+	if sqlrun.NotSent(err, refusedByDriver...) {
+		return sqlrun.MarkNotSent(err)
 	}
 	// Above all a context that ended while the statement ran: the driver
 	// then interrupts it, but it may have completed just before.
