@@ -636,6 +636,12 @@ func (c *reapCounter) Reaped(_ context.Context, e sqllock.ReapEvent) {
 // more waiters and more work.
 func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time.Duration) {
 	defer cancel()
+	added := 0
+	defer func() {
+		if added > 0 {
+			r.note(fmt.Sprintf("%d workers added to reach the checked states", added))
+		}
+	}()
 	limit := time.NewTimer(max(5*dur, goalDeadline))
 	defer limit.Stop()
 	at := time.NewTimer(dur)
@@ -647,7 +653,7 @@ func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time
 	}
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	added, last := 0, time.Now()
+	last := time.Now()
 	for {
 		if r.unmet() == "" {
 			return
@@ -658,7 +664,6 @@ func (r *run) stopAfter(ctx context.Context, cancel context.CancelFunc, dur time
 		if more != nil && added < 4 && time.Since(last) >= time.Second {
 			more()
 			added, last = added+1, time.Now()
-			r.count("workers added to reach the checked states", 1)
 		}
 		select {
 		case <-ctx.Done():
