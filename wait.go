@@ -119,6 +119,7 @@ func (r *waitRoom) waitShared(ctx context.Context, name string, try func() (*Loc
 // at first takes its place in the database's queue before it joins the
 // room's, so that the room's order is the queue's.
 func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+	try = refusedFor(try)
 	seen := r.releaseCount()
 	lock, left, err := try()
 	if !errors.Is(err, ErrLocked) {
@@ -203,6 +204,18 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		if r.hooks != nil {
 			r.hooks.retried(ln.name)
 		}
+	}
+}
+
+// refusedFor makes a refusal that says how long the server refuses grants
+// (a dialect.WaitError) wait that long.
+func refusedFor(try func() (*Lock, time.Duration, error)) func() (*Lock, time.Duration, error) {
+	return func() (*Lock, time.Duration, error) {
+		lock, left, err := try()
+		if we := (*dialect.WaitError)(nil); errors.As(err, &we) {
+			return nil, we.Left, ErrLocked
+		}
+		return lock, left, err
 	}
 }
 

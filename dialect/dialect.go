@@ -97,6 +97,23 @@ var (
 // connection.
 var driverBadConn = driver.ErrBadConn
 
+
+// WaitError is a refusal that knows when to ask again: the server refuses
+// every grant for Left more (a PostgreSQL primary waiting out the leases of
+// the one it replaced, say). It is a refusal (errors.Is(err, ErrLocked)),
+// so TryAcquire callers see one; waiting callers sleep Left before they try
+// again.
+type WaitError struct {
+	Left time.Duration
+	Msg  string // why
+}
+
+// Error returns Msg.
+func (e *WaitError) Error() string { return e.Msg }
+
+// Is reports whether target is ErrLocked.
+func (e *WaitError) Is(target error) bool { return target == ErrLocked }
+
 // Lease names one acquisition of a lock in the lock table.
 type Lease struct {
 	Name  string

@@ -1,6 +1,16 @@
 package postgres
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+)
 
 // Fencing tokens across failovers.
 //
@@ -45,9 +55,63 @@ func Timeline(token int64) int64 { return token >> TimelineShift }
 // first 8 hex digits of the name of the WAL segment being written.
 const timeline = `('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint`
 
-// epoch is the SQL expression of the smallest token of the current
+// timelineEpoch is the SQL expression of the smallest token of the current
 // timeline.
-var epoch = fmt.Sprintf(`(%s << %d)`, timeline, TimelineShift)
+var timelineEpoch = fmt.Sprintf(`(%s << %d)`, timeline, TimelineShift)
+
+// epoch stands for the smallest token of the current timeline in the
+// statements of a grant of a lease of :ttl. The dialect's compiler expands
+// it (see expandEpoch) to a call of sqllock_grant_epoch, which refuses
+// grants during the failover grace, or, WithoutFailoverGrace, to
+// timelineEpoch.
+const epoch = `/*sqllock:epoch*/`
+
+// expandEpoch returns the dialect's expansion of epoch: a call of the
+// schema's sqllock_grant_epoch, or timelineEpoch without the grace.
+func (d *Dialect) expandEpoch() func(string) string {
+	fn := "sqllock_grant_epoch"
+	sqlrun.Qualify(d.schema, quote, &fn)
+	expr := fn + `(:ttl::bigint)`
+	if d.noGrace {
+		expr = timelineEpoch
+	}
+	return strings.NewReplacer(epoch, expr).Replace
+}
+
+// The failover grace (Chubby's master fail-over rule): after a promotion,
+// the new primary lacks the grants that the old one made while the standby
+// lagged, and their holders may trust them for up to their TTL. So
+// sqllock_grant_epoch (migration 16) refuses every grant until the longest
+// TTL ever granted has passed since the server was first seen granting on
+// its timeline; the refusal (SQLSTATE SQLK1) says how long is left, and
+// waiters sleep that long. Leases granted on the new timeline renew as
+// usual; leases of the old one are lost (see above).
+
+// WithoutFailoverGrace lets a promoted server grant leases at once, without
+// waiting out the leases of the old primary (see the package
+// documentation's failover section): two processes may then both believe
+// they hold a lock for up to a TTL after an asynchronous failover, their
+// fencing tokens still telling which one is current. With it, the dialect
+// needs no migration beyond 15.
+func WithoutFailoverGrace() Option {
+	return func(d *Dialect) error {
+		d.noGrace = true
+		return nil
+	}
+}
+
+// graceCode is the SQLSTATE of a grant refused during the failover grace.
+const graceCode = "SQLK1"
+
+// graceError returns the refusal of a grant during the failover grace,
+// which waits the time left, from the error's detail.
+func graceError(pe *pgconn.PgError) error {
+	us, err := strconv.ParseInt(pe.Detail, 10, 64)
+	if err != nil || us < 0 {
+		us = 0
+	}
+	return &dialect.WaitError{Left: time.Duration(us) * time.Microsecond, Msg: pe.Message}
+}
 
 // onTimeline is the SQL condition that the token (or version) in col was
 // granted on the current timeline, or before tokens carried one. The

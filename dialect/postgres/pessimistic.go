@@ -29,7 +29,7 @@ func buildRowLockQueries(schema, durable string) rowLockQueries {
 	// exceeds the token of every earlier holder. Its high bits are the
 	// timeline's (see epoch.go).
 	lock := func(mode string) string {
-		return fmt.Sprintf(`SELECT %s + nextval('%s') FROM (SELECT 1 FROM %s WHERE name = $1 %s) AS l WHERE %s`, epoch, seq, rowlocks, mode, durable)
+		return fmt.Sprintf(`SELECT %s + nextval('%s') FROM (SELECT 1 FROM %s WHERE name = $1 %s) AS l WHERE %s`, timelineEpoch, seq, rowlocks, mode, durable)
 	}
 	return rowLockQueries{
 		modes:  sqlrun.NewRowModes(lock, "FOR SHARE"),

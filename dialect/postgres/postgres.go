@@ -64,6 +64,8 @@ type Dialect struct {
 	// syncCommit is the synchronous_commit level of lock statements'
 	// transactions (WithSynchronousCommit); "" leaves the server's.
 	syncCommit string
+	// noGrace turns the failover grace off (WithoutFailoverGrace).
+	noGrace bool
 }
 
 // Option configures a Dialect.
@@ -240,6 +242,8 @@ func wrap(err error) error {
 			return fmt.Errorf("%w: %w", dialect.ErrSchemaMissing, err)
 		case "40P01", "40001": // deadlock, serialization failure
 			return fmt.Errorf("%w: %w", dialect.ErrTransient, err)
+		case graceCode: // a grant during the failover grace (epoch.go)
+			return graceError(pe)
 		case "55P03": // lock not available: NOWAIT, lock_timeout
 			return fmt.Errorf("%w: %w", dialect.ErrLocked, err)
 		case "25006": // read-only transaction: a standby, default_transaction_read_only

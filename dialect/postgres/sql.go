@@ -211,7 +211,7 @@ func (d *Dialect) tables() error {
 	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
 	floor, rowlocks, tickets := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_tickets"
 	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks, &tickets)
-	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead}
+	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead, Expand: d.expandEpoch()}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel, durable(d.syncCommit)))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
 	d.releaseAll = c.Compile(releaseAllSQL(locks, durable(d.syncCommit)))

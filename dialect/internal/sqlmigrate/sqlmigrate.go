@@ -269,8 +269,8 @@ func (d *Driver) args(args ...any) []any {
 }
 
 // Run applies one migration file, statement by statement. Statements are
-// separated by a line that ends in ';'; the files in this module are written
-// that way and contain no procedural bodies.
+// separated by a line that ends in ';' (see Split); the files in this module
+// are written that way.
 func (d *Driver) Run(migration io.Reader) error {
 	body, err := io.ReadAll(migration)
 	if err != nil {
@@ -284,12 +284,14 @@ func (d *Driver) Run(migration io.Reader) error {
 	return nil
 }
 
-// Split cuts a migration file into statements at lines ending in ';',
-// dropping blank lines and "--" comment lines.
+// Split cuts a migration file into statements at lines ending in ';'
+// outside a $$-quoted body (a PostgreSQL function's), dropping blank lines
+// and "--" comment lines.
 func Split(body []byte) []string {
 	var (
 		stmts []string
 		cur   bytes.Buffer
+		quoted bool // inside $$ ... $$
 	)
 	for _, line := range bytes.Split(body, []byte("\n")) {
 		t := bytes.TrimSpace(line)
@@ -298,7 +300,10 @@ func Split(body []byte) []string {
 		}
 		cur.Write(t)
 		cur.WriteByte('\n')
-		if bytes.HasSuffix(t, []byte(";")) {
+		if bytes.Count(t, []byte("$$"))%2 == 1 {
+			quoted = !quoted
+		}
+		if !quoted && bytes.HasSuffix(t, []byte(";")) {
 			stmts = append(stmts, string(bytes.TrimSuffix(bytes.TrimSpace(cur.Bytes()), []byte(";"))))
 			cur.Reset()
 		}

@@ -153,13 +153,20 @@ type Compiler struct {
 	// driver takes as options of the statement: pgx's QueryExecMode, say,
 	// through its database/sql driver. Nil for none.
 	Lead []any
-	Err  error
+	// Expand, if set, rewrites each statement's text before it is
+	// compiled: a dialect's macros (see the postgres dialect's grant
+	// epoch).
+	Expand func(string) string
+	Err    error
 }
 
 // Compile compiles s; after an error it returns a zero Stmt.
 func (c *Compiler) Compile(s SQL) Stmt {
 	if c.Err != nil {
 		return Stmt{}
+	}
+	if c.Expand != nil {
+		s.Text = c.Expand(s.Text)
 	}
 	st, err := Compile(c.Style, s)
 	c.Err = err
