@@ -1,6 +1,6 @@
 module github.com/sqllock/sqllock
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/DATA-DOG/go-sqlmock v1.5.2
