@@ -80,52 +80,97 @@ func needProc(t *testing.T) {
 	}
 }
 
-// kill -9 of `sqllock run` ends its job, grandchildren included, at once:
-// no sleep of the job is left within a second. `sh -c 'sleep 60'` may exec
-// sleep in place of the shell; `sh -c 'sleep 60; :'` forks it, so that
-// sleep is a grandchild of the wrapper's supervisor.
+// runningJob is a started `sqllock run` or `elect` whose output is collected.
+type runningJob struct {
+	cmd  *exec.Cmd
+	out  bytes.Buffer  // read once done is closed
+	code int           // the exit status, once done is closed
+	done chan struct{} // closed once the command has exited
+}
+
+// startRunning starts c, collecting its output, and waits until a sleep of the
+// job named name runs. It fails if the command exits first, with its
+// output, or if no sleep runs within a minute.
+func startRunning(t *testing.T, c *exec.Cmd, name string) *runningJob {
+	t.Helper()
+	j := &runningJob{cmd: c, done: make(chan struct{})}
+	c.Stdout, c.Stderr = &j.out, &j.out
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		j.code = exitStatus(c.Wait())
+		close(j.done)
+	}()
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		<-j.done
+	})
+	exited := false
+	if !waitFor(time.Minute, func() bool {
+		select {
+		case <-j.done:
+			exited = true
+			return true
+		default:
+		}
+		return len(jobProcesses(t, "sleep", name)) > 0
+	}) {
+		t.Fatal("the job's sleep never started within a minute")
+	}
+	if exited {
+		t.Fatalf("exited %d before the job's sleep started:\n%s", j.code, j.out.String())
+	}
+	return j
+}
+
+// wait waits for the command to exit, and returns its status.
+func (j *runningJob) wait() int {
+	<-j.done
+	return j.code
+}
+
+// kill -9 of `sqllock run` ends its job, grandchildren included: no sleep
+// of the job is left. The sleeps would run for an hour; they must be gone
+// within a minute. `sh -c 'sleep 3600'` may exec sleep in place of the
+// shell; `sh -c 'sleep 3600; :'` forks it, so that sleep is a grandchild of
+// the wrapper's supervisor.
 func TestRunKilledWrapperEndsJob(t *testing.T) {
 	needProc(t)
 	each(t, func(t *testing.T, b backend) {
-		for i, script := range []string{"sleep 60", "sleep 60; :", "sleep 60 & sleep 60; wait"} {
+		for i, script := range []string{"sleep 3600", "sleep 3600; :", "sleep 3600 & sleep 3600; wait"} {
 			name := "k9-" + b.kind + "-" + strconv.Itoa(i) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 			c := b.cmd(t, "run", "--grace", "30s", name, "--", "sh", "-c", script)
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
-			if !waitFor(30*time.Second, func() bool { return len(jobProcesses(t, "sleep", name)) > 0 }) {
+			if !waitFor(time.Minute, func() bool { return len(jobProcesses(t, "sleep", name)) > 0 }) {
 				t.Fatalf("%q: the job's sleep never started", script)
 			}
 			if err := c.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			killed := time.Now()
 			_ = c.Wait()
-			if !waitFor(time.Second-time.Since(killed), func() bool { return len(jobProcesses(t, "sleep", name)) == 0 }) {
+			if !waitFor(time.Minute, func() bool { return len(jobProcesses(t, "sleep", name)) == 0 }) {
 				left := jobProcesses(t, "sleep", name)
 				for _, pid := range left {
 					_ = syscall.Kill(pid, syscall.SIGKILL)
 				}
-				t.Fatalf("%q: sleep %v still running 1s after kill -9 of sqllock run", script, left)
+				t.Fatalf("%q: sleep %v still running a minute after kill -9 of sqllock run", script, left)
 			}
 		}
 	})
 }
 
-// A lost lock ends the whole job: the shell and the sleep it forked.
+// A lost lock ends the whole job: the shell and the sleep it forked. The
+// TTL is long enough that no renewal of a loaded machine comes too late:
+// the lease is lost to the theft alone, found by the next renewal (every
+// 5s).
 func TestRunLostLockEndsGrandchildren(t *testing.T) {
 	needProc(t)
 	each(t, func(t *testing.T, b backend) {
 		name := "lost-" + b.kind + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		c := b.cmd(t, "run", "--ttl", "600ms", "--grace", "5s", name, "--", "sh", "-c", "sleep 60; echo survived")
-		var out bytes.Buffer
-		c.Stdout, c.Stderr = &out, &out
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if !waitFor(30*time.Second, func() bool { return len(jobProcesses(t, "sleep", name)) > 0 }) {
-			t.Fatal("the job's sleep never started")
-		}
+		j := startRunning(t, b.cmd(t, "run", "--ttl", "15s", "--grace", "5s", name, "--", "sh", "-c", "sleep 3600; echo survived"), name)
 		res, err := b.d.DB().ExecContext(ctxT(t), qualify(b, "UPDATE {sqllock_locks} SET owner = 'thief' WHERE name = '"+name+"'"))
 		if err != nil {
 			t.Fatal(err)
@@ -133,14 +178,14 @@ func TestRunLostLockEndsGrandchildren(t *testing.T) {
 		if n, _ := res.RowsAffected(); n != 1 {
 			t.Fatalf("stole %d rows", n)
 		}
-		if code := exitStatus(c.Wait()); code != exitLost {
-			t.Fatalf("exit %d, want 76\n%s", code, out.String())
+		if code := j.wait(); code != exitLost {
+			t.Fatalf("exit %d, want 76\n%s", code, j.out.String())
 		}
 		if left := jobProcesses(t, "sleep", name); len(left) != 0 {
 			t.Fatalf("sleep %v of the job still runs after sqllock run exited 76", left)
 		}
-		if strings.Contains(out.String(), "survived") {
-			t.Fatalf("the job went on after the loss:\n%s", out.String())
+		if strings.Contains(j.out.String(), "survived") {
+			t.Fatalf("the job went on after the loss:\n%s", j.out.String())
 		}
 	})
 }
