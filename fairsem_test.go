@@ -235,3 +235,80 @@ func TestFairSemaphoreReenters(t *testing.T) {
 		}
 	})
 }
+
+// TestFairSemaphorePermitsFreedTogether: two permits freed at once admit
+// the two oldest tickets, the second without waiting for the first's
+// ticket to end (issue 28 item 3). Limit 2, three semaphores on pools of
+// their own (as three processes would have): A holds both permits, w0
+// queues on B, then w1 on C, and A releases both permits concurrently.
+// The grant to w0 leaves a permit free while w1's ticket waits: whatever
+// order the releases and the grant commit in, w1 must be woken. Tickets
+// and leases last an hour, so a waiter left asleep beside a free permit
+// blows the round's deadline; the rounds repeat the scenario because on
+// PostgreSQL the interleaving that lost the wake-up is one of several.
+func TestFairSemaphorePermitsFreedTogether(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		const name, limit, rounds = "fifo-sem-together", 2, 30
+		sem := func() *sqllock.Semaphore {
+			_, d := e.sibling(t, 0)
+			s, err := sqllock.NewSemaphore(d, limit, sqllock.Options{Fair: true, TTL: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		a, b, c := sem(), sem(), sem()
+		for round := range rounds {
+			ctx, cancel := context.WithTimeout(ctxT(t), time.Minute)
+			var held [limit]*sqllock.Lock
+			for i := range held {
+				k, err := a.TryAcquire(ctx, name)
+				if err != nil {
+					t.Fatalf("round %d: holder %d: %v", round, i, err)
+				}
+				held[i] = k
+			}
+			got := make(chan result, 2)
+			for i, s := range []*sqllock.Semaphore{b, c} {
+				go func() {
+					k, err := s.Acquire(ctx, name)
+					got <- result{i, k, err}
+				}()
+				testutil.Eventually(ctx, t, fmt.Sprintf("round %d: waiter %d's ticket", round, i),
+					func() bool { return e.semTickets(t, name) == i+1 })
+			}
+			start := make(chan struct{})
+			errs := make(chan error, limit)
+			for _, k := range held {
+				go func() {
+					<-start
+					errs <- k.Release(ctx)
+				}()
+			}
+			close(start)
+			for range limit {
+				if err := <-errs; err != nil {
+					t.Fatalf("round %d: release: %v", round, err)
+				}
+			}
+			var granted [2]*sqllock.Lock
+			for range 2 {
+				r := <-got
+				if r.err != nil {
+					t.Fatalf("round %d: waiter %d: %v (two permits were freed; a waiter slept beside a free one)", round, r.i, r.err)
+				}
+				granted[r.i] = r.k
+			}
+			if granted[1].Token() <= granted[0].Token() {
+				t.Fatalf("round %d: waiter 1 granted (token %d) before waiter 0 (token %d)",
+					round, granted[1].Token(), granted[0].Token())
+			}
+			for _, k := range granted {
+				if err := k.Release(ctx); err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+			}
+			cancel()
+		}
+	})
+}

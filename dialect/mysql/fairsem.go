@@ -15,13 +15,20 @@ import (
 // ticket it grants. MySQL cannot address a wake-up to one process: a
 // release rings the bells of the processes waiting for the name (see
 // wake.go), each lets its oldest local waiter try, and the queue's rule
-// serves them in ticket order.
+// serves them in ticket order. A ring does not wait for the grants it
+// starts: a waiter woken by one may find an older ticket still queued,
+// and then sleeps until that ticket ends. So a grant to a ticket that
+// leaves a permit free while another ticket waits rings again, once it
+// committed, as does the oldest ticket given up while another waits.
 
 // fairSemaphoreSQL declares the statements of the semaphores' queue.
 func fairSemaphoreSQL(holders, tickets string) sqlrun.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
 	return sqlrun.FairSemaphoreSQL{
+		Chain: sqlrun.Q(fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s)
+  AND NOT EXISTS (SELECT 1 %[3]s)
+  AND (:limit = 0 OR (SELECT COUNT(*) %[4]s) < :limit)`, tickets, now, ahead, live)),
 		First: sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
     AND (:ticket = 0 OR t.id < :ticket))
   OR EXISTS (SELECT 1 FROM %[2]s h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[3]s)`,
@@ -45,6 +52,30 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 // the semaphores' queue on conn.
 func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
 	return execCount(ctx, conn, d.reap.semTickets, limit)
+}
+
+// Grant implements dialect.FairSemaphoreTable. A grant to a ticket that
+// leaves a permit free while a live ticket waits rings the processes
+// waiting for the name, once it committed: a ring of the release that
+// freed the permit may have woken them before the grant, while the
+// granted ticket still came first.
+func (f *wakingFairSems) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
+	token, next, err := f.GrantNext(ctx, p, ticket)
+	if next {
+		f.w.bells.ring(ctx, p.Name)
+	}
+	return token, err
+}
+
+// Dequeue implements dialect.FairSemaphoreTable. The oldest live ticket
+// given up while another waits rings the processes waiting for the name:
+// a ring before it may have found it first.
+func (f *wakingFairSems) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	next, err := f.DequeueNext(ctx, tk)
+	if next {
+		f.w.bells.ring(ctx, tk.Name)
+	}
+	return err
 }
 
 var _ dialect.FairSemaphores = (*Dialect)(nil)

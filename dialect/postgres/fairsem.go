@@ -15,6 +15,15 @@ import (
 // leaves a permit free) notifies the waker of that ticket alone, so that
 // a hand-off wakes one waiter however many wait, and permits freed
 // together are handed on one grant after another.
+//
+// A statement sees only what committed before it began. Two releases and
+// the grant the first one wakes can each miss the others: the second
+// release wakes the ticket being granted (still queued as it sees it),
+// and the grant, not seeing the second release, finds no permit free for
+// the next ticket. So the wake-up of the next ticket (Chain) runs in a
+// statement of its own once a grant to a ticket, a ticket given up, or a
+// release that woke a ticket committed: the Chain of the last of them to
+// commit sees them all (see sqlrun.FairSemaphoreSQL).
 
 // freePermit is the condition that the live holders of the semaphore name
 // (an SQL expression) leave a permit free.
@@ -24,9 +33,10 @@ func freePermit(sems, holders, name string) string {
 }
 
 // wakeOldest notifies the waker of the oldest live ticket of name (an SQL
-// expression) with an id above after, if cond holds.
+// expression) with an id above after, if cond holds; it selects the
+// ticket's id.
 func wakeOldest(tickets, name, after, cond string) string {
-	return fmt.Sprintf(`SELECT pg_notify(q.waker, chr(1) || 'sqllock-ticket:' || q.id) FROM (
+	return fmt.Sprintf(`SELECT q.id, pg_notify(q.waker, chr(1) || 'sqllock-ticket:' || q.id) FROM (
     SELECT t.waker, t.id FROM %[1]s t WHERE %[4]s AND t.name = %[2]s AND t.expires_at > now() AND t.id > %[3]s
     ORDER BY t.id LIMIT 1) q`, tickets, name, after, cond)
 }
@@ -44,7 +54,7 @@ func fairSemaphoreSQL(sems, holders, tickets, lockTickets, waker, durable string
 		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.name = :name AND t.expires_at > now()
   AND (:ticket::bigint = 0 OR t.id < :ticket::bigint)`, tickets)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
-		// The statement sees the transaction's own grant and deletion.
+		// Run once the change it follows committed.
 		Chain: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
 			wakeOldest(tickets, ":name", "0", freePermit(sems, holders, ":name")))),
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (id, name, owner, waker, expires_at)
@@ -58,18 +68,21 @@ ELSE coalesce(
   (SELECT (extract(epoch FROM min(h.expires_at) - now()) * 1000000)::bigint FROM %[2]s h
    WHERE h.name = :name AND h.expires_at > now()),
   0) END`, tickets, holders, ahead)),
-		// The deleted ticket is still in the statement's snapshot: the
-		// next one is the oldest live ticket after it.
-		Dequeue: sqlrun.Q(fmt.Sprintf(`WITH d AS (DELETE FROM %[1]s WHERE id = :ticket::bigint RETURNING name, id)
-SELECT count(*) FROM d LEFT JOIN LATERAL (%[2]s) w ON true`, tickets,
-			wakeOldest(tickets, "d.name", "d.id", fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s a
-      WHERE a.name = d.name AND a.expires_at > now() AND a.id < d.id) AND %s`, tickets, freePermit(sems, holders, "d.name"))))),
+		// Chain follows.
+		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
 		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
-		// The semaphore's release (see semaphoreSQL), which also wakes
-		// the oldest live ticket's process when it frees a permit.
-		Release: semaphoreRelease(sems, holders, durable,
-			"LEFT JOIN LATERAL ("+wakeOldest(tickets, "r.name", "0", "r.freed")+") w ON true"),
+		// The semaphore's release (semaphoreRelease's statement), which
+		// also wakes the oldest live ticket's process when it frees a
+		// permit, and then selects 2.
+		Release: sqlrun.Q(fmt.Sprintf(`WITH r AS (
+  UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
+  RETURNING name, holds = 0 AND expires_at <= now() AS freed
+)
+SELECT count(*) + count(w.id) FROM r LEFT JOIN LATERAL (%[5]s) w ON true LEFT JOIN LATERAL (
+  SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
+) n ON true`, holders, sems, releasedExpiry, durable, wakeOldest(tickets, "r.name", "0", "r.freed"))),
 	}
 }
 

@@ -246,11 +246,6 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 		if _, err := intOn(ctx, tx, prefix, &q.consume, p); err != nil {
 			return 0, err
 		}
-		if q.hasChain {
-			if _, err := intOn(ctx, tx, prefix, &q.chain, p); err != nil {
-				return 0, err
-			}
-		}
 	}
 	return p.Token, tx.Commit()
 }
@@ -264,9 +259,6 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 //	         :name's live tickets before :ticket (all of them for 0); the
 //	         caller is refused unless it is 0
 //	Consume  after Insert, for a ticket: delete :ticket
-//	Chain    then, if set: wake the process of the oldest live ticket if a
-//	         permit is still free, so that several permits freed at once
-//	         are handed on one grant after another
 //
 // First, if set, runs before the transaction: it selects 1 when no live
 // ticket of :name comes before :ticket (0: none), or when :owner holds a
@@ -274,21 +266,41 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 // but the queue does not serve are refused by one statement, without a
 // transaction.
 type FairSemaphoreSQL struct {
-	First, Ahead, Consume, Chain SQL
+	First, Ahead, Consume SQL
+	// Chain, if set, hands freed permits on: it wakes the process of
+	// :name's oldest live ticket if a permit is free, and selects the
+	// number of tickets it woke; or, for a dialect that cannot address a
+	// wake-up to one process (see GrantNext), it selects 1 when the
+	// processes waiting for :name are to be woken, else 0: when a live
+	// ticket waits, none comes before :ticket (0: none does), and a
+	// permit is free under :limit (0: whether or not).
+	//
+	// Chain runs in a statement of its own once a change that may leave
+	// a permit free beside a waiting ticket committed: a grant to a
+	// ticket (with :ticket 0 and the grant's :limit), a ticket given up
+	// (with that ticket and :limit 0), and a release whose statement woke
+	// a ticket (Release selects 2; :ticket and :limit 0). A statement sees
+	// only what committed before it began: of two such changes committing
+	// concurrently (two releases and the grant they wake, say), each may
+	// miss the other, and a release may wake the ticket being granted
+	// rather than the next one. The Chain of the one that commits last
+	// sees both.
+	Chain SQL
 	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
 	// number is the ticket's id.
 	Enqueue SQL
 	// Wait selects the microseconds the waiter of :ticket may sleep (see
 	// dialect.FairSemaphoreTable.Wait), or -1 when the ticket is not live.
 	Wait SQL
-	// Dequeue deletes :ticket, waking the next ticket's process if it was
-	// the oldest live one and a permit is free.
+	// Dequeue deletes :ticket.
 	Dequeue SQL
 	// Renew extends the tickets of :leases (their tokens are the tickets'
 	// ids; :names their names) to :ttl from now.
 	Renew SQL
 	// Release, when set, replaces the semaphore's Release: it also wakes
-	// the process of the oldest live ticket when it frees a permit.
+	// the process of the oldest live ticket when it frees a permit. It
+	// selects 0 when it released nothing, 2 when it woke a ticket, and 1
+	// otherwise.
 	Release SQL
 	// Channel is the value of :channel: the process's waker.
 	Channel string
@@ -327,7 +339,52 @@ func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL
 
 // Grant implements dialect.FairSemaphoreTable.
 func (t *FairSemaphoreTable) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
-	return t.acquire(ctx, p, t, ticket)
+	token, _, err := t.GrantNext(ctx, p, ticket)
+	return token, err
+}
+
+// GrantNext is Grant. After a grant to a ticket it runs Chain, and
+// reports whether Chain found a ticket to wake (for a dialect that rings
+// the name's waiting processes itself). Chain's failure is not the
+// grant's: it reports false.
+func (t *FairSemaphoreTable) GrantNext(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, bool, error) {
+	token, err := t.acquire(ctx, p, t, ticket)
+	if err != nil || token == 0 || ticket == 0 {
+		return token, false, err
+	}
+	return token, t.runChain(ctx, &Params{Name: p.Name, Limit: p.Limit}), nil
+}
+
+// Dequeue implements dialect.FairSemaphoreTable.
+func (t *FairSemaphoreTable) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	_, err := t.DequeueNext(ctx, tk)
+	return err
+}
+
+// DequeueNext is Dequeue. Once the ticket is deleted it runs Chain, and
+// reports whether Chain found a ticket to wake (see GrantNext).
+func (t *FairSemaphoreTable) DequeueNext(ctx context.Context, tk dialect.Ticket) (bool, error) {
+	if err := t.tickets.Dequeue(ctx, tk); err != nil {
+		return false, err
+	}
+	return t.runChain(ctx, &Params{Name: tk.Name, Ticket: tk.ID}), nil
+}
+
+// chainTimeout bounds Chain, which runs once what it follows is done, on
+// a context that the caller's end does not cut short.
+const chainTimeout = 5 * time.Second
+
+// runChain runs Chain with p, if set, and reports whether it found a
+// ticket to wake. It is best effort: a failure leaves the waiters to
+// their tickets' and leases' ends.
+func (t *FairSemaphoreTable) runChain(ctx context.Context, p *Params) bool {
+	if !t.hasChain {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), chainTimeout)
+	defer cancel()
+	n, err := t.run.Int(ctx, &t.chain, p)
+	return err == nil && n > 0
 }
 
 // Wait implements dialect.FairSemaphoreTable.
@@ -336,7 +393,8 @@ func (t *FairSemaphoreTable) Wait(ctx context.Context, tk dialect.Ticket, limit 
 }
 
 // Release implements dialect.LeaseTable: the queue's Release if it has
-// one, else the semaphore's.
+// one, else the semaphore's. A release that woke a ticket runs Chain once
+// it committed.
 func (t *FairSemaphoreTable) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
 	if !t.hasRelease {
 		return t.SemaphoreTable.Release(ctx, l, minHold)
@@ -344,5 +402,8 @@ func (t *FairSemaphoreTable) Release(ctx context.Context, l dialect.Lease, minHo
 	p := t.params(l)
 	p.MinHold = minHold
 	n, err := t.run.Int(ctx, &t.release, p)
-	return n == 1, err
+	if err == nil && n == 2 {
+		t.runChain(ctx, &Params{Name: l.Name})
+	}
+	return n > 0, err
 }
