@@ -255,6 +255,9 @@
 //     (LockSet.Guard), writes all the set's counters (a write event per
 //     name, and their completions), and one release operation (a release
 //     event per name, and their completions) releases the whole set. A
+//     guard or release refused because the set was lost records a lost
+//     event for each lock of the set (the worker trusts none of them
+//     again). A
 //     set-ok must come with exactly one acquire-ok of each of its names
 //     and no other, and a set-fail with none (Check: "partial set").
 //

@@ -118,6 +118,12 @@ func (w *Worker) writeSet(set *sqllock.LockSet) {
 	}
 	if err == nil {
 		err = set.Guard(ctx, tx)
+		if errors.Is(err, sqllock.ErrLockLost) {
+			// The set is lost: the worker trusts none of its locks again.
+			for i, k := range locks {
+				w.Rec.Add(w.event(ops[i], Lost, k.Name(), k.Token(), err))
+			}
+		}
 	}
 	for i, k := range locks {
 		if err != nil {
@@ -159,5 +165,8 @@ func (w *Worker) releaseSet(set *sqllock.LockSet) {
 			continue
 		}
 		w.Rec.Add(w.event(op, ReleaseFail, k.Name(), k.Token(), err))
+		if errors.Is(err, sqllock.ErrLockLost) {
+			w.Rec.Add(w.event(op, Lost, k.Name(), k.Token(), err))
+		}
 	}
 }
