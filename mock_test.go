@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/DATA-DOG/go-sqlmock"
@@ -29,139 +30,121 @@ var prefixMatcher = sqlmock.QueryMatcherFunc(func(expected, actual string) error
 })
 
 // Failures a real server cannot produce on demand: the connection breaking
-// under renewals and under a release.
+// under renewals and under a release. The timers run on synctest's clock:
+// the bounds are the library's own, not the machine's.
 func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 	t.Parallel()
-	d, mock := newMock(t)
-	const ttl = 60 * time.Millisecond
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: ttl, RenewInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxT(t)
-
 	// 1. A renewal that keeps failing with a broken connection is retried
 	// inside the trust window, then the lock is reported lost when it closes.
-	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(7))
-	// Renewals go in batches: an UPDATE ... RETURNING the renewed leases.
-	mock.ExpectQuery("UPDATE").WillReturnRows(sqlmock.NewRows([]string{"name", "owner", "token"}).AddRow("flaky", "o1", 7)) // works
-	for range 40 {
-		mock.ExpectQuery("UPDATE").WillReturnError(io.ErrUnexpectedEOF)
-	}
-	start := time.Now()
-	k, err := l.TryAcquire(sqllock.WithOwner(ctx, "o1"), "flaky")
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-k.Done():
-	case <-ctx.Done():
-		t.Fatal("lock never reported lost")
-	}
-	if cause := context.Cause(k.Context()); cause != sqllock.ErrLockLost {
-		t.Fatalf("cause %v, want ErrLockLost", cause)
-	}
-	// Lost no earlier than the trust window closes, and not long after: the
-	// retries, every RenewInterval/4, find it closed at once. The upper bound
-	// leaves seconds for a busy machine's late timers.
-	if took := time.Since(start); took < ttl-ttl/10 || took > ttl+5*time.Second {
-		t.Fatalf("lost after %v with TTL %v", took, ttl)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d, mock := newMock(t)
+		const ttl, every = 60 * time.Millisecond, 10 * time.Millisecond
+		l, err := sqllock.NewTable(d, sqllock.Options{TTL: ttl, RenewInterval: every})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctxT(t)
+		mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(7))
+		// Renewals go in batches: an UPDATE ... RETURNING the renewed leases.
+		mock.ExpectQuery("UPDATE").WillReturnRows(sqlmock.NewRows([]string{"name", "owner", "token"}).AddRow("flaky", "o1", 7)) // works
+		for range 40 {
+			mock.ExpectQuery("UPDATE").WillReturnError(io.ErrUnexpectedEOF)
+		}
+		start := time.Now()
+		k, err := l.TryAcquire(sqllock.WithOwner(ctx, "o1"), "flaky")
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-k.Done():
+		case <-ctx.Done():
+			t.Fatal("lock never reported lost")
+		}
+		if cause := context.Cause(k.Context()); cause != sqllock.ErrLockLost {
+			t.Fatalf("cause %v, want ErrLockLost", cause)
+		}
+		// Lost no earlier than the trust window closes, and not long after:
+		// the retries, every RenewInterval/4, find it closed at once.
+		if took := time.Since(start); took < ttl-ttl/10 || took > ttl+every {
+			t.Fatalf("lost after %v with TTL %v, renewal every %v", took, ttl, every)
+		}
+	})
 
 	// 2. A release whose connection breaks after sending is reported as an
 	// unknown outcome. Renewal stops at once (no renewal is expected below:
 	// sqlmock fails the test on an unexpected statement), the handle is
 	// released, and the release is retried in the background until the
 	// database answers.
-	d, mock = newMock(t)
-	logs := newLogRecorder()
-	l2, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Millisecond, RenewInterval: 10 * time.Millisecond, Logger: logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(8))
-	mock.ExpectQuery("WITH r AS").WillReturnError(io.ErrUnexpectedEOF)
-	mock.ExpectQuery("WITH r AS").WillReturnError(&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})
-	mock.ExpectQuery("WITH r AS").WillReturnRows(sqlmock.NewRows([]string{"count"}).AddRow(1))
-	k2, err := l2.TryAcquire(ctx, "ambiguous")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k2.Release(ctx); !errors.Is(err, sqllock.ErrOutcomeUnknown) {
-		t.Fatalf("release over a broken connection: %v, want ErrOutcomeUnknown", err)
-	}
-	if cause := context.Cause(k2.Context()); cause != sqllock.ErrNotHeld {
-		t.Fatalf("lock context after a failed release: cause %v, want ErrNotHeld", cause)
-	}
-	if err := k2.Release(ctx); err != sqllock.ErrNotHeld {
-		t.Fatalf("second release: %v, want ErrNotHeld", err)
-	}
-	logs.wait(t, ctx, "sqllock: released in the background after a failed release")
-	// Several renewal periods without a renewal.
-	time.Sleep(50 * time.Millisecond)
-
-	if err := mock.ExpectationsWereMet(); err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		d, mock := newMock(t)
+		ctx := ctxT(t)
+		logs := newLogRecorder()
+		const every = 10 * time.Millisecond
+		l2, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Millisecond, RenewInterval: every, Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(8))
+		mock.ExpectQuery("WITH r AS").WillReturnError(io.ErrUnexpectedEOF)
+		mock.ExpectQuery("WITH r AS").WillReturnError(&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})
+		mock.ExpectQuery("WITH r AS").WillReturnRows(sqlmock.NewRows([]string{"count"}).AddRow(1))
+		k2, err := l2.TryAcquire(ctx, "ambiguous")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k2.Release(ctx); !errors.Is(err, sqllock.ErrOutcomeUnknown) {
+			t.Fatalf("release over a broken connection: %v, want ErrOutcomeUnknown", err)
+		}
+		if cause := context.Cause(k2.Context()); cause != sqllock.ErrNotHeld {
+			t.Fatalf("lock context after a failed release: cause %v, want ErrNotHeld", cause)
+		}
+		if err := k2.Release(ctx); err != sqllock.ErrNotHeld {
+			t.Fatalf("second release: %v, want ErrNotHeld", err)
+		}
+		logs.wait(t, ctx, "sqllock: released in the background after a failed release")
+		// Several renewal periods without a renewal, on synctest's clock.
+		time.Sleep(5 * every)
+		synctest.Wait()
+		if err := mock.ExpectationsWereMet(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // A release that keeps failing is retried a bounded number of times, and
 // the lease is never renewed after the first failure.
 func TestFailedReleaseGivesUp(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
-	d, mock := newMock(t)
-	logs := newLogRecorder()
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Millisecond, RenewInterval: 10 * time.Millisecond, Logger: logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(9))
-	refused := &pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}
-	for range 6 { // the release and five retries
-		mock.ExpectQuery("WITH r AS").WillReturnError(refused)
-	}
-	k, err := l.TryAcquire(ctx, "stuck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.Release(ctx); !errors.Is(err, sqllock.ErrReadOnly) {
-		t.Fatalf("release on a read-only server: %v, want ErrReadOnly", err)
-	}
-	logs.wait(t, ctx, "sqllock: background release failed; giving up: the lease ends by its TTL")
-	time.Sleep(50 * time.Millisecond) // nothing more is sent
-	if err := mock.ExpectationsWereMet(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// A renewal that meets a read-only server (a standby, a demoted primary)
-// ends the lease at once, long before its trust window closes.
-func TestRenewalOnReadOnlyServerLosesLease(t *testing.T) {
-	t.Parallel()
-	ctx := ctxT(t)
-	d, mock := newMock(t)
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: time.Hour, RenewInterval: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(10))
-	mock.ExpectQuery("UPDATE").WillReturnError(&pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"})
-	k, err := l.TryAcquire(ctx, "demoted")
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-k.Done():
-	case <-ctx.Done():
-		t.Fatal("lease on a read-only server never reported lost")
-	}
-	if cause := context.Cause(k.Context()); cause != sqllock.ErrLockLost {
-		t.Fatalf("cause %v, want ErrLockLost", cause)
-	}
-	if err := mock.ExpectationsWereMet(); err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx := ctxT(t)
+		d, mock := newMock(t)
+		logs := newLogRecorder()
+		const every = 10 * time.Millisecond
+		l, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Millisecond, RenewInterval: every, Logger: logs.logger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mock.ExpectQuery("INSERT INTO").WillReturnRows(sqlmock.NewRows([]string{"token"}).AddRow(9))
+		refused := &pgconn.PgError{Code: "25006", Message: "cannot execute UPDATE in a read-only transaction"}
+		for range 6 { // the release and five retries
+			mock.ExpectQuery("WITH r AS").WillReturnError(refused)
+		}
+		k, err := l.TryAcquire(ctx, "stuck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Release(ctx); !errors.Is(err, sqllock.ErrReadOnly) {
+			t.Fatalf("release on a read-only server: %v, want ErrReadOnly", err)
+		}
+		logs.wait(t, ctx, "sqllock: background release failed; giving up: the lease ends by its TTL")
+		// Nothing more is sent: several renewal periods, on synctest's
+		// clock, and every goroutine of the bubble idle.
+		time.Sleep(5 * every)
+		synctest.Wait()
+		if err := mock.ExpectationsWereMet(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // logRecorder is a slog handler that keeps the messages logged, for tests
