@@ -97,7 +97,6 @@ var (
 // connection.
 var driverBadConn = driver.ErrBadConn
 
-
 // WaitError is a refusal that knows when to ask again: the server refuses
 // every grant for Left more (a PostgreSQL primary waiting out the leases of
 // the one it replaced, say). It is a refusal (errors.Is(err, ErrLocked)),

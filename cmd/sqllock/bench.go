@@ -18,7 +18,7 @@ import (
 )
 
 func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	dsn, schema := localDSNFlag(fs), schemaFlag(fs)
 	ops := fs.Int("ops", 1000, "acquire+release operations per strategy and client count")
 	handoffs := fs.Int("handoffs", 200, "hand-offs measured per strategy")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {

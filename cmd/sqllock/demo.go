@@ -17,7 +17,7 @@ import (
 )
 
 func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
-	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	dsn, schema := localDSNFlag(fs), schemaFlag(fs)
 	conns := fs.Int("conns", 10, "most database connections the demo opens at once (buyers queue for them)")
 	stock := fs.Int("stock", 2, "hairdryers in stock")
 	buyers := fs.Int("buyers", 5, "buyers ordering one each, all at once")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -66,6 +67,16 @@ func unavailable(format string, args ...any) error {
 // cannot be parsed is a usage error; one that parses but whose server does
 // not answer makes the database unavailable.
 func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
+	if dsn == "" {
+		return nil, usageError{msg: "no database: give --dsn DSN or set SQLLOCK_DSN (sqlite:PATH for locks of this host only)"}
+	}
+	if dsn == defaultDSN() {
+		// demo and bench's own file (localDSNFlag): its directory is
+		// made for it.
+		if err := os.MkdirAll(filepath.Dir(strings.TrimPrefix(dsn, "sqlite:")), 0o700); err != nil {
+			return nil, unavailable("%s: %v", dsn, err)
+		}
+	}
 	cfg, err := dsnpkg.Parse(dsn)
 	if err != nil {
 		return nil, usageFrom(err)

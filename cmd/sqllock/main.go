@@ -277,8 +277,10 @@ Commands:
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
-The database is --dsn, else $SQLLOCK_DSN, else the SQLite file
-%s:
+The database is --dsn, else $SQLLOCK_DSN; with neither, commands refuse to
+run (exit 64), so that a job meant to run once across machines never falls
+back to a file only one machine sees. Only demo and bench, local by nature,
+then use the SQLite file %s. DSNs:
   postgres://user:pass@host:5432/db?sslmode=disable&schema=ops   PostgreSQL URL
   host=db user=app dbname=app schema=ops                        pgx keywords
   mysql://user:pass@host:3306/db?param=value                    MySQL 8, MariaDB 10.6+
@@ -298,13 +300,22 @@ Run "sqllock help COMMAND" for a command's flags; "sqllock --version".
 `, strings.TrimPrefix(defaultDSN(), "sqlite:"))
 }
 
-// dsnFlag adds --dsn, defaulting to $SQLLOCK_DSN or the embedded file.
+// dsnFlag adds --dsn, defaulting to $SQLLOCK_DSN. With neither, a command
+// refuses to run (see openTarget): a lock meant to coordinate machines never
+// falls back to a file only this one sees.
 func dsnFlag(fs *flag.FlagSet) *string {
+	return fs.String("dsn", os.Getenv("SQLLOCK_DSN"), "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db, tidb://... or sqlite:PATH; default $SQLLOCK_DSN; required")
+}
+
+// localDSNFlag is dsnFlag for the commands that are local by nature (demo,
+// bench): with neither --dsn nor $SQLLOCK_DSN they use an SQLite file in
+// the user's state directory.
+func localDSNFlag(fs *flag.FlagSet) *string {
 	def := os.Getenv("SQLLOCK_DSN")
 	if def == "" {
 		def = defaultDSN()
 	}
-	return fs.String("dsn", def, "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db, tidb://... or sqlite:PATH; default $SQLLOCK_DSN, else the embedded file")
+	return fs.String("dsn", def, "`DSN` of the database: postgres://..., host=..., mysql://..., user@tcp(host:port)/db, tidb://... or sqlite:PATH; default $SQLLOCK_DSN, else an SQLite file of this host")
 }
 
 var commandHelp = map[string]string{

@@ -70,10 +70,12 @@ func superviseMain(args []string) int {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	onTerminal := isTerminal(os.Stdin)
+	onTerminal := isTerminal(os.Stdin) && inForeground(os.Stdin)
 	if onTerminal {
 		// The job's group takes the terminal, so that it can read from it
-		// and Ctrl-C reaches it.
+		// and Ctrl-C reaches it; only from a wrapper in the foreground (a
+		// background `sqllock run ... &` leaves the terminal to the
+		// shell's foreground job).
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, int(os.Stdin.Fd())
 	}
 	setPdeathsig(cmd.SysProcAttr)
@@ -162,6 +164,13 @@ func superviseMain(args []string) int {
 // groupGone reports whether no process of the group pgid is left.
 func groupGone(pgid int) bool {
 	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+}
+
+// inForeground reports whether this process's group is the foreground
+// group of the terminal f.
+func inForeground(f *os.File) bool {
+	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
+	return err == nil && pgrp == syscall.Getpgrp()
 }
 
 // reclaimTerminal makes the supervisor's own group the terminal's foreground

@@ -203,8 +203,8 @@ func (c *Config) Open(schema string) (*sql.DB, dialect.Dialect, error) {
 		if schema != "" {
 			return nil, nil, &Error{"an SQLite file has no schemas: the file is the database"}
 		}
-		if err := os.MkdirAll(filepath.Dir(c.Path), 0o700); err != nil {
-			return nil, nil, err
+		if dir := filepath.Dir(c.Path); !isDir(dir) {
+			return nil, nil, &Error{fmt.Sprintf("the directory of the SQLite file, %s, does not exist: create it, or give another sqlite:PATH", dir)}
 		}
 		db, err := sqlite.Open(c.Path)
 		if err != nil {
@@ -218,6 +218,12 @@ func (c *Config) Open(schema string) (*sql.DB, dialect.Dialect, error) {
 		return db, d, nil
 	}
 	return nil, nil, errors.New("dsn: Config not made by Parse")
+}
+
+// isDir reports whether path is an existing directory.
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // badDSN is the error for a DSN of kind that does not parse: the DSN,

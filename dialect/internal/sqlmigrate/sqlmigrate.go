@@ -289,8 +289,8 @@ func (d *Driver) Run(migration io.Reader) error {
 // and "--" comment lines.
 func Split(body []byte) []string {
 	var (
-		stmts []string
-		cur   bytes.Buffer
+		stmts  []string
+		cur    bytes.Buffer
 		quoted bool // inside $$ ... $$
 	)
 	for _, line := range bytes.Split(body, []byte("\n")) {
