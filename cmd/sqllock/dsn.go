@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
@@ -85,6 +87,13 @@ func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
 		if err := dialect.ValidateIdentifier(schema); err != nil {
 			return nil, usageError{msg: fmt.Sprintf("--schema %q: %v", schema, err)}
 		}
+	}
+	if cfg.Driver == "postgres" {
+		// Unnamed statements, one round trip each: nothing relies on a
+		// server-side prepared statement, so a plain DSN works through
+		// PgBouncer in any pool mode. The command runs few statements;
+		// the parse and plan each costs the server do not matter.
+		cfg.Postgres.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	t := &target{dsn: cfg.String(), embedded: cfg.Driver == "sqlite"}
 	t.db, t.d, err = cfg.Open(schema)
