@@ -137,8 +137,10 @@ func TestPessimisticSharedAndExclusive(t *testing.T) {
 	})
 }
 
-// Killing the holder's connection frees the lock for a waiter at once, and
-// the holder learns it lost the lock.
+// Killing the holder's connection frees the lock for a waiter at once — no
+// lease to wait for, nor a TCP or server timeout (minutes to hours): within
+// half a minute, whatever the machine's load — and the holder learns it
+// lost the lock.
 func TestPessimisticHolderConnectionKilled(t *testing.T) {
 	eachPessimistic(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
@@ -174,8 +176,8 @@ func TestPessimisticHolderConnectionKilled(t *testing.T) {
 			return
 		}
 		defer r.k.Release(ctx)
-		if took := r.at.Sub(killed); took > time.Second {
-			t.Errorf("waiter got the lock %v after the kill, want within 1s", took)
+		if took := r.at.Sub(killed); took > 30*time.Second {
+			t.Errorf("waiter got the lock %v after the kill, want within 30s", took)
 		}
 		if r.k.Token() <= holder.Token() {
 			t.Fatalf("token after the kill %d, want > %d", r.k.Token(), holder.Token())
@@ -327,19 +329,20 @@ func TestPessimisticKeepAliveBeatsIdleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The timeout is 150 keep-alives long: a loaded machine (CI beside
-	// other suites) that delays a ping by a second or two must not look
+	// The timeout is 400 keep-alives long: a loaded machine (CI beside
+	// other suites) that delays a ping by several seconds must not look
 	// like a dead holder.
-	const idleTimeout = 3 * time.Second
-	if _, err := k.Tx().ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '3s'"); err != nil {
+	const idleTimeout = 8 * time.Second
+	if _, err := k.Tx().ExecContext(ctx, "SET LOCAL idle_in_transaction_session_timeout = '8s'"); err != nil {
 		t.Fatal(err)
 	}
-	// Idle for two timeouts: without pings the server would end the
-	// session (the holder's own pings would then report the loss).
+	// Idle for longer than the timeout: without pings the server would end
+	// the session (the holder's own pings would then report the loss, and
+	// the statement below fail).
 	select {
 	case <-k.Done():
 		t.Fatalf("lock lost while idle: %v", context.Cause(k.Context()))
-	case <-time.After(2 * idleTimeout):
+	case <-time.After(idleTimeout + idleTimeout/2):
 	}
 	var one int
 	if err := k.Tx().QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {

@@ -297,8 +297,10 @@ func TestSQLiteCrashedProcessTakenOver(t *testing.T) {
 				if k, err = l.Acquire(ctx, "crash"); err != nil {
 					t.Fatal(err)
 				}
-				if took := time.Since(start); took > ttl+time.Second {
-					t.Errorf("takeover %v after the crash, want within TTL + 1s", took)
+				// Not a measure of speed: the lease ends by its TTL, and a
+				// waiter polls at most every 500 ms.
+				if took := time.Since(start); took > 10*ttl {
+					t.Errorf("takeover %v after the crash, want within 10 × TTL %v", took, ttl)
 				}
 			case err == nil:
 				// Only a machine too busy to get here within the TTL of the
