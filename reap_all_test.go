@@ -394,7 +394,10 @@ END $$`, e.table("vanish"), left, rowlocks),
 
 // Many reapers beside acquirers that hand names around: every strategy on
 // every database keeps each name's tokens growing, and nothing is left
-// once all is released.
+// once all is released. The acquirers go on for at least 1.5s and until
+// each name has been handed around several times (bounded by a minute): a
+// loaded machine runs longer, not fewer grants; the reapers run until the
+// acquirers are done.
 func TestReapersBesideAcquirers(t *testing.T) {
 	eachStrategy(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
@@ -405,11 +408,21 @@ func TestReapersBesideAcquirers(t *testing.T) {
 			grants int
 			wg     sync.WaitGroup
 		)
-		stop := time.Now().Add(1500 * time.Millisecond)
+		wantGrants := 4 * len(names)
+		minEnd, limit := time.Now().Add(1500*time.Millisecond), time.Now().Add(time.Minute)
+		more := func() bool {
+			mu.Lock()
+			g := grants
+			mu.Unlock()
+			now := time.Now()
+			return now.Before(limit) && (now.Before(minEnd) || g < wantGrants)
+		}
+		var reapers sync.WaitGroup
+		acquirersDone := make(chan struct{})
 		for w := range 4 {
 			l := e.anyLocker(t) // a process of its own
 			wg.Go(func() {
-				for i := 0; time.Now().Before(stop); i++ {
+				for i := 0; more(); i++ {
 					name := names[(w+i)%len(names)]
 					k, err := l.Acquire(ctx, name)
 					if errors.Is(err, sqllock.ErrTransient) && e.pess {
@@ -443,8 +456,13 @@ func TestReapersBesideAcquirers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wg.Go(func() {
-				for time.Now().Before(stop) {
+			reapers.Go(func() {
+				for {
+					select {
+					case <-acquirersDone:
+						return
+					default:
+					}
 					if _, err := r.Reap(ctx); err != nil {
 						t.Errorf("reap: %v", err)
 						return
@@ -453,11 +471,13 @@ func TestReapersBesideAcquirers(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		close(acquirersDone)
+		reapers.Wait()
 		if t.Failed() {
 			return
 		}
-		if grants < len(names) {
-			t.Fatalf("only %d grants", grants)
+		if grants < wantGrants {
+			t.Fatalf("only %d grants within a minute, want %d", grants, wantGrants)
 		}
 		reapAllRows(t, e.d)
 		table := e.s.table
