@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // recorder is a Tracer that keeps the events of interest here.
@@ -98,7 +98,9 @@ func (refuseStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Durat
 
 // Renewals that fail until the trust window closes are reported as failed,
 // and the loss as renew_failed; a refused renewal as refused, and the loss
-// as expired; a good one with the margin left in the trust window.
+// as expired; a good one with the margin left in the trust window. The
+// stores answer in memory and the timers run on synctest's clock: a
+// loaded machine cannot make a renewal late.
 func TestRenewalEvents(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -111,72 +113,68 @@ func TestRenewalEvents(t *testing.T) {
 	} {
 		t.Run(string(c.cause), func(t *testing.T) {
 			t.Parallel()
+			synctest.Test(t, func(t *testing.T) {
+				opts, err := Options{TTL: 300 * time.Millisecond}.withDefaults()
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec := &recorder{}
+				ls := newLeases(c.store, opts)
+				ls.ev = newEvents(StrategyTable, nil, nil, rec)
+				ls.batch.ev = ls.ev
+				lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
+				<-lock.Done()
+				// The loss is reported just after the lock's context ends.
+				synctest.Wait()
+				rec.mu.Lock()
+				defer rec.mu.Unlock()
+				if len(rec.lost) != 1 || rec.lost[0].Cause != c.cause || rec.lost[0].Token != 7 || rec.lost[0].Held <= 0 {
+					t.Fatalf("lost events: %+v, want one, cause %s", rec.lost, c.cause)
+				}
+				if len(rec.renewed) == 0 {
+					t.Fatal("no renewal events")
+				}
+				for _, e := range rec.renewed {
+					if e.Outcome != c.outcome || e.Margin != 0 || (e.Err != nil) != (c.outcome == RenewFailed) {
+						t.Errorf("renewal event %+v, want outcome %s", e, c.outcome)
+					}
+				}
+			})
+		})
+	}
+	t.Run("renewed", func(t *testing.T) {
+		t.Parallel()
+		synctest.Test(t, func(t *testing.T) {
 			opts, err := Options{TTL: 300 * time.Millisecond}.withDefaults()
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := &recorder{}
-			ls := newLeases(c.store, opts)
+			ls := newLeases(okStore{}, opts)
 			ls.ev = newEvents(StrategyTable, nil, nil, rec)
 			ls.batch.ev = ls.ev
 			lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
-			<-lock.Done()
-			// The loss is reported just after the lock's context ends.
-			testutil.Eventually(t.Context(), t, "the lost event", func() bool {
-				rec.mu.Lock()
-				defer rec.mu.Unlock()
-				return len(rec.lost) > 0
-			})
+			// Several renewal periods: each renews, none loses the lease.
+			time.Sleep(3 * opts.TTL)
+			synctest.Wait()
+			if err := lock.Context().Err(); err != nil {
+				t.Fatalf("lost a lease that renews: %v", context.Cause(lock.Context()))
+			}
+			if err := lock.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			if len(rec.lost) != 1 || rec.lost[0].Cause != c.cause || rec.lost[0].Token != 7 || rec.lost[0].Held <= 0 {
-				t.Fatalf("lost events: %+v, want one, cause %s", rec.lost, c.cause)
+			if len(rec.renewed) < 3 {
+				t.Fatalf("%d renewal events in 3 TTLs, want at least 3", len(rec.renewed))
 			}
-			if len(rec.renewed) == 0 {
-				t.Fatal("no renewal events")
-			}
+			trust := opts.TTL - trustMargin(opts.TTL)
 			for _, e := range rec.renewed {
-				if e.Outcome != c.outcome || e.Margin != 0 || (e.Err != nil) != (c.outcome == RenewFailed) {
-					t.Errorf("renewal event %+v, want outcome %s", e, c.outcome)
+				if e.Outcome != RenewOK || e.Margin <= 0 || e.Margin > trust {
+					t.Errorf("renewal event %+v, want renewed with a margin in (0, %v]", e, trust)
 				}
 			}
 		})
-	}
-	t.Run("renewed", func(t *testing.T) {
-		t.Parallel()
-		opts, err := Options{TTL: 300 * time.Millisecond}.withDefaults()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := &recorder{}
-		ls := newLeases(okStore{}, opts)
-		ls.ev = newEvents(StrategyTable, nil, nil, rec)
-		ls.batch.ev = ls.ev
-		lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
-		for {
-			rec.mu.Lock()
-			n := len(rec.renewed)
-			rec.mu.Unlock()
-			if n > 0 {
-				break
-			}
-			select {
-			case <-lock.Done():
-				t.Fatal("lost a lease that renews")
-			case <-time.After(time.Millisecond):
-			}
-		}
-		if err := lock.Release(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		trust := opts.TTL - trustMargin(opts.TTL)
-		for _, e := range rec.renewed {
-			if e.Outcome != RenewOK || e.Margin <= 0 || e.Margin > trust {
-				t.Errorf("renewal event %+v, want renewed with a margin in (0, %v]", e, trust)
-			}
-		}
 	})
 }
 
