@@ -7,9 +7,12 @@
 test:
 	bash scripts/test.sh
 
-# The PostgreSQL tests (make test's, without MySQL) on every supported
-# PostgreSQL major, 13 to 18, each a pinned build downloaded once
-# (scripts/test-matrix.sh). MAJORS="13 18" picks some.
+# What differs between PostgreSQL majors, on every supported major, 13 to
+# 18 (each a pinned build downloaded once): the PostgreSQL dialect's
+# conformance suite and the root package's strategy suites, without -race
+# (make test runs the race detector, the chaos suite and everything else
+# once). All six servers start at once; the runs go MATRIX_JOBS (4) at a
+# time; 2-3 minutes (scripts/test-matrix.sh). MAJORS="13 18" picks some.
 test-matrix:
 	bash scripts/test-matrix.sh
 
@@ -24,7 +27,7 @@ fmt:
 FUZZTIME ?= 10s
 
 # Runs every fuzz target of every package for FUZZTIME each and fails if any
-# found a failing input (scripts/fuzz.sh).
+# found a failing input (scripts/fuzz.sh; FUZZFLAGS adds go test flags).
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
@@ -43,7 +46,7 @@ soak:
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
 # own per scenario, the chaos workload across a forced failover, and a
 # 3-node MariaDB Galera cluster (scripts/test-ha.sh; 3-4 minutes). Not
-# part of make test; .ci/run runs it.
+# part of make test; .ci/run runs it beside make test-matrix and make fuzz.
 test-ha:
 	bash scripts/test-ha.sh
 

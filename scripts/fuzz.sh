@@ -2,6 +2,9 @@
 # scripts/fuzz.sh: runs every fuzz target of every package for FUZZTIME
 # (default 10s) each (`make fuzz` runs it; go test -fuzz takes one target
 # per package per run) and fails if any target found a failing input.
+# FUZZFLAGS adds go test flags to each run (e.g. FUZZFLAGS=-parallel=1 for
+# one fuzzing worker instead of one per core, when other work shares the
+# machine).
 #
 # One failure is not a finding and is not counted as one. Go 1.26's fuzzing
 # coordinator can fail a target with a bare "context deadline exceeded" as
@@ -32,13 +35,29 @@ coordinator_race() {
 		! grep -q -e 'Failing input written' -e '^panic: ' -e 'fuzzing process hung' "$out"
 }
 
+# targets: "PKG DIR TARGET" per fuzz target, read from the packages' test
+# files (func FuzzXxx(f *testing.F) at the top level) rather than listed by
+# go test -list, which would build every package's test binary first.
+targets() {
+	local pkg dir files f
+	while IFS=$'\t' read -r pkg dir files; do
+		[ -n "$files" ] || continue
+		for f in $files; do
+			sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*\*testing\.F).*/\1/p' "$dir/$f"
+		done | sort -u | while read -r target; do
+			printf '%s %s %s\n' "$pkg" "$dir" "$target"
+		done
+	done < <(go list -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./...)
+}
+
 fail=0
-for pkg in $(go list ./...); do
-	dir=$(go list -f '{{.Dir}}' "$pkg")
-	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+n=0
+while read -r pkg dir target; do
+	n=$((n + 1))
+	{
 		echo "== $target ($pkg)"
 		before=$(corpus "$dir" "$target")
-		go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" "$pkg" 2>&1 | tee "$out"
+		go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" ${FUZZFLAGS:-} "$pkg" 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" = 0 ] && continue
 		if [ "$(corpus "$dir" "$target")" = "$before" ] && coordinator_race "$target"; then
 			echo "== $target: the fuzzing coordinator's deadline error (go.dev/issue/75804), no input failed; replaying the corpus"
@@ -48,6 +67,10 @@ for pkg in $(go list ./...); do
 			fi
 		fi
 		fail=1
-	done
-done
+	} </dev/null
+done < <(targets)
+if [ "$n" = 0 ]; then
+	echo "fuzz.sh: no fuzz target found" >&2
+	exit 1
+fi
 exit $fail
