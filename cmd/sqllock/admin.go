@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -75,6 +78,9 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 			}
 			err = sqllock.MigrateDown(ctx, t.d)
 		case "force":
+			if vs := versions(t.d); forceTo > 0 && !slices.Contains(vs, forceTo) {
+				return usageError{msg: fmt.Sprintf("migrate force %d: %s has no schema version %d; its versions are %s (0 or -1: none applied)", forceTo, t.d.Name(), forceTo, joinInts(vs))}
+			}
 			err = sqllock.MigrateForce(ctx, t.d, forceTo)
 		}
 		if err != nil {
@@ -91,6 +97,37 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 		fmt.Fprintf(stdout, "schema version %d\n", v)
 		return nil
 	}
+}
+
+// versions lists the schema versions of d's embedded migrations, in order.
+func versions(d dialect.Dialect) []int {
+	entries, _ := fs.ReadDir(d.Migrations(), ".")
+	var vs []int
+	for _, e := range entries {
+		head, _, ok := strings.Cut(e.Name(), "_")
+		if v, err := strconv.Atoi(head); ok && err == nil && !slices.Contains(vs, v) {
+			vs = append(vs, v)
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// joinInts is vs as "1, 2, 5".
+func joinInts(vs []int) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+// count is n with the singular or plural noun: "1 lock", "2 locks".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // dirtyError is the answer for a dirty schema at version v: exit 69, and
@@ -118,7 +155,7 @@ func refuseWhileHeld(ctx context.Context, t *target) error {
 	if len(held) == 0 {
 		return nil
 	}
-	return exitError{exitFailure, fmt.Errorf("migrate down refused: %d locks held (%s); dropping the tables frees them under their holders and starts fencing tokens again from 1. Stop the holders, or give --force", len(held), strings.Join(held, ", "))}
+	return exitError{exitFailure, fmt.Errorf("migrate down refused: %s held (%s); dropping the tables frees them under their holders and starts fencing tokens again from 1. Stop the holders, or give --force", count(len(held), "lock", "locks"), strings.Join(held, ", "))}
 }
 
 func locksFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {

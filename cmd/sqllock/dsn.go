@@ -155,6 +155,11 @@ func (t *target) timeout(ctx context.Context, d time.Duration, err error) error 
 // the operator's to create (sqllock migrate up); its absence surfaces as
 // sqllock.ErrSchemaMissing, which fail turns into the command that fixes it.
 func (t *target) ready(ctx context.Context) error {
+	// A dirty schema (a migration failed half-way) needs an operator:
+	// the statements may meet tables in any state.
+	if v, dirty := t.dirty(ctx); dirty {
+		return dirtyError(t, v)
+	}
 	if !t.embedded {
 		return nil
 	}
@@ -162,6 +167,32 @@ func (t *target) ready(ctx context.Context) error {
 		return unavailable("migrating %s: %v", t.dsn, err)
 	}
 	return nil
+}
+
+// dirty reads the schema's version and dirty flag with one query (not
+// through golang-migrate, which would take the migration lock and create
+// its table). A missing table, or any failure, reads as clean: the
+// statements that follow meet it and say so.
+func (t *target) dirty(ctx context.Context) (uint, bool) {
+	table := "sqllock_schema_migrations"
+	switch d := t.d.(type) {
+	case interface{ Schema() string }: // PostgreSQL
+		if s := d.Schema(); s != "" {
+			table = `"` + s + `".` + table
+		}
+	case interface{ Database() string }: // MySQL, MariaDB, TiDB
+		if db := d.Database(); db != "" {
+			table = "`" + db + "`." + table
+		}
+	}
+	var (
+		v     uint
+		dirty bool
+	)
+	if err := t.db.QueryRowContext(ctx, "SELECT version, dirty FROM "+table+" LIMIT 1").Scan(&v, &dirty); err != nil {
+		return 0, false
+	}
+	return v, dirty
 }
 
 // fail describes err for the operator, adding the fix for a missing schema.

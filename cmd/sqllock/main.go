@@ -292,9 +292,10 @@ read by sqllock, not sent to the server (PgBouncer refuses search_path). On
 MySQL the database is the schema.
 
 Exit status: run exits with its command's status; 64 usage error; 69 database
-unreachable, schema missing or dirty; 75 lock not acquired (run -E); 76 lock
-lost while the command ran; 124 run --max-time passed; 127 command not found;
-1 other errors.
+unreachable, schema missing or dirty; 75 lock not acquired (run -E); 130
+(128+N) interrupted by a signal while waiting; 76 lock lost while the
+command ran; 124 run --max-time passed; 127 command not found; 1 other
+errors.
 
 Run "sqllock help COMMAND" for a command's flags; "sqllock --version".
 `, strings.TrimPrefix(defaultDSN(), "sqlite:"))
@@ -340,9 +341,9 @@ busy, as if held under this one.
 
 Exit status: COMMAND's own (128+N if it died of signal N; 127 if it does not
 exist, 126 if it cannot be run); -E (default 75) if the lock was not
-acquired (-n and busy, -w passed, or interrupted while waiting); 76 if it
-was lost; 124 after --max-time; 64 usage; 69 database unreachable or schema
-missing.
+acquired (-n and busy, or -w passed); 128+N if signal N (SIGINT: 130)
+interrupted the wait; 76 if it was lost; 124 after --max-time; 64 usage;
+69 database unreachable, schema missing or dirty.
 
 With --min-hold the lock stays taken until that long after it was acquired
 (database clock), even if COMMAND ends sooner, and then frees itself. Only

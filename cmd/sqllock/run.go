@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -248,7 +249,7 @@ func (r *runner) waitContext(ctx context.Context, sigs <-chan os.Signal, doing s
 	go func() {
 		select {
 		case s := <-sigs:
-			scancel(fmt.Errorf("interrupted by %v while %s %q", s, doing, r.name))
+			scancel(interruptedError{s, fmt.Sprintf("interrupted by %v while %s %q", s, doing, r.name)})
 		case <-sctx.Done():
 		}
 	}()
@@ -287,9 +288,29 @@ func (r *runner) waitError(ctx, wctx context.Context, err error) error {
 	case errors.Is(context.Cause(wctx), errWaitTimedOut):
 		return exitError{r.conflict, fmt.Errorf("lock %q still busy after %v: %s", r.name, r.timeout, r.holder(context.WithoutCancel(ctx), ""))}
 	case wctx.Err() != nil:
+		var ie interruptedError
+		if errors.As(context.Cause(wctx), &ie) {
+			return exitError{ie.status(), ie}
+		}
 		return exitError{r.conflict, context.Cause(wctx)}
 	}
 	return err
+}
+
+// interruptedError is a wait ended by a signal: exit status 128 + its
+// number, as a shell reports a command the signal killed (flock too).
+type interruptedError struct {
+	sig os.Signal
+	msg string
+}
+
+func (e interruptedError) Error() string { return e.msg }
+
+func (e interruptedError) status() int {
+	if s, ok := e.sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitFailure
 }
 
 // holder describes who holds the name under strategy (all strategies if
@@ -443,12 +464,20 @@ func exitStatus(err error) int {
 // isTerminal reports whether f is a terminal.
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
+// article is the indefinite article of noun: "an" before a vowel.
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 // commandLine reads the arguments of run and elect, NAME [--] [COMMAND
 // [ARGS...]], or NAME and -c 'SHELL COMMAND', and validates NAME. verb is
 // the subcommand, what names NAME in messages.
 func commandLine(fs *flag.FlagSet, verb, what string, args []string, shell string) (string, []string, error) {
 	if len(args) == 0 {
-		return "", nil, usageError{msg: fmt.Sprintf("%s needs a %s and a command: sqllock %s NAME -- COMMAND [ARGS...], or sqllock %s NAME -c 'SHELL COMMAND'", verb, what, verb, verb)}
+		return "", nil, usageError{msg: fmt.Sprintf("%s needs %s %s and a command: sqllock %s NAME -- COMMAND [ARGS...], or sqllock %s NAME -c 'SHELL COMMAND'", verb, article(what), what, verb, verb)}
 	}
 	name, argv := args[0], args[1:]
 	if len(argv) > 0 && argv[0] == "--" {

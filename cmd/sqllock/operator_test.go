@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+)
+
+// exitOf is the exit status of a finished command, 0 on success.
+func exitOf(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	}
+	t.Fatal(err)
+	return 0
+}
+
+// On a dirty schema (a migration failed half-way) run and locks stop with
+// exit 69 and the repair, rather than carry on.
+func TestDirtySchemaRefused(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		ns := ""
+		switch d := b.d.(type) {
+		case *postgres.Dialect:
+			ns = `"` + d.Schema() + `".`
+		case *mysql.Dialect:
+			ns = "`" + d.Database() + "`."
+		}
+		if _, err := b.d.DB().ExecContext(ctxT(t), "UPDATE "+ns+"sqllock_schema_migrations SET dirty = true"); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{{"run", "-n", "job", "true"}, {"locks"}} {
+			out, err := b.cmd(t, args...).CombinedOutput()
+			if code := exitOf(t, err); code != exitUnavailable || !strings.Contains(string(out), "migrate force") {
+				t.Errorf("%q on a dirty schema: exit %d, want %d with the repair\n%s", args, code, exitUnavailable, out)
+			}
+		}
+	})
+}
+
+// migrate force accepts only a version the embedded migrations have (or
+// 0, -1: none), and names them otherwise.
+func TestMigrateForceUnknownVersion(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		out, err := b.cmd(t, "migrate", "force", "99").CombinedOutput()
+		if code := exitOf(t, err); code != exitUsage || !strings.Contains(string(out), "its versions are 1,") {
+			t.Fatalf("migrate force 99: exit %d, want %d naming the versions\n%s", code, exitUsage, out)
+		}
+		out, err = b.cmd(t, "migrate", "up").CombinedOutput()
+		if err != nil {
+			t.Fatalf("migrate up after a refused force: %v\n%s", err, out)
+		}
+	})
+}
+
+// Messages read as English: "an election name".
+func TestUsageArticles(t *testing.T) {
+	t.Parallel()
+	out, _ := exec.CommandContext(ctxT(t), bin, "elect").CombinedOutput()
+	if !strings.Contains(string(out), "needs an election name") {
+		t.Fatalf("elect without arguments:\n%s", out)
+	}
+}
+
+// Ctrl-C (SIGINT) while waiting for a held lock exits 130, as flock and the
+// shell report a command the signal ended, not 75 (lock busy).
+func TestRunInterruptedWhileWaiting(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		h := b.hold(t, "busy")
+		<-h.token
+		c := b.cmd(t, "run", "-v", "busy", "true")
+		stderr, err := c.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() && !strings.Contains(sc.Text(), "waiting for lock") {
+		}
+		if err := c.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		for sc.Scan() {
+		}
+		if code := exitOf(t, c.Wait()); code != 130 {
+			t.Fatalf("run interrupted while waiting: exit %d, want 130", code)
+		}
+	})
+}
