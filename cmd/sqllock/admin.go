@@ -77,6 +77,15 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 				}
 			}
 			err = sqllock.MigrateDown(ctx, t.d)
+			if err == nil {
+				// Nothing of sqllock's is left, not even the record of
+				// its version.
+				_, err = t.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t.migrationsTable())
+				if err == nil {
+					fmt.Fprintln(stdout, "schema removed")
+					return nil
+				}
+			}
 		case "force":
 			if vs := versions(t.d); forceTo > 0 && !slices.Contains(vs, forceTo) {
 				return usageError{msg: fmt.Sprintf("migrate force %d: %s has no schema version %d; its versions are %s (0 or -1: none applied)", forceTo, t.d.Name(), forceTo, joinInts(vs))}

@@ -174,6 +174,19 @@ func (t *target) ready(ctx context.Context) error {
 // its table). A missing table, or any failure, reads as clean: the
 // statements that follow meet it and say so.
 func (t *target) dirty(ctx context.Context) (uint, bool) {
+	var (
+		v     uint
+		dirty bool
+	)
+	if err := t.db.QueryRowContext(ctx, "SELECT version, dirty FROM "+t.migrationsTable()+" LIMIT 1").Scan(&v, &dirty); err != nil {
+		return 0, false
+	}
+	return v, dirty
+}
+
+// migrationsTable is the qualified name of the table of the schema's
+// version (validated identifiers: the dialects refuse others).
+func (t *target) migrationsTable() string {
 	table := "sqllock_schema_migrations"
 	switch d := t.d.(type) {
 	case interface{ Schema() string }: // PostgreSQL
@@ -185,14 +198,7 @@ func (t *target) dirty(ctx context.Context) (uint, bool) {
 			table = "`" + db + "`." + table
 		}
 	}
-	var (
-		v     uint
-		dirty bool
-	)
-	if err := t.db.QueryRowContext(ctx, "SELECT version, dirty FROM "+table+" LIMIT 1").Scan(&v, &dirty); err != nil {
-		return 0, false
-	}
-	return v, dirty
+	return table
 }
 
 // fail describes err for the operator, adding the fix for a missing schema.

@@ -100,3 +100,28 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 		}
 	})
 }
+
+// migrate down leaves nothing of sqllock's, not even the table of its
+// version.
+func TestMigrateDownRemovesEverything(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if out, err := b.cmd(t, "migrate", "down").CombinedOutput(); err != nil {
+			t.Fatalf("migrate down: %v\n%s", err, out)
+		}
+		q := "SELECT count(*) FROM sqlite_master WHERE name LIKE 'sqllock%'"
+		var args []any
+		switch b.kind {
+		case "postgres":
+			q, args = "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name LIKE 'sqllock%'", []any{b.ns}
+		case "mysql":
+			q, args = "SELECT count(*) FROM information_schema.tables WHERE table_schema = ? AND table_name LIKE 'sqllock%'", []any{b.ns}
+		}
+		var n int
+		if err := b.d.DB().QueryRowContext(ctxT(t), q, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("%d sqllock tables left after migrate down", n)
+		}
+	})
+}
