@@ -49,8 +49,8 @@ func TestElectAndLeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		var j leaderJSON
-		if !waitFor(30*time.Second, func() bool { j, _ = leaderOf(t, b, name); return j.Leader }) {
-			t.Fatal("sqllock elect never became leader")
+		if !waitFor(time.Minute, func() bool { j, _ = leaderOf(t, b, name); return j.Leader }) {
+			t.Fatal("sqllock elect never became leader within a minute")
 		}
 		if j.Value != "alpha:1" || j.Term <= 0 || j.ExpiresInMS <= 0 || j.ExpiresInMS > 60_000 {
 			t.Fatalf("leader --json: %+v", j)
