@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -247,6 +248,51 @@ func TestConflictOrMissing(t *testing.T) {
 		}
 		if err := sqllock.ConflictOrMissing(ctx, e.db, e.q("SELECT 1 FROM {nothing}")); err == nil || errors.Is(err, sqllock.ErrConflict) {
 			t.Fatalf("failed existence query: %v", err)
+		}
+	})
+}
+
+// RetryOnConflict's backoff, on synctest's clock: each wait is at most its
+// cap, which starts at MinBackoff and doubles up to MaxBackoff; without
+// Attempts it retries until the context's deadline, and returns then.
+func TestRetryOnConflictBackoff(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		const minB, maxB, attempts = 10 * time.Millisecond, 80 * time.Millisecond, 12
+		var at []time.Time
+		err := sqllock.RetryOnConflict(t.Context(), sqllock.RetryOptions{Attempts: attempts, MinBackoff: minB, MaxBackoff: maxB}, func(context.Context) error {
+			at = append(at, time.Now())
+			return sqllock.ErrConflict
+		})
+		if !errors.Is(err, sqllock.ErrConflict) || len(at) != attempts {
+			t.Fatalf("err %v after %d attempts, want ErrConflict after %d", err, len(at), attempts)
+		}
+		capped := minB
+		for i := 1; i < len(at); i++ {
+			if wait := at[i].Sub(at[i-1]); wait < 0 || wait > capped {
+				t.Errorf("wait before attempt %d: %v, want at most %v", i+1, wait, capped)
+			}
+			capped = min(2*capped, maxB)
+		}
+
+		const limit = 5 * time.Second
+		ctx, cancel := context.WithTimeout(t.Context(), limit)
+		defer cancel()
+		start, calls := time.Now(), 0
+		err = sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{MinBackoff: minB, MaxBackoff: maxB}, func(context.Context) error {
+			calls++
+			return sqllock.ErrConflict
+		})
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sqllock.ErrConflict) {
+			t.Fatalf("retrying until the deadline: %v, want DeadlineExceeded and ErrConflict", err)
+		}
+		// Returns at the deadline, not a backoff later; at least one attempt
+		// per MaxBackoff.
+		if took := time.Since(start); took != limit {
+			t.Errorf("returned %v after the start, want at the deadline %v", took, limit)
+		}
+		if calls < int(limit/maxB) {
+			t.Errorf("%d attempts in %v, want at least one per MaxBackoff %v", calls, limit, maxB)
 		}
 	})
 }
