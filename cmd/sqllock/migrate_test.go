@@ -158,7 +158,7 @@ func TestMigrateDownRefusesWhileHeld(t *testing.T) {
 			t.Fatalf("holder exited %d", code)
 		}
 		out, err = b.cmd(t, "migrate", "down").CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "schema version 0" {
+		if err != nil || strings.TrimSpace(string(out)) != "schema removed" {
 			t.Fatalf("migrate down with nothing held: %v\n%s", err, out)
 		}
 		if out, err := b.cmd(t, "migrate", "up").CombinedOutput(); err != nil {
@@ -167,7 +167,7 @@ func TestMigrateDownRefusesWhileHeld(t *testing.T) {
 		h = b.hold(t, "busy", "--ttl", "60s", "--grace", "1s")
 		<-h.token
 		out, err = b.cmd(t, "migrate", "down", "--force").CombinedOutput()
-		if err != nil || strings.TrimSpace(string(out)) != "schema version 0" {
+		if err != nil || strings.TrimSpace(string(out)) != "schema removed" {
 			t.Fatalf("migrate down --force: %v\n%s", err, out)
 		}
 	})
