@@ -224,6 +224,14 @@ func version() string {
 // arguments, as in "migrate up --dsn X". After max positional arguments
 // (unless max < 0), or after "--", the rest is returned as it is.
 func parseInterspersed(fs *flag.FlagSet, args []string, max int) ([]string, error) {
+	if max == 1 {
+		// run and elect, as flock: options, then NAME, then the
+		// command, verbatim; "--" ends the options wherever it stands.
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		return fs.Args(), nil
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {

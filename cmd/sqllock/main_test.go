@@ -581,7 +581,10 @@ func TestParseInterspersed(t *testing.T) {
 	}{
 		{[]string{"up", "--json"}, -1, []string{"up"}},
 		{[]string{"--json", "up"}, -1, []string{"up"}},
-		{[]string{"name", "--json", "--", "cmd", "-x"}, 1, []string{"name", "--", "cmd", "-x"}},
+		// run and elect (one positional): options stop at NAME or "--".
+		{[]string{"name", "--json", "--", "cmd", "-x"}, 1, []string{"name", "--json", "--", "cmd", "-x"}},
+		{[]string{"--json", "name", "--", "cmd", "-x"}, 1, []string{"name", "--", "cmd", "-x"}},
+		{[]string{"--json", "--", "name", "cmd", "-x"}, 1, []string{"name", "cmd", "-x"}},
 		{[]string{"name", "cmd", "-x"}, 1, []string{"name", "cmd", "-x"}},
 	} {
 		fs := runFlagSetForTest()

@@ -125,3 +125,28 @@ func TestMigrateDownRemovesEverything(t *testing.T) {
 		}
 	})
 }
+
+// As flock: options, then NAME, then the command. "--" ends the options
+// wherever it stands (it is never a lock name), and an option after NAME is
+// a usage error rather than the command.
+func TestRunOptionsBeforeName(t *testing.T) {
+	t.Parallel()
+	dsn := "SQLLOCK_DSN=sqlite:" + t.TempDir() + "/l.db"
+	c := exec.CommandContext(ctxT(t), bin, "run", "-n", "--", "myjob", "sh", "-c", `echo "$SQLLOCK_NAME"`)
+	c.Env = append(c.Environ(), dsn)
+	out, err := c.CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "myjob" {
+		t.Fatalf("run -n -- myjob: %v\n%s", err, out)
+	}
+	c = exec.CommandContext(ctxT(t), bin, "run", "myjob", "-n", "true")
+	c.Env = append(c.Environ(), dsn)
+	out, err = c.CombinedOutput()
+	if code := exitOf(t, err); code != exitUsage || !strings.Contains(string(out), "options go before") {
+		t.Fatalf("run myjob -n true: exit %d, want %d saying options go before NAME\n%s", code, exitUsage, out)
+	}
+	c = exec.CommandContext(ctxT(t), bin, "run", "myjob", "--", "sh", "-c", "echo ok")
+	c.Env = append(c.Environ(), dsn)
+	if out, err := c.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "ok" {
+		t.Fatalf("run myjob -- sh -c: %v\n%s", err, out)
+	}
+}

@@ -472,6 +472,17 @@ func article(noun string) string {
 	return "a"
 }
 
+// isFlag reports whether arg names one of fs's flags (-n, --ttl=5).
+func isFlag(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok {
+		return false
+	}
+	name = strings.TrimPrefix(name, "-")
+	name, _, _ = strings.Cut(name, "=")
+	return name != "" && fs.Lookup(name) != nil
+}
+
 // commandLine reads the arguments of run and elect, NAME [--] [COMMAND
 // [ARGS...]], or NAME and -c 'SHELL COMMAND', and validates NAME. verb is
 // the subcommand, what names NAME in messages.
@@ -482,6 +493,8 @@ func commandLine(fs *flag.FlagSet, verb, what string, args []string, shell strin
 	name, argv := args[0], args[1:]
 	if len(argv) > 0 && argv[0] == "--" {
 		argv = argv[1:]
+	} else if len(argv) > 0 && isFlag(fs, argv[0]) {
+		return "", nil, usageError{msg: fmt.Sprintf("%s after the %s: options go before it (sqllock %s [OPTIONS] NAME COMMAND); a command that starts with - goes after --", argv[0], what, verb)}
 	}
 	switch {
 	case shell != "" && len(argv) > 0:
