@@ -12,7 +12,7 @@ test:
 # conformance suite and the root package's strategy suites, without -race
 # (make test runs the race detector, the chaos suite and everything else
 # once). All six servers start at once; the runs go MATRIX_JOBS (4) at a
-# time; 2-3 minutes (scripts/test-matrix.sh). MAJORS="13 18" picks some.
+# time; about 5 minutes on 2 busy cores (scripts/test-matrix.sh). MAJORS="13 18" picks some.
 test-matrix:
 	bash scripts/test-matrix.sh
 
