@@ -207,6 +207,7 @@ func skewedSession(t *testing.T, e *env, skew time.Duration) (d dialect.Dialect,
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, pd)
 		return pd, true
 	}
 	return nil, false
@@ -293,6 +294,11 @@ func (e *env) sibling(t *testing.T, maxOpen int) (*sql.DB, dialect.Dialect) {
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The dialect's background work (a listening connection, bells) ends
+	// with the test, before the pool closes.
+	if c, ok := d.(interface{ Close(context.Context) error }); ok {
+		closeAtEnd(t, c)
 	}
 	db.SetMaxOpenConns(maxOpen)
 	return db, d
@@ -407,10 +413,12 @@ func TestRefusedConnectionIsUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, pd)
 	md, err := mysql.New(my)
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeAtEnd(t, md)
 	for _, d := range []dialect.Dialect{pd, md} {
 		for _, s := range leaseStrategies {
 			l, err := s.new(d, sqllock.Options{})
