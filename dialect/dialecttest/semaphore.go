@@ -140,8 +140,8 @@ func checkSemaphoreExpiry(t *testing.T, e *env) {
 	}
 }
 
-// Remaining reports no row for a name without holders, and otherwise at
-// most the time the first holder's lease has left.
+// Remaining reports no row for a name without holders, otherwise at most
+// the time the first holder's lease has left, and 0 once a permit is free.
 func checkSemaphoreRemaining(t *testing.T, e *env) {
 	st := e.Dialect.(dialect.Semaphores).Semaphores()
 	const name = "remaining"
@@ -149,7 +149,7 @@ func checkSemaphoreRemaining(t *testing.T, e *env) {
 		t.Fatalf("Remaining without holders: %v, %v, %v; want false", d, ok, err)
 	}
 	tb := e.semaphoreTable(2)
-	e.grant(tb, name, "a")
+	a := e.grant(tb, name, "a")
 	e.grantTTL(tb, name, "b", 2*long)
 	// The first answer may be 0 (look again at once): a dialect that
 	// announces releases marks the name as waited for.
@@ -162,6 +162,12 @@ func checkSemaphoreRemaining(t *testing.T, e *env) {
 		if i == 1 && d <= 0 {
 			t.Fatalf("Remaining with live holders, asked again: %v; want > 0", d)
 		}
+	}
+	// A released permit's row may stay until the next grant or the
+	// reaper: the waiter is told to look again at once, not an error.
+	e.release(tb, a, true)
+	if d, ok, err := st.Remaining(e.ctx, name); err != nil || ok && d != 0 {
+		t.Fatalf("Remaining beside a released permit: %v, %v, %v; want 0 (look again)", d, ok, err)
 	}
 }
 

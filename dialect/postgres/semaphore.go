@@ -43,6 +43,7 @@ VALUES (:name, :owner, :token, 1, now(), %s)`, holders, ttl))
   UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters RETURNING 1
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
+  WHEN min(expires_at) <= now() THEN 0 -- a permit is free (a released row is at -infinity)
   ELSE (extract(epoch FROM min(expires_at) - now()) * 1000000)::bigint END
 FROM %[2]s WHERE name = :name HAVING count(*) > 0`, sems, holders))
 	s.Release = semaphoreRelease(sems, holders, durable, "")
