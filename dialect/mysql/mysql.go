@@ -27,7 +27,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/migrations"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // FIFO queues (sqllock.Options.Fair). A waiter's ticket records its

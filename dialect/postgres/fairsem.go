@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 var _ dialect.MultiLockTable = (*Dialect)(nil)

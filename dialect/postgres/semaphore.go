@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 var _ dialect.Semaphores = (*Dialect)(nil)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A

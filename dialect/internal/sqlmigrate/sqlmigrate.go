@@ -23,7 +23,7 @@ import (
 
 	"github.com/golang-migrate/migrate/v4/database"
 
-	"github.com/sqllock/sqllock/dialect/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // CleanupTimeout bounds each statement that ends a migration run's
