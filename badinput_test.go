@@ -196,11 +196,11 @@ func newCampaign(t *testing.T, e *env) *campaign {
 		c.l, c.other = e.pessimistic(t, sqllock.PessimisticOptions{}), e.pessimistic(t, sqllock.PessimisticOptions{})
 		return c
 	}
-	opts := sqllock.Options{}
+	opts := sqllock.TableOptions{}
 	if e.kind == "postgres" && e.s == tableStrategy {
-		opts = sqllock.Options{TTL: time.Minute, MaxBackoff: time.Minute}
+		opts = sqllock.TableOptions{TTL: time.Minute, MaxBackoff: time.Minute}
 	}
-	c.l, c.other = e.locker(t, opts), e.locker(t, sqllock.Options{TTL: time.Minute})
+	c.l, c.other = e.locker(t, opts), e.locker(t, sqllock.TableOptions{TTL: time.Minute})
 	return c
 }
 
@@ -385,7 +385,7 @@ func (c *campaign) listed(t *testing.T, name, owner string, token int64, holds i
 func (c *campaign) allAtOnce(t *testing.T, sentinel *sqllock.Lock) {
 	t.Helper()
 	const ttl, every = time.Minute, 100 * time.Millisecond
-	rl := c.e.locker(t, sqllock.Options{TTL: ttl, RenewInterval: every})
+	rl := c.e.locker(t, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
 	held := map[string]*sqllock.Lock{}
 	for s := range c.used {
 		if s != "sentinel" {
@@ -640,11 +640,11 @@ func namespaceRoundTrip(t *testing.T, ctx context.Context, kind string, db *sql.
 		t.Fatalf("%s namespace %q has %d sqllock tables, want %d", kind, name, n, want)
 	}
 	const hostile = "'; DROP TABLE sqllock_locks; --"
-	table, err := sqllock.NewTable(d, sqllock.Options{})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	optimistic, err := sqllock.NewOptimistic(d, sqllock.Options{})
+	optimistic, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

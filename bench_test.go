@@ -203,16 +203,16 @@ func benchSetup(b *testing.B, d dialect.Dialect, locker **sqllock.Table, observe
 	if err := sqllock.Migrate(context.Background(), d); err != nil {
 		b.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.Options{})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	*locker = l
 	full, metrics := benchObservers(b)
-	if observed.full, err = sqllock.NewTable(d, sqllock.Options{Observer: full}); err != nil {
+	if observed.full, err = sqllock.NewTable(d, sqllock.TableOptions{Observer: full}); err != nil {
 		b.Fatal(err)
 	}
-	if observed.metrics, err = sqllock.NewTable(d, sqllock.Options{Observer: metrics}); err != nil {
+	if observed.metrics, err = sqllock.NewTable(d, sqllock.TableOptions{Observer: metrics}); err != nil {
 		b.Fatal(err)
 	}
 }

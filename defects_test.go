@@ -77,7 +77,7 @@ func TestCancelledAcquireGrantsNothing(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const name = "cancelled-acquire"
-		a := e.locker(t, sqllock.Options{TTL: time.Hour})
+		a := e.locker(t, sqllock.TableOptions{TTL: time.Hour})
 		ka, err := a.TryAcquire(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +88,7 @@ func TestCancelledAcquireGrantsNothing(t *testing.T) {
 		e.expire(t, name)
 		blocker := e.lockRow(t, name)
 
-		b := e.locker(t, sqllock.Options{TTL: time.Hour})
+		b := e.locker(t, sqllock.TableOptions{TTL: time.Hour})
 		bctx, cancel := context.WithCancel(sqllock.WithOwner(ctx, "abandoned"))
 		defer cancel()
 		got := make(chan error, 1)
@@ -111,7 +111,7 @@ func TestCancelledAcquireGrantsNothing(t *testing.T) {
 		if owner, holds := e.holderOf(t, name); owner == "abandoned" && holds > 0 {
 			t.Fatalf("the lock went to the owner of a cancelled Acquire (holds %d)", holds)
 		}
-		c := e.locker(t, sqllock.Options{TTL: time.Hour})
+		c := e.locker(t, sqllock.TableOptions{TTL: time.Hour})
 		kc, err := c.TryAcquire(ctx, name)
 		if err != nil {
 			t.Fatalf("after the cancelled acquire: %v, want the lock free", err)
@@ -224,14 +224,14 @@ func TestSessionClockDoesNotMoveLeases(t *testing.T) {
 			t.Skip("SQLite has no session clock: every connection reads the host's clock")
 		}
 		behind, _ := skewedSession(t, e, -time.Hour)
-		honest := e.locker(t, sqllock.Options{TTL: 30 * time.Second})
+		honest := e.locker(t, sqllock.TableOptions{TTL: 30 * time.Second})
 
 		k, err := honest.TryAcquire(ctx, "ahead")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer k.Release(ctx)
-		thief, err := e.s.new(ahead, sqllock.Options{TTL: 30 * time.Second})
+		thief, err := e.s.new(ahead, sqllock.TableOptions{TTL: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestSessionClockDoesNotMoveLeases(t *testing.T) {
 			t.Fatalf("a session an hour ahead took a live lease: %v", err)
 		}
 
-		slow, err := e.s.new(behind, sqllock.Options{TTL: 30 * time.Second})
+		slow, err := e.s.new(behind, sqllock.TableOptions{TTL: 30 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func (e *env) strategyOn(t *testing.T, d dialect.Dialect) sqllock.Locker {
 	if e.pess {
 		l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{})
 	} else {
-		l, err = e.s.new(d, sqllock.Options{TTL: time.Hour})
+		l, err = e.s.new(d, sqllock.TableOptions{TTL: time.Hour})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -386,7 +386,7 @@ func TestPgxPoolExhaustedIsNotOutcomeUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range leaseStrategies {
-		l, err := s.new(d, sqllock.Options{TTL: time.Hour})
+		l, err := s.new(d, sqllock.TableOptions{TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -421,7 +421,7 @@ func TestRefusedConnectionIsUnavailable(t *testing.T) {
 	closeAtEnd(t, md)
 	for _, d := range []dialect.Dialect{pd, md} {
 		for _, s := range leaseStrategies {
-			l, err := s.new(d, sqllock.Options{})
+			l, err := s.new(d, sqllock.TableOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -483,7 +483,7 @@ func (e *env) revive(t *testing.T, name string) {
 func TestGuardRefusesAfterReportedLoss(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{TTL: time.Second})
+		l := e.locker(t, sqllock.TableOptions{TTL: time.Second})
 		k, err := l.TryAcquire(ctx, "lost")
 		if err != nil {
 			t.Fatal(err)
@@ -540,7 +540,7 @@ func TestClientRefusalIsNotOutcomeUnknown(t *testing.T) {
 			if errors.Is(err, sqllock.ErrOutcomeUnknown) {
 				t.Fatalf("limit 2^31: %v wraps ErrOutcomeUnknown, but pgx sent nothing", err)
 			}
-			list, err := e.semaphore(t, 1, sqllock.Options{}).List(ctx)
+			list, err := e.semaphore(t, 1, sqllock.SemaphoreOptions{}).List(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -560,7 +560,7 @@ func TestClientRefusalIsNotOutcomeUnknown(t *testing.T) {
 			}
 			closeAtEnd(t, d)
 			for _, s := range leaseStrategies {
-				l, err := s.new(d, sqllock.Options{})
+				l, err := s.new(d, sqllock.TableOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}

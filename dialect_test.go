@@ -55,7 +55,7 @@ func TestMySQLWhateverTheDSN(t *testing.T) {
 			if lockers[s.name] == nil {
 				lockers[s.name] = map[string]locker{}
 			}
-			if lockers[s.name][name], err = s.new(d, sqllock.Options{TTL: ttl}); err != nil {
+			if lockers[s.name][name], err = s.new(d, sqllock.TableOptions{TTL: ttl}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -137,7 +137,7 @@ func TestPostgresFromPgxPool(t *testing.T) {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.Options{})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

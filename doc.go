@@ -14,7 +14,7 @@
 // a row per lock name with an owner, a fencing token, a hold count and a lease
 // whose expiry is computed on the database clock:
 //
-//	locker, _ := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Second})
+//	locker, _ := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
 //	lock, err := locker.TryAcquire(ctx, "job:nightly-report")
 //	if errors.Is(err, sqllock.ErrLocked) {
 //		return nil // another replica runs it
@@ -48,8 +48,10 @@
 //     with a lease and a token per holder; Acquire takes the write side,
 //     AcquireShared the read side.
 //
-// The lease strategies share [Options] (TTL, renewal, waiting backoff, a
-// minimum hold) and list their locks for operators ([Table.List],
+// Each lease strategy has an options type of its own ([TableOptions],
+// [OptimisticOptions], [SemaphoreOptions], [RWLockOptions],
+// [ElectionOptions]), with the same fields where they apply (TTL, renewal,
+// waiting backoff, a minimum hold, FIFO order), and they list their locks for operators ([Table.List],
 // [Optimistic.List], as [LockInfo]). Each strategy has its own tables, so a
 // name held under one strategy does not exclude the same name under another.
 //
@@ -68,7 +70,7 @@
 //   - [Do] acquires (waiting), runs a function under the lock, releases.
 //   - [TryDo] runs a function only if the lock is free, and reports a
 //     skipped run without an error: the cron or ticker job that every
-//     replica starts. With [Options].MinHold a little below the job's period,
+//     replica starts. With [TableOptions].MinHold a little below the job's period,
 //     a short job runs once per period however late the other replicas
 //     start within it.
 //   - [WithOwner] makes acquisitions re-entrant for an explicit owner.

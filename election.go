@@ -47,17 +47,12 @@ type Election struct {
 	notifier dialect.Notifier // nil: Observe polls only
 }
 
-// NewElection returns leader elections on d's lock table. opts are those of
-// NewTable: TTL bounds how long an election stays leaderless after its
+// NewElection returns leader elections on d's lock table. TTL bounds how long an election stays leaderless after its
 // leader dies (failover takes up to TTL), and MaxBackoff bounds the
 // interval of Observe's reads. It returns an error wrapping ErrUnsupported
-// if d does not offer elections, or with Options.Fair (candidates do not
-// queue).
-func NewElection(d dialect.Dialect, opts Options) (*Election, error) {
-	if opts.Fair {
-		return nil, fmt.Errorf("%w: Options.Fair: candidates do not queue", ErrUnsupported)
-	}
-	t, err := NewTable(d, opts)
+// if d does not offer elections.
+func NewElection(d dialect.Dialect, opts ElectionOptions) (*Election, error) {
+	t, err := newTable(d, opts.config())
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +241,7 @@ func (l *Leadership) Resign(ctx context.Context) error { return l.lock.Release(c
 // the name (PostgreSQL LISTEN/NOTIFY, MySQL/MariaDB wake-ups, where the
 // dialect offers them: an observer subscribes to the dialect's one
 // listening connection, as waiters do) and at least every
-// Options.MaxBackoff otherwise.
+// MaxBackoff otherwise.
 // Changes are coalesced: a state the receiver has not taken yet is
 // replaced by a newer one, and leaderships that begin and end between two
 // reads go unseen. So the channel never lags behind: the last state sent

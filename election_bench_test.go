@@ -28,11 +28,11 @@ func BenchmarkElectionCampaignResign(b *testing.B) {
 			if err := sqllock.Migrate(context.Background(), d); err != nil {
 				b.Fatal(err)
 			}
-			el, err := sqllock.NewElection(d, sqllock.Options{})
+			el, err := sqllock.NewElection(d, sqllock.ElectionOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			table, err := sqllock.NewTable(d, sqllock.Options{})
+			table, err := sqllock.NewTable(d, sqllock.TableOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

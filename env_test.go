@@ -47,11 +47,12 @@ type locker interface {
 	List(ctx context.Context) ([]sqllock.LockInfo, error)
 }
 
-// strategy is a lease-based strategy under test.
+// strategy is a lease-based strategy under test. Tests give either
+// strategy TableOptions; Fair is the table's alone.
 type strategy struct {
 	name  string
 	table string // its lock table
-	new   func(d dialect.Dialect, opts sqllock.Options) (locker, error)
+	new   func(d dialect.Dialect, opts sqllock.TableOptions) (locker, error)
 	// grant acquires a fresh name without a locker: nobody renews it.
 	grant func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error)
 	// stmts returns the lease statements on its table, with which a test
@@ -63,7 +64,7 @@ var (
 	tableStrategy = &strategy{
 		name:  "table",
 		table: "sqllock_locks",
-		new: func(d dialect.Dialect, opts sqllock.Options) (locker, error) {
+		new: func(d dialect.Dialect, opts sqllock.TableOptions) (locker, error) {
 			return sqllock.NewTable(d, opts)
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
@@ -74,8 +75,8 @@ var (
 	optimisticStrategy = &strategy{
 		name:  "optimistic",
 		table: "sqllock_versions",
-		new: func(d dialect.Dialect, opts sqllock.Options) (locker, error) {
-			return sqllock.NewOptimistic(d, opts)
+		new: func(d dialect.Dialect, opts sqllock.TableOptions) (locker, error) {
+			return sqllock.NewOptimistic(d, optimisticOptions(opts))
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
 			return d.(dialect.Optimistic).Versions().Create(ctx, p)
@@ -205,7 +206,7 @@ func (e *env) anyLocker(t *testing.T) sqllock.Locker {
 	if e.pess {
 		return e.pessimistic(t, sqllock.PessimisticOptions{})
 	}
-	return e.locker(t, sqllock.Options{})
+	return e.locker(t, sqllock.TableOptions{})
 }
 
 // pessimistic returns a pessimistic locker.
@@ -286,8 +287,15 @@ func (e *env) expire(t *testing.T, name string) {
 	}
 }
 
+// optimisticOptions are the options of o that the optimistic strategy
+// has: a test gives both lease strategies TableOptions.
+func optimisticOptions(o sqllock.TableOptions) sqllock.OptimisticOptions {
+	return sqllock.OptimisticOptions{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff,
+		MinHold: o.MinHold, Logger: o.Logger, Observer: o.Observer}
+}
+
 // locker returns a locker of the strategy under test.
-func (e *env) locker(t *testing.T, opts sqllock.Options) locker {
+func (e *env) locker(t *testing.T, opts sqllock.TableOptions) locker {
 	t.Helper()
 	l, err := e.s.new(e.d, opts)
 	if err != nil {

@@ -114,7 +114,7 @@ func TestRenewalEvents(t *testing.T) {
 		t.Run(string(c.cause), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				opts, err := Options{TTL: 300 * time.Millisecond}.withDefaults()
+				opts, err := config{TTL: 300 * time.Millisecond}.withDefaults()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -145,7 +145,7 @@ func TestRenewalEvents(t *testing.T) {
 	t.Run("renewed", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			opts, err := Options{TTL: 300 * time.Millisecond}.withDefaults()
+			opts, err := config{TTL: 300 * time.Millisecond}.withDefaults()
 			if err != nil {
 				t.Fatal(err)
 			}

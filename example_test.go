@@ -28,7 +28,7 @@ func Example() {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		log.Fatal(err)
 	}
-	locker, err := sqllock.NewTable(d, sqllock.Options{TTL: 30 * time.Second})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func ExampleReaper_Run() {
 func ExampleNewOptimistic() {
 	ctx := context.Background()
 	var d *postgres.Dialect
-	locker, err := sqllock.NewOptimistic(d, sqllock.Options{TTL: 30 * time.Second})
+	locker, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func ExampleInTx() {
 func ExampleNewSemaphore() {
 	ctx := context.Background()
 	var d *postgres.Dialect // postgres.New(db), migrated
-	sem, err := sqllock.NewSemaphore(d, 3, sqllock.Options{TTL: 30 * time.Second})
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{TTL: 30 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func ExampleNewSemaphore() {
 // Operators list the holders of every semaphore name.
 func ExampleSemaphore_List() {
 	ctx := context.Background()
-	var sem *sqllock.Semaphore // sqllock.NewSemaphore(d, 3, sqllock.Options{})
+	var sem *sqllock.Semaphore // sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{})
 	holders, err := sem.List(ctx)
 	if err != nil {
 		log.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// Fair (FIFO) locks: Options.Fair on a Table. A waiter refused at first
+// Fair (FIFO) locks: Fair on a Table. A waiter refused at first
 // takes a ticket, a row of the dialect's queue, and the lock is granted
 // only to the oldest live ticket; the grant deletes the ticket with it. A
 // release that frees the lock wakes the oldest ticket's process alone
@@ -36,7 +36,7 @@ type ticketQueue interface {
 type fairQueue struct {
 	q        ticketQueue
 	strategy string
-	opts     Options
+	opts     config
 	// grantTo makes one grant attempt under the queue's rule (ticket 0:
 	// none); it returns the token, or 0 when refused.
 	grantTo func(ctx context.Context, name, owner string, ticket int64) (int64, error)
@@ -59,10 +59,10 @@ func newFairQueue(l *leaseLocker, q ticketQueue, grantTo func(ctx context.Contex
 }
 
 // newFairTable sets t up as a fair lock table on d.
-func newFairTable(t *Table, d dialect.Dialect, opts Options) (*Table, error) {
+func newFairTable(t *Table, d dialect.Dialect, opts config) (*Table, error) {
 	fl, ok := d.(dialect.FairLocker)
 	if !ok {
-		return nil, fmt.Errorf("%w: Options.Fair: the %s dialect has no FIFO queue", ErrUnsupported, d.Name())
+		return nil, fmt.Errorf("%w: TableOptions.Fair: the %s dialect has no FIFO queue", ErrUnsupported, d.Name())
 	}
 	q, err := fl.FairLocks()
 	if err != nil {
@@ -81,7 +81,7 @@ func newFairTable(t *Table, d dialect.Dialect, opts Options) (*Table, error) {
 // Locker). Waiting calls of one locker line up per name, and only the
 // first of them asks the database; it retries when a release is announced
 // (PostgreSQL LISTEN/NOTIFY), when the holder's lease ends, or after a
-// jittered backoff capped at Options.MaxBackoff. With Options.Fair, a
+// jittered backoff capped at MaxBackoff. With Fair, a
 // waiter refused at first takes a ticket and is served in ticket order: the
 // lock goes to the oldest live ticket, and a release wakes that ticket's
 // waiter alone. When ctx ends first, Acquire gives its ticket up at once

@@ -31,7 +31,7 @@ func BenchmarkFairHandoff(b *testing.B) {
 				var stmts atomic.Int64
 				d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &stmts}
 				before := all.Load()
-				lat := handoffsWith(b, d, sqllock.Options{Fair: true}, fmt.Sprintf("fair-%d", waiters), waiters+1, b.N, 0)
+				lat := handoffsWith(b, d, sqllock.TableOptions{Fair: true}, fmt.Sprintf("fair-%d", waiters), waiters+1, b.N, 0)
 				b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
 				if kind == "mysql" {
 					b.ReportMetric(float64(all.Load()-before)/float64(len(lat)), "all-stmts/handoff")
@@ -109,7 +109,7 @@ func BenchmarkFairSemaphoreHandoff(b *testing.B) {
 					before := all.Load()
 					name := fmt.Sprintf("fairsem-%v-%d", fair, waiters)
 					lat := handoffsOf(b, func() (sqllock.Locker, error) {
-						return sqllock.NewSemaphore(d, 1, sqllock.Options{Fair: fair})
+						return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{Fair: fair})
 					}, name, waiters+1, b.N, 0)
 					b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
 					if kind == "mysql" {
@@ -216,7 +216,7 @@ func BenchmarkIdleSemaphoreWaiters(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				name := fmt.Sprintf("idle-sem-%v", fair)
-				holder, err := sqllock.NewSemaphore(ds[kind], 1, sqllock.Options{Fair: fair})
+				holder, err := sqllock.NewSemaphore(ds[kind], 1, sqllock.SemaphoreOptions{Fair: fair})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -229,7 +229,7 @@ func BenchmarkIdleSemaphoreWaiters(b *testing.B) {
 				d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &n}
 				var wg sync.WaitGroup
 				for range 100 {
-					s, err := sqllock.NewSemaphore(d, 1, sqllock.Options{Fair: fair})
+					s, err := sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{Fair: fair})
 					if err != nil {
 						b.Fatal(err)
 					}

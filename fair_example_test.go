@@ -13,7 +13,7 @@ import (
 func ExampleOptions_fair() {
 	ctx := context.Background()
 	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
-	locker, err := sqllock.NewTable(d, sqllock.Options{Fair: true})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Fair: true})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func printJob(ctx context.Context) error { return nil }
 func ExampleNewSemaphore_fair() {
 	ctx := context.Background()
 	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
-	sem, err := sqllock.NewSemaphore(d, 3, sqllock.Options{Fair: true})
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{Fair: true})
 	if err != nil {
 		log.Fatal(err)
 	}

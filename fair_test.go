@@ -21,7 +21,7 @@ import (
 func (e *env) fairLocker(t *testing.T) *sqllock.Table {
 	t.Helper()
 	_, d := e.sibling(t, 0)
-	l, err := sqllock.NewTable(d, sqllock.Options{Fair: true})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{Fair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,10 +222,3 @@ func TestFairReentersDespiteQueue(t *testing.T) {
 	})
 }
 
-func TestFairNeedsTheLockTable(t *testing.T) {
-	t.Parallel()
-	e := envs[2].make(t) // SQLite: no server needed
-	if _, err := sqllock.NewOptimistic(e.d, sqllock.Options{Fair: true}); !errors.Is(err, sqllock.ErrUnsupported) {
-		t.Fatalf("NewOptimistic with Fair: %v, want ErrUnsupported", err)
-	}
-}

@@ -21,7 +21,7 @@ import (
 func (e *env) fairSemaphore(t *testing.T, limit int) *sqllock.Semaphore {
 	t.Helper()
 	_, d := e.sibling(t, 0)
-	s, err := sqllock.NewSemaphore(d, limit, sqllock.Options{Fair: true})
+	s, err := sqllock.NewSemaphore(d, limit, sqllock.SemaphoreOptions{Fair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestFairSemaphorePermitsFreedTogether(t *testing.T) {
 		const name, limit, rounds = "fifo-sem-together", 2, 30
 		sem := func() *sqllock.Semaphore {
 			_, d := e.sibling(t, 0)
-			s, err := sqllock.NewSemaphore(d, limit, sqllock.Options{Fair: true, TTL: time.Hour})
+			s, err := sqllock.NewSemaphore(d, limit, sqllock.SemaphoreOptions{Fair: true, TTL: time.Hour})
 			if err != nil {
 				t.Fatal(err)
 			}

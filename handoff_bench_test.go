@@ -109,11 +109,11 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // other client waits; a client that released waits until another holds the
 // lock before it queues again.
 func handoffs(b *testing.B, d dialect.Dialect, name string, clients, n int, hold time.Duration) []time.Duration {
-	return handoffsWith(b, d, sqllock.Options{}, name, clients, n, hold)
+	return handoffsWith(b, d, sqllock.TableOptions{}, name, clients, n, hold)
 }
 
 // handoffsWith is handoffs with lockers made with opts.
-func handoffsWith(b *testing.B, d dialect.Dialect, opts sqllock.Options, name string, clients, n int, hold time.Duration) []time.Duration {
+func handoffsWith(b *testing.B, d dialect.Dialect, opts sqllock.TableOptions, name string, clients, n int, hold time.Duration) []time.Duration {
 	return handoffsOf(b, func() (sqllock.Locker, error) { return sqllock.NewTable(d, opts) }, name, clients, n, hold)
 }
 
@@ -244,7 +244,7 @@ func BenchmarkIdleWaiters(b *testing.B) {
 		b.Run(kind+"/waiters=100", func(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			holder, err := sqllock.NewTable(ds[kind], sqllock.Options{})
+			holder, err := sqllock.NewTable(ds[kind], sqllock.TableOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -260,7 +260,7 @@ func BenchmarkIdleWaiters(b *testing.B) {
 			}
 			var wg sync.WaitGroup
 			for range 100 {
-				l, err := sqllock.NewTable(d, sqllock.Options{})
+				l, err := sqllock.NewTable(d, sqllock.TableOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

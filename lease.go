@@ -18,7 +18,7 @@ type leaseKey struct{ name, owner string }
 // a lock shares the lease (one renewal loop, one context) of the first hold.
 type leases struct {
 	store dialect.LeaseTable
-	opts  Options
+	opts  config
 	freed func(name string) // called when a lock is released for good; may be nil
 	batch *renewBatcher
 	epoch time.Time // origin of the renewal grid
@@ -28,7 +28,7 @@ type leases struct {
 	byKey map[leaseKey]*lease
 }
 
-func newLeases(store dialect.LeaseTable, opts Options) *leases {
+func newLeases(store dialect.LeaseTable, opts config) *leases {
 	return &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease), epoch: time.Now(),
 		batch: &renewBatcher{store: store, ttl: opts.TTL, window: renewBatchWindow(opts.RenewInterval)}}
 }

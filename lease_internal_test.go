@@ -29,7 +29,7 @@ func (okStore) List(context.Context) ([]dialect.LockInfo, error)                
 // hour away), as after a SIGSTOP longer than the TTL.
 func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
 	t.Parallel()
-	opts, err := Options{TTL: 3 * time.Hour}.withDefaults()
+	opts, err := config{TTL: 3 * time.Hour}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
 // must never see the lease ended and its context not yet cancelled.
 func TestLeaseContextErrRacesLose(t *testing.T) {
 	t.Parallel()
-	opts, err := Options{TTL: 3 * time.Hour}.withDefaults()
+	opts, err := config{TTL: 3 * time.Hour}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (s *guardStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error
 // statement runs is refused when it returns (issue 28 item 7).
 func TestGuardRefusesLostLeaseLocally(t *testing.T) {
 	t.Parallel()
-	opts, err := Options{TTL: 3 * time.Hour}.withDefaults()
+	opts, err := config{TTL: 3 * time.Hour}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,47 +102,17 @@ func (o *ownerSource) owner(ctx context.Context) (string, error) {
 	return o.prefix + strconv.FormatUint(o.n.Add(1), 36), nil
 }
 
-// Options configure lease-based lockers (NewTable, NewOptimistic). The zero value of each
-// field selects its default.
-type Options struct {
-	// TTL is the lease length, counted on the database clock from each grant
-	// or renewal. Default 30s; at least 10ms.
-	TTL time.Duration
-	// RenewInterval is how often a held lease is renewed. Default TTL/3; it
-	// must satisfy TTL >= 3*RenewInterval.
+// config is what the lease engine needs of a constructor's options: the
+// union of TableOptions, OptimisticOptions, SemaphoreOptions,
+// RWLockOptions and ElectionOptions, whose fields it documents.
+type config struct {
+	TTL           time.Duration
 	RenewInterval time.Duration
-	// MaxBackoff caps the jittered wait between attempts of Acquire when the
-	// holder's lease does not end sooner. Default 500ms.
-	MaxBackoff time.Duration
-	// MinHold is the minimum hold: a lock released sooner than MinHold
-	// after it was acquired (on the database clock) stays taken until
-	// then — by nobody, its owner included — and is free afterwards with
-	// no process left to release it (it simply expires, and the next
-	// acquirer takes it over). It makes a short job run once however
-	// far apart its replicas start within MinHold; see TryDo for the
-	// periodic-job pattern. A holder that dies without releasing frees
-	// its lock when the lease expires, as without MinHold. Default 0: a
-	// release frees the lock at once.
-	MinHold time.Duration
-	// Fair makes a Table or a Semaphore serve its waiters in FIFO order:
-	// each waiter of Acquire takes a ticket in the database, the lock (or
-	// a free permit) is granted only to the oldest live ticket, and a
-	// release wakes that ticket's process alone where the database can
-	// address it (see the README, "Fair (FIFO) locks"). TryAcquire is
-	// refused while anyone is queued. Every locker of a name must agree on
-	// it. NewTable needs a dialect.FairLocker, NewSemaphore a
-	// dialect.FairSemaphores; NewOptimistic, NewRWLock and NewElection
-	// refuse it.
-	// Default false.
-	Fair bool
-	// Logger receives renewal warnings and lost-lock reports, fall-backs
-	// (info), and at debug level every acquisition, release and renewal.
-	// Default: none.
-	Logger *slog.Logger
-	// Observer receives lock events (see Observer and Tracer); package
-	// sqllockotel provides one that records OpenTelemetry metrics and
-	// traces. Default: none.
-	Observer Observer
+	MaxBackoff    time.Duration
+	MinHold       time.Duration
+	Fair          bool
+	Logger        *slog.Logger
+	Observer      Observer
 }
 
 const (
@@ -152,7 +122,7 @@ const (
 	minBackoff        = 5 * time.Millisecond
 )
 
-func (o Options) withDefaults() (Options, error) {
+func (o config) withDefaults() (config, error) {
 	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 || o.MinHold < 0 {
 		return o, fmt.Errorf("%w: durations must not be negative", ErrInvalidOptions)
 	}
@@ -202,13 +172,13 @@ func Do(ctx context.Context, l Locker, name string, fn func(ctx context.Context)
 // error of the acquisition itself is returned with ran false.
 //
 // For a job that every replica starts at the same time (cron, a ticker),
-// give the locker a minimum hold (Options.MinHold) a little below the
+// give the locker a minimum hold (MinHold) a little below the
 // job's period: a replica whose start is late by less than that finds the
 // lock still taken after a short job released it, and skips, so the job
 // runs once per period; the lock is free again before the next period,
 // even if the replica that ran the job has exited.
 //
-//	locker, _ := sqllock.NewTable(d, sqllock.Options{MinHold: 50 * time.Minute})
+//	locker, _ := sqllock.NewTable(d, sqllock.TableOptions{MinHold: 50 * time.Minute})
 //	ran, err := sqllock.TryDo(ctx, locker, "report:hourly", report) // every hour, on every replica
 func TryDo(ctx context.Context, l Locker, name string, fn func(ctx context.Context) error) (ran bool, err error) {
 	lock, err := l.TryAcquire(ctx, name)
@@ -310,7 +280,7 @@ func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
 // scoped to the lock's name, owner and token; for a pessimistic lock the
 // last hold commits the lock's transaction (see Tx). When it is the last
 // hold the lock is freed and its context is cancelled with cause ErrNotHeld.
-// With Options.MinHold, a last release sooner than MinHold after the grant
+// With MinHold, a last release sooner than MinHold after the grant
 // leaves the lock taken, by nobody, until then: the handle and its context
 // end at once all the same.
 //

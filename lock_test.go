@@ -249,7 +249,7 @@ func TestCrashedHolderTakenOverAndFenced(t *testing.T) {
 
 		// The new holder's own lease is long: it must still be held at the
 		// end of the test, however busy the machine.
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		k, err := l.Acquire(ctx, "nightly")
 		if err != nil {
 			t.Fatal(err)
@@ -292,13 +292,13 @@ func TestLostLeaseIsReported(t *testing.T) {
 		ctx := ctxT(t)
 		// A long lease, renewed often: only a renewal that finds the lease
 		// taken over can end it, and one comes soon.
-		l := e.locker(t, sqllock.Options{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		l := e.locker(t, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
 		old, err := l.TryAcquire(ctx, "lease")
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.expire(t, "lease")
-		thief, err := e.locker(t, sqllock.Options{}).TryAcquire(ctx, "lease")
+		thief, err := e.locker(t, sqllock.TableOptions{}).TryAcquire(ctx, "lease")
 		if err != nil {
 			t.Fatalf("takeover of an expired lease: %v", err)
 		}
@@ -340,12 +340,12 @@ func TestRenewalKeepsLease(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl, every, renewals = time.Minute, 50 * time.Millisecond, 4
-		l := e.locker(t, sqllock.Options{TTL: ttl, RenewInterval: every})
+		l := e.locker(t, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
 		k, err := l.TryAcquire(ctx, "long")
 		if err != nil {
 			t.Fatal(err)
 		}
-		other := e.locker(t, sqllock.Options{})
+		other := e.locker(t, sqllock.TableOptions{})
 		// Poll the row until the lease's end has moved several times, to
 		// beyond a TTL after the grant: the database, not a sleep, says when.
 		var ends []time.Time
@@ -384,7 +384,7 @@ func TestRenewalKeepsLease(t *testing.T) {
 func TestReleaseSemantics(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		k, err := l.TryAcquire(ctx, "r")
 		if err != nil {
 			t.Fatal(err)
@@ -453,7 +453,7 @@ func TestGuardedWrite(t *testing.T) {
 		// Renewals every 100ms queue behind the guarded transaction too (on
 		// the optimistic strategy the thief only reads a live lease). The
 		// TTL is long, so that the lease outlives any wait for the commit.
-		l := e.locker(t, sqllock.Options{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		l := e.locker(t, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
 		k, err := l.TryAcquire(ctx, "ledger")
 		if err != nil {
 			t.Fatal(err)
@@ -472,7 +472,7 @@ func TestGuardedWrite(t *testing.T) {
 		// included, waits for it: the guard share-locked the row.
 		thief := make(chan *sqllock.Lock, 1)
 		go func() {
-			nk, err := e.locker(t, sqllock.Options{}).Acquire(ctx, "ledger")
+			nk, err := e.locker(t, sqllock.TableOptions{}).Acquire(ctx, "ledger")
 			if err != nil {
 				t.Error(err)
 			}
@@ -538,7 +538,7 @@ func TestListShowsHeldLocks(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl = 10 * time.Second
-		l := e.locker(t, sqllock.Options{TTL: ttl})
+		l := e.locker(t, sqllock.TableOptions{TTL: ttl})
 		start := time.Now()
 		a, err := l.TryAcquire(ctx, "a")
 		if err != nil {
@@ -582,7 +582,7 @@ func TestListShowsHeldLocks(t *testing.T) {
 func TestTokensGrowAcrossReaping(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{BatchSize: 2})
 		if err != nil {
 			t.Fatal(err)
@@ -637,7 +637,7 @@ func TestTokensGrowAcrossReaping(t *testing.T) {
 func TestReaperSparesLiveLeases(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		live, err := l.TryAcquire(ctx, "live")
 		if err != nil {
 			t.Fatal(err)
@@ -705,7 +705,7 @@ func guardOnce(t *testing.T, e *env, k *sqllock.Lock) error {
 func TestReaperRun(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx, cancel := context.WithCancel(ctxT(t))
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		for _, n := range []string{"a", "b", "c"} {
 			k, err := l.TryAcquire(ctx, n)
 			if err != nil {
@@ -769,7 +769,7 @@ func TestSchemaMissingSaysToMigrate(t *testing.T) {
 		if err := sqllock.MigrateDown(ctx, e.d); err != nil {
 			t.Fatal(err)
 		}
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		_, err := l.TryAcquire(ctx, "x")
 		if !errors.Is(err, sqllock.ErrSchemaMissing) || !strings.Contains(err.Error(), "sqllock.Migrate") {
 			t.Fatalf("TryAcquire without schema: %v", err)
@@ -829,7 +829,7 @@ func TestMigrations(t *testing.T) {
 		if err := e.db.QueryRowContext(ctx, e.q(q), args...).Scan(&n); err != nil || n != 0 {
 			t.Fatalf("schema_migrations tables: %d, %v", n, err)
 		}
-		k, err := e.locker(t, sqllock.Options{}).TryAcquire(ctx, "after-migrations")
+		k, err := e.locker(t, sqllock.TableOptions{}).TryAcquire(ctx, "after-migrations")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 // supplies only its acquisition attempt.
 type leaseLocker struct {
 	table  dialect.LeaseTable
-	opts   Options
+	opts   config
 	owners *ownerSource
 	leases *leases
 	room   *waitRoom
@@ -29,7 +29,7 @@ type leaseLocker struct {
 
 // init sets the locker up on table, of strategy on d. notifier is the
 // dialect whose release announcements wake waiters, or nil to poll.
-func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Dialect, opts Options) error {
+func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Dialect, opts config) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err
@@ -62,7 +62,7 @@ func (l *leaseLocker) TryAcquire(ctx context.Context, name string) (*Lock, error
 // database, holding no connection in between: it retries when this locker
 // releases the lock, when the database announces a release (PostgreSQL
 // LISTEN/NOTIFY, for the lock table), when the holder's lease ends, or after
-// a jittered, exponentially growing backoff capped at Options.MaxBackoff
+// a jittered, exponentially growing backoff capped at MaxBackoff
 // (while notifications arrive, only when the lease ends). When ctx ends
 // first it returns an error wrapping ctx.Err().
 func (l *leaseLocker) Acquire(ctx context.Context, name string) (*Lock, error) {

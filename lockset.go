@@ -39,7 +39,7 @@ const setUndoTimeout = 5 * time.Second
 // names must hold 1 to MaxLockSet valid, distinct names: otherwise the
 // error wraps ErrInvalidName (a bad or repeated name) or ErrInvalidOptions
 // (no names, too many). A dialect that cannot acquire sets (TiDB), and a
-// fair table (Options.Fair), return an error wrapping ErrUnsupported.
+// fair table (Fair), return an error wrapping ErrUnsupported.
 //
 // Under an owner set with WithOwner, a name that owner holds already is
 // re-entered, as Acquire re-enters it: one more hold on the same lease and
@@ -120,7 +120,7 @@ var errWaitElsewhere = errors.New("sqllock: another lock of the set refused it")
 func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, string, error) {
 	switch {
 	case t.fair != nil:
-		return nil, "", fmt.Errorf("%w: a fair table (Options.Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
+		return nil, "", fmt.Errorf("%w: a fair table (Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
 	case t.multi == nil:
 		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.ev.dialect)
 	}
@@ -271,7 +271,7 @@ func (s *LockSet) Done() <-chan struct{} { return s.ctx.Done() }
 // Release releases the set's hold on every lock in one statement (on
 // MySQL and MariaDB, one statement per 16 locks). Each lock is released as
 // Lock.Release releases it: the last hold of a name frees it (after
-// Options.MinHold), and the set's context is cancelled with ErrNotHeld.
+// MinHold), and the set's context is cancelled with ErrNotHeld.
 //
 // A second Release returns ErrNotHeld. If any lease of the set was lost
 // meanwhile, the others are released all the same and Release returns

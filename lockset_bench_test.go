@@ -119,7 +119,7 @@ WHERE (name, owner, token) IN (%s) AND holds > 0 RETURNING name`, strings.TrimSu
 		if err := sqllock.Migrate(context.Background(), d); err != nil {
 			b.Fatal(err)
 		}
-		locker, err := sqllock.NewTable(d, sqllock.Options{})
+		locker, err := sqllock.NewTable(d, sqllock.TableOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

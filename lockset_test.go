@@ -18,7 +18,7 @@ import (
 )
 
 // newTable returns a lock-table locker on e's dialect.
-func (e *env) newTable(t *testing.T, opts sqllock.Options) *sqllock.Table {
+func (e *env) newTable(t *testing.T, opts sqllock.TableOptions) *sqllock.Table {
 	t.Helper()
 	l, err := sqllock.NewTable(e.d, opts)
 	if err != nil {
@@ -39,7 +39,7 @@ func tokens(s *sqllock.LockSet) map[string]int64 {
 func TestTryAcquireAllIsAllOrNothing(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.Options{})
+		l := e.newTable(t, sqllock.TableOptions{})
 		set, err := l.TryAcquireAll(ctx, "c", "a", "b")
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +56,7 @@ func TestTryAcquireAllIsAllOrNothing(t *testing.T) {
 		}
 		first := tokens(set)
 
-		other := e.newTable(t, sqllock.Options{})
+		other := e.newTable(t, sqllock.TableOptions{})
 		_, err = other.TryAcquireAll(ctx, "d", "c")
 		if !errors.Is(err, sqllock.ErrLocked) || !strings.Contains(err.Error(), `"c"`) {
 			t.Fatalf("a set overlapping a held one: %v, want ErrLocked naming \"c\"", err)
@@ -102,7 +102,7 @@ func TestTryAcquireAllIsAllOrNothing(t *testing.T) {
 func TestAcquireAllRefusesBadSets(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.Options{})
+		l := e.newTable(t, sqllock.TableOptions{})
 		many := make([]string, sqllock.MaxLockSet+1)
 		for i := range many {
 			many[i] = fmt.Sprint("n", i)
@@ -138,7 +138,7 @@ func TestAcquireAllRefusesBadSets(t *testing.T) {
 func TestAcquireAllWaitsWithoutPartialHolds(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.Options{})
+		l := e.newTable(t, sqllock.TableOptions{})
 		b, err := l.TryAcquire(ctx, "b")
 		if err != nil {
 			t.Fatal(err)
@@ -147,11 +147,11 @@ func TestAcquireAllWaitsWithoutPartialHolds(t *testing.T) {
 		var set *sqllock.LockSet
 		go func() {
 			var err error
-			set, err = e.newTable(t, sqllock.Options{}).AcquireAll(ctx, "a", "b", "c")
+			set, err = e.newTable(t, sqllock.TableOptions{}).AcquireAll(ctx, "a", "b", "c")
 			got <- err
 		}()
 		// While it waits, a and c stay free.
-		probe := e.newTable(t, sqllock.Options{})
+		probe := e.newTable(t, sqllock.TableOptions{})
 		for range 3 {
 			k, err := probe.TryAcquireAll(ctx, "a", "c")
 			if err != nil {
@@ -189,7 +189,7 @@ func TestAcquireAllWaitsWithoutPartialHolds(t *testing.T) {
 func TestAcquireAllHonoursContext(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.Options{})
+		l := e.newTable(t, sqllock.TableOptions{})
 		b, err := l.TryAcquire(ctx, "b")
 		if err != nil {
 			t.Fatal(err)
@@ -223,13 +223,13 @@ func TestAcquireAllHonoursContext(t *testing.T) {
 func TestLockSetLoss(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.Options{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		l := e.newTable(t, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
 		set, err := l.TryAcquireAll(ctx, "x", "y")
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.expire(t, "y")
-		thief, err := e.newTable(t, sqllock.Options{}).TryAcquire(ctx, "y")
+		thief, err := e.newTable(t, sqllock.TableOptions{}).TryAcquire(ctx, "y")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +253,7 @@ func TestLockSetLoss(t *testing.T) {
 		if err := set.Release(ctx); !errors.Is(err, sqllock.ErrLockLost) {
 			t.Fatalf("Release: %v, want ErrLockLost", err)
 		}
-		x, err := e.newTable(t, sqllock.Options{}).TryAcquire(ctx, "x")
+		x, err := e.newTable(t, sqllock.TableOptions{}).TryAcquire(ctx, "x")
 		if err != nil {
 			t.Fatalf("x after the set's release: %v", err)
 		}
@@ -264,7 +264,7 @@ func TestLockSetLoss(t *testing.T) {
 func TestLockSetGuard(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.Options{})
+		l := e.newTable(t, sqllock.TableOptions{})
 		set, err := l.TryAcquireAll(ctx, "g1", "g2")
 		if err != nil {
 			t.Fatal(err)
@@ -298,7 +298,7 @@ func TestLockSetGuard(t *testing.T) {
 func TestLockSetReentry(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := sqllock.WithOwner(ctxT(t), "owner-1")
-		l := e.newTable(t, sqllock.Options{})
+		l := e.newTable(t, sqllock.TableOptions{})
 		a, err := l.Acquire(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -319,7 +319,7 @@ func TestLockSetReentry(t *testing.T) {
 		if a.Context().Err() != nil {
 			t.Fatal("a's first hold ended with the set")
 		}
-		other := e.newTable(t, sqllock.Options{})
+		other := e.newTable(t, sqllock.TableOptions{})
 		if _, err := other.TryAcquire(context.Background(), "a"); !errors.Is(err, sqllock.ErrLocked) {
 			t.Fatalf("a after the set's release: %v, want ErrLocked (its first hold remains)", err)
 		}
@@ -348,7 +348,7 @@ func TestAcquireAllOverlappingSets(t *testing.T) {
 			wg      sync.WaitGroup
 		)
 		for w := range workers {
-			l := e.newTable(t, sqllock.Options{MaxBackoff: 20 * time.Millisecond})
+			l := e.newTable(t, sqllock.TableOptions{MaxBackoff: 20 * time.Millisecond})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -411,7 +411,7 @@ func TestAcquireAllUnknownOutcomeLeavesNothing(t *testing.T) {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(unknownCommit{d}, sqllock.Options{})
+	l, err := sqllock.NewTable(unknownCommit{d}, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -434,14 +434,14 @@ func TestAcquireAllUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(onlyDialect{d}, sqllock.Options{})
+	l, err := sqllock.NewTable(onlyDialect{d}, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.TryAcquireAll(ctxT(t), "a"); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("TryAcquireAll on a dialect without sets: %v, want ErrUnsupported", err)
 	}
-	fair, err := sqllock.NewTable(d, sqllock.Options{Fair: true})
+	fair, err := sqllock.NewTable(d, sqllock.TableOptions{Fair: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -477,7 +477,7 @@ func TestLockSetObserved(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		o := &setObserver{acquired: map[string]int{}, released: map[string]int{}}
-		l := e.newTable(t, sqllock.Options{Observer: o})
+		l := e.newTable(t, sqllock.TableOptions{Observer: o})
 		set, err := l.TryAcquireAll(ctx, "o1", "o2")
 		if err != nil {
 			t.Fatal(err)

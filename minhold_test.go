@@ -40,7 +40,7 @@ func TestMinHold(t *testing.T) {
 // false if the machine was too slow to make them within the hold.
 func minHoldOnce(t *testing.T, ctx context.Context, e *env, name string, minHold time.Duration) bool {
 	t.Helper()
-	a := e.locker(t, sqllock.Options{MinHold: minHold})
+	a := e.locker(t, sqllock.TableOptions{MinHold: minHold})
 	// The grant is no earlier than this: the hold ends no earlier than a
 	// minimum hold after it (the test's database runs on this machine's
 	// clock).
@@ -79,7 +79,7 @@ func minHoldOnce(t *testing.T, ctx context.Context, e *env, name string, minHold
 		t.Fatalf("%s within the minimum hold: %v, want ErrLocked", what, err)
 		return false
 	}
-	for _, l := range []sqllock.Locker{a, e.locker(t, sqllock.Options{})} {
+	for _, l := range []sqllock.Locker{a, e.locker(t, sqllock.TableOptions{})} {
 		if !tryWithin("TryAcquire", l, ctx) {
 			return false
 		}
@@ -89,7 +89,7 @@ func minHoldOnce(t *testing.T, ctx context.Context, e *env, name string, minHold
 	}
 
 	// A waiter gets it once the database's clock passes the end.
-	next, err := e.locker(t, sqllock.Options{}).Acquire(ctx, name)
+	next, err := e.locker(t, sqllock.TableOptions{}).Acquire(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestMinHoldNegative(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range leaseStrategies {
-		if _, err := s.new(d, sqllock.Options{MinHold: -time.Second}); !errors.Is(err, sqllock.ErrInvalidOptions) {
+		if _, err := s.new(d, sqllock.TableOptions{MinHold: -time.Second}); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Errorf("%s with MinHold -1s: %v, want ErrInvalidOptions", s.name, err)
 		}
 	}

@@ -43,12 +43,9 @@ var _ Locker = (*Optimistic)(nil)
 // NewOptimistic returns an optimistic locker on d. The schema must have been
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported if d
 // does not implement dialect.Optimistic.
-func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
+func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
-	}
-	if opts.Fair {
-		return nil, fmt.Errorf("%w: Options.Fair: FIFO queues are a feature of the lock table and semaphores", ErrUnsupported)
 	}
 	od, ok := d.(dialect.Optimistic)
 	if !ok {
@@ -62,7 +59,7 @@ func NewOptimistic(d dialect.Dialect, opts Options) (*Optimistic, error) {
 	if _, ok := d.(dialect.VersionNotifier); ok {
 		notifier = d
 	}
-	if err := o.init(StrategyOptimistic, d, o.versions, notifier, opts); err != nil {
+	if err := o.init(StrategyOptimistic, d, o.versions, notifier, opts.config()); err != nil {
 		return nil, err
 	}
 	return o, nil

@@ -30,7 +30,7 @@ func TestOptimisticFirstUseRace(t *testing.T) {
 			got     = make(chan *sqllock.Lock, n)
 		)
 		for range n {
-			l := e.locker(t, sqllock.Options{})
+			l := e.locker(t, sqllock.TableOptions{})
 			wg.Go(func() {
 				<-start
 				k, err := l.TryAcquire(ctx, "fresh")
@@ -128,7 +128,7 @@ func TestOptimisticVersionsGrowAcrossReaping(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		e.s = optimisticStrategy
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -370,7 +370,7 @@ func TestRetryOnConflict(t *testing.T) {
 func TestOptimisticUnsupported(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		plain := struct{ dialect.Dialect }{e.d}
-		if _, err := sqllock.NewOptimistic(plain, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
+		if _, err := sqllock.NewOptimistic(plain, sqllock.OptimisticOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 			t.Fatalf("NewOptimistic on a dialect without versions: %v, want ErrUnsupported", err)
 		}
 	})

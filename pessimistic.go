@@ -17,7 +17,7 @@ import (
 // PessimisticOptions configure NewPessimistic. The zero value of each field
 // selects its default.
 //
-// There is no minimum hold (Options.MinHold): a pessimistic lock is the row
+// There is no minimum hold (MinHold): a pessimistic lock is the row
 // lock of a transaction, and ends when the transaction does. For a job that
 // must keep its lock after it ended, use NewTable or NewOptimistic.
 type PessimisticOptions struct {

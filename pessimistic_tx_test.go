@@ -169,7 +169,7 @@ func TestPessimisticTxEndings(t *testing.T) {
 func TestAbortLease(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		k, err := l.TryAcquire(ctx, "job")
 		if err != nil {
 			t.Fatal(err)

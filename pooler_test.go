@@ -64,7 +64,7 @@ func TestWaiterBehindTransactionPoolerPolls(t *testing.T) {
 	d := pgBouncerDialect(t, dbtest.Transaction, postgres.WithPooler())
 	ctx := ctxT(t)
 	var logs syncBuffer
-	opts := sqllock.Options{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond,
+	opts := sqllock.TableOptions{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	holder, err := sqllock.NewTable(d, opts)
 	if err != nil {
@@ -206,7 +206,7 @@ func BenchmarkTryAcquireReleaseThroughPgBouncer(b *testing.B) {
 				if err := sqllock.Migrate(context.Background(), d); err != nil {
 					b.Fatal(err)
 				}
-				if s.locker, err = sqllock.NewTable(d, sqllock.Options{}); err != nil {
+				if s.locker, err = sqllock.NewTable(d, sqllock.TableOptions{}); err != nil {
 					b.Fatal(err)
 				}
 				s.took = 0

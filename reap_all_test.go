@@ -87,7 +87,7 @@ func reapAllRows(t *testing.T, d dialect.Dialect) {
 func TestReapedNamesKeepGrowing(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		r, err := sqllock.NewReaper(e.d, sqllock.ReaperOptions{BatchSize: 1}) // several batches a pass
 		if err != nil {
 			t.Fatal(err)
@@ -156,7 +156,7 @@ func TestReapedNamesKeepGrowing(t *testing.T) {
 func TestReaperSparesLiveRowsOfBothLeaseTables(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.Options{})
+		l := e.locker(t, sqllock.TableOptions{})
 		live, err := l.TryAcquire(ctx, "live")
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +224,7 @@ func TestReapLimitPerTable(t *testing.T) {
 		ctx := ctxT(t)
 		lockers := []sqllock.Locker{}
 		for _, s := range leaseStrategies {
-			l, err := s.new(e.d, sqllock.Options{})
+			l, err := s.new(e.d, sqllock.TableOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -579,7 +579,7 @@ func TestReapVersionsMigrationKeepsVersionsGrowing(t *testing.T) {
 		if got := rowNames(t, e, "sqllock_versions"); !slices.Equal(got, []string{"busy"}) {
 			t.Fatalf("rows after reaping: %q, want busy", got)
 		}
-		l, err := sqllock.NewOptimistic(e.d, sqllock.Options{})
+		l, err := sqllock.NewOptimistic(e.d, sqllock.OptimisticOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ SELECT 'reap-' || g, 'gone', nextval('"%[1]s".sqllock_token_seq'), 0, now(), '-i
 					"SELECT CONCAT('reap-', n), 'gone', n, 0, UTC_TIMESTAMP(6), '1000-01-01' FROM %s", ns, mysqlSeries(n))
 			},
 		},
-		locker: func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewTable(d, sqllock.Options{}) },
+		locker: func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewTable(d, sqllock.TableOptions{}) },
 	},
 	{
 		name: "versions",
@@ -57,7 +57,7 @@ SELECT 'reap-' || g, 'gone', g, 0, now(), '-infinity' FROM generate_series(1, %d
 					"SELECT CONCAT('reap-', n), 'gone', n, 0, UTC_TIMESTAMP(6), '1000-01-01' FROM %s", ns, mysqlSeries(n))
 			},
 		},
-		locker: func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewOptimistic(d, sqllock.Options{}) },
+		locker: func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewOptimistic(d, sqllock.OptimisticOptions{}) },
 	},
 	{
 		name: "rowlocks",

@@ -55,7 +55,7 @@ func TestBatchedRenewal(t *testing.T) {
 		// sets the batch window (1/20 of it, at most 50ms), which a busy
 		// machine's late timers overrun less at 1s.
 		const n, ttl, every = 1500, time.Minute, time.Second
-		l, err := sqllock.NewTable(d, sqllock.Options{TTL: ttl, RenewInterval: every})
+		l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ const StrategyRWLock = "rwlock"
 // Acquire waits as a Table's does; releases (and withdrawn intents) of
 // names someone waits for are announced, on PostgreSQL with LISTEN/NOTIFY
 // and on MySQL and MariaDB by the waiting processes' bells, as for a
-// Table; on SQLite waiters poll, every Options.MaxBackoff at the most. Options.MinHold is not supported. List returns the
+// Table; on SQLite waiters poll, every MaxBackoff at the most. MinHold is not supported. List returns the
 // holders' leases, readers' and writers' alike, ordered by name. An RWLock
 // is safe for concurrent use.
 type RWLock struct {
@@ -63,21 +63,14 @@ var _ Locker = (*RWLock)(nil)
 
 // NewRWLock returns a read/write locker on d. The schema must have been
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported for a
-// dialect without read/write locks (TiDB), and ErrInvalidOptions for a
-// MinHold.
-func NewRWLock(d dialect.Dialect, opts Options) (*RWLock, error) {
+// dialect without read/write locks (TiDB).
+func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
 	rd, ok := d.(dialect.RWLocks)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s has no read/write locks", ErrUnsupported, d.Name())
-	}
-	if opts.MinHold != 0 {
-		return nil, fmt.Errorf("%w: read/write locks have no MinHold", ErrInvalidOptions)
-	}
-	if opts.Fair {
-		return nil, fmt.Errorf("%w: Options.Fair: read/write locks prefer writers, and do not queue their waiters", ErrUnsupported)
 	}
 	rw, err := rd.RWLocks()
 	if err != nil {
@@ -88,7 +81,7 @@ func NewRWLock(d dialect.Dialect, opts Options) (*RWLock, error) {
 	if rw.Announces() {
 		notifier = d
 	}
-	if err := l.init(StrategyRWLock, d, rw, notifier, opts); err != nil {
+	if err := l.init(StrategyRWLock, d, rw, notifier, opts.config()); err != nil {
 		return nil, err
 	}
 	return l, nil

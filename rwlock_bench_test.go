@@ -58,7 +58,7 @@ func BenchmarkRWLockShared(b *testing.B) {
 		if err := sqllock.Migrate(context.Background(), d); err != nil {
 			b.Fatal(err)
 		}
-		l, err := sqllock.NewRWLock(d, sqllock.Options{})
+		l, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 )
 
 // rwLocker returns a read/write locker on e's dialect.
-func (e *env) rwLocker(t *testing.T, opts sqllock.Options) *sqllock.RWLock {
+func (e *env) rwLocker(t *testing.T, opts sqllock.RWLockOptions) *sqllock.RWLock {
 	t.Helper()
 	l, err := sqllock.NewRWLock(e.d, opts)
 	if err != nil {
@@ -47,7 +47,7 @@ func release(t *testing.T, ctx context.Context, ks ...*sqllock.Lock) {
 func TestRWLockReadersShareWriterExcludes(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		r1 := held(t).of(l.TryAcquireShared(ctx, "doc"))
 		r2 := held(t).of(l.TryAcquireShared(ctx, "doc"))
 		if r2.Token() <= r1.Token() {
@@ -88,7 +88,7 @@ func TestRWLockReadersShareWriterExcludes(t *testing.T) {
 func TestRWLockReentrancy(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		rctx := sqllock.WithOwner(ctx, "reader-1")
 		r1 := held(t).of(l.TryAcquireShared(rctx, "res"))
 		r2 := held(t).of(l.AcquireShared(rctx, "res"))
@@ -150,7 +150,7 @@ func waitForIntent(t *testing.T, ctx context.Context, e *env, name string) {
 func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		r := held(t).of(l.TryAcquireShared(ctx, "table"))
 		got := make(chan *sqllock.Lock, 1)
 		go func() {
@@ -161,7 +161,7 @@ func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 			got <- w
 		}()
 		waitForIntent(t, ctx, e, "table")
-		other := e.rwLocker(t, sqllock.Options{})
+		other := e.rwLocker(t, sqllock.RWLockOptions{})
 		if _, err := other.TryAcquireShared(ctx, "table"); !errors.Is(err, sqllock.ErrLocked) {
 			t.Fatalf("new reader while a writer waits: got %v, want ErrLocked", err)
 		}
@@ -187,7 +187,7 @@ func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 func TestRWLockWriterWithdrawsIntent(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		r := held(t).of(l.TryAcquireShared(ctx, "w"))
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -227,7 +227,7 @@ func TestRWLockCrashedHolderExpires(t *testing.T) {
 		if err != nil || g2.Token != 0 || g2.Left <= 0 {
 			t.Fatalf("refused writer: %+v, %v", g2, err)
 		}
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		if _, err := l.TryAcquireShared(ctx, "c"); !errors.Is(err, sqllock.ErrLocked) {
 			t.Fatalf("reader behind a live intent: got %v, want ErrLocked", err)
 		}
@@ -264,7 +264,7 @@ func TestRWLockCrashedHolderExpires(t *testing.T) {
 func TestRWLockGuardAndDo(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		r := held(t).of(l.TryAcquireShared(ctx, "g"))
 		tx, err := e.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -295,12 +295,12 @@ func TestRWLockGuardAndDo(t *testing.T) {
 func TestRWLockReaderWaitsForWriter(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{})
+		l := e.rwLocker(t, sqllock.RWLockOptions{})
 		w := held(t).of(l.TryAcquire(ctx, "q"))
 		got := make(chan *sqllock.Lock, 2)
 		for range 2 {
 			go func() {
-				r, err := e.rwLocker(t, sqllock.Options{}).AcquireShared(ctx, "q")
+				r, err := e.rwLocker(t, sqllock.RWLockOptions{}).AcquireShared(ctx, "q")
 				if err != nil {
 					t.Error(err)
 				}
@@ -321,20 +321,14 @@ func TestRWLockReaderWaitsForWriter(t *testing.T) {
 
 func TestNewRWLockRefuses(t *testing.T) {
 	t.Parallel()
-	if _, err := sqllock.NewRWLock(nil, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
+	if _, err := sqllock.NewRWLock(nil, sqllock.RWLockOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 		t.Fatalf("nil dialect: %v", err)
 	}
 	d, err := postgres.New(nonNilDB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sqllock.NewRWLock(d, sqllock.Options{MinHold: 1}); !errors.Is(err, sqllock.ErrInvalidOptions) {
-		t.Fatalf("MinHold: %v", err)
-	}
-	if _, err := sqllock.NewRWLock(d, sqllock.Options{Fair: true}); !errors.Is(err, sqllock.ErrUnsupported) {
-		t.Fatalf("Fair: %v", err)
-	}
-	if _, err := sqllock.NewRWLock(struct{ dialect.Dialect }{d}, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
+	if _, err := sqllock.NewRWLock(struct{ dialect.Dialect }{d}, sqllock.RWLockOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("a dialect without read/write locks: %v", err)
 	}
 }
@@ -355,7 +349,7 @@ func TestRWLockThroughPgBouncer(t *testing.T) {
 			}
 			d := pgBouncerDialect(t, mode, opts...)
 			ctx := ctxT(t)
-			l, err := sqllock.NewRWLock(d, sqllock.Options{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond})
+			l, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -420,7 +414,7 @@ func waitForWaiters(t *testing.T, ctx context.Context, l sqllock.Locker, name st
 func TestRWLockQueuedReaderAndWriterHandOff(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.Options{TTL: time.Hour, RenewInterval: 20 * time.Minute})
+		l := e.rwLocker(t, sqllock.RWLockOptions{TTL: time.Hour, RenewInterval: 20 * time.Minute})
 		w1 := held(t).of(l.TryAcquire(ctx, "n"))
 		type result struct {
 			k      *sqllock.Lock

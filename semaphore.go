@@ -44,7 +44,7 @@ const MaxSemaphoreLimit = math.MaxInt32
 // with a jittered backoff, and wake at once on releases by the same
 // Semaphore. TiDB's dialect has no semaphores.
 //
-// With Options.Fair, waiters are served in FIFO order, as a fair Table's:
+// With Fair, waiters are served in FIFO order, as a fair Table's:
 // a waiter refused at first takes a ticket, a row of the semaphore's
 // queue, and a name's permits go to its live tickets in ticket order (with
 // k permits free, to the k oldest). On PostgreSQL whatever admits a ticket
@@ -64,7 +64,7 @@ type Semaphore struct {
 	leaseLocker
 	sems  dialect.SemaphoreTable
 	limit int
-	fair  *fairQueue // nil unless Options.Fair
+	fair  *fairQueue // nil unless Fair
 }
 
 var _ Locker = (*Semaphore)(nil)
@@ -73,9 +73,9 @@ var _ Locker = (*Semaphore)(nil)
 // name. The schema must have been migrated (see Migrate). A limit below 1
 // or above MaxSemaphoreLimit is ErrInvalidOptions, refused here rather
 // than by the database at the first acquire; a dialect without semaphores
-// (dialect.Semaphores), or with Options.Fair one without their FIFO queue
+// (dialect.Semaphores), or with Fair one without their FIFO queue
 // (dialect.FairSemaphores), is ErrUnsupported.
-func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error) {
+func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semaphore, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
@@ -91,7 +91,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error
 	if opts.Fair {
 		fd, ok := d.(dialect.FairSemaphores)
 		if !ok {
-			return nil, fmt.Errorf("%w: Options.Fair: the %s dialect's semaphores have no FIFO queue", ErrUnsupported, d.Name())
+			return nil, fmt.Errorf("%w: SemaphoreOptions.Fair: the %s dialect's semaphores have no FIFO queue", ErrUnsupported, d.Name())
 		}
 		fair = fd.FairSemaphores()
 		s.sems = fair // its Release wakes the ticket a freed permit admits
@@ -101,7 +101,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts Options) (*Semaphore, error
 	if s.sems.Announces() {
 		notifier = d
 	}
-	if err := s.init(StrategySemaphore, d, s.sems, notifier, opts); err != nil {
+	if err := s.init(StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
 		return nil, err
 	}
 	if fair != nil {
@@ -126,7 +126,7 @@ func (q semaphoreTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Dura
 }
 
 // Acquire acquires a permit of name, waiting while the semaphore is full
-// (see Locker, and the Semaphore's doc for Options.Fair). When ctx ends
+// (see Locker, and the Semaphore's doc for Fair). When ctx ends
 // first, it returns an error wrapping ctx.Err() (and a fair waiter gives
 // its ticket up at once).
 func (s *Semaphore) Acquire(ctx context.Context, name string) (*Lock, error) {

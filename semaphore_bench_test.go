@@ -170,7 +170,7 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`}
 		if err := sqllock.Migrate(context.Background(), d); err != nil {
 			b.Fatal(err)
 		}
-		sem, err := sqllock.NewSemaphore(d, limit, sqllock.Options{})
+		sem, err := sqllock.NewSemaphore(d, limit, sqllock.SemaphoreOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,7 +18,7 @@ import (
 )
 
 // semaphore returns a semaphore of limit on e's dialect.
-func (e *env) semaphore(t *testing.T, limit int, opts sqllock.Options) *sqllock.Semaphore {
+func (e *env) semaphore(t *testing.T, limit int, opts sqllock.SemaphoreOptions) *sqllock.Semaphore {
 	t.Helper()
 	s, err := sqllock.NewSemaphore(e.d, limit, opts)
 	if err != nil {
@@ -30,7 +30,7 @@ func (e *env) semaphore(t *testing.T, limit int, opts sqllock.Options) *sqllock.
 func TestSemaphoreAdmitsLimitHolders(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		s := e.semaphore(t, 3, sqllock.Options{})
+		s := e.semaphore(t, 3, sqllock.SemaphoreOptions{})
 		var held []*sqllock.Lock
 		var last int64
 		for i := range 3 {
@@ -94,8 +94,8 @@ func countName(list []sqllock.LockInfo, name string) int {
 func TestSemaphoreLimitMismatch(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		three := e.semaphore(t, 3, sqllock.Options{})
-		two := e.semaphore(t, 2, sqllock.Options{})
+		three := e.semaphore(t, 3, sqllock.SemaphoreOptions{})
+		two := e.semaphore(t, 2, sqllock.SemaphoreOptions{})
 		l, err := three.TryAcquire(ctx, "res")
 		if err != nil {
 			t.Fatal(err)
@@ -124,7 +124,7 @@ func TestSemaphoreLimitMismatch(t *testing.T) {
 func TestSemaphoreReentryHoldsOnePermit(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		s := e.semaphore(t, 2, sqllock.Options{})
+		s := e.semaphore(t, 2, sqllock.SemaphoreOptions{})
 		octx := sqllock.WithOwner(ctx, "worker-1")
 		first, err := s.TryAcquire(octx, "res")
 		if err != nil {
@@ -197,7 +197,7 @@ func TestSemaphoreCrashedHolderPermitReturns(t *testing.T) {
 			}
 			last = tok
 		}
-		s := e.semaphore(t, 2, sqllock.Options{})
+		s := e.semaphore(t, 2, sqllock.SemaphoreOptions{})
 		if _, err := s.TryAcquire(ctx, "res"); !errors.Is(err, sqllock.ErrLocked) {
 			t.Fatalf("full: got %v, want ErrLocked", err)
 		}
@@ -237,14 +237,14 @@ func TestSemaphoreCrashedHolderPermitReturns(t *testing.T) {
 func TestSemaphoreAcquireWaitsForRelease(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		s := e.semaphore(t, 1, sqllock.Options{})
+		s := e.semaphore(t, 1, sqllock.SemaphoreOptions{})
 		held, err := s.TryAcquire(ctx, "one")
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Another locker, as another process would be: on PostgreSQL the
 		// release reaches it by NOTIFY, elsewhere by polling.
-		other := e.semaphore(t, 1, sqllock.Options{})
+		other := e.semaphore(t, 1, sqllock.SemaphoreOptions{})
 		got := make(chan *sqllock.Lock, 1)
 		errc := make(chan error, 1)
 		go func() {
@@ -273,7 +273,7 @@ func TestSemaphoreAcquireWaitsForRelease(t *testing.T) {
 func TestSemaphoreGuard(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		s := e.semaphore(t, 2, sqllock.Options{})
+		s := e.semaphore(t, 2, sqllock.SemaphoreOptions{})
 		l, err := s.TryAcquire(sqllock.WithOwner(ctx, "guarded"), "res")
 		if err != nil {
 			t.Fatal(err)
@@ -311,7 +311,7 @@ func TestSemaphoreNeverOverAdmits(t *testing.T) {
 			errs         = make(chan error, workers)
 		)
 		for w := range workers {
-			s := e.semaphore(t, limit, sqllock.Options{})
+			s := e.semaphore(t, limit, sqllock.SemaphoreOptions{})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -355,7 +355,7 @@ func TestSemaphoreNeverOverAdmits(t *testing.T) {
 
 func TestNewSemaphoreBadInput(t *testing.T) {
 	t.Parallel()
-	if _, err := sqllock.NewSemaphore(nil, 1, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
+	if _, err := sqllock.NewSemaphore(nil, 1, sqllock.SemaphoreOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 		t.Fatalf("nil dialect: %v", err)
 	}
 	d, err := mysql.New(nonNilDB)
@@ -363,21 +363,21 @@ func TestNewSemaphoreBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, limit := range []int{0, -1} {
-		if _, err := sqllock.NewSemaphore(d, limit, sqllock.Options{}); !errors.Is(err, sqllock.ErrInvalidOptions) {
+		if _, err := sqllock.NewSemaphore(d, limit, sqllock.SemaphoreOptions{}); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Fatalf("limit %d: got %v, want ErrInvalidOptions", limit, err)
 		}
 	}
-	if _, err := sqllock.NewSemaphore(d, 1, sqllock.Options{TTL: -time.Second}); !errors.Is(err, sqllock.ErrInvalidOptions) {
+	if _, err := sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: -time.Second}); !errors.Is(err, sqllock.ErrInvalidOptions) {
 		t.Fatalf("bad options: got %v, want ErrInvalidOptions", err)
 	}
-	if _, err := sqllock.NewSemaphore(d, 2, sqllock.Options{Fair: true}); err != nil {
+	if _, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{Fair: true}); err != nil {
 		t.Fatalf("Fair: %v", err)
 	}
 	tidb, err := mysql.NewTiDB(nonNilDB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sqllock.NewSemaphore(tidb, 1, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
+	if _, err := sqllock.NewSemaphore(tidb, 1, sqllock.SemaphoreOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("TiDB: got %v, want ErrUnsupported", err)
 	}
 }
@@ -394,7 +394,7 @@ func TestSemaphoreLimitAboveInt32(t *testing.T) {
 		over := math.MaxInt32
 		over++ // not a constant expression: 2^31 does not fit a 32-bit int
 		for _, fair := range []bool{false, true} {
-			s, err := sqllock.NewSemaphore(e.d, over, sqllock.Options{Fair: fair})
+			s, err := sqllock.NewSemaphore(e.d, over, sqllock.SemaphoreOptions{Fair: fair})
 			if !errors.Is(err, sqllock.ErrInvalidOptions) {
 				if s != nil {
 					_, err = s.TryAcquire(ctx, "big")
@@ -405,7 +405,7 @@ func TestSemaphoreLimitAboveInt32(t *testing.T) {
 				t.Fatalf("NewSemaphore(limit %d): %v does not name the limit", over, err)
 			}
 			name := fmt.Sprintf("max-%v", fair)
-			s = e.semaphore(t, math.MaxInt32, sqllock.Options{Fair: fair})
+			s = e.semaphore(t, math.MaxInt32, sqllock.SemaphoreOptions{Fair: fair})
 			l, err := s.TryAcquire(ctx, name)
 			if err != nil {
 				t.Fatalf("TryAcquire with limit MaxSemaphoreLimit (Fair %v): %v", fair, err)

@@ -59,7 +59,7 @@ func (c childConfig) run() error {
 	if s == nil {
 		return fmt.Errorf("unknown strategy %q", c.Strategy)
 	}
-	l, err := s.new(d, sqllock.Options{TTL: c.TTL})
+	l, err := s.new(d, sqllock.TableOptions{TTL: c.TTL})
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func TestSQLiteCrashedProcessTakenOver(t *testing.T) {
 				_ = cmd.Wait()
 				t.Fatalf("child never held the lock: %q, %v\n%s", line, err, stderr)
 			}
-			l, err := s.new(d, sqllock.Options{TTL: ttl})
+			l, err := s.new(d, sqllock.TableOptions{TTL: ttl})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -398,7 +398,7 @@ func TestSQLiteGuardHoldsOffOtherConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			expired(holder.Name)
-			thief, err := s.new(od, sqllock.Options{TTL: time.Minute})
+			thief, err := s.new(od, sqllock.TableOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,7 +426,7 @@ func TestSQLiteGuardHoldsOffOtherConnections(t *testing.T) {
 			reader, dtx := guarded(od, other, "overtaken", "reader")
 			defer dtx.Rollback()
 			expired(reader.Name)
-			l, err := s.new(d, sqllock.Options{TTL: time.Minute})
+			l, err := s.new(d, sqllock.TableOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -22,7 +22,7 @@ func BenchmarkOptimisticTryAcquireRelease(b *testing.B) {
 		d := ds[kind]
 		db := d.DB()
 		ctx := context.Background()
-		locker, err := sqllock.NewOptimistic(d, sqllock.Options{})
+		locker, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

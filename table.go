@@ -28,7 +28,7 @@ type LockInfo = dialect.LockInfo
 type Table struct {
 	leaseLocker
 	locks dialect.LockTable
-	fair  *fairQueue             // with Options.Fair (fair.go)
+	fair  *fairQueue             // with Fair (fair.go)
 	multi dialect.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
 }
 
@@ -36,7 +36,12 @@ var _ Locker = (*Table)(nil)
 
 // NewTable returns a lock-table locker on d. The schema must have been
 // migrated (see Migrate).
-func NewTable(d dialect.Dialect, opts Options) (*Table, error) {
+func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
+	return newTable(d, opts.config())
+}
+
+// newTable is NewTable, and the lock table of NewElection.
+func newTable(d dialect.Dialect, opts config) (*Table, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}

@@ -110,10 +110,10 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 	}
 	var nilPG *postgres.Dialect
 	for _, d := range []dialect.Dialect{nil, nilPG} {
-		if _, err := sqllock.NewTable(d, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
+		if _, err := sqllock.NewTable(d, sqllock.TableOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 			t.Errorf("NewTable(%#v): %v", d, err)
 		}
-		if _, err := sqllock.NewOptimistic(d, sqllock.Options{}); !errors.Is(err, sqllock.ErrNilDB) {
+		if _, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 			t.Errorf("NewOptimistic(%#v): %v", d, err)
 		}
 		if _, err := sqllock.NewReaper(d, sqllock.ReaperOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
@@ -127,7 +127,7 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []sqllock.Options{
+	for _, o := range []sqllock.TableOptions{
 		{TTL: -time.Second},
 		{TTL: time.Millisecond},
 		{TTL: 3 * time.Second, RenewInterval: 2 * time.Second},
@@ -137,7 +137,7 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 		if _, err := sqllock.NewTable(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Errorf("NewTable(%+v): %v, want ErrInvalidOptions", o, err)
 		}
-		if _, err := sqllock.NewOptimistic(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
+		if _, err := sqllock.NewOptimistic(d, optimisticOptions(o)); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Errorf("NewOptimistic(%+v): %v, want ErrInvalidOptions", o, err)
 		}
 	}
@@ -148,11 +148,11 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 	}
 	// Names and owners are checked before any statement is sent: this
 	// locker's pool points nowhere.
-	table, err := sqllock.NewTable(d, sqllock.Options{})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	optimistic, err := sqllock.NewOptimistic(d, sqllock.Options{})
+	optimistic, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,14 +216,14 @@ func FuzzOptions(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, ttl, renew, maxBackoff, keepAlive, interval, batch, attempts, minRetry, maxRetry int64) {
-		opts := sqllock.Options{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}
+		opts := sqllock.TableOptions{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}
 		popts := sqllock.PessimisticOptions{KeepAlive: time.Duration(keepAlive)}
 		ropts := sqllock.ReaperOptions{Interval: time.Duration(interval), BatchSize: int(batch)}
 		retry := sqllock.RetryOptions{Attempts: int(attempts), MinBackoff: time.Duration(minRetry), MaxBackoff: time.Duration(maxRetry)}
 		for _, d := range []dialect.Dialect{pg, my} {
 			_, err := sqllock.NewTable(d, opts)
 			checkOptions(t, "NewTable", opts, err, lockerOptionsOK(opts))
-			_, err = sqllock.NewOptimistic(d, opts)
+			_, err = sqllock.NewOptimistic(d, optimisticOptions(opts))
 			checkOptions(t, "NewOptimistic", opts, err, lockerOptionsOK(opts))
 			_, err = sqllock.NewPessimistic(d, popts)
 			checkOptions(t, "NewPessimistic", popts, err, popts.KeepAlive == 0 || popts.KeepAlive >= time.Millisecond)
@@ -250,10 +250,10 @@ func FuzzOptions(f *testing.F) {
 	})
 }
 
-// lockerOptionsOK is the documented rule for Options: no negative
+// lockerOptionsOK is the documented rule for the lease options: no negative
 // duration; TTL (default 30s) at least 10ms; TTL >= 3 x RenewInterval
 // (default TTL/3); any MaxBackoff.
-func lockerOptionsOK(o sqllock.Options) bool {
+func lockerOptionsOK(o sqllock.TableOptions) bool {
 	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 {
 		return false
 	}

@@ -33,7 +33,7 @@ type waitRoom struct {
 	// the room's (see wait).
 	enqueue sync.Mutex
 	// tickets returns the name of this room's ticket id, if it has it
-	// (Options.Fair); nil otherwise. Set before the room is used.
+	// (Fair); nil otherwise. Set before the room is used.
 	tickets func(id int64) (name string, ok bool)
 
 	mu     sync.Mutex
@@ -60,7 +60,7 @@ type roomHooks struct {
 }
 
 // queue is a waiter's place in a FIFO queue kept by the database
-// (Options.Fair).
+// (Fair).
 type queue interface {
 	// join takes a place at the end of the queue, and reports how long
 	// the waiter may wait before it tries again unwoken (0: at once).
@@ -91,7 +91,7 @@ type waiter struct {
 
 // newWaitRoom returns the waiting room of a locker on d, which wakes its
 // waiters on d's announcements if d is a dialect.Notifier; d may be nil.
-func newWaitRoom(d dialect.Dialect, opts Options) *waitRoom {
+func newWaitRoom(d dialect.Dialect, opts config) *waitRoom {
 	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
 	r.notifier, _ = d.(dialect.Notifier)
 	return r
@@ -115,7 +115,7 @@ func (r *waitRoom) waitShared(ctx context.Context, name string, try func() (*Loc
 	return r.waitQueued(ctx, line{name: name, shared: true}, nil, try)
 }
 
-// waitQueued is wait with a queue (Options.Fair), or nil: a caller refused
+// waitQueued is wait with a queue (Fair), or nil: a caller refused
 // at first takes its place in the database's queue before it joins the
 // room's, so that the room's order is the queue's.
 func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() (*Lock, time.Duration, error)) (*Lock, error) {

@@ -37,7 +37,7 @@ func (s *listeningSub) Unsubscribe()    { s.once.Do(func() { s.n.subs.Add(-1) })
 
 // newTestRoom returns a waiting room on n that logs nothing.
 func newTestRoom(n dialect.Notifier) *waitRoom {
-	r := newWaitRoom(nil, Options{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+	r := newWaitRoom(nil, config{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 	r.notifier = n
 	return r
 }
@@ -220,7 +220,7 @@ func (l *levels) WithGroup(string) slog.Handler      { return l }
 // level; after it was back (Ready), a new loss warns again.
 func TestLostWarnsOnce(t *testing.T) {
 	h := &levels{n: map[slog.Level]int{}}
-	r := newWaitRoom(nil, Options{MaxBackoff: time.Second, Logger: slog.New(h)})
+	r := newWaitRoom(nil, config{MaxBackoff: time.Second, Logger: slog.New(h)})
 	for range 3 {
 		r.Lost(fmt.Errorf("notifications are not delivered"))
 	}

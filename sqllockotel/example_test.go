@@ -26,7 +26,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker, err := sqllock.NewTable(d, sqllock.Options{Observer: obs})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 // Observer implements.
 //
 //	obs, err := sqllockotel.New(sqllockotel.Options{}) // the global providers
-//	locker, err := sqllock.NewTable(d, sqllock.Options{Observer: obs})
+//	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
 //	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Observer: obs})
 //	err = sqllock.InTx(ctx, d, sqllock.TxOptions{Retry: sqllock.RetryOptions{Observer: obs}}, fn)
 //

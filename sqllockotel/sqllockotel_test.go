@@ -277,7 +277,7 @@ func scenario(t *testing.T, e *db) {
 
 	// Acquire, and a refused try.
 	pd := newPolling(e.d)
-	tbl, err := sqllock.NewTable(pd, sqllock.Options{MaxBackoff: time.Hour, Observer: obs})
+	tbl, err := sqllock.NewTable(pd, sqllock.TableOptions{MaxBackoff: time.Hour, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func scenario(t *testing.T, e *db) {
 	// long TTL keeps a stalled test process (a loaded machine) from losing
 	// it first, the short interval keeps the test quick.
 	const lossyTTL = 12 * time.Second
-	lossy, err := sqllock.NewTable(pd, sqllock.Options{TTL: lossyTTL, RenewInterval: time.Second, Observer: obs})
+	lossy, err := sqllock.NewTable(pd, sqllock.TableOptions{TTL: lossyTTL, RenewInterval: time.Second, Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func scenario(t *testing.T, e *db) {
 	}
 
 	// The optimistic and pessimistic strategies.
-	opt, err := sqllock.NewOptimistic(e.d, sqllock.Options{Observer: obs})
+	opt, err := sqllock.NewOptimistic(e.d, sqllock.OptimisticOptions{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -661,11 +661,11 @@ func scenario(t *testing.T, e *db) {
 // up, a waiter of t2 for n sleeps until the holder's lease ends or an
 // announcement comes, and t1's release of n is announced to it.
 func noticeHandoff(ctx context.Context, t *testing.T, e *db, obs *sqllockotel.Observer, m *metrics) {
-	t1, err := sqllock.NewTable(e.d, sqllock.Options{Observer: obs})
+	t1, err := sqllock.NewTable(e.d, sqllock.TableOptions{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t2, err := sqllock.NewTable(e.d, sqllock.Options{Observer: obs})
+	t2, err := sqllock.NewTable(e.d, sqllock.TableOptions{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

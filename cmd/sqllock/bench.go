@@ -45,7 +45,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "STRATEGY\tCLIENTS\tOPS/S\tP50 µs\tP99 µs\tHAND-OFF P50 ms\tP99 ms\t")
 		for _, strategy := range []string{"table", "optimistic", "pessimistic"} {
-			l, err := newLocker(t.d, strategy, sqllock.Options{})
+			l, err := newLocker(t.d, strategy, sqllock.TableOptions{})
 			if errors.Is(err, sqllock.ErrUnsupported) || errors.As(err, new(usageError)) {
 				continue
 			}

@@ -102,7 +102,7 @@ type scenario struct {
 
 func (s *demo) scenarios() []scenario {
 	list := []scenario{{"no lock", s.buyUnlocked}}
-	if l, err := sqllock.NewTable(s.d, sqllock.Options{}); err == nil {
+	if l, err := sqllock.NewTable(s.d, sqllock.TableOptions{}); err == nil {
 		list = append(list, scenario{"table", func(ctx context.Context, buyer int, waits *atomic.Int64) error {
 			return s.buyLocked(ctx, l, buyer, waits)
 		}})

@@ -123,11 +123,11 @@ func checkRunProbe(t *testing.T, strategy, name, out string) {
 // checkNothingHeld fails t unless b's lock tables answer and hold no lock.
 func checkNothingHeld(t *testing.T, b backend) {
 	t.Helper()
-	table, err := sqllock.NewTable(b.d, sqllock.Options{})
+	table, err := sqllock.NewTable(b.d, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	optimistic, err := sqllock.NewOptimistic(b.d, sqllock.Options{})
+	optimistic, err := sqllock.NewOptimistic(b.d, sqllock.OptimisticOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func (r *runner) elect(ctx context.Context, dsn, schema, value string) error {
 		return err
 	}
 	r.target = t
-	el, err := sqllock.NewElection(t.d, sqllock.Options{TTL: r.ttl})
+	el, err := sqllock.NewElection(t.d, sqllock.ElectionOptions{TTL: r.ttl})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return usageError{msg: err.Error()}
 	}
@@ -125,7 +125,7 @@ func leaderFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		el, err := sqllock.NewElection(t.d, sqllock.Options{})
+		el, err := sqllock.NewElection(t.d, sqllock.ElectionOptions{})
 		if errors.Is(err, sqllock.ErrUnsupported) {
 			return usageError{msg: err.Error()}
 		}

@@ -107,8 +107,9 @@ func (r *runner) logf(format string, args ...any) {
 }
 
 // newLocker builds the locker of a --strategy, with opts (TTL, MinHold
-// and Fair are used).
-func newLocker(d dialect.Dialect, strategy string, opts sqllock.Options) (sqllock.Locker, error) {
+// and Fair are used where the strategy has them; run refuses --fair for
+// the others).
+func newLocker(d dialect.Dialect, strategy string, opts sqllock.TableOptions) (sqllock.Locker, error) {
 	var (
 		l   sqllock.Locker
 		err error
@@ -117,11 +118,11 @@ func newLocker(d dialect.Dialect, strategy string, opts sqllock.Options) (sqlloc
 	case "table":
 		l, err = sqllock.NewTable(d, opts)
 	case "optimistic":
-		l, err = sqllock.NewOptimistic(d, opts)
+		l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: opts.TTL, MinHold: opts.MinHold})
 	case "pessimistic":
 		l, err = newPessimistic(d)
 	case strategyRWLock:
-		l, err = newRWLock(d, sqllock.Options{TTL: opts.TTL})
+		l, err = newRWLock(d, sqllock.RWLockOptions{TTL: opts.TTL})
 	default:
 		return nil, usageError{msg: fmt.Sprintf("unknown strategy %q: want table, optimistic or pessimistic", strategy)}
 	}
@@ -147,7 +148,7 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 	}
 	r.target = t
 	var locker sqllock.Locker
-	opts := sqllock.Options{TTL: r.ttl, MinHold: r.minHold, Fair: r.fair}
+	opts := sqllock.TableOptions{TTL: r.ttl, MinHold: r.minHold, Fair: r.fair}
 	if r.max > 0 {
 		locker, err = newSemaphore(t.d, r.max, opts)
 	} else {

@@ -34,7 +34,7 @@ func rwSide(strategy string, shared, exclusive bool) (string, error) {
 }
 
 // newRWLock builds the read/write locker of run.
-func newRWLock(d dialect.Dialect, opts sqllock.Options) (sqllock.Locker, error) {
+func newRWLock(d dialect.Dialect, opts sqllock.RWLockOptions) (sqllock.Locker, error) {
 	return sqllock.NewRWLock(d, opts)
 }
 
@@ -49,7 +49,7 @@ func (r *runner) heldAsRWLock(ctx context.Context, t *target) (bool, error) {
 	if _, err := rd.RWLocks(); err != nil { // TiDB
 		return false, nil
 	}
-	l, err := sqllock.NewRWLock(t.d, sqllock.Options{TTL: r.ttl})
+	l, err := sqllock.NewRWLock(t.d, sqllock.RWLockOptions{TTL: r.ttl})
 	if err != nil {
 		return false, err
 	}

@@ -44,14 +44,14 @@ func TestReadOnlySessionRefusesGrants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table, err := sqllock.NewTable(rd, sqllock.Options{})
+	table, err := sqllock.NewTable(rd, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := table.TryAcquire(ctx, "ro"); !errors.Is(err, sqllock.ErrReadOnly) {
 		t.Fatalf("acquire in read-only sessions: %v, want ErrReadOnly", err)
 	}
-	opt, err := sqllock.NewOptimistic(rd, sqllock.Options{})
+	opt, err := sqllock.NewOptimistic(rd, sqllock.OptimisticOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,11 +89,11 @@ func exclusionBesideReaper(t *testing.T, db *sql.DB, database, dsn, strategy str
 			t.Fatal(err)
 		}
 		var l sqllock.Locker
-		opts := sqllock.Options{TTL: 10 * time.Second, MaxBackoff: 100 * time.Millisecond}
+		ttl, backoff := 10*time.Second, 100*time.Millisecond
 		if strategy == "optimistic" {
-			l, err = sqllock.NewOptimistic(pd, opts)
+			l, err = sqllock.NewOptimistic(pd, sqllock.OptimisticOptions{TTL: ttl, MaxBackoff: backoff})
 		} else {
-			l, err = sqllock.NewTable(pd, opts)
+			l, err = sqllock.NewTable(pd, sqllock.TableOptions{TTL: ttl, MaxBackoff: backoff})
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -38,18 +38,16 @@ type wakeChild struct {
 // behind a writer and a writer's behind a reader.
 var wakeKinds = []string{"lock", "semaphore", "fairsem", "rw-read", "rw-write"}
 
-// wakeLocker returns a locker of kind (see wakeKinds) on d.
-func wakeLocker(d dialect.Dialect, kind string, opts sqllock.Options) (sqllock.Locker, error) {
+// wakeLocker returns a locker of kind (see wakeKinds) on d, with the
+// lease's ttl and the waiters' maxBackoff (0: the default).
+func wakeLocker(d dialect.Dialect, kind string, ttl, maxBackoff time.Duration) (sqllock.Locker, error) {
 	switch kind {
-	case "semaphore":
-		return sqllock.NewSemaphore(d, 1, opts)
-	case "fairsem":
-		opts.Fair = true
-		return sqllock.NewSemaphore(d, 1, opts)
+	case "semaphore", "fairsem":
+		return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: ttl, MaxBackoff: maxBackoff, Fair: kind == "fairsem"})
 	case "rw-read", "rw-write":
-		return sqllock.NewRWLock(d, opts)
+		return sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: ttl, MaxBackoff: maxBackoff})
 	}
-	return sqllock.NewTable(d, opts)
+	return sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MaxBackoff: maxBackoff})
 }
 
 // wakeHold takes name on l as the child of kind holds it: the other side
@@ -81,7 +79,7 @@ func (c wakeChild) run() error {
 		return err
 	}
 	defer d.Close(ctx)
-	l, err := wakeLocker(d, c.Kind, sqllock.Options{TTL: 10 * time.Minute})
+	l, err := wakeLocker(d, c.Kind, 10*time.Minute, 0)
 	if err != nil {
 		return err
 	}
@@ -210,7 +208,7 @@ func wakeFromAnotherProcess(t *testing.T, kind string) {
 
 	r := make(recorder, 16)
 	watch(ctx, t, d, r, "x")
-	l, err := wakeLocker(d, kind, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute})
+	l, err := wakeLocker(d, kind, 10*time.Minute, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +259,7 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 	d, db, _ := wakeEnv(t)
 	var warns atomic.Int64
 	logger := slog.New(logCounter{slog.DiscardHandler, &warns})
-	holder, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +270,7 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 	r := make(recorder, 16)
 	sub := watch(ctx, t, d, r, "warm-up")
 
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond, Logger: logger})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +345,7 @@ func TestWithoutWakeups(t *testing.T) {
 	if sub.Listening() {
 		t.Fatal("listening without wake-ups")
 	}
-	holder, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +353,7 @@ func TestWithoutWakeups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +388,7 @@ func TestOptimisticWaiterWoken(t *testing.T) {
 	d, _, _ := wakeEnv(t)
 	r := make(recorder, 16)
 	watch(ctx, t, d, r, "warm-up")
-	opts := sqllock.Options{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+	opts := sqllock.OptimisticOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
 	holder, err := sqllock.NewOptimistic(d, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +451,7 @@ WHERE ID = ? AND INFO LIKE 'SELECT SLEEP(600)%'`, id).Scan(&n)
 		return err == nil && n == 1
 	})
 
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +524,7 @@ VALUES ('x', 0, '0123456789abcdef', 0, 0, NOW(6) + INTERVAL 1 HOUR)`); err != ni
 		t.Fatal(err)
 	}
 
-	l, err := sqllock.NewTable(d, sqllock.Options{TTL: 10 * time.Minute})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -640,7 +638,7 @@ func TestBellNeedsRoomInThePool(t *testing.T) {
 
 	var lockers [2]*sqllock.Table
 	for i := range lockers {
-		if lockers[i], err = sqllock.NewTable(d, sqllock.Options{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}); err != nil {
+		if lockers[i], err = sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -163,14 +163,14 @@ func TestReadOnlyServerRefusesGrants(t *testing.T) {
 	u.RawQuery = q.Encode()
 	ro := dbtest.OpenPostgres(t, u.String())
 	rd := dialectOn(t, ro, schema)
-	l, err := sqllock.NewTable(rd, sqllock.Options{})
+	l, err := sqllock.NewTable(rd, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.TryAcquire(ctx, "ro"); !errors.Is(err, sqllock.ErrReadOnly) {
 		t.Fatalf("acquire on a read-only server: %v, want ErrReadOnly", err)
 	}
-	o, err := sqllock.NewOptimistic(rd, sqllock.Options{})
+	o, err := sqllock.NewOptimistic(rd, sqllock.OptimisticOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,14 +204,14 @@ func TestSynchronousCommitNeedsStandby(t *testing.T) {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.Options{})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.TryAcquire(ctx, "durable"); !errors.Is(err, sqllock.ErrUnsupported) || !strings.Contains(err.Error(), "synchronous_standby_names") {
 		t.Fatalf("acquire without a synchronous standby: %v, want ErrUnsupported naming synchronous_standby_names", err)
 	}
-	o, err := sqllock.NewOptimistic(d, sqllock.Options{})
+	o, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestFailoverGrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ttl = time.Hour
-	table, err := sqllock.NewTable(d, sqllock.Options{TTL: ttl})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,21 +58,21 @@ func TestFailoverGrace(t *testing.T) {
 	if we.Left <= ttl-time.Minute || we.Left > ttl {
 		t.Fatalf("grace left %v, want about %v", we.Left, ttl)
 	}
-	opt, err := sqllock.NewOptimistic(d, sqllock.Options{TTL: time.Second})
+	opt, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := opt.TryAcquire(ctx, "new"); !errors.As(err, &we) {
 		t.Fatalf("optimistic TryAcquire after a promotion: %v, want a refusal", err)
 	}
-	sem, err := sqllock.NewSemaphore(d, 2, sqllock.Options{TTL: time.Second})
+	sem, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sem.TryAcquire(ctx, "new"); !errors.As(err, &we) {
 		t.Fatalf("semaphore TryAcquire after a promotion: %v, want a refusal", err)
 	}
-	rw, err := sqllock.NewRWLock(d, sqllock.Options{TTL: time.Second})
+	rw, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestFailoverGrace(t *testing.T) {
 	}
 	// Without the grace, grants go on at once.
 	free := dialectOn(t, db, schema, postgres.WithoutFailoverGrace())
-	plain, err := sqllock.NewTable(free, sqllock.Options{TTL: ttl})
+	plain, err := sqllock.NewTable(free, sqllock.TableOptions{TTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -271,26 +271,24 @@ func (c config) open() (func(), any, *Store, error) {
 	var l any
 	if err == nil {
 		// Renewals and FIFO tickets go into the history (see fair.go).
-		opts := sqllock.Options{TTL: c.TTL, Observer: HistoryTracer{TTL: c.TTL}}
-		fair := opts
-		fair.Fair = true
+		ttl, obs := c.TTL, HistoryTracer{TTL: c.TTL}
 		switch c.Strategy {
 		case "election":
-			l, err = sqllock.NewElection(d, opts)
+			l, err = sqllock.NewElection(d, sqllock.ElectionOptions{TTL: ttl, Observer: obs})
 		case "table", "multi":
-			l, err = sqllock.NewTable(d, opts)
+			l, err = sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, Observer: obs})
 		case "fair":
-			l, err = sqllock.NewTable(TraceTickets(d), fair)
+			l, err = sqllock.NewTable(TraceTickets(d), sqllock.TableOptions{TTL: ttl, Observer: obs, Fair: true})
 		case "optimistic":
-			l, err = sqllock.NewOptimistic(d, opts)
+			l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: ttl, Observer: obs})
 		case "pessimistic":
 			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{KeepAlive: c.KeepAlive})
 		case "semaphore":
-			l, err = sqllock.NewSemaphore(d, semaphoreLimit, opts)
+			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.SemaphoreOptions{TTL: ttl, Observer: obs})
 		case "fairsem":
-			l, err = sqllock.NewSemaphore(TraceTickets(d), semaphoreLimit, fair)
+			l, err = sqllock.NewSemaphore(TraceTickets(d), semaphoreLimit, sqllock.SemaphoreOptions{TTL: ttl, Observer: obs, Fair: true})
 		case "rwlock":
-			l, err = sqllock.NewRWLock(d, opts)
+			l, err = sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: ttl, Observer: obs})
 		default:
 			err = fmt.Errorf("unknown strategy %q", c.Strategy)
 		}

@@ -84,7 +84,7 @@
 //   - database: "postgres", "mysql" (MariaDB or MySQL) or "tidb".
 //   - strategy: "table", "optimistic" (leases with a TTL), "pessimistic"
 //     (a row lock held by the lock's own open transaction), "fair" (the
-//     lock table with FIFO tickets: sqllock.Options.Fair; also checked by
+//     lock table with FIFO tickets: sqllock.TableOptions.Fair; also checked by
 //     [CheckFIFO]), "semaphore" (limit permits per name; checked by
 //     [CheckSemaphore]), "fairsem" (the semaphore with FIFO tickets),
 //     "rwlock" (a read/write lock: leases with a TTL, two turns in three on

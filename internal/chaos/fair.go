@@ -19,7 +19,7 @@ import (
 //     for each successful renewal of a lease (renewals carry the values of
 //     the context the lease was acquired with);
 //   - a dialect wrapped by TraceTickets records the FIFO tickets of fair
-//     waiters (sqllock.Options.Fair): an Enqueued event when a ticket was
+//     waiters (sqllock.TableOptions.Fair): an Enqueued event when a ticket was
 //     taken (after its statement returned, so after it was committed, as
 //     CheckFIFO needs), a TicketLost event when the waiter found its
 //     ticket not live any more (it takes another, at the end of the

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Enqueued records that a fair waiter (sqllock.Options.Fair) took a
+// Enqueued records that a fair waiter (sqllock.TableOptions.Fair) took a
 // ticket: At is after the ticket was committed, Ticket is the ticket's id,
 // and Op is that of the waiter's AcquireInvoke. A waiter whose ticket was
 // lost (TicketLost) takes another: the last Enqueued of an operation is

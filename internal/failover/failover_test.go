@@ -95,13 +95,12 @@ func runFailover(t *testing.T, syncRep bool, strategy string) {
 	}
 	c.waitStreaming(ctx)
 
-	opts2 := sqllock.Options{TTL: ttl}
 	var locker sqllock.Locker
 	switch strategy {
 	case "table":
-		locker, err = sqllock.NewTable(d, opts2)
+		locker, err = sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
 	default:
-		locker, err = sqllock.NewOptimistic(d, opts2)
+		locker, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: ttl})
 	}
 	if err != nil {
 		t.Fatal(err)
