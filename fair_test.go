@@ -221,4 +221,3 @@ func TestFairReentersDespiteQueue(t *testing.T) {
 		}
 	})
 }
-

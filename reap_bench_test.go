@@ -57,7 +57,9 @@ SELECT 'reap-' || g, 'gone', g, 0, now(), '-infinity' FROM generate_series(1, %d
 					"SELECT CONCAT('reap-', n), 'gone', n, 0, UTC_TIMESTAMP(6), '1000-01-01' FROM %s", ns, mysqlSeries(n))
 			},
 		},
-		locker: func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewOptimistic(d, sqllock.OptimisticOptions{}) },
+		locker: func(d dialect.Dialect) (sqllock.Locker, error) {
+			return sqllock.NewOptimistic(d, sqllock.OptimisticOptions{})
+		},
 	},
 	{
 		name: "rowlocks",
