@@ -120,7 +120,7 @@ var errWaitElsewhere = errors.New("sqllock: another lock of the set refused it")
 func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, string, error) {
 	switch {
 	case t.fair != nil:
-		return nil, "", fmt.Errorf("%w: a fair table (Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
+		return nil, "", fmt.Errorf("%w: a fair table (TableOptions.Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
 	case t.multi == nil:
 		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.ev.dialect)
 	}
