@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // MaxNameLen is the longest lock name or owner identity, in bytes.
@@ -139,10 +140,13 @@ type Options struct {
 	// (info), and at debug level every acquisition, release and renewal.
 	// Default: none.
 	Logger *slog.Logger
-	// Observer receives lock events (see Observer and Tracer); package
-	// sqllockotel provides one that records OpenTelemetry metrics and
-	// traces. Default: none.
-	Observer Observer
+	// Observer receives lock events through the interfaces of package
+	// observe it implements: AcquiredObserver, ReleasedObserver,
+	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
+	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer
+	// and ListenerObserver. Package sqllockotel provides one that records
+	// OpenTelemetry metrics and traces. Default: none.
+	Observer observe.Observer
 }
 
 const (
