@@ -99,14 +99,10 @@
 // [ErrUnavailable]), or a transaction was rolled back ([ErrRolledBack]).
 //
 // Observability: a *slog.Logger in the options receives losses and
-// fall-backs, and at debug level every acquisition, release and renewal. An
-// [Observer] receives lock events as calls — [AcquiredEvent],
-// [ReleasedEvent] and [LostEvent] (with its [LostCause]), each carrying a
-// [LockEvent]. A [Tracer] also hears everything else the library does: each
-// acquire call ([AcquireStart], [AcquireEnd] with its [AcquireOutcome]),
-// waiting heads ([WaitingEvent]), hand-offs ([HandoffEvent]), renewals
-// ([RenewedEvent] with its [RenewOutcome], [RenewBatch]), the listening
-// connection ([ListenerEvent]), reaper passes ([ReapEvent]) and the runs of
-// InTx and RetryOnConflict ([Attempt], [AttemptEnd]). Package sqllockotel is
-// a Tracer that records OpenTelemetry metrics and spans.
+// fall-backs, and at debug level every acquisition, release and renewal.
+// The Observer in the options receives lock events as calls: it implements
+// the small interfaces of package [github.com/sqllock/sqllock/observe] for
+// the events it cares about ([observe.LostObserver], say, for losses alone).
+// Package sqllockotel implements them all, recording OpenTelemetry metrics
+// and spans.
 package sqllock

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // events hands one locker's events to its logger and observer. With
@@ -21,24 +22,49 @@ type events struct {
 	strategy string
 	dialect  string
 	log      *slog.Logger
-	obs      Observer // nil: none
-	tr       Tracer   // obs, if it is a Tracer
+	obs      observers
 }
 
-func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs Observer) *events {
-	e := &events{strategy: strategy, log: log, obs: obs}
+// observers are the interfaces of package observe that a locker's observer
+// implements, each nil unless it does.
+type observers struct {
+	acquired   observe.AcquiredObserver
+	released   observe.ReleasedObserver
+	lost       observe.LostObserver
+	acquire    observe.AcquireTracer
+	release    observe.ReleaseTracer
+	guard      observe.GuardTracer
+	handoff    observe.HandoffObserver
+	waiting    observe.WaitingObserver
+	renewed    observe.RenewedObserver
+	renewBatch observe.RenewBatchTracer
+	listener   observe.ListenerObserver
+}
+
+func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe.Observer) *events {
+	e := &events{strategy: strategy, log: log}
 	if d != nil {
 		e.dialect = d.Name()
 	}
 	if e.log == nil {
 		e.log = slog.New(slog.DiscardHandler)
 	}
-	e.tr, _ = obs.(Tracer)
+	e.obs.acquired, _ = obs.(observe.AcquiredObserver)
+	e.obs.released, _ = obs.(observe.ReleasedObserver)
+	e.obs.lost, _ = obs.(observe.LostObserver)
+	e.obs.acquire, _ = obs.(observe.AcquireTracer)
+	e.obs.release, _ = obs.(observe.ReleaseTracer)
+	e.obs.guard, _ = obs.(observe.GuardTracer)
+	e.obs.handoff, _ = obs.(observe.HandoffObserver)
+	e.obs.waiting, _ = obs.(observe.WaitingObserver)
+	e.obs.renewed, _ = obs.(observe.RenewedObserver)
+	e.obs.renewBatch, _ = obs.(observe.RenewBatchTracer)
+	e.obs.listener, _ = obs.(observe.ListenerObserver)
 	return e
 }
 
-func (e *events) lock(ref dialect.Lease) LockEvent {
-	return LockEvent{Strategy: e.strategy, Dialect: e.dialect, Name: ref.Name, Owner: ref.Owner, Token: ref.Token}
+func (e *events) lock(ref dialect.Lease) observe.LockEvent {
+	return observe.LockEvent{Strategy: e.strategy, Dialect: e.dialect, Name: ref.Name, Owner: ref.Owner, Token: ref.Token}
 }
 
 func (e *events) debug(ctx context.Context) bool {
@@ -48,7 +74,7 @@ func (e *events) debug(ctx context.Context) bool {
 // acquireCall is an acquire call under way.
 type acquireCall struct {
 	start time.Time
-	s     AcquireStart
+	s     observe.AcquireStart
 }
 
 // startAcquire starts an acquire call. The context it returns is the one to
@@ -58,9 +84,9 @@ func (e *events) startAcquire(ctx context.Context, name string, wait, shared boo
 	if e == nil {
 		return ctx, acquireCall{}
 	}
-	c := acquireCall{start: time.Now(), s: AcquireStart{Strategy: e.strategy, Dialect: e.dialect, Name: name, Wait: wait, Shared: shared}}
-	if e.tr != nil {
-		ctx = e.tr.StartAcquire(ctx, c.s)
+	c := acquireCall{start: time.Now(), s: observe.AcquireStart{Strategy: e.strategy, Dialect: e.dialect, Name: name, Wait: wait, Shared: shared}}
+	if e.obs.acquire != nil {
+		ctx = e.obs.acquire.StartAcquire(ctx, c.s)
 	}
 	return ctx, c
 }
@@ -74,25 +100,25 @@ func (e *events) endAcquire(ctx context.Context, c acquireCall, lock *Lock, err 
 	wait := time.Since(c.start)
 	if lock != nil {
 		ref := lock.h.ident()
-		if e.obs != nil {
-			e.obs.Acquired(ctx, AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: lock.reentered})
+		if e.obs.acquired != nil {
+			e.obs.acquired.Acquired(ctx, observe.AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: lock.reentered})
 		}
 		if e.debug(ctx) {
 			e.log.DebugContext(ctx, "sqllock: acquired", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
 				"token", ref.Token, "wait", wait, "reentered", lock.reentered)
 		}
 	}
-	if e.tr != nil {
-		end := AcquireEnd{AcquireStart: c.s, Duration: wait, Err: err}
+	if e.obs.acquire != nil {
+		end := observe.AcquireEnd{AcquireStart: c.s, Duration: wait, Err: err}
 		switch {
 		case lock != nil:
-			end.Outcome, end.Token = OutcomeAcquired, lock.h.ident().Token
+			end.Outcome, end.Token = observe.OutcomeAcquired, lock.h.ident().Token
 		case errors.Is(err, ErrLocked) || c.s.Wait && ctx.Err() != nil:
-			end.Outcome = OutcomeBusy
+			end.Outcome = observe.OutcomeBusy
 		default:
-			end.Outcome = OutcomeError
+			end.Outcome = observe.OutcomeError
 		}
-		e.tr.EndAcquire(ctx, end)
+		e.obs.acquire.EndAcquire(ctx, end)
 	}
 	if lock == nil && !errors.Is(err, ErrLocked) && e.debug(ctx) {
 		e.log.DebugContext(ctx, "sqllock: acquire failed", "strategy", e.strategy, "name", c.s.Name, "wait", wait, "err", err)
@@ -105,8 +131,8 @@ func (e *events) released(ctx context.Context, ref dialect.Lease, granted time.T
 		return
 	}
 	held := time.Since(granted)
-	if e.obs != nil {
-		e.obs.Released(ctx, ReleasedEvent{LockEvent: e.lock(ref), Freed: freed, Held: held})
+	if e.obs.released != nil {
+		e.obs.released.Released(ctx, observe.ReleasedEvent{LockEvent: e.lock(ref), Freed: freed, Held: held})
 	}
 	if e.debug(ctx) {
 		e.log.DebugContext(ctx, "sqllock: released", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
@@ -116,13 +142,13 @@ func (e *events) released(ctx context.Context, ref dialect.Lease, granted time.T
 
 // lost reports the loss of ref, acquired at granted. err is the error
 // behind it, if any.
-func (e *events) lost(ctx context.Context, ref dialect.Lease, granted time.Time, cause LostCause, reason string, err error) {
+func (e *events) lost(ctx context.Context, ref dialect.Lease, granted time.Time, cause observe.LostCause, reason string, err error) {
 	if e == nil {
 		return
 	}
 	held := time.Since(granted)
-	if e.obs != nil {
-		e.obs.Lost(ctx, LostEvent{LockEvent: e.lock(ref), Cause: cause, Reason: reason, Held: held})
+	if e.obs.lost != nil {
+		e.obs.lost.Lost(ctx, observe.LostEvent{LockEvent: e.lock(ref), Cause: cause, Reason: reason, Held: held})
 	}
 	args := []any{"strategy", e.strategy, "name", ref.Name, "owner", ref.Owner, "token", ref.Token,
 		"held", held, "cause", string(cause), "reason", reason}
@@ -133,73 +159,73 @@ func (e *events) lost(ctx context.Context, ref dialect.Lease, granted time.Time,
 }
 
 func (e *events) startRelease(ctx context.Context, ref dialect.Lease) context.Context {
-	if e == nil || e.tr == nil {
+	if e == nil || e.obs.release == nil {
 		return ctx
 	}
-	return e.tr.StartRelease(ctx, e.lock(ref))
+	return e.obs.release.StartRelease(ctx, e.lock(ref))
 }
 
 func (e *events) endRelease(ctx context.Context, ref dialect.Lease, err error) {
-	if e != nil && e.tr != nil {
-		e.tr.EndRelease(ctx, e.lock(ref), err)
+	if e != nil && e.obs.release != nil {
+		e.obs.release.EndRelease(ctx, e.lock(ref), err)
 	}
 }
 
 func (e *events) startGuard(ctx context.Context, ref dialect.Lease) context.Context {
-	if e == nil || e.tr == nil {
+	if e == nil || e.obs.guard == nil {
 		return ctx
 	}
-	return e.tr.StartGuard(ctx, e.lock(ref))
+	return e.obs.guard.StartGuard(ctx, e.lock(ref))
 }
 
 func (e *events) endGuard(ctx context.Context, ref dialect.Lease, err error) {
-	if e != nil && e.tr != nil {
-		e.tr.EndGuard(ctx, e.lock(ref), err)
+	if e != nil && e.obs.guard != nil {
+		e.obs.guard.EndGuard(ctx, e.lock(ref), err)
 	}
 }
 
 // renewed reports a renewal's outcome. margin is what was left of the trust
 // window when it succeeded.
-func (e *events) renewed(ctx context.Context, ref dialect.Lease, outcome RenewOutcome, margin time.Duration, err error) {
+func (e *events) renewed(ctx context.Context, ref dialect.Lease, outcome observe.RenewOutcome, margin time.Duration, err error) {
 	if e == nil {
 		return
 	}
-	if e.tr != nil {
-		e.tr.Renewed(ctx, RenewedEvent{LockEvent: e.lock(ref), Outcome: outcome, Margin: margin, Err: err})
+	if e.obs.renewed != nil {
+		e.obs.renewed.Renewed(ctx, observe.RenewedEvent{LockEvent: e.lock(ref), Outcome: outcome, Margin: margin, Err: err})
 	}
-	if outcome == RenewOK && e.debug(ctx) {
+	if outcome == observe.RenewOK && e.debug(ctx) {
 		e.log.DebugContext(ctx, "sqllock: renewed", "strategy", e.strategy, "name", ref.Name, "token", ref.Token, "margin", margin)
 	}
 }
 
 func (e *events) startRenewBatch(ctx context.Context, reqs []*renewReq) context.Context {
-	if e == nil || e.tr == nil {
+	if e == nil || e.obs.renewBatch == nil {
 		return ctx
 	}
 	leases := make([]context.Context, len(reqs))
 	for i, r := range reqs {
 		leases[i] = r.ctx
 	}
-	return e.tr.StartRenewBatch(ctx, RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: len(reqs), Leases: leases})
+	return e.obs.renewBatch.StartRenewBatch(ctx, observe.RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: len(reqs), Leases: leases})
 }
 
 func (e *events) endRenewBatch(ctx context.Context, n int, err error) {
-	if e != nil && e.tr != nil {
-		e.tr.EndRenewBatch(ctx, RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: n}, err)
+	if e != nil && e.obs.renewBatch != nil {
+		e.obs.renewBatch.EndRenewBatch(ctx, observe.RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: n}, err)
 	}
 }
 
 // handoff reports lock, acquired by a waiter that a release reaching this
 // locker at since woke.
 func (e *events) handoff(ctx context.Context, lock *Lock, source string, since time.Time) {
-	if e != nil && e.tr != nil && lock != nil {
-		e.tr.Handoff(ctx, HandoffEvent{LockEvent: e.lock(lock.h.ident()), Source: source, Latency: time.Since(since)})
+	if e != nil && e.obs.handoff != nil && lock != nil {
+		e.obs.handoff.Handoff(ctx, observe.HandoffEvent{LockEvent: e.lock(lock.h.ident()), Source: source, Latency: time.Since(since)})
 	}
 }
 
 func (e *events) waiting(ctx context.Context, name string, delta int) {
-	if e != nil && e.tr != nil {
-		e.tr.Waiting(ctx, WaitingEvent{Strategy: e.strategy, Dialect: e.dialect, Name: name, Delta: delta})
+	if e != nil && e.obs.waiting != nil {
+		e.obs.waiting.Waiting(ctx, observe.WaitingEvent{Strategy: e.strategy, Dialect: e.dialect, Name: name, Delta: delta})
 	}
 }
 
@@ -208,8 +234,8 @@ func (e *events) listening(up, reconnect bool, err error) {
 	if e == nil {
 		return
 	}
-	if e.tr != nil {
-		e.tr.Listening(context.Background(), ListenerEvent{Strategy: e.strategy, Dialect: e.dialect, Up: up, Reconnect: reconnect, Err: err})
+	if e.obs.listener != nil {
+		e.obs.listener.Listening(context.Background(), observe.ListenerEvent{Strategy: e.strategy, Dialect: e.dialect, Up: up, Reconnect: reconnect, Err: err})
 	}
 	if reconnect {
 		e.log.Info("sqllock: listening again; waiters are woken by announcements", "strategy", e.strategy)
@@ -218,12 +244,12 @@ func (e *events) listening(up, reconnect bool, err error) {
 
 // attempts reports the runs of InTx's or RetryOnConflict's function.
 type attempts struct {
-	tr Tracer // nil: none
+	tr observe.AttemptTracer // nil: none
 	op string
 }
 
-func newAttempts(obs Observer, op string) attempts {
-	tr, _ := obs.(Tracer)
+func newAttempts(obs observe.Observer, op string) attempts {
+	tr, _ := obs.(observe.AttemptTracer)
 	return attempts{tr: tr, op: op}
 }
 
@@ -231,7 +257,7 @@ func (a attempts) start(ctx context.Context, n int) context.Context {
 	if a.tr == nil {
 		return ctx
 	}
-	return a.tr.StartAttempt(ctx, Attempt{Op: a.op, Attempt: n})
+	return a.tr.StartAttempt(ctx, observe.Attempt{Op: a.op, Attempt: n})
 }
 
 // end ends run n, which failed with err (or not); retried says another run
@@ -240,7 +266,7 @@ func (a attempts) end(ctx context.Context, n int, err error, retried bool) {
 	if a.tr == nil {
 		return
 	}
-	e := AttemptEnd{Attempt: Attempt{Op: a.op, Attempt: n}, Err: err}
+	e := observe.AttemptEnd{Attempt: observe.Attempt{Op: a.op, Attempt: n}, Err: err}
 	if retried {
 		e.Retry = retryReason(err)
 	}
@@ -250,16 +276,16 @@ func (a attempts) end(ctx context.Context, n int, err error, retried bool) {
 // retryReason names the cause of a retried run's error.
 func retryReason(err error) string {
 	if errors.Is(err, ErrConflict) {
-		return RetryConflict
+		return observe.RetryConflict
 	}
 	var se interface{ SQLState() string }
 	if errors.As(err, &se) {
 		switch se.SQLState() {
 		case "40P01":
-			return RetryDeadlock
+			return observe.RetryDeadlock
 		case "40001":
-			return RetrySerialization
+			return observe.RetrySerialization
 		}
 	}
-	return RetryTransient
+	return observe.RetryTransient
 }

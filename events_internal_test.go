@@ -10,48 +10,41 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
-// recorder is a Tracer that keeps the events of interest here.
+// recorder keeps the events of interest here: losses, renewals and the
+// listening connection's.
 type recorder struct {
 	mu        sync.Mutex
-	listening []ListenerEvent
-	renewed   []RenewedEvent
-	lost      []LostEvent
+	listening []observe.ListenerEvent
+	renewed   []observe.RenewedEvent
+	lost      []observe.LostEvent
 }
 
-func (r *recorder) Acquired(context.Context, AcquiredEvent) {}
-func (r *recorder) Released(context.Context, ReleasedEvent) {}
-func (r *recorder) Lost(_ context.Context, e LostEvent) {
+func (r *recorder) Lost(_ context.Context, e observe.LostEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lost = append(r.lost, e)
 }
-func (r *recorder) StartAcquire(ctx context.Context, _ AcquireStart) context.Context { return ctx }
-func (r *recorder) EndAcquire(context.Context, AcquireEnd)                           {}
-func (r *recorder) Handoff(context.Context, HandoffEvent)                            {}
-func (r *recorder) Waiting(context.Context, WaitingEvent)                            {}
-func (r *recorder) StartRelease(ctx context.Context, _ LockEvent) context.Context    { return ctx }
-func (r *recorder) EndRelease(context.Context, LockEvent, error)                     {}
-func (r *recorder) StartGuard(ctx context.Context, _ LockEvent) context.Context      { return ctx }
-func (r *recorder) EndGuard(context.Context, LockEvent, error)                       {}
-func (r *recorder) Renewed(_ context.Context, e RenewedEvent) {
+
+func (r *recorder) Renewed(_ context.Context, e observe.RenewedEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.renewed = append(r.renewed, e)
 }
-func (r *recorder) StartRenewBatch(ctx context.Context, _ RenewBatch) context.Context { return ctx }
-func (r *recorder) EndRenewBatch(context.Context, RenewBatch, error)                  {}
-func (r *recorder) Listening(_ context.Context, e ListenerEvent) {
+
+func (r *recorder) Listening(_ context.Context, e observe.ListenerEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.listening = append(r.listening, e)
 }
-func (r *recorder) Reaped(context.Context, ReapEvent)                           {}
-func (r *recorder) StartAttempt(ctx context.Context, _ Attempt) context.Context { return ctx }
-func (r *recorder) EndAttempt(context.Context, AttemptEnd)                      {}
 
-var _ Tracer = (*recorder)(nil)
+var (
+	_ observe.LostObserver     = (*recorder)(nil)
+	_ observe.RenewedObserver  = (*recorder)(nil)
+	_ observe.ListenerObserver = (*recorder)(nil)
+)
 
 // The listening connection's state is reported on changes only: up when a
 // subscription finds it up or it becomes ready, down when it is lost (with
@@ -61,7 +54,7 @@ func TestListenerEvents(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	r := newTestRoom(&alwaysListening{})
-	r.ev = newEvents(StrategyTable, nil, nil, rec)
+	r.ev = newEvents(observe.StrategyTable, nil, nil, rec)
 	cut := errors.New("cut")
 
 	w := r.join(line{name: "x"}, r.releaseCount()) // subscribes: up at once
@@ -71,11 +64,11 @@ func TestListenerEvents(t *testing.T) {
 	r.Ready()
 	r.leave(line{name: "x"}, w) // unsubscribes
 
-	want := []ListenerEvent{
-		{Strategy: StrategyTable, Up: true},
-		{Strategy: StrategyTable, Up: false, Err: cut},
-		{Strategy: StrategyTable, Up: true, Reconnect: true},
-		{Strategy: StrategyTable, Up: false},
+	want := []observe.ListenerEvent{
+		{Strategy: observe.StrategyTable, Up: true},
+		{Strategy: observe.StrategyTable, Up: false, Err: cut},
+		{Strategy: observe.StrategyTable, Up: true, Reconnect: true},
+		{Strategy: observe.StrategyTable, Up: false},
 	}
 	if got := fmt.Sprint(rec.listening); got != fmt.Sprint(want) {
 		t.Fatalf("listener events:\n got %v\nwant %v", got, want)
@@ -105,11 +98,11 @@ func TestRenewalEvents(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		store   dialect.LeaseTable
-		outcome RenewOutcome
-		cause   LostCause
+		outcome observe.RenewOutcome
+		cause   observe.LostCause
 	}{
-		{failStore{}, RenewFailed, LostRenewFailed},
-		{refuseStore{}, RenewRefused, LostExpired},
+		{failStore{}, observe.RenewFailed, observe.LostRenewFailed},
+		{refuseStore{}, observe.RenewRefused, observe.LostExpired},
 	} {
 		t.Run(string(c.cause), func(t *testing.T) {
 			t.Parallel()
@@ -120,7 +113,7 @@ func TestRenewalEvents(t *testing.T) {
 				}
 				rec := &recorder{}
 				ls := newLeases(c.store, opts)
-				ls.ev = newEvents(StrategyTable, nil, nil, rec)
+				ls.ev = newEvents(observe.StrategyTable, nil, nil, rec)
 				ls.batch.ev = ls.ev
 				lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
 				<-lock.Done()
@@ -135,7 +128,7 @@ func TestRenewalEvents(t *testing.T) {
 					t.Fatal("no renewal events")
 				}
 				for _, e := range rec.renewed {
-					if e.Outcome != c.outcome || e.Margin != 0 || (e.Err != nil) != (c.outcome == RenewFailed) {
+					if e.Outcome != c.outcome || e.Margin != 0 || (e.Err != nil) != (c.outcome == observe.RenewFailed) {
 						t.Errorf("renewal event %+v, want outcome %s", e, c.outcome)
 					}
 				}
@@ -151,7 +144,7 @@ func TestRenewalEvents(t *testing.T) {
 			}
 			rec := &recorder{}
 			ls := newLeases(okStore{}, opts)
-			ls.ev = newEvents(StrategyTable, nil, nil, rec)
+			ls.ev = newEvents(observe.StrategyTable, nil, nil, rec)
 			ls.batch.ev = ls.ev
 			lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
 			// Several renewal periods: each renews, none loses the lease.
@@ -170,7 +163,7 @@ func TestRenewalEvents(t *testing.T) {
 			}
 			trust := opts.TTL - trustMargin(opts.TTL)
 			for _, e := range rec.renewed {
-				if e.Outcome != RenewOK || e.Margin <= 0 || e.Margin > trust {
+				if e.Outcome != observe.RenewOK || e.Margin <= 0 || e.Margin > trust {
 					t.Errorf("renewal event %+v, want renewed with a margin in (0, %v]", e, trust)
 				}
 			}
@@ -186,10 +179,10 @@ func (e sqlStateError) SQLState() string { return string(e) }
 func TestRetryReason(t *testing.T) {
 	t.Parallel()
 	for err, want := range map[error]string{
-		fmt.Errorf("x: %w", ErrConflict):                                  RetryConflict,
-		fmt.Errorf("%w: %w", ErrTransient, sqlStateError("40P01")):        RetryDeadlock,
-		fmt.Errorf("%w: %w", ErrTransient, sqlStateError("40001")):        RetrySerialization,
-		fmt.Errorf("%w: %w", ErrTransient, errors.New("Error 1213: ...")): RetryTransient,
+		fmt.Errorf("x: %w", ErrConflict):                                  observe.RetryConflict,
+		fmt.Errorf("%w: %w", ErrTransient, sqlStateError("40P01")):        observe.RetryDeadlock,
+		fmt.Errorf("%w: %w", ErrTransient, sqlStateError("40001")):        observe.RetrySerialization,
+		fmt.Errorf("%w: %w", ErrTransient, errors.New("Error 1213: ...")): observe.RetryTransient,
 	} {
 		if got := retryReason(err); got != want {
 			t.Errorf("retryReason(%v) = %q, want %q", err, got, want)

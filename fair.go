@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // Fair (FIFO) locks: Fair on a Table. A waiter refused at first
@@ -68,7 +69,7 @@ func newFairTable(t *Table, d dialect.Dialect, opts config) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.init(StrategyTable, d, q, d, opts); err != nil {
+	if err := t.init(observe.StrategyTable, d, q, d, opts); err != nil {
 		return nil, err
 	}
 	t.fair = newFairQueue(&t.leaseLocker, q, func(ctx context.Context, name, owner string, ticket int64) (int64, error) {

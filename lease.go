@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 type leaseKey struct{ name, owner string }
@@ -174,9 +175,9 @@ func (l *lease) renew() {
 	start := time.Now()
 	deadline := l.trustUntil
 	if !start.Before(deadline) {
-		cause := LostTrustWindow
+		cause := observe.LostTrustWindow
 		if l.failing {
-			cause = LostRenewFailed
+			cause = observe.LostRenewFailed
 		}
 		l.mu.Unlock()
 		l.lose(cause, "no successful renewal within the trust window")
@@ -201,31 +202,31 @@ func (l *lease) renew() {
 	}
 	var (
 		lost  string
-		cause LostCause
+		cause observe.LostCause
 	)
 	switch {
 	case err == nil && ok:
 		l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
 		l.arm(l.ls.untilTick())
 		l.failing = false
-		l.ls.ev.renewed(l.ctx, l.ref, RenewOK, time.Until(deadline), nil)
+		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewOK, time.Until(deadline), nil)
 	case err == nil:
-		cause, lost = LostExpired, "the lease expired or was taken over"
-		l.ls.ev.renewed(l.ctx, l.ref, RenewRefused, 0, nil)
+		cause, lost = observe.LostExpired, "the lease expired or was taken over"
+		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewRefused, 0, nil)
 	case errors.Is(err, ErrReadOnly):
 		// A standby, or a primary demoted by a failover: whatever the
 		// new primary knows of the lease, it cannot be renewed here.
-		cause, lost = LostReadOnly, "renewal reached a read-only server: "+err.Error()
-		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
+		cause, lost = observe.LostReadOnly, "renewal reached a read-only server: "+err.Error()
+		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewFailed, 0, err)
 	case !time.Now().Before(deadline):
-		cause, lost = LostRenewFailed, "renewal failed until the trust window closed: "+err.Error()
-		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
+		cause, lost = observe.LostRenewFailed, "renewal failed until the trust window closed: "+err.Error()
+		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewFailed, 0, err)
 	default:
 		l.logger().Warn("sqllock: lease renewal failed; retrying within the trust window",
 			"name", l.ref.Name, "token", l.ref.Token, "trust_left", time.Until(deadline), "err", err)
 		l.arm(min(max(o.RenewInterval/4, time.Millisecond), time.Until(deadline)))
 		l.failing = true
-		l.ls.ev.renewed(l.ctx, l.ref, RenewFailed, 0, err)
+		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewFailed, 0, err)
 	}
 	l.mu.Unlock()
 	if lost != "" {
@@ -256,12 +257,12 @@ func (l *lease) checkTrust() {
 	passed := !l.ended && !time.Now().Before(l.trustUntil)
 	l.mu.Unlock()
 	if passed {
-		l.lose(LostTrustWindow, "the trust window passed without a successful renewal")
+		l.lose(observe.LostTrustWindow, "the trust window passed without a successful renewal")
 	}
 }
 
 // lose ends the lease as lost: its context is cancelled with ErrLockLost.
-func (l *lease) lose(cause LostCause, reason string) {
+func (l *lease) lose(cause observe.LostCause, reason string) {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
@@ -287,7 +288,7 @@ func (l *lease) lose(cause LostCause, reason string) {
 // it was the last. lost says the database no longer knew the lease.
 func (l *lease) dropHold(lost bool) (last bool) {
 	if lost {
-		l.lose(LostExpired, "release found the lease taken over")
+		l.lose(observe.LostExpired, "release found the lease taken over")
 		return false
 	}
 	l.mu.Lock()

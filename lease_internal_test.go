@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // okStore accepts every lease statement.
@@ -76,7 +77,7 @@ func TestLeaseContextErrRacesLose(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			<-start
-			l.lose(LostTrustWindow, "test")
+			l.lose(observe.LostTrustWindow, "test")
 			close(done)
 		}()
 		close(start)
@@ -130,7 +131,7 @@ func TestGuardRefusesLostLeaseLocally(t *testing.T) {
 	if err := fresh.Guard(t.Context(), nil); err != nil {
 		t.Fatalf("Guard of a live lease: %v", err)
 	}
-	store.during = func() { fresh.h.(*lease).lose(LostRenewFailed, "test") }
+	store.during = func() { fresh.h.(*lease).lose(observe.LostRenewFailed, "test") }
 	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Guard while the loss was reported: %v, want ErrLockLost", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // MaxNameLen is the longest lock name or owner identity, in bytes.
@@ -112,7 +113,7 @@ type config struct {
 	MinHold       time.Duration
 	Fair          bool
 	Logger        *slog.Logger
-	Observer      Observer
+	Observer      observe.Observer
 }
 
 const (

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // MaxLockSet is the most names one TryAcquireAll or AcquireAll call takes.
@@ -98,12 +99,13 @@ func (t *Table) AcquireAll(ctx context.Context, names ...string) (*LockSet, erro
 }
 
 // acquiredSet reports each lock of a set acquired after wait, as an
-// acquisition of its own (an Observer's Acquired event, a debug record).
+// acquisition of its own (an observe.AcquiredObserver's event, a debug
+// record).
 func (e *events) acquiredSet(ctx context.Context, set *LockSet, wait time.Duration) {
 	for _, k := range set.sorted {
 		ref := k.h.ident()
-		if e.obs != nil {
-			e.obs.Acquired(ctx, AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: k.reentered})
+		if e.obs.acquired != nil {
+			e.obs.acquired.Acquired(ctx, observe.AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: k.reentered})
 		}
 		if e.debug(ctx) {
 			e.log.DebugContext(ctx, "sqllock: acquired in a set", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,

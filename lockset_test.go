@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // newTable returns a lock-table locker on e's dialect.
@@ -450,27 +451,25 @@ func TestAcquireAllUnsupported(t *testing.T) {
 	}
 }
 
-// setObserver counts the events of an Observer.
+// setObserver counts acquisitions and freeing releases by name.
 type setObserver struct {
 	mu                 sync.Mutex
 	acquired, released map[string]int
 }
 
-func (o *setObserver) Acquired(_ context.Context, e sqllock.AcquiredEvent) {
+func (o *setObserver) Acquired(_ context.Context, e observe.AcquiredEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.acquired[e.Name]++
 }
 
-func (o *setObserver) Released(_ context.Context, e sqllock.ReleasedEvent) {
+func (o *setObserver) Released(_ context.Context, e observe.ReleasedEvent) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if e.Freed {
 		o.released[e.Name]++
 	}
 }
-
-func (o *setObserver) Lost(context.Context, sqllock.LostEvent) {}
 
 // An Observer sees each lock of a set acquired and released.
 func TestLockSetObserved(t *testing.T) {

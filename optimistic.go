@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // Optimistic is the optimistic strategy: a row per lock name carrying a
@@ -59,7 +60,7 @@ func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, erro
 	if _, ok := d.(dialect.VersionNotifier); ok {
 		notifier = d
 	}
-	if err := o.init(StrategyOptimistic, d, o.versions, notifier, opts.config()); err != nil {
+	if err := o.init(observe.StrategyOptimistic, d, o.versions, notifier, opts.config()); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -171,9 +172,9 @@ type RetryOptions struct {
 	MinBackoff time.Duration
 	// MaxBackoff caps the doubling wait between attempts. Default 100ms.
 	MaxBackoff time.Duration
-	// Observer, if it is a Tracer, is told of every attempt and retry
-	// (Tracer.StartAttempt, EndAttempt). Default: none.
-	Observer Observer
+	// Observer, if it implements observe.AttemptTracer, is told of every
+	// attempt and retry. Default: none.
+	Observer observe.Observer
 }
 
 const (
@@ -219,7 +220,7 @@ func (o RetryOptions) withDefaults(attempts int) (RetryOptions, error) {
 // fn must do all its reads inside each call: a retry that reused the old
 // version would conflict again.
 func RetryOnConflict(ctx context.Context, opts RetryOptions, fn func(ctx context.Context) error) error {
-	return retry(ctx, opts, OpRetryOnConflict, 0, ErrConflict, fn)
+	return retry(ctx, opts, observe.OpRetryOnConflict, 0, ErrConflict, fn)
 }
 
 // retry runs fn until it returns an error that does not wrap retryable,

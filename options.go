@@ -3,6 +3,8 @@ package sqllock
 import (
 	"log/slog"
 	"time"
+
+	"github.com/sqllock/sqllock/observe"
 )
 
 // TableOptions configure NewTable. The zero value of each field selects
@@ -36,10 +38,13 @@ type TableOptions struct {
 	// (info), and at debug level every acquisition, release and renewal.
 	// Default: none.
 	Logger *slog.Logger
-	// Observer receives lock events (see Observer and Tracer); package
-	// sqllockotel provides one with OpenTelemetry metrics and traces.
-	// Default: none.
-	Observer Observer
+	// Observer receives lock events through the interfaces of package
+	// observe it implements: AcquiredObserver, ReleasedObserver,
+	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
+	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer
+	// and ListenerObserver. Package sqllockotel provides one that records
+	// OpenTelemetry metrics and traces. Default: none.
+	Observer observe.Observer
 }
 
 // OptimisticOptions configure NewOptimistic; the fields are those of
@@ -50,7 +55,7 @@ type OptimisticOptions struct {
 	MaxBackoff    time.Duration
 	MinHold       time.Duration
 	Logger        *slog.Logger
-	Observer      Observer
+	Observer      observe.Observer
 }
 
 // SemaphoreOptions configure NewSemaphore; the fields are those of
@@ -62,7 +67,7 @@ type SemaphoreOptions struct {
 	MinHold       time.Duration
 	Fair          bool
 	Logger        *slog.Logger
-	Observer      Observer
+	Observer      observe.Observer
 }
 
 // RWLockOptions configure NewRWLock; the fields are those of
@@ -73,7 +78,7 @@ type RWLockOptions struct {
 	RenewInterval time.Duration
 	MaxBackoff    time.Duration
 	Logger        *slog.Logger
-	Observer      Observer
+	Observer      observe.Observer
 }
 
 // ElectionOptions configure NewElection; the fields are those of
@@ -85,7 +90,7 @@ type ElectionOptions struct {
 	RenewInterval time.Duration
 	MaxBackoff    time.Duration
 	Logger        *slog.Logger
-	Observer      Observer
+	Observer      observe.Observer
 }
 
 func (o TableOptions) config() config {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // PessimisticOptions configure NewPessimistic. The zero value of each field
@@ -33,9 +34,11 @@ type PessimisticOptions struct {
 	// Logger receives lost-lock reports, and at debug level every
 	// acquisition and release. Default: none.
 	Logger *slog.Logger
-	// Observer receives lock events (see Observer and Tracer). Default:
-	// none.
-	Observer Observer
+	// Observer receives lock events through the interfaces of package
+	// observe it implements: AcquiredObserver, ReleasedObserver,
+	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer and
+	// WaitingObserver. Default: none.
+	Observer observe.Observer
 }
 
 const defaultKeepAlive = time.Second
@@ -131,7 +134,7 @@ func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, e
 			return nil, err
 		}
 	}
-	p := &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(), ev: newEvents(StrategyPessimistic, d, opts.Logger, opts.Observer),
+	p := &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(), ev: newEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
 		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}
 	if b, ok := d.(dialect.BusyChecker); ok {
 		p.busy = b.Busy
@@ -375,7 +378,7 @@ func (h *rowHold) lose(cause error) {
 	h.mu.Unlock()
 	h.p.forget(h)
 	h.cancel(ErrLockLost)
-	h.p.ev.lost(h.ctx, h.ref, h.granted, LostConnection, "the lock's connection failed", cause)
+	h.p.ev.lost(h.ctx, h.ref, h.granted, observe.LostConnection, "the lock's connection failed", cause)
 	_ = h.rl.Tx.Rollback()
 	_ = dialect.Discard(h.rl.Conn)
 }
@@ -440,7 +443,7 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 		h.lost = true
 		h.mu.Unlock()
 		h.cancel(ErrLockLost)
-		h.p.ev.lost(h.ctx, h.ref, h.granted, LostConnection, "the lock's session failed before the commit was answered", err)
+		h.p.ev.lost(h.ctx, h.ref, h.granted, observe.LostConnection, "the lock's session failed before the commit was answered", err)
 		return fmt.Errorf("sqllock: release %q: %w: the lock's session failed before the commit was answered: %w",
 			h.ref.Name, ErrLockLost, h.p.d.Classify(err))
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // ReaperOptions configure a Reaper. The zero value of each field selects
@@ -22,9 +23,9 @@ type ReaperOptions struct {
 	// Logger receives a line per pass that deleted rows, and errors.
 	// Default: none.
 	Logger *slog.Logger
-	// Observer, if it is a Tracer, is told of every pass (Tracer.Reaped).
-	// Default: none.
-	Observer Observer
+	// Observer, if it implements observe.ReapObserver, is told of every
+	// pass. Default: none.
+	Observer observe.Observer
 }
 
 // Reaper deletes the rows that no lock needs any more, in bounded batches,
@@ -47,7 +48,7 @@ type ReaperOptions struct {
 type Reaper struct {
 	d    dialect.Dialect
 	opts ReaperOptions
-	tr   Tracer // nil: none
+	obs  observe.ReapObserver // nil: none
 }
 
 // NewReaper returns a reaper for d's tables.
@@ -68,7 +69,7 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Reaper{d: d, opts: opts}
-	r.tr, _ = opts.Observer.(Tracer)
+	r.obs, _ = opts.Observer.(observe.ReapObserver)
 	return r, nil
 }
 
@@ -76,12 +77,12 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 // back short or ctx ends, and returns how many rows it deleted from all
 // tables.
 func (r *Reaper) Reap(ctx context.Context) (int, error) {
-	if r.tr == nil {
+	if r.obs == nil {
 		return r.reap(ctx)
 	}
 	start := time.Now()
 	n, err := r.reap(ctx)
-	r.tr.Reaped(ctx, ReapEvent{Dialect: r.d.Name(), Deleted: n, Took: time.Since(start), Err: err})
+	r.obs.Reaped(ctx, observe.ReapEvent{Dialect: r.d.Name(), Deleted: n, Took: time.Since(start), Err: err})
 	return n, err
 }
 

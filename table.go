@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // LockInfo describes one held lock, as reported by Table.List.
@@ -51,7 +52,7 @@ func newTable(d dialect.Dialect, opts config) (*Table, error) {
 	}
 	t.multi, _ = d.(dialect.MultiLockTable)
 	t.try = t.tryOnce
-	if err := t.init(StrategyTable, d, t.locks, d, opts); err != nil {
+	if err := t.init(observe.StrategyTable, d, t.locks, d, opts); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -74,7 +75,7 @@ const maxTransientRetries = 3
 // row as waited for, so that its release is announced).
 func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
 	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.opts.TTL}
-	return attemptLease(ctx, name, waiting, t.opts.Logger, StrategyTable,
+	return attemptLease(ctx, name, waiting, t.opts.Logger, observe.StrategyTable,
 		func() (int64, error) { return t.locks.Acquire(ctx, p) },
 		func() (time.Duration, bool, error) { return t.locks.Remaining(ctx, name) })
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // TxOptions configure InTx. The zero value of each field selects its
@@ -73,7 +74,7 @@ func InTx(ctx context.Context, d dialect.Dialect, opts TxOptions, fn func(ctx co
 		timeout = 0
 	}
 	txo := &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly}
-	return retry(ctx, opts.Retry, OpInTx, defaultTxAttempts, ErrTransient, func(ctx context.Context) error {
+	return retry(ctx, opts.Retry, observe.OpInTx, defaultTxAttempts, ErrTransient, func(ctx context.Context) error {
 		return runTx(ctx, pd, txo, timeout, fn)
 	})
 }

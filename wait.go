@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // waitRoom lines up one locker's waiting Acquire calls, per name. Only the
@@ -83,7 +84,7 @@ type waiter struct {
 	turn chan struct{} // closed when the waiter becomes the head
 	wake chan struct{} // a wake-up for the head; buffered
 	// The release behind a pending wake-up, for events: when it reached
-	// the room, and HandoffLocal or HandoffNotice ("": another wake-up).
+	// the room, and observe.HandoffLocal or observe.HandoffNotice ("": another wake-up).
 	// Guarded by the room's mu.
 	wokeAt time.Time
 	wokeBy string
@@ -345,7 +346,7 @@ func (r *waitRoom) kick(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases++
-	r.kickLocked(name, HandoffLocal)
+	r.kickLocked(name, observe.HandoffLocal)
 }
 
 // kickLocked wakes the head of each of name's lines, if any, on behalf of
@@ -359,7 +360,7 @@ func (r *waitRoom) kickLineLocked(ln line, source string) {
 	if q := r.queues[ln]; len(q) > 0 {
 		// A release through this locker is local even if its announcement
 		// came first; the wake-up dates from the first.
-		if source != "" && (q[0].wokeBy == "" || source == HandoffLocal) {
+		if source != "" && (q[0].wokeBy == "" || source == observe.HandoffLocal) {
 			if q[0].wokeBy == "" {
 				q[0].wokeAt = time.Now()
 			}
@@ -425,7 +426,7 @@ func (r *waitRoom) Released(name string) {
 		if r.hooks != nil {
 			r.hooks.notified(name)
 		}
-		r.kickLocked(name, HandoffNotice)
+		r.kickLocked(name, observe.HandoffNotice)
 	}
 }
 

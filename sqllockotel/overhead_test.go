@@ -17,6 +17,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 	"github.com/sqllock/sqllock/sqllockotel"
 )
 
@@ -108,7 +109,7 @@ func BenchmarkInstrumentation(b *testing.B) {
 	}
 	sides := []struct {
 		unit string
-		obs  sqllock.Observer
+		obs  observe.Observer
 		l    *sqllock.Table
 		took time.Duration
 	}{{unit: "off-ns/op"}, {unit: "metrics-ns/op", obs: metricsOnly}, {unit: "otel-ns/op", obs: full}}

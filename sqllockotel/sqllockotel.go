@@ -1,8 +1,8 @@
 // Package sqllockotel records sqllock's events as OpenTelemetry metrics and
 // traces. It is a separate package so that programs that do not use
-// OpenTelemetry never compile (or download) it: the core package only
-// defines the sqllock.Observer and sqllock.Tracer interfaces, which
-// Observer implements.
+// OpenTelemetry never compile (or download) it: the core packages only
+// define the event interfaces of package observe, all of which Observer
+// implements.
 //
 //	obs, err := sqllockotel.New(sqllockotel.Options{}) // the global providers
 //	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
@@ -31,7 +31,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // ScopeName is the instrumentation scope of the meter and tracer.
@@ -74,7 +74,8 @@ var durationBuckets = []float64{
 }
 
 // Observer records sqllock's events as OpenTelemetry metrics and spans. It
-// implements sqllock.Tracer, and is safe for concurrent use.
+// implements every interface of package observe, and is safe for concurrent
+// use.
 type Observer struct {
 	tracer trace.Tracer
 	names  bool
@@ -99,7 +100,21 @@ type Observer struct {
 	attrSets map[attrKey]*attrOpts // see lockAttrs
 }
 
-var _ sqllock.Tracer = (*Observer)(nil)
+var (
+	_ observe.AcquiredObserver = (*Observer)(nil)
+	_ observe.ReleasedObserver = (*Observer)(nil)
+	_ observe.LostObserver     = (*Observer)(nil)
+	_ observe.AcquireTracer    = (*Observer)(nil)
+	_ observe.ReleaseTracer    = (*Observer)(nil)
+	_ observe.GuardTracer      = (*Observer)(nil)
+	_ observe.HandoffObserver  = (*Observer)(nil)
+	_ observe.WaitingObserver  = (*Observer)(nil)
+	_ observe.RenewedObserver  = (*Observer)(nil)
+	_ observe.RenewBatchTracer = (*Observer)(nil)
+	_ observe.ListenerObserver = (*Observer)(nil)
+	_ observe.ReapObserver     = (*Observer)(nil)
+	_ observe.AttemptTracer    = (*Observer)(nil)
+)
 
 type gaugeKey struct{ strategy, dialect string }
 
@@ -248,7 +263,7 @@ func (o *Observer) lockAttrs(strategy, dialect, name string, k1 attribute.Key, v
 // startLockSpan starts a span about one lock. Attributes are set only on a
 // span that records: an unsampled span (or a no-op tracer) costs nothing
 // more.
-func (o *Observer) startLockSpan(ctx context.Context, name string, e sqllock.LockEvent) (context.Context, trace.Span) {
+func (o *Observer) startLockSpan(ctx context.Context, name string, e observe.LockEvent) (context.Context, trace.Span) {
 	ctx, span := o.tracer.Start(ctx, name)
 	if span.IsRecording() {
 		span.SetAttributes(KeyStrategy.String(e.Strategy), KeyDialect.String(e.Dialect),
@@ -274,16 +289,17 @@ func mode(wait bool) string {
 	return "try"
 }
 
-// Acquired implements sqllock.Observer: it counts the acquisition as held.
-func (o *Observer) Acquired(_ context.Context, e sqllock.AcquiredEvent) {
+// Acquired implements observe.AcquiredObserver: it counts the acquisition
+// as held.
+func (o *Observer) Acquired(_ context.Context, e observe.AcquiredEvent) {
 	if !e.Reentered {
 		o.gaugeSet(e.Strategy, e.Dialect).held.Add(1)
 	}
 }
 
-// Released implements sqllock.Observer: it records the hold time of a
-// freed acquisition.
-func (o *Observer) Released(ctx context.Context, e sqllock.ReleasedEvent) {
+// Released implements observe.ReleasedObserver: it records the hold time
+// of a freed acquisition.
+func (o *Observer) Released(ctx context.Context, e observe.ReleasedEvent) {
 	if !e.Freed {
 		return
 	}
@@ -291,9 +307,9 @@ func (o *Observer) Released(ctx context.Context, e sqllock.ReleasedEvent) {
 	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "released", "", "").rec...)
 }
 
-// Lost implements sqllock.Observer: it counts the loss, records the hold
+// Lost implements observe.LostObserver: it counts the loss, records the hold
 // time, and records a span (a child of the acquiring call's parent span).
-func (o *Observer) Lost(ctx context.Context, e sqllock.LostEvent) {
+func (o *Observer) Lost(ctx context.Context, e observe.LostEvent) {
 	o.gaugeSet(e.Strategy, e.Dialect).held.Add(-1)
 	o.lost.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyCause, string(e.Cause), "", "").add...)
 	o.hold.Record(ctx, e.Held.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyEnd, "lost", "", "").rec...)
@@ -304,8 +320,8 @@ func (o *Observer) Lost(ctx context.Context, e sqllock.LostEvent) {
 	span.End()
 }
 
-// StartAcquire implements sqllock.Tracer.
-func (o *Observer) StartAcquire(ctx context.Context, e sqllock.AcquireStart) context.Context {
+// StartAcquire implements observe.AcquireTracer.
+func (o *Observer) StartAcquire(ctx context.Context, e observe.AcquireStart) context.Context {
 	ctx, span := o.tracer.Start(ctx, "sqllock.acquire")
 	if !span.IsRecording() {
 		return ctx
@@ -320,8 +336,8 @@ func (o *Observer) StartAcquire(ctx context.Context, e sqllock.AcquireStart) con
 	return ctx
 }
 
-// EndAcquire implements sqllock.Tracer.
-func (o *Observer) EndAcquire(ctx context.Context, e sqllock.AcquireEnd) {
+// EndAcquire implements observe.AcquireTracer.
+func (o *Observer) EndAcquire(ctx context.Context, e observe.AcquireEnd) {
 	attrs := o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), KeyMode, mode(e.Wait))
 	o.attempts.Add(ctx, 1, attrs.add...)
 	o.wait.Record(ctx, e.Duration.Seconds(), attrs.rec...)
@@ -329,61 +345,61 @@ func (o *Observer) EndAcquire(ctx context.Context, e sqllock.AcquireEnd) {
 	// The span's own length is the wait.
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
-		if e.Outcome == sqllock.OutcomeAcquired {
+		if e.Outcome == observe.OutcomeAcquired {
 			span.SetAttributes(KeyOutcome.String(string(e.Outcome)), KeyToken.Int64(e.Token))
 		} else {
 			span.SetAttributes(KeyOutcome.String(string(e.Outcome)))
 		}
 	}
 	var err error
-	if e.Outcome == sqllock.OutcomeError {
+	if e.Outcome == observe.OutcomeError {
 		err = e.Err
 	}
 	endSpan(ctx, err)
 }
 
-// Handoff implements sqllock.Tracer.
-func (o *Observer) Handoff(ctx context.Context, e sqllock.HandoffEvent) {
+// Handoff implements observe.HandoffObserver.
+func (o *Observer) Handoff(ctx context.Context, e observe.HandoffEvent) {
 	o.handoff.Record(ctx, e.Latency.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeySource, e.Source, "", "").rec...)
 	trace.SpanFromContext(ctx).AddEvent("sqllock.handoff", trace.WithAttributes(KeySource.String(e.Source),
 		attribute.Float64("sqllock.latency", e.Latency.Seconds())))
 }
 
-// Waiting implements sqllock.Tracer.
-func (o *Observer) Waiting(_ context.Context, e sqllock.WaitingEvent) {
+// Waiting implements observe.WaitingObserver.
+func (o *Observer) Waiting(_ context.Context, e observe.WaitingEvent) {
 	o.gaugeSet(e.Strategy, e.Dialect).waiting.Add(int64(e.Delta))
 }
 
-// StartRelease implements sqllock.Tracer.
-func (o *Observer) StartRelease(ctx context.Context, e sqllock.LockEvent) context.Context {
+// StartRelease implements observe.ReleaseTracer.
+func (o *Observer) StartRelease(ctx context.Context, e observe.LockEvent) context.Context {
 	ctx, _ = o.startLockSpan(ctx, "sqllock.release", e)
 	return ctx
 }
 
-// EndRelease implements sqllock.Tracer.
-func (o *Observer) EndRelease(ctx context.Context, _ sqllock.LockEvent, err error) { endSpan(ctx, err) }
+// EndRelease implements observe.ReleaseTracer.
+func (o *Observer) EndRelease(ctx context.Context, _ observe.LockEvent, err error) { endSpan(ctx, err) }
 
-// StartGuard implements sqllock.Tracer.
-func (o *Observer) StartGuard(ctx context.Context, e sqllock.LockEvent) context.Context {
+// StartGuard implements observe.GuardTracer.
+func (o *Observer) StartGuard(ctx context.Context, e observe.LockEvent) context.Context {
 	ctx, _ = o.startLockSpan(ctx, "sqllock.guard", e)
 	return ctx
 }
 
-// EndGuard implements sqllock.Tracer.
-func (o *Observer) EndGuard(ctx context.Context, _ sqllock.LockEvent, err error) { endSpan(ctx, err) }
+// EndGuard implements observe.GuardTracer.
+func (o *Observer) EndGuard(ctx context.Context, _ observe.LockEvent, err error) { endSpan(ctx, err) }
 
-// Renewed implements sqllock.Tracer.
-func (o *Observer) Renewed(ctx context.Context, e sqllock.RenewedEvent) {
+// Renewed implements observe.RenewedObserver.
+func (o *Observer) Renewed(ctx context.Context, e observe.RenewedEvent) {
 	o.renewals.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, KeyOutcome, string(e.Outcome), "", "").add...)
-	if e.Outcome == sqllock.RenewOK {
+	if e.Outcome == observe.RenewOK {
 		o.margin.Record(ctx, e.Margin.Seconds(), o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", "").rec...)
 	}
 }
 
-// StartRenewBatch implements sqllock.Tracer: the batch's span is a root
-// span (background work), linked to the spans the leases were acquired
-// under.
-func (o *Observer) StartRenewBatch(ctx context.Context, e sqllock.RenewBatch) context.Context {
+// StartRenewBatch implements observe.RenewBatchTracer: the batch's span is
+// a root span (background work), linked to the spans the leases were
+// acquired under.
+func (o *Observer) StartRenewBatch(ctx context.Context, e observe.RenewBatch) context.Context {
 	var links []trace.Link
 	for _, c := range e.Leases {
 		if sc := trace.SpanContextFromContext(c); sc.IsValid() {
@@ -395,13 +411,13 @@ func (o *Observer) StartRenewBatch(ctx context.Context, e sqllock.RenewBatch) co
 	return ctx
 }
 
-// EndRenewBatch implements sqllock.Tracer.
-func (o *Observer) EndRenewBatch(ctx context.Context, _ sqllock.RenewBatch, err error) {
+// EndRenewBatch implements observe.RenewBatchTracer.
+func (o *Observer) EndRenewBatch(ctx context.Context, _ observe.RenewBatch, err error) {
 	endSpan(ctx, err)
 }
 
-// Listening implements sqllock.Tracer.
-func (o *Observer) Listening(ctx context.Context, e sqllock.ListenerEvent) {
+// Listening implements observe.ListenerObserver.
+func (o *Observer) Listening(ctx context.Context, e observe.ListenerEvent) {
 	g := o.gaugeSet(e.Strategy, e.Dialect)
 	attrs := metric.WithAttributeSet(g.attrs)
 	switch {
@@ -418,9 +434,9 @@ func (o *Observer) Listening(ctx context.Context, e sqllock.ListenerEvent) {
 	}
 }
 
-// Reaped implements sqllock.Tracer: it counts the rows, records the pass's
-// duration and a span covering it.
-func (o *Observer) Reaped(ctx context.Context, e sqllock.ReapEvent) {
+// Reaped implements observe.ReapObserver: it counts the rows, records the
+// pass's duration and a span covering it.
+func (o *Observer) Reaped(ctx context.Context, e observe.ReapEvent) {
 	outcome := "ok"
 	if e.Err != nil {
 		outcome = "error"
@@ -437,15 +453,15 @@ func (o *Observer) Reaped(ctx context.Context, e sqllock.ReapEvent) {
 	span.End(trace.WithTimestamp(end))
 }
 
-// StartAttempt implements sqllock.Tracer.
-func (o *Observer) StartAttempt(ctx context.Context, e sqllock.Attempt) context.Context {
+// StartAttempt implements observe.AttemptTracer.
+func (o *Observer) StartAttempt(ctx context.Context, e observe.Attempt) context.Context {
 	ctx, _ = o.tracer.Start(ctx, "sqllock."+e.Op+".attempt", trace.WithAttributes(KeyOp.String(e.Op),
 		attribute.Int("sqllock.attempt", e.Attempt)))
 	return ctx
 }
 
-// EndAttempt implements sqllock.Tracer.
-func (o *Observer) EndAttempt(ctx context.Context, e sqllock.AttemptEnd) {
+// EndAttempt implements observe.AttemptTracer.
+func (o *Observer) EndAttempt(ctx context.Context, e observe.AttemptEnd) {
 	if e.Retry != "" {
 		o.retries.Add(ctx, 1, metric.WithAttributes(KeyOp.String(e.Op), KeyReason.String(e.Retry)))
 		trace.SpanFromContext(ctx).SetAttributes(KeyReason.String(e.Retry))

@@ -25,6 +25,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/testutil"
+	"github.com/sqllock/sqllock/observe"
 	"github.com/sqllock/sqllock/sqllockotel"
 )
 
@@ -232,10 +233,10 @@ func (m *metrics) hist(name string, want ...attribute.KeyValue) hist {
 }
 
 var (
-	table       = sqllockotel.KeyStrategy.String(sqllock.StrategyTable)
-	pessimistic = sqllockotel.KeyStrategy.String(sqllock.StrategyPessimistic)
-	acquired    = sqllockotel.KeyOutcome.String(string(sqllock.OutcomeAcquired))
-	busy        = sqllockotel.KeyOutcome.String(string(sqllock.OutcomeBusy))
+	table       = sqllockotel.KeyStrategy.String(observe.StrategyTable)
+	pessimistic = sqllockotel.KeyStrategy.String(observe.StrategyPessimistic)
+	acquired    = sqllockotel.KeyOutcome.String(string(observe.OutcomeAcquired))
+	busy        = sqllockotel.KeyOutcome.String(string(observe.OutcomeBusy))
 	waitMode    = sqllockotel.KeyMode.String("wait")
 	tryMode     = sqllockotel.KeyMode.String("try")
 )
@@ -366,7 +367,7 @@ func scenario(t *testing.T, e *db) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renewedAttrs := []attribute.KeyValue{name("lossy"), sqllockotel.KeyOutcome.String(string(sqllock.RenewOK))}
+	renewedAttrs := []attribute.KeyValue{name("lossy"), sqllockotel.KeyOutcome.String(string(observe.RenewOK))}
 	testutil.Eventually(ctx, t, "a renewal", func() bool {
 		if err := kl.Context().Err(); err != nil {
 			t.Fatalf("the lease was lost before its first renewal: %v", context.Cause(kl.Context()))
@@ -477,18 +478,18 @@ func scenario(t *testing.T, e *db) {
 	calls("r", 1, acquired, tryMode)
 	calls("lossy", 1, acquired, waitMode)
 	calls("p", 1, pessimistic, dialectAttr, acquired, waitMode)
-	calls("o", 1, sqllockotel.KeyStrategy.String(sqllock.StrategyOptimistic), dialectAttr, acquired, tryMode)
+	calls("o", 1, sqllockotel.KeyStrategy.String(observe.StrategyOptimistic), dialectAttr, acquired, tryMode)
 	// The waiter slept at least half of each backoff: 5ms, 10ms, ... 640ms.
 	if h := m.hist("sqllock.acquire.duration", name("a"), acquired); h.max < 0.6 {
 		t.Errorf("the waiter's acquire took %vs, want >= 0.6s", h.max)
 	}
 
-	hand := m.hist("sqllock.handoff.latency", name("a"), sqllockotel.KeySource.String(sqllock.HandoffLocal))
+	hand := m.hist("sqllock.handoff.latency", name("a"), sqllockotel.KeySource.String(observe.HandoffLocal))
 	waited := m.hist("sqllock.acquire.duration", name("a"), acquired)
 	if hand.count != 1 || hand.sum <= 0 || hand.sum > waited.max {
 		t.Errorf("local hand-off of a: %+v, want one, within the waiter's %vs", hand, waited.max)
 	}
-	if h := m.hist("sqllock.handoff.latency", name("a"), sqllockotel.KeySource.String(sqllock.HandoffNotice)); h.count != 0 {
+	if h := m.hist("sqllock.handoff.latency", name("a"), sqllockotel.KeySource.String(observe.HandoffNotice)); h.count != 0 {
 		t.Errorf("hand-offs of a by notice: %d, want 0 (its locker polls)", h.count)
 	}
 
@@ -516,16 +517,16 @@ func scenario(t *testing.T, e *db) {
 	if margin.min <= 0 || margin.max > lossyTTL.Seconds() {
 		t.Errorf("lossy: margins from %vs to %vs, want within (0, %v]", margin.min, margin.max, lossyTTL)
 	}
-	outcome := func(o sqllock.RenewOutcome) attribute.KeyValue {
+	outcome := func(o observe.RenewOutcome) attribute.KeyValue {
 		return sqllockotel.KeyOutcome.String(string(o))
 	}
-	if n := m.int("sqllock.lease.renewals", name("lossy"), outcome(sqllock.RenewRefused)); n != 1 {
+	if n := m.int("sqllock.lease.renewals", name("lossy"), outcome(observe.RenewRefused)); n != 1 {
 		t.Errorf("lossy: %d refused renewals, want 1", n)
 	}
-	if n := m.int("sqllock.lease.renewals", outcome(sqllock.RenewFailed)); n != 0 {
+	if n := m.int("sqllock.lease.renewals", outcome(observe.RenewFailed)); n != 0 {
 		t.Errorf("%d failed renewals, want 0", n)
 	}
-	if n := m.int("sqllock.lock.lost", name("lossy"), sqllockotel.KeyCause.String(string(sqllock.LostExpired))); n != 1 {
+	if n := m.int("sqllock.lock.lost", name("lossy"), sqllockotel.KeyCause.String(string(observe.LostExpired))); n != 1 {
 		t.Errorf("lossy: lost %d times as expired, want 1", n)
 	}
 	if n := m.int("sqllock.lock.lost"); n != 1 {
@@ -544,13 +545,13 @@ func scenario(t *testing.T, e *db) {
 			t.Errorf("retries of %s for %s: %d, want %d", op, reason, n, want)
 		}
 	}
-	retries(sqllock.OpInTx, sqllock.RetryTransient, 1)
-	retries(sqllock.OpRetryOnConflict, sqllock.RetryConflict, 2)
+	retries(observe.OpInTx, observe.RetryTransient, 1)
+	retries(observe.OpRetryOnConflict, observe.RetryConflict, 2)
 	if n := m.int("sqllock.retries"); n != 3 {
 		t.Errorf("%d retries in all, want 3", n)
 	}
 
-	for _, s := range []attribute.KeyValue{table, pessimistic, sqllockotel.KeyStrategy.String(sqllock.StrategyOptimistic)} {
+	for _, s := range []attribute.KeyValue{table, pessimistic, sqllockotel.KeyStrategy.String(observe.StrategyOptimistic)} {
 		if n := m.int("sqllock.locks.held", s); n != 0 {
 			t.Errorf("%v: %d held at the end, want 0", s, n)
 		}
@@ -626,7 +627,7 @@ func scenario(t *testing.T, e *db) {
 	if n := len(spans["sqllock.guard"]); n != 1 {
 		t.Errorf("%d guard spans, want 1", n)
 	}
-	if ss := spans["sqllock.lost"]; len(ss) != 1 || attr(ss[0], sqllockotel.KeyCause).AsString() != string(sqllock.LostExpired) ||
+	if ss := spans["sqllock.lost"]; len(ss) != 1 || attr(ss[0], sqllockotel.KeyCause).AsString() != string(observe.LostExpired) ||
 		ss[0].Parent().SpanID() != root.SpanContext().SpanID() {
 		t.Errorf("lost spans: %v, want one, cause expired, under the caller's span", ss)
 	}
@@ -645,7 +646,7 @@ func scenario(t *testing.T, e *db) {
 		}
 	}
 	if ss := spans["sqllock.in_tx.attempt"]; len(ss) != 2 || ss[0].Status().Code != codes.Error ||
-		attr(ss[0], sqllockotel.KeyReason).AsString() != sqllock.RetryTransient || ss[1].Status().Code == codes.Error {
+		attr(ss[0], sqllockotel.KeyReason).AsString() != observe.RetryTransient || ss[1].Status().Code == codes.Error {
 		t.Errorf("InTx attempt spans: %v, want a failed one, retried, and a good one", ss)
 	}
 	if n := len(spans["sqllock.retry_on_conflict.attempt"]); n != 3 {
@@ -717,10 +718,10 @@ WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 		}
 	}
 	m.collect()
-	if h := m.hist("sqllock.handoff.latency", name("n"), sqllockotel.KeySource.String(sqllock.HandoffNotice)); h.count != 1 || h.sum <= 0 {
+	if h := m.hist("sqllock.handoff.latency", name("n"), sqllockotel.KeySource.String(observe.HandoffNotice)); h.count != 1 || h.sum <= 0 {
 		t.Errorf("hand-offs of n by notice: %+v, want one", h)
 	}
-	if h := m.hist("sqllock.handoff.latency", name("n"), sqllockotel.KeySource.String(sqllock.HandoffLocal)); h.count != 0 {
+	if h := m.hist("sqllock.handoff.latency", name("n"), sqllockotel.KeySource.String(observe.HandoffLocal)); h.count != 0 {
 		t.Errorf("local hand-offs of n: %+v, want none (another locker released it)", h)
 	}
 }

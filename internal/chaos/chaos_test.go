@@ -31,6 +31,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/testutil"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // Environment variables of the chaos suite.
@@ -611,13 +612,12 @@ func (r *run) startReaper(ctx context.Context, wg *sync.WaitGroup) {
 	})
 }
 
-// reapCounter counts a Reaper's passes (sqllock.Tracer.Reaped).
+// reapCounter counts a Reaper's passes (observe.ReapObserver).
 type reapCounter struct {
-	HistoryTracer
 	passes, failed, deleted atomic.Int64
 }
 
-func (c *reapCounter) Reaped(_ context.Context, e sqllock.ReapEvent) {
+func (c *reapCounter) Reaped(_ context.Context, e observe.ReapEvent) {
 	c.passes.Add(1)
 	c.deleted.Add(int64(e.Deleted))
 	if e.Err != nil && !errors.Is(e.Err, context.Canceled) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // What the library does on its own, for the history: each turn of a Worker
@@ -79,50 +79,20 @@ func trustUntil(at int64, ttl time.Duration) int64 {
 }
 
 // HistoryTracer records a Renewed event for each successful renewal of a
-// lease acquired by a Worker's turn; it ignores every other event. TTL is
+// lease acquired by a Worker's turn, the one event it receives. TTL is
 // the lockers' lease TTL.
 type HistoryTracer struct{ TTL time.Duration }
 
-var _ sqllock.Tracer = HistoryTracer{}
+var _ observe.RenewedObserver = HistoryTracer{}
 
-// Renewed implements sqllock.Tracer.
-func (h HistoryTracer) Renewed(ctx context.Context, e sqllock.RenewedEvent) {
-	if e.Outcome != sqllock.RenewOK {
+// Renewed implements observe.RenewedObserver.
+func (h HistoryTracer) Renewed(ctx context.Context, e observe.RenewedEvent) {
+	if e.Outcome != observe.RenewOK {
 		return
 	}
 	at := time.Now().UnixNano()
 	record(ctx, Event{Kind: Renewed, Name: e.Name, Token: e.Token, At: at, TrustUntil: trustUntil(at, h.TTL)})
 }
-
-// The other methods of sqllock.Tracer do nothing.
-
-func (HistoryTracer) Waiting(context.Context, sqllock.WaitingEvent)   {}
-func (HistoryTracer) Acquired(context.Context, sqllock.AcquiredEvent) {}
-func (HistoryTracer) Released(context.Context, sqllock.ReleasedEvent) {}
-func (HistoryTracer) Lost(context.Context, sqllock.LostEvent)         {}
-func (HistoryTracer) StartAcquire(ctx context.Context, _ sqllock.AcquireStart) context.Context {
-	return ctx
-}
-func (HistoryTracer) EndAcquire(context.Context, sqllock.AcquireEnd) {}
-func (HistoryTracer) Handoff(context.Context, sqllock.HandoffEvent)  {}
-func (HistoryTracer) StartRelease(ctx context.Context, _ sqllock.LockEvent) context.Context {
-	return ctx
-}
-func (HistoryTracer) EndRelease(context.Context, sqllock.LockEvent, error) {}
-func (HistoryTracer) StartGuard(ctx context.Context, _ sqllock.LockEvent) context.Context {
-	return ctx
-}
-func (HistoryTracer) EndGuard(context.Context, sqllock.LockEvent, error) {}
-func (HistoryTracer) StartRenewBatch(ctx context.Context, _ sqllock.RenewBatch) context.Context {
-	return ctx
-}
-func (HistoryTracer) EndRenewBatch(context.Context, sqllock.RenewBatch, error) {}
-func (HistoryTracer) Listening(context.Context, sqllock.ListenerEvent)         {}
-func (HistoryTracer) Reaped(context.Context, sqllock.ReapEvent)                {}
-func (HistoryTracer) StartAttempt(ctx context.Context, _ sqllock.Attempt) context.Context {
-	return ctx
-}
-func (HistoryTracer) EndAttempt(context.Context, sqllock.AttemptEnd) {}
 
 // TraceTickets returns d with its FIFO queues (dialect.FairLocker,
 // dialect.FairSemaphores) recording the tickets of Workers' turns, and

@@ -1,4 +1,4 @@
-package sqllock_test
+package observe_test
 
 import (
 	"context"
@@ -7,21 +7,21 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
-// lossAlarm is an Observer without OpenTelemetry: it counts the locks
-// lost, for a health check to report.
+// lossAlarm counts the locks lost, for a health check to report. It cares
+// for one event only, so it implements one interface.
 type lossAlarm struct{ lost atomic.Int64 }
 
-func (a *lossAlarm) Acquired(context.Context, sqllock.AcquiredEvent) {}
-func (a *lossAlarm) Released(context.Context, sqllock.ReleasedEvent) {}
-func (a *lossAlarm) Lost(_ context.Context, e sqllock.LostEvent) {
+func (a *lossAlarm) Lost(_ context.Context, e observe.LostEvent) {
 	a.lost.Add(1)
 	log.Printf("lost %s (token %d) after %v: %s", e.Name, e.Token, e.Held, e.Cause)
 }
 
-// An Observer receives a locker's acquisitions, releases and losses.
-func ExampleObserver() {
+// An observer without OpenTelemetry implements the interfaces of the events
+// it cares about: here, a lock's loss.
+func ExampleLostObserver() {
 	var d dialect.Dialect // postgres.New(db), say
 	alarm := &lossAlarm{}
 	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: alarm})

@@ -1,4 +1,4 @@
-package sqllock
+package observe
 
 import (
 	"context"
@@ -11,28 +11,6 @@ const (
 	StrategyOptimistic  = "optimistic"
 	StrategyPessimistic = "pessimistic"
 )
-
-// Observer receives the lock events of the lockers it is set on (see
-// Options.Observer and PessimisticOptions.Observer): the small hook
-// interface for callbacks without OpenTelemetry. Package sqllockotel
-// implements it (and Tracer) with OpenTelemetry metrics and traces.
-//
-// Its methods are called synchronously, on the goroutine of the call or of
-// the background work that caused the event, possibly from many at once.
-// They must be safe for concurrent use, return quickly, and not call back
-// into the lock the event is about.
-type Observer interface {
-	// Acquired reports an acquisition, or a re-entrant hold of one. ctx is
-	// the acquiring call's.
-	Acquired(ctx context.Context, e AcquiredEvent)
-	// Released reports a hold released; e.Freed says the acquisition ended
-	// with it. ctx is the releasing call's.
-	Released(ctx context.Context, e ReleasedEvent)
-	// Lost reports, once, that an acquisition was lost: its context is
-	// cancelled with ErrLockLost. ctx carries the values of the context the
-	// lock was acquired with.
-	Lost(ctx context.Context, e LostEvent)
-}
 
 // LockEvent identifies the acquisition an event is about.
 type LockEvent struct {
@@ -93,54 +71,6 @@ type LostEvent struct {
 	Held time.Duration
 }
 
-// Tracer is an Observer that also follows calls as they start and end and
-// the library's background work, to record metrics and spans; package
-// sqllockotel implements it. When the Observer set on a locker, reaper or
-// retry implements Tracer, these methods are called as well.
-//
-// A Start method returns the context the operation runs with (a span's, say),
-// which the matching End method receives. Like the dialect interfaces,
-// Tracer may gain methods as the library learns to report more; sqllockotel
-// follows it.
-type Tracer interface {
-	Observer
-
-	// StartAcquire and EndAcquire bracket an Acquire or TryAcquire call.
-	StartAcquire(ctx context.Context, e AcquireStart) context.Context
-	EndAcquire(ctx context.Context, e AcquireEnd)
-	// Handoff reports an acquisition by a waiter woken by a release: one
-	// through the same locker (HandoffLocal, even if its announcement
-	// arrived first), or one the database announced (HandoffNotice).
-	Handoff(ctx context.Context, e HandoffEvent)
-	// Waiting reports a waiting Acquire becoming (Delta 1) or ceasing to be
-	// (Delta -1) the head of its name's queue, the one that asks the
-	// database; for a pessimistic locker, a waiting Acquire entering or
-	// leaving the database's lock queue.
-	Waiting(ctx context.Context, e WaitingEvent)
-	// StartRelease and EndRelease bracket a Release that reaches the
-	// database or the lock's transaction.
-	StartRelease(ctx context.Context, e LockEvent) context.Context
-	EndRelease(ctx context.Context, e LockEvent, err error)
-	// StartGuard and EndGuard bracket a Guard.
-	StartGuard(ctx context.Context, e LockEvent) context.Context
-	EndGuard(ctx context.Context, e LockEvent, err error)
-	// Renewed reports the outcome of one lease's renewal.
-	Renewed(ctx context.Context, e RenewedEvent)
-	// StartRenewBatch and EndRenewBatch bracket one statement renewing a
-	// batch of leases.
-	StartRenewBatch(ctx context.Context, e RenewBatch) context.Context
-	EndRenewBatch(ctx context.Context, e RenewBatch, err error)
-	// Listening reports the wake-up connection of a locker's waiting room
-	// (PostgreSQL's LISTEN, a MySQL/MariaDB bell) going up or down.
-	Listening(ctx context.Context, e ListenerEvent)
-	// Reaped reports one pass of a Reaper.
-	Reaped(ctx context.Context, e ReapEvent)
-	// StartAttempt and EndAttempt bracket one run of the function given to
-	// InTx or RetryOnConflict.
-	StartAttempt(ctx context.Context, e Attempt) context.Context
-	EndAttempt(ctx context.Context, e AttemptEnd)
-}
-
 // AcquireStart describes an acquire call as it starts.
 type AcquireStart struct {
 	Strategy string
@@ -161,7 +91,7 @@ const (
 	// OutcomeAcquired: the lock was granted (or re-entered).
 	OutcomeAcquired AcquireOutcome = "acquired"
 	// OutcomeBusy: another owner held the lock — TryAcquire returned
-	// ErrLocked, or Acquire's context ended while it waited.
+	// sqllock.ErrLocked, or Acquire's context ended while it waited.
 	OutcomeBusy AcquireOutcome = "busy"
 	// OutcomeError: any other error.
 	OutcomeError AcquireOutcome = "error"
@@ -177,7 +107,7 @@ type AcquireEnd struct {
 	Err      error // unless acquired
 }
 
-// Sources of a hand-off (see Tracer.Handoff).
+// Sources of a hand-off (see HandoffObserver).
 const (
 	HandoffLocal  = "local"
 	HandoffNotice = "notice"

@@ -1,0 +1,119 @@
+// Package observe defines the events sqllock reports and the small
+// interfaces that receive them, one per family of events. An observer, set
+// as the Observer field of a locker's, a reaper's or a retry's options,
+// implements the interfaces of the events it cares about; sqllock finds
+// out which once, when the locker or reaper is made (a retry: when it
+// starts), and calls only those. A new family of events comes with a new
+// interface, so adding one breaks no implementation. Package sqllockotel
+// implements them all with OpenTelemetry metrics and spans.
+//
+// The methods are called synchronously, on the goroutine of the call or of
+// the background work that caused the event, possibly from many at once.
+// They must be safe for concurrent use, return quickly, and not call back
+// into the lock the event is about. A Start method returns the context the
+// operation runs with (a span's, say), which the matching End method
+// receives.
+package observe
+
+import "context"
+
+// Observer is a value that receives events: it implements any of the
+// interfaces of this package, and receives the events of those it
+// implements. One that implements none receives nothing.
+type Observer any
+
+// AcquiredObserver is told of each acquisition.
+type AcquiredObserver interface {
+	// Acquired reports an acquisition, or a re-entrant hold of one. ctx is
+	// the acquiring call's.
+	Acquired(ctx context.Context, e AcquiredEvent)
+}
+
+// ReleasedObserver is told of each released hold.
+type ReleasedObserver interface {
+	// Released reports a hold released; e.Freed says the acquisition ended
+	// with it. ctx is the releasing call's.
+	Released(ctx context.Context, e ReleasedEvent)
+}
+
+// LostObserver is told of each lost acquisition.
+type LostObserver interface {
+	// Lost reports, once, that an acquisition was lost: its context is
+	// cancelled with sqllock.ErrLockLost. ctx carries the values of the
+	// context the lock was acquired with.
+	Lost(ctx context.Context, e LostEvent)
+}
+
+// AcquireTracer follows acquire calls.
+type AcquireTracer interface {
+	// StartAcquire and EndAcquire bracket an Acquire or TryAcquire call.
+	StartAcquire(ctx context.Context, e AcquireStart) context.Context
+	EndAcquire(ctx context.Context, e AcquireEnd)
+}
+
+// ReleaseTracer follows release calls.
+type ReleaseTracer interface {
+	// StartRelease and EndRelease bracket a Release that reaches the
+	// database or the lock's transaction.
+	StartRelease(ctx context.Context, e LockEvent) context.Context
+	EndRelease(ctx context.Context, e LockEvent, err error)
+}
+
+// GuardTracer follows guarded writes.
+type GuardTracer interface {
+	// StartGuard and EndGuard bracket a Guard.
+	StartGuard(ctx context.Context, e LockEvent) context.Context
+	EndGuard(ctx context.Context, e LockEvent, err error)
+}
+
+// HandoffObserver is told of acquisitions by woken waiters.
+type HandoffObserver interface {
+	// Handoff reports an acquisition by a waiter woken by a release: one
+	// through the same locker (HandoffLocal, even if its announcement
+	// arrived first), or one the database announced (HandoffNotice).
+	Handoff(ctx context.Context, e HandoffEvent)
+}
+
+// WaitingObserver is told of changes in the waiters of a name.
+type WaitingObserver interface {
+	// Waiting reports a waiting Acquire becoming (Delta 1) or ceasing to be
+	// (Delta -1) the head of its name's queue, the one that asks the
+	// database; for a pessimistic locker, a waiting Acquire entering or
+	// leaving the database's lock queue.
+	Waiting(ctx context.Context, e WaitingEvent)
+}
+
+// RenewedObserver is told of each lease's renewals.
+type RenewedObserver interface {
+	// Renewed reports the outcome of one lease's renewal.
+	Renewed(ctx context.Context, e RenewedEvent)
+}
+
+// RenewBatchTracer follows the statements that renew leases.
+type RenewBatchTracer interface {
+	// StartRenewBatch and EndRenewBatch bracket one statement renewing a
+	// batch of leases.
+	StartRenewBatch(ctx context.Context, e RenewBatch) context.Context
+	EndRenewBatch(ctx context.Context, e RenewBatch, err error)
+}
+
+// ListenerObserver is told of the wake-up connections of waiting rooms.
+type ListenerObserver interface {
+	// Listening reports the wake-up connection of a locker's waiting room
+	// (PostgreSQL's LISTEN, a MySQL/MariaDB bell) going up or down.
+	Listening(ctx context.Context, e ListenerEvent)
+}
+
+// ReapObserver is told of a Reaper's passes.
+type ReapObserver interface {
+	// Reaped reports one pass of a Reaper.
+	Reaped(ctx context.Context, e ReapEvent)
+}
+
+// AttemptTracer follows the runs of the function given to InTx or
+// RetryOnConflict.
+type AttemptTracer interface {
+	// StartAttempt and EndAttempt bracket one run.
+	StartAttempt(ctx context.Context, e Attempt) context.Context
+	EndAttempt(ctx context.Context, e AttemptEnd)
+}
