@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // The MySQL dialect must not depend on DSN settings that change how results
@@ -107,10 +108,10 @@ func TestMySQLWhateverTheDSN(t *testing.T) {
 		// A write that leaves stock as it is still matches and changes the
 		// row, through the version; a stale version matches nothing.
 		upd := "UPDATE " + items + " SET stock = stock - ?, version = version + 1 WHERE id = 1 AND version = ?"
-		if err := sqllock.CheckUpdate(db.ExecContext(ctx, upd, 0, version)); err != nil {
+		if err := rowlock.CheckUpdate(db.ExecContext(ctx, upd, 0, version)); err != nil {
 			t.Fatalf("%s: no-op write at the current version: %v", name, err)
 		}
-		if err := sqllock.CheckUpdate(db.ExecContext(ctx, upd, 1, version)); !errors.Is(err, sqllock.ErrConflict) {
+		if err := rowlock.CheckUpdate(db.ExecContext(ctx, upd, 1, version)); !errors.Is(err, rowlock.ErrConflict) {
 			t.Fatalf("%s: write at a stale version: %v, want ErrConflict", name, err)
 		}
 		version++

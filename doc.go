@@ -75,11 +75,9 @@
 //     start within it.
 //   - [WithOwner] makes acquisitions re-entrant for an explicit owner.
 //   - [ValidateName] checks a lock name ([MaxNameLen] bytes at most).
-//   - [InTx] runs a function in a transaction retried on deadlocks and
-//     serialization failures, with bounded lock waits ([TxOptions]).
-//   - [CheckUpdate], [ConflictOrMissing] (over a [Querier]) and
-//     [RetryOnConflict] ([RetryOptions]) make version-checked updates of
-//     your own rows, retried on conflict.
+//   - Package [github.com/sqllock/sqllock/rowlock] has the helpers for
+//     your own rows: version-checked updates retried on conflict, and
+//     transactions retried on deadlocks with bounded lock waits.
 //   - [NewReaper] returns a [Reaper] ([ReaperOptions]) that deletes the rows
 //     of expired and released locks.
 //   - [Migrate], [MigrateDown], [MigrationVersion] and [MigrateForce] manage

@@ -32,13 +32,6 @@ var (
 	// locks (a writing transaction locks the whole database, a reading one
 	// nothing), so there is no SELECT ... FOR UPDATE to hold a lock with.
 	ErrUnsupported = dialect.ErrUnsupported
-	// ErrConflict means a version-checked write matched no row: another
-	// writer changed the row since it was read (or the row is gone). See
-	// CheckUpdate and RetryOnConflict.
-	ErrConflict = errors.New("sqllock: version conflict")
-	// ErrRowNotFound means the row a version-checked write targets does not
-	// exist. See ConflictOrMissing.
-	ErrRowNotFound = errors.New("sqllock: row not found")
 	// ErrSchemaMissing means the lock tables are missing or outdated: run
 	// Migrate, or apply the files of the migrations package.
 	ErrSchemaMissing = dialect.ErrSchemaMissing

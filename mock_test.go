@@ -18,6 +18,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // prefixMatcher matches a statement by its first words, enough to tell the
@@ -219,7 +220,7 @@ func TestInTxCommitOutcomes(t *testing.T) {
 	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectCommit().WillReturnError(io.ErrUnexpectedEOF)
 	runs := 0
-	err := sqllock.InTx(ctx, d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+	err := rowlock.InTx(ctx, d, rowlock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
 		runs++
 		_, err := tx.ExecContext(ctx, "UPDATE items SET stock = stock - 1")
 		return err
@@ -237,7 +238,7 @@ func TestInTxCommitOutcomes(t *testing.T) {
 	mock.ExpectExec("UPDATE").WillReturnResult(sqlmock.NewResult(0, 1))
 	mock.ExpectCommit()
 	runs = 0
-	err = sqllock.InTx(ctx, d, sqllock.TxOptions{Isolation: sql.LevelSerializable}, func(ctx context.Context, tx *sql.Tx) error {
+	err = rowlock.InTx(ctx, d, rowlock.TxOptions{Isolation: sql.LevelSerializable}, func(ctx context.Context, tx *sql.Tx) error {
 		runs++
 		_, err := tx.ExecContext(ctx, "UPDATE items SET stock = stock - 1")
 		return err

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // BenchmarkOptimisticUpdate measures RetryOnConflict with a read and a
@@ -69,10 +69,10 @@ func BenchmarkOptimisticUpdate(b *testing.B) {
 			if err := db.QueryRowContext(ctx, read, id).Scan(&n, &version); err != nil {
 				return err
 			}
-			return sqllock.CheckUpdate(db.ExecContext(ctx, write, n+1, id, version))
+			return rowlock.CheckUpdate(db.ExecContext(ctx, write, n+1, id, version))
 		}
 		helper := func(id int) error {
-			return sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Attempts: 10000}, func(ctx context.Context) error {
+			return rowlock.RetryOnConflict(ctx, rowlock.RetryOptions{Attempts: 10000}, func(ctx context.Context) error {
 				return attempt(ctx, id)
 			})
 		}
@@ -158,7 +158,7 @@ func runWriters(b *testing.B, n, writers int, op func(w int) error) time.Duratio
 	took := time.Since(start)
 	close(errs)
 	for err := range errs {
-		if errors.Is(err, sqllock.ErrConflict) {
+		if errors.Is(err, rowlock.ErrConflict) {
 			b.Fatalf("gave up: %v", err)
 		}
 		b.Fatal(err)

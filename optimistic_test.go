@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // Many processes touching a name for the first time at once: exactly one
@@ -167,7 +168,7 @@ func TestOptimisticInventory(t *testing.T) {
 		s := e.shop(t)
 		res, err := s.Run(ctx, 2, 50, func(ctx context.Context, buyer int) (int, error) {
 			qty := 1 + buyer%2
-			return qty, sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
+			return qty, rowlock.RetryOnConflict(ctx, rowlock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
 				var stock int
 				var version int64
 				if err := e.db.QueryRowContext(ctx, s.Q("SELECT stock, version FROM {products} WHERE id = 1")).Scan(&stock, &version); err != nil {
@@ -181,7 +182,7 @@ func TestOptimisticInventory(t *testing.T) {
 					return err
 				}
 				defer tx.Rollback()
-				err = sqllock.CheckUpdate(tx.ExecContext(ctx,
+				err = rowlock.CheckUpdate(tx.ExecContext(ctx,
 					s.Q("UPDATE {products} SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-qty, version))
 				if err != nil {
 					return err
@@ -231,22 +232,22 @@ func TestConflictOrMissing(t *testing.T) {
 			want        error
 		}{
 			{1, 5, nil},
-			{1, 5, sqllock.ErrConflict},
-			{2, 5, sqllock.ErrRowNotFound},
+			{1, 5, rowlock.ErrConflict},
+			{2, 5, rowlock.ErrNotFound},
 		} {
-			err := sqllock.CheckUpdate(e.db.ExecContext(ctx, upd, c.id, c.version))
-			if errors.Is(err, sqllock.ErrConflict) {
-				err = sqllock.ConflictOrMissing(ctx, e.db, exists, c.id)
+			err := rowlock.CheckUpdate(e.db.ExecContext(ctx, upd, c.id, c.version))
+			if errors.Is(err, rowlock.ErrConflict) {
+				err = rowlock.ConflictOrMissing(ctx, e.db, exists, c.id)
 			}
 			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
 				t.Fatalf("id %d version %d: %v, want %v", c.id, c.version, err, c.want)
 			}
 		}
 		// The write's own error passes through, untouched.
-		if err := sqllock.CheckUpdate(e.db.ExecContext(ctx, e.q("UPDATE {nothing} SET x = 1"))); err == nil || errors.Is(err, sqllock.ErrConflict) {
+		if err := rowlock.CheckUpdate(e.db.ExecContext(ctx, e.q("UPDATE {nothing} SET x = 1"))); err == nil || errors.Is(err, rowlock.ErrConflict) {
 			t.Fatalf("failed write: %v", err)
 		}
-		if err := sqllock.ConflictOrMissing(ctx, e.db, e.q("SELECT 1 FROM {nothing}")); err == nil || errors.Is(err, sqllock.ErrConflict) {
+		if err := rowlock.ConflictOrMissing(ctx, e.db, e.q("SELECT 1 FROM {nothing}")); err == nil || errors.Is(err, rowlock.ErrConflict) {
 			t.Fatalf("failed existence query: %v", err)
 		}
 	})
@@ -260,11 +261,11 @@ func TestRetryOnConflictBackoff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const minB, maxB, attempts = 10 * time.Millisecond, 80 * time.Millisecond, 12
 		var at []time.Time
-		err := sqllock.RetryOnConflict(t.Context(), sqllock.RetryOptions{Attempts: attempts, MinBackoff: minB, MaxBackoff: maxB}, func(context.Context) error {
+		err := rowlock.RetryOnConflict(t.Context(), rowlock.RetryOptions{Attempts: attempts, MinBackoff: minB, MaxBackoff: maxB}, func(context.Context) error {
 			at = append(at, time.Now())
-			return sqllock.ErrConflict
+			return rowlock.ErrConflict
 		})
-		if !errors.Is(err, sqllock.ErrConflict) || len(at) != attempts {
+		if !errors.Is(err, rowlock.ErrConflict) || len(at) != attempts {
 			t.Fatalf("err %v after %d attempts, want ErrConflict after %d", err, len(at), attempts)
 		}
 		capped := minB
@@ -279,11 +280,11 @@ func TestRetryOnConflictBackoff(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), limit)
 		defer cancel()
 		start, calls := time.Now(), 0
-		err = sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{MinBackoff: minB, MaxBackoff: maxB}, func(context.Context) error {
+		err = rowlock.RetryOnConflict(ctx, rowlock.RetryOptions{MinBackoff: minB, MaxBackoff: maxB}, func(context.Context) error {
 			calls++
-			return sqllock.ErrConflict
+			return rowlock.ErrConflict
 		})
-		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sqllock.ErrConflict) {
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rowlock.ErrConflict) {
 			t.Fatalf("retrying until the deadline: %v, want DeadlineExceeded and ErrConflict", err)
 		}
 		// Returns at the deadline, not a backoff later; at least one attempt
@@ -300,13 +301,13 @@ func TestRetryOnConflictBackoff(t *testing.T) {
 func TestRetryOnConflict(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	fast := sqllock.RetryOptions{Attempts: 5, MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
+	fast := rowlock.RetryOptions{Attempts: 5, MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
 	t.Run("until success", func(t *testing.T) {
 		calls := 0
-		err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+		err := rowlock.RetryOnConflict(ctx, fast, func(context.Context) error {
 			calls++
 			if calls < 3 {
-				return sqllock.ErrConflict
+				return rowlock.ErrConflict
 			}
 			return nil
 		})
@@ -316,18 +317,18 @@ func TestRetryOnConflict(t *testing.T) {
 	})
 	t.Run("bounded", func(t *testing.T) {
 		calls := 0
-		err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+		err := rowlock.RetryOnConflict(ctx, fast, func(context.Context) error {
 			calls++
-			return sqllock.ErrConflict
+			return rowlock.ErrConflict
 		})
-		if !errors.Is(err, sqllock.ErrConflict) || calls != 5 {
+		if !errors.Is(err, rowlock.ErrConflict) || calls != 5 {
 			t.Fatalf("err %v after %d calls, want ErrConflict after 5", err, calls)
 		}
 	})
 	t.Run("other errors end it", func(t *testing.T) {
-		for _, want := range []error{sql.ErrNoRows, sqllock.ErrRowNotFound, sqllock.ErrLocked} {
+		for _, want := range []error{sql.ErrNoRows, rowlock.ErrNotFound, sqllock.ErrLocked} {
 			calls := 0
-			err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+			err := rowlock.RetryOnConflict(ctx, fast, func(context.Context) error {
 				calls++
 				return want
 			})
@@ -339,23 +340,23 @@ func TestRetryOnConflict(t *testing.T) {
 	t.Run("context", func(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		calls := 0
-		err := sqllock.RetryOnConflict(cctx, sqllock.RetryOptions{MinBackoff: time.Hour, MaxBackoff: time.Hour}, func(context.Context) error {
+		err := rowlock.RetryOnConflict(cctx, rowlock.RetryOptions{MinBackoff: time.Hour, MaxBackoff: time.Hour}, func(context.Context) error {
 			calls++
 			cancel()
-			return sqllock.ErrConflict
+			return rowlock.ErrConflict
 		})
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrConflict) || calls != 1 {
+		if !errors.Is(err, context.Canceled) || !errors.Is(err, rowlock.ErrConflict) || calls != 1 {
 			t.Fatalf("err %v after %d calls, want Canceled and ErrConflict after 1", err, calls)
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		for _, o := range []sqllock.RetryOptions{
+		for _, o := range []rowlock.RetryOptions{
 			{Attempts: -1},
 			{MinBackoff: -time.Second},
 			{MaxBackoff: -time.Second},
 			{MinBackoff: time.Second, MaxBackoff: time.Millisecond},
 		} {
-			err := sqllock.RetryOnConflict(ctx, o, func(context.Context) error {
+			err := rowlock.RetryOnConflict(ctx, o, func(context.Context) error {
 				t.Fatal("fn ran with invalid options")
 				return nil
 			})

@@ -16,6 +16,7 @@ import (
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // eachPessimistic runs fn on every dialect with row locks.
@@ -401,7 +402,7 @@ func TestPessimisticUnsupportedOnSQLite(t *testing.T) {
 	if _, err := sqllock.NewPessimistic(e.d, sqllock.PessimisticOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("NewPessimistic on SQLite: %v, want ErrUnsupported", err)
 	}
-	err := sqllock.InTx(ctxT(t), e.d, sqllock.TxOptions{}, func(context.Context, *sql.Tx) error { return nil })
+	err := rowlock.InTx(ctxT(t), e.d, rowlock.TxOptions{}, func(context.Context, *sql.Tx) error { return nil })
 	if !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("InTx on SQLite: %v, want ErrUnsupported", err)
 	}
@@ -418,7 +419,7 @@ func TestInTxInventory(t *testing.T) {
 		s := e.shop(t)
 		res, err := s.Run(ctx, 2, 50, func(ctx context.Context, buyer int) (int, error) {
 			qty := 1 + buyer%2
-			return qty, sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+			return qty, rowlock.InTx(ctx, e.d, rowlock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
 				var stock int
 				if err := tx.QueryRowContext(ctx, s.Q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
 					return err
@@ -460,7 +461,7 @@ func TestInTxRetriesDeadlock(t *testing.T) {
 		firstLocks.Add(2)
 		transfer := func(from, to int) error {
 			first := true
-			return sqllock.InTx(ctx, e.d, sqllock.TxOptions{LockTimeout: 30 * time.Second}, func(ctx context.Context, tx *sql.Tx) error {
+			return rowlock.InTx(ctx, e.d, rowlock.TxOptions{LockTimeout: 30 * time.Second}, func(ctx context.Context, tx *sql.Tx) error {
 				runs.Add(1)
 				lock := func(id int) error {
 					var b int
@@ -533,7 +534,7 @@ func TestInTxLockTimeoutAndErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		var runs int
-		err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{LockTimeout: 100 * time.Millisecond}, func(ctx context.Context, tx *sql.Tx) error {
+		err = rowlock.InTx(ctx, e.d, rowlock.TxOptions{LockTimeout: 100 * time.Millisecond}, func(ctx context.Context, tx *sql.Tx) error {
 			runs++
 			_, err := tx.ExecContext(ctx, e.q("UPDATE {items} SET id = 1 WHERE id = 1"))
 			return err
@@ -543,7 +544,7 @@ func TestInTxLockTimeoutAndErrors(t *testing.T) {
 		}
 		boom := errors.New("boom")
 		runs = 0
-		err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+		err = rowlock.InTx(ctx, e.d, rowlock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
 			runs++
 			return boom
 		})
@@ -551,7 +552,7 @@ func TestInTxLockTimeoutAndErrors(t *testing.T) {
 			t.Fatalf("fn's own error: %v after %d runs", err, runs)
 		}
 		runs = 0
-		err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+		err = rowlock.InTx(ctx, e.d, rowlock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
 			runs++
 			_, err := tx.ExecContext(ctx, "SELEC 1")
 			return err

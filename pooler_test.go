@@ -17,6 +17,7 @@ import (
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // syncBuffer is a bytes.Buffer for a logger written from many goroutines.
@@ -267,7 +268,7 @@ func TestInTxThroughPgBouncer(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := s.Run(ctx, 2, 5, func(ctx context.Context, buyer int) (int, error) {
-				err := sqllock.InTx(ctx, d, sqllock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
+				err := rowlock.InTx(ctx, d, rowlock.TxOptions{}, func(ctx context.Context, tx *sql.Tx) error {
 					var stock int
 					if err := tx.QueryRowContext(ctx, s.Q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {
 						return err

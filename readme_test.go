@@ -133,6 +133,8 @@ var snippetImports = []string{
 	"github.com/sqllock/sqllock/dialect/mysql",
 	"github.com/sqllock/sqllock/dialect/postgres",
 	"github.com/sqllock/sqllock/dialect/sqlite",
+	"github.com/sqllock/sqllock/observe",
+	"github.com/sqllock/sqllock/rowlock",
 	"github.com/sqllock/sqllock/sqllockotel",
 }
 

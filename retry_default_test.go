@@ -9,20 +9,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // hotRow runs the 200-buyer case: stock for every buyer, all buyers at once
 // on one product row, each a read and a version-checked write through
 // RetryOnConflict with opts. It returns the shop's count, the orders that
 // failed (gave up on conflicts) and the attempts made in all.
-func hotRow(t *testing.T, e *env, s *shop.Shop, buyers int, opts sqllock.RetryOptions) (shop.Result, int, int64) {
+func hotRow(t *testing.T, e *env, s *shop.Shop, buyers int, opts rowlock.RetryOptions) (shop.Result, int, int64) {
 	t.Helper()
 	ctx := ctxT(t)
 	var failed, attempts atomic.Int64
 	res, err := s.Run(ctx, buyers, buyers, func(ctx context.Context, buyer int) (int, error) {
-		err := sqllock.RetryOnConflict(ctx, opts, func(ctx context.Context) error {
+		err := rowlock.RetryOnConflict(ctx, opts, func(ctx context.Context) error {
 			attempts.Add(1)
 			var stock int
 			var version int64
@@ -37,7 +37,7 @@ func hotRow(t *testing.T, e *env, s *shop.Shop, buyers int, opts sqllock.RetryOp
 				return err
 			}
 			defer tx.Rollback()
-			if err := sqllock.CheckUpdate(tx.ExecContext(ctx,
+			if err := rowlock.CheckUpdate(tx.ExecContext(ctx,
 				s.Q("UPDATE {products} SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-1, version)); err != nil {
 				return err
 			}
@@ -46,7 +46,7 @@ func hotRow(t *testing.T, e *env, s *shop.Shop, buyers int, opts sqllock.RetryOp
 			}
 			return tx.Commit()
 		})
-		if errors.Is(err, sqllock.ErrConflict) {
+		if errors.Is(err, rowlock.ErrConflict) {
 			failed.Add(1)
 			return 0, shop.ErrSoldOut // counted apart: not an error of the run
 		}
@@ -67,10 +67,10 @@ func TestRetryOnConflictHotRowDefaults(t *testing.T) {
 		const buyers = 200
 		s := e.shop(t)
 		if compare, _ := strconv.ParseBool(os.Getenv("SQLLOCK_TEST_HOTROW_COMPARE")); compare {
-			res, failed, attempts := hotRow(t, e, s, buyers, sqllock.RetryOptions{Attempts: 10})
+			res, failed, attempts := hotRow(t, e, s, buyers, rowlock.RetryOptions{Attempts: 10})
 			t.Logf("%s, Attempts 10: %d of %d orders failed, %d attempts, %v", e.kind, failed, buyers, attempts, res.Took.Round(time.Millisecond))
 		}
-		res, failed, attempts := hotRow(t, e, s, buyers, sqllock.RetryOptions{})
+		res, failed, attempts := hotRow(t, e, s, buyers, rowlock.RetryOptions{})
 		t.Logf("%s, defaults: %d of %d orders failed, %d attempts, %v", e.kind, failed, buyers, attempts, res.Took.Round(time.Millisecond))
 		if err := res.Check(); err != nil {
 			t.Fatal(err)
@@ -86,12 +86,12 @@ func TestRetryOnConflictHotRowDefaults(t *testing.T) {
 func TestRetryOnConflictDefaultUntilContextEnds(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	fast := sqllock.RetryOptions{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
+	fast := rowlock.RetryOptions{MinBackoff: time.Microsecond, MaxBackoff: time.Microsecond}
 	calls := 0
-	err := sqllock.RetryOnConflict(ctx, fast, func(context.Context) error {
+	err := rowlock.RetryOnConflict(ctx, fast, func(context.Context) error {
 		calls++
 		if calls < 1000 {
-			return sqllock.ErrConflict
+			return rowlock.ErrConflict
 		}
 		return nil
 	})
@@ -100,13 +100,13 @@ func TestRetryOnConflictDefaultUntilContextEnds(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	calls = 0
-	err = sqllock.RetryOnConflict(cctx, fast, func(context.Context) error {
+	err = rowlock.RetryOnConflict(cctx, fast, func(context.Context) error {
 		if calls++; calls == 50 {
 			cancel()
 		}
-		return sqllock.ErrConflict
+		return rowlock.ErrConflict
 	})
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, sqllock.ErrConflict) || calls != 50 {
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, rowlock.ErrConflict) || calls != 50 {
 		t.Fatalf("err %v after %d calls, want Canceled and ErrConflict after 50: no run once ctx ended", err, calls)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 func TestValidateName(t *testing.T) {
@@ -219,7 +220,7 @@ func FuzzOptions(f *testing.F) {
 		opts := sqllock.TableOptions{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}
 		popts := sqllock.PessimisticOptions{KeepAlive: time.Duration(keepAlive)}
 		ropts := sqllock.ReaperOptions{Interval: time.Duration(interval), BatchSize: int(batch)}
-		retry := sqllock.RetryOptions{Attempts: int(attempts), MinBackoff: time.Duration(minRetry), MaxBackoff: time.Duration(maxRetry)}
+		retry := rowlock.RetryOptions{Attempts: int(attempts), MinBackoff: time.Duration(minRetry), MaxBackoff: time.Duration(maxRetry)}
 		for _, d := range []dialect.Dialect{pg, my} {
 			_, err := sqllock.NewTable(d, opts)
 			checkOptions(t, "NewTable", opts, err, lockerOptionsOK(opts))
@@ -231,7 +232,7 @@ func FuzzOptions(f *testing.F) {
 			checkOptions(t, "NewReaper", ropts, err, ropts.Interval >= 0 && ropts.BatchSize >= 0)
 		}
 		ran := 0
-		err := sqllock.RetryOnConflict(context.Background(), retry, func(context.Context) error {
+		err := rowlock.RetryOnConflict(context.Background(), retry, func(context.Context) error {
 			ran++
 			return nil
 		})
@@ -242,7 +243,7 @@ func FuzzOptions(f *testing.F) {
 		}
 		if !ok {
 			// Refused before a transaction is begun: the pool is never used.
-			err := sqllock.InTx(context.Background(), pg, sqllock.TxOptions{Retry: retry}, func(context.Context, *sql.Tx) error {
+			err := rowlock.InTx(context.Background(), pg, rowlock.TxOptions{Retry: retry}, func(context.Context, *sql.Tx) error {
 				return errors.New("fn ran")
 			})
 			checkOptions(t, "InTx", retry, err, false)
@@ -268,7 +269,7 @@ func lockerOptionsOK(o sqllock.TableOptions) bool {
 // retryOptionsOK is the documented rule for RetryOptions: nothing
 // negative, and MaxBackoff (default 100ms, or MinBackoff if larger) not
 // below MinBackoff (default 1ms).
-func retryOptionsOK(o sqllock.RetryOptions) bool {
+func retryOptionsOK(o rowlock.RetryOptions) bool {
 	if o.Attempts < 0 || o.MinBackoff < 0 || o.MaxBackoff < 0 {
 		return false
 	}

@@ -8,7 +8,7 @@ import (
 
 // Pessimistic is implemented by dialects that support the pessimistic
 // strategy (sqllock.NewPessimistic) and the transaction helper
-// (sqllock.InTx): row locks held by open transactions.
+// (rowlock.InTx): row locks held by open transactions.
 type Pessimistic interface {
 	Dialect
 

@@ -202,7 +202,7 @@ const (
 	RetryTransient     = "transient" // a deadlock or serialization failure the driver does not tell apart
 )
 
-// Attempt describes one run of the function of InTx or RetryOnConflict.
+// Attempt describes one run of the function of rowlock.InTx or rowlock.RetryOnConflict.
 type Attempt struct {
 	Op      string // OpInTx or OpRetryOnConflict
 	Attempt int    // from 1

@@ -110,8 +110,8 @@ type ReapObserver interface {
 	Reaped(ctx context.Context, e ReapEvent)
 }
 
-// AttemptTracer follows the runs of the function given to InTx or
-// RetryOnConflict.
+// AttemptTracer follows the runs of the function given to rowlock.InTx or
+// rowlock.RetryOnConflict.
 type AttemptTracer interface {
 	// StartAttempt and EndAttempt bracket one run.
 	StartAttempt(ctx context.Context, e Attempt) context.Context

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/sqllockotel"
 )
 
@@ -34,6 +35,6 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	retry := sqllock.TxOptions{Retry: sqllock.RetryOptions{Observer: obs}} // for InTx
+	retry := rowlock.TxOptions{Retry: rowlock.RetryOptions{Observer: obs}} // for InTx
 	_, _, _ = locker, reaper, retry
 }

@@ -7,7 +7,7 @@
 //	obs, err := sqllockotel.New(sqllockotel.Options{}) // the global providers
 //	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
 //	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Observer: obs})
-//	err = sqllock.InTx(ctx, d, sqllock.TxOptions{Retry: sqllock.RetryOptions{Observer: obs}}, fn)
+//	err = rowlock.InTx(ctx, d, rowlock.TxOptions{Retry: rowlock.RetryOptions{Observer: obs}}, fn)
 //
 // One Observer serves any number of lockers, reapers and retry helpers; its
 // metrics tell them apart by the attributes sqllock.strategy and

@@ -26,6 +26,7 @@ import (
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/observe"
+	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/sqllockotel"
 )
 
@@ -417,7 +418,7 @@ func scenario(t *testing.T, e *db) {
 	// Retries: one transient failure of InTx's function, two conflicts of
 	// RetryOnConflict's.
 	runs := 0
-	err = sqllock.InTx(ctx, e.d, sqllock.TxOptions{Retry: sqllock.RetryOptions{Observer: obs}}, func(ctx context.Context, tx *sql.Tx) error {
+	err = rowlock.InTx(ctx, e.d, rowlock.TxOptions{Retry: rowlock.RetryOptions{Observer: obs}}, func(ctx context.Context, tx *sql.Tx) error {
 		runs++
 		if runs == 1 {
 			return fmt.Errorf("scripted: %w", sqllock.ErrTransient)
@@ -429,10 +430,10 @@ func scenario(t *testing.T, e *db) {
 		t.Fatalf("InTx: %v after %d runs, want nil after 2", err, runs)
 	}
 	runs = 0
-	err = sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Observer: obs}, func(context.Context) error {
+	err = rowlock.RetryOnConflict(ctx, rowlock.RetryOptions{Observer: obs}, func(context.Context) error {
 		runs++
 		if runs <= 2 {
-			return sqllock.ErrConflict
+			return rowlock.ErrConflict
 		}
 		return nil
 	})

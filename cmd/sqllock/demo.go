@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -147,7 +148,7 @@ func (s *demo) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, waits
 // not moved, retrying on conflict.
 func (s *demo) buyOptimistic(ctx context.Context, buyer int, retries *atomic.Int64) error {
 	attempts := 0
-	return sqllock.RetryOnConflict(ctx, sqllock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
+	return rowlock.RetryOnConflict(ctx, rowlock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
 		if attempts++; attempts > 1 {
 			retries.Add(1)
 		}
@@ -165,7 +166,7 @@ func (s *demo) buyOptimistic(ctx context.Context, buyer int, retries *atomic.Int
 			return err
 		}
 		defer tx.Rollback()
-		err = sqllock.CheckUpdate(tx.ExecContext(ctx,
+		err = rowlock.CheckUpdate(tx.ExecContext(ctx,
 			s.shop.Q("UPDATE {products} SET stock = ?, version = version + 1 WHERE id = 1 AND version = ?"), stock-1, version))
 		if err != nil {
 			return err

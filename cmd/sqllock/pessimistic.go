@@ -9,6 +9,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // newPessimistic builds the locker of --strategy pessimistic: the lock is a
@@ -23,7 +24,7 @@ func newPessimistic(d dialect.Dialect) (sqllock.Locker, error) {
 // after a deadlock, counted in retries.
 func (s *demo) buyPessimistic(ctx context.Context, buyer int, retries *atomic.Int64) error {
 	runs := 0
-	return sqllock.InTx(ctx, s.d, sqllock.TxOptions{LockTimeout: time.Minute}, func(ctx context.Context, tx *sql.Tx) error {
+	return rowlock.InTx(ctx, s.d, rowlock.TxOptions{LockTimeout: time.Minute}, func(ctx context.Context, tx *sql.Tx) error {
 		if runs++; runs > 1 {
 			retries.Add(1)
 		}

@@ -1,4 +1,4 @@
-package sqllock
+package rowlock
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/observe"
 )
@@ -22,7 +23,7 @@ type TxOptions struct {
 	// LockTimeout bounds each lock wait of the transaction's statements
 	// (lock_timeout on PostgreSQL; innodb_lock_wait_timeout, in whole
 	// seconds rounded up, on MySQL). A wait that exceeds it makes InTx
-	// return an error wrapping ErrLocked, without retrying. Default 5s; a
+	// return an error wrapping sqllock.ErrLocked, without retrying. Default 5s; a
 	// negative value keeps the server's setting.
 	LockTimeout time.Duration
 	// Retry bounds the runs of fn after deadlocks and serialization
@@ -46,22 +47,22 @@ const defaultLockTimeout = 5 * time.Second
 // opts.Retry.Attempts runs in all. fn must therefore do all its work
 // through tx and have no other effects, or only effects that are safe to
 // repeat. Any other error of fn ends InTx at once; a lock wait longer than
-// opts.LockTimeout ends it with an error wrapping ErrLocked.
+// opts.LockTimeout ends it with an error wrapping sqllock.ErrLocked.
 //
 // If the connection fails while the commit is under way, the commit's
 // outcome is unknown: InTx does not retry then (the first run may have
-// committed) and returns an error wrapping ErrOutcomeUnknown. Settle it
+// committed) and returns an error wrapping sqllock.ErrOutcomeUnknown. Settle it
 // from the data, for instance with an idempotency key written by fn.
 //
-// It returns an error wrapping ErrUnsupported if d does not implement
+// It returns an error wrapping sqllock.ErrUnsupported if d does not implement
 // dialect.Pessimistic.
 func InTx(ctx context.Context, d dialect.Dialect, opts TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if isNil(d) || d.DB() == nil {
-		return ErrNilDB
+		return sqllock.ErrNilDB
 	}
 	pd, ok := d.(dialect.Pessimistic)
 	if !ok {
-		return fmt.Errorf("%w: the %s dialect has no transaction helper", ErrUnsupported, d.Name())
+		return fmt.Errorf("%w: the %s dialect has no transaction helper", sqllock.ErrUnsupported, d.Name())
 	}
 	if _, err := opts.Retry.withDefaults(defaultTxAttempts); err != nil {
 		return err
@@ -74,7 +75,7 @@ func InTx(ctx context.Context, d dialect.Dialect, opts TxOptions, fn func(ctx co
 		timeout = 0
 	}
 	txo := &sql.TxOptions{Isolation: opts.Isolation, ReadOnly: opts.ReadOnly}
-	return retry(ctx, opts.Retry, observe.OpInTx, defaultTxAttempts, ErrTransient, func(ctx context.Context) error {
+	return retry(ctx, opts.Retry, observe.OpInTx, defaultTxAttempts, sqllock.ErrTransient, func(ctx context.Context) error {
 		return runTx(ctx, pd, txo, timeout, fn)
 	})
 }
@@ -89,7 +90,7 @@ func runTx(ctx context.Context, d dialect.Pessimistic, txo *sql.TxOptions, timeo
 	defer func() { _ = rt.Close(context.WithoutCancel(ctx)) }()
 	if err := fn(ctx, rt.Tx); err != nil {
 		_ = rt.Tx.Rollback()
-		if cerr := d.Classify(err); errors.Is(cerr, ErrTransient) || errors.Is(cerr, ErrLocked) {
+		if cerr := d.Classify(err); errors.Is(cerr, sqllock.ErrTransient) || errors.Is(cerr, sqllock.ErrLocked) {
 			// Keep fn's own wrapping, and add the classification.
 			return fmt.Errorf("%w: %w", sentinelOf(cerr), err)
 		}
@@ -107,8 +108,8 @@ func runTx(ctx context.Context, d dialect.Pessimistic, txo *sql.TxOptions, timeo
 
 // sentinelOf returns the retry-relevant sentinel err wraps.
 func sentinelOf(err error) error {
-	if errors.Is(err, ErrTransient) {
-		return ErrTransient
+	if errors.Is(err, sqllock.ErrTransient) {
+		return sqllock.ErrTransient
 	}
-	return ErrLocked
+	return sqllock.ErrLocked
 }
