@@ -7,11 +7,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
-
-// StrategyRWLock is the strategy name of read/write locks (NewRWLock) in
-// events.
-const StrategyRWLock = "rwlock"
 
 // RWLock is a read/write lock: per name, any number of readers share the
 // read side, or one writer holds the write side, never both. Every holder,
@@ -81,7 +78,7 @@ func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
 	if rw.Announces() {
 		notifier = d
 	}
-	if err := l.init(StrategyRWLock, d, rw, notifier, opts.config()); err != nil {
+	if err := l.init(observe.StrategyRWLock, d, rw, notifier, opts.config()); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
-
-// StrategySemaphore is the strategy name events report for a Semaphore.
-const StrategySemaphore = "semaphore"
 
 // MaxSemaphoreLimit is the largest limit NewSemaphore accepts: the limit
 // is stored in a 32-bit integer column on every database.
@@ -101,7 +99,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	if s.sems.Announces() {
 		notifier = d
 	}
-	if err := s.init(StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
+	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
 		return nil, err
 	}
 	if fair != nil {
@@ -144,7 +142,7 @@ func (s *Semaphore) Limit() int { return s.limit }
 // where releases are announced, marks the name as waited for).
 func (s *Semaphore) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
 	p := dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.opts.TTL, Limit: s.limit}
-	return attemptLease(ctx, name, waiting, s.opts.Logger, StrategySemaphore,
+	return attemptLease(ctx, name, waiting, s.opts.Logger, observe.StrategySemaphore,
 		func() (int64, error) { return s.sems.Acquire(ctx, p) },
 		func() (time.Duration, bool, error) { return s.sems.Remaining(ctx, name) })
 }

@@ -10,11 +10,13 @@ const (
 	StrategyTable       = "table"
 	StrategyOptimistic  = "optimistic"
 	StrategyPessimistic = "pessimistic"
+	StrategySemaphore   = "semaphore"
+	StrategyRWLock      = "rwlock" // read/write locks
 )
 
 // LockEvent identifies the acquisition an event is about.
 type LockEvent struct {
-	Strategy string // StrategyTable, StrategyOptimistic or StrategyPessimistic
+	Strategy string // one of the Strategy constants
 	Dialect  string // the dialect's Name
 	Name     string
 	Owner    string
