@@ -258,7 +258,7 @@ func (t *TiDB) tables() error {
 // kept live by a minimum hold, gives 0.
 func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	ttl := p.TTL.Microseconds()
-	return l.t.grantTx(ctx, func(ctx context.Context, tx *sql.Tx, mark string) (int64, error) {
+	return l.t.grantTx(ctx, func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error) {
 		var (
 			owner []byte
 			token int64
@@ -296,7 +296,7 @@ func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64
 // and the row inserted one above it.
 func (v *tidbVersions) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	ttl := p.TTL.Microseconds()
-	return v.t.grantTx(ctx, func(ctx context.Context, tx *sql.Tx, mark string) (int64, error) {
+	return v.t.grantTx(ctx, func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error) {
 		var floor int64
 		if err := tx.QueryRowContext(ctx, mark+v.q.versionFloor).Scan(&floor); err != nil {
 			return 0, err
@@ -317,7 +317,7 @@ func isDuplicate(err error) bool {
 
 // execOne runs query in tx and makes sure it changed one row. The error is
 // the driver's.
-func execOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+func execOne(ctx context.Context, tx sqlrun.Querier, query string, args ...any) error {
 	res, err := tx.ExecContext(ctx, query, args...)
 	if err != nil {
 		return err
@@ -334,70 +334,18 @@ func execOne(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
 // repeat, as nothing of it was committed.
 const maxGrantTries = 3
 
-// grantTx runs fn, the statements of a grant, in a transaction on a pinned
-// connection, and commits it; fn returns its number (a token, a version, 0
-// for a refusal) and the driver's errors, and puts mark in front of each
-// statement. If ctx ends while fn runs, the statement running is ended on
-// the server (KILL QUERY of the statement found by its mark, see
-// cancelGrant) and the transaction rolled back: nothing is granted, and the
-// error joins ctx's error with the statement's. The commit runs to its end
-// whatever ctx does, so that its outcome is known (a failed connection
-// makes it dialect.ErrOutcomeUnknown).
-func (t *TiDB) grantTx(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, mark string) (int64, error)) (int64, error) {
-	if err := t.d.check(ctx); err != nil {
-		return 0, err
-	}
+// grantTx runs fn, the statements of a grant, as a transaction grant (see
+// sqlrun.Runner.Grant): fn returns its number (a token, a version, 0 for a
+// refusal) and the driver's errors, and puts mark in front of each
+// statement. Its reads are all locking reads, which read the newest rows at
+// any isolation level; READ COMMITTED spares it MySQL's gap locks, on which
+// first uses of new names would deadlock.
+func (t *TiDB) grantTx(ctx context.Context, fn func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error)) (int64, error) {
+	g := sqlrun.Grant{InTx: true, TxOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted}, Run: fn}
 	for try := 1; ; try++ {
-		n, err := t.grantTxOnce(ctx, fn)
+		n, err := t.d.run.Grant(ctx, g)
 		if err == nil || try == maxGrantTries || ctx.Err() != nil || !errors.Is(err, dialect.ErrTransient) {
 			return n, err
 		}
 	}
-}
-
-func (t *TiDB) grantTxOnce(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx, mark string) (int64, error)) (int64, error) {
-	conn, err := t.d.run.Pin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var (
-		mark   string
-		cancel func(context.Context) error
-	)
-	if ctx.Done() != nil { // a context that never ends needs no cancel
-		mark, cancel, _ = t.d.cancelGrant(ctx, conn)
-	}
-	// The transaction must not end with ctx: a cancel rolls it back, and
-	// the commit's outcome must be known. Its reads are all locking reads,
-	// which read the newest rows at any isolation level; READ COMMITTED
-	// spares it MySQL's gap locks, on which first uses of new names would
-	// deadlock.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		conn.Close()
-		return 0, wrapTiDB(err)
-	}
-	var n int64
-	cancelled, err := sqlrun.Cancellable(ctx, cancel, func(qctx context.Context) error {
-		var err error
-		n, err = fn(qctx, tx, mark)
-		return err
-	})
-	switch {
-	case cancelled:
-		_ = tx.Rollback()
-		// The server may still be acting on the cancel.
-		_ = dialect.Discard(conn)
-		return 0, errors.Join(ctx.Err(), wrapTiDB(err))
-	case err != nil:
-		_ = tx.Rollback()
-		conn.Close()
-		return 0, wrapTiDB(err)
-	}
-	err = tx.Commit()
-	conn.Close()
-	if err != nil {
-		return 0, wrapTiDB(err)
-	}
-	return n, nil
 }

@@ -16,7 +16,7 @@ type FairSQL struct {
 	// table's Acquire does, but only under the queue's rule for :ticket
 	// (0: none); its number is the token, 0 when refused. Without Consume
 	// it also deletes the ticket, in the same statement, and runs as a
-	// grant (see Runner.GrantInt). Otherwise a grant is a short
+	// grant (see Runner.Grant). Otherwise a grant is a short
 	// transaction, after First, if set, outside it: Grant, or the lock
 	// table's Acquire when Grant is empty, then Consume.
 	Grant SQL
@@ -127,8 +127,7 @@ func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOption
 func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Ticket: ticket, Channel: t.channel}
 	if t.inOne {
-		n, err := t.run.GrantInt(ctx, &t.grant, params)
-		return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
+		return t.run.GrantInt(ctx, &t.grant, params, t.undo(p.Name, p.Owner))
 	}
 	return t.grantInTx(ctx, params)
 }

@@ -11,86 +11,46 @@ import (
 
 // AcquireAll implements dialect.MultiLockTable.AcquireAll with the table's
 // own Acquire statement, run for each name in one transaction begun with
-// opts on a pinned connection. The statements run as a grant does (see
-// Runner.GrantInt): a context that ends while they run cancels them on the
-// server, and the transaction is rolled back; the commit is not cancelled.
+// opts, as a grant (see Runner.Grant). A commit whose outcome is unknown
+// returns the tokens with the error, for the caller to release.
 func (t *LockTable) AcquireAll(ctx context.Context, opts *sql.TxOptions, p dialect.MultiAcquireParams) (tokens []int64, refused string, err error) {
-	r := t.run
-	if r.Check != nil {
-		if err := r.Check(ctx); err != nil {
-			return nil, "", err
-		}
-	}
-	conn, err := r.Pin(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	var (
-		prefix string
-		cancel func(context.Context) error
-	)
-	if r.Cancel != nil && ctx.Done() != nil {
-		if prefix, cancel, err = r.Cancel(ctx, conn); err != nil {
-			_ = dialect.Discard(conn)
-			return nil, "", r.Wrap(err)
-		}
-	}
-	// The transaction outlives ctx (its end is decided below), but the
-	// BEGIN does not: on SQLite it may wait for another connection's write
-	// lock.
-	bctx, bcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer bcancel()
-	stop := context.AfterFunc(ctx, bcancel)
-	tx, err := conn.BeginTx(bctx, opts)
-	if !stop() {
-		if err == nil {
-			_ = tx.Rollback()
-		}
-		_ = dialect.Discard(conn)
-		return nil, "", errors.Join(ctx.Err(), r.Wrap(err))
-	}
-	if err != nil {
-		_ = dialect.Discard(conn)
-		return nil, "", r.Wrap(err)
-	}
 	tokens = make([]int64, len(p.Names))
-	cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
-		for i, name := range p.Names {
-			n, err := intOn(qctx, tx, prefix, &t.acquire, &Params{Name: name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
-			if err != nil {
-				return err
+	granted := false
+	_, err = t.run.Grant(ctx, Grant{
+		InTx: true, TxOptions: opts,
+		Run: func(ctx context.Context, tx Querier, prefix string) (int64, error) {
+			for i, name := range p.Names {
+				n, err := intOn(ctx, tx, prefix, &t.acquire, &Params{Name: name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
+				if err != nil {
+					return 0, err
+				}
+				if n == 0 {
+					refused = name
+					return 0, ErrRollback
+				}
+				tokens[i] = n
 			}
-			if n == 0 {
-				refused = name
-				return nil
+			granted = true
+			return 1, nil
+		},
+		Undo: func(ctx context.Context, _ int64) error {
+			var errs []error
+			for i, name := range p.Names {
+				_, err := t.Release(ctx, dialect.Lease{Name: name, Owner: p.Owner, Token: tokens[i]}, 0)
+				errs = append(errs, err)
 			}
-			tokens[i] = n
-		}
-		return nil
+			return errors.Join(errs...)
+		},
 	})
-	if cancelled || err != nil || refused != "" {
-		_ = tx.Rollback()
-		if cancelled {
-			// The server may still act on the cancel.
-			_ = dialect.Discard(conn)
-			return nil, "", errors.Join(ctx.Err(), r.Wrap(err))
-		}
-		conn.Close()
-		if err != nil {
-			return nil, "", r.Wrap(err)
-		}
+	switch {
+	case err == nil && refused == "":
+		return tokens, "", nil
+	case err == nil:
 		return nil, refused, nil
+	case granted && errors.Is(err, dialect.ErrOutcomeUnknown):
+		return tokens, "", err
 	}
-	if err := tx.Commit(); err != nil {
-		_ = dialect.Discard(conn)
-		err = r.Wrap(err)
-		if errors.Is(err, dialect.ErrOutcomeUnknown) {
-			return tokens, "", err
-		}
-		return nil, "", err
-	}
-	conn.Close()
-	return tokens, "", nil
+	return nil, "", err
 }
 
 // ReleaseMany runs st, a statement that drops one hold of each lease of

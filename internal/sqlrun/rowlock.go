@@ -97,60 +97,6 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 	}
 }
 
-// Cancellable runs run with a context that does not end with ctx: when ctx
-// ends, cancel asks the server to cancel the running statement instead, so
-// that the server stops waiting too and the connection stays usable; only
-// if that fails, or run has not returned within CancelGrace, does run's
-// context end (and the driver closes the connection). It reports whether
-// ctx ended while run ran; the caller must then treat the connection's state
-// as unknown. A nil cancel makes run's context end with ctx.
-func Cancellable(ctx context.Context, cancel func(context.Context) error, run func(ctx context.Context) error) (cancelled bool, err error) {
-	if cancel == nil || ctx.Done() == nil {
-		// Nothing to cancel on the server, or a context that never ends:
-		// run's context is ctx itself, which a driver need not watch.
-		err = run(ctx)
-		return ctx.Err() != nil && err != nil, err
-	}
-	qctx, qcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer qcancel()
-	returned := make(chan struct{})
-	finished := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(finished)
-		// A cancel that reaches the server before the statement does is
-		// lost: repeat it until run returns, for at most CancelGrace.
-		deadline := time.NewTimer(CancelGrace)
-		defer deadline.Stop()
-		for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
-			cctx, ccancel := context.WithTimeout(context.Background(), CancelGrace)
-			err := cancel(cctx)
-			ccancel()
-			if err != nil {
-				break
-			}
-			t := time.NewTimer(pause)
-			select {
-			case <-returned:
-				t.Stop()
-				return
-			case <-deadline.C:
-				t.Stop()
-				qcancel()
-				return
-			case <-t.C:
-			}
-		}
-		qcancel()
-	})
-	err = run(qctx)
-	close(returned)
-	if !stop() {
-		<-finished
-		return true, err
-	}
-	return false, err
-}
-
 // RowModes are a dialect's four locking reads of a row-lock row.
 type RowModes struct {
 	Exclusive, ExclusiveNoWait, Shared, SharedNoWait string

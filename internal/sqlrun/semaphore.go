@@ -76,9 +76,8 @@ func (t *SemaphoreTable) Remaining(ctx context.Context, name string) (time.Durat
 	return time.Duration(max(us, 0)) * time.Microsecond, ok, err
 }
 
-// Acquire implements dialect.SemaphoreTable. Its transaction runs on a
-// pinned connection and is ended on the server when ctx ends, as
-// Runner.GrantInt ends a grant.
+// Acquire implements dialect.SemaphoreTable. Its transaction runs as a
+// grant (see Runner.Grant).
 func (t *SemaphoreTable) Acquire(ctx context.Context, p dialect.SemaphoreParams) (int64, error) {
 	return t.acquire(ctx, p, nil, 0)
 }
@@ -86,66 +85,36 @@ func (t *SemaphoreTable) Acquire(ctx context.Context, p dialect.SemaphoreParams)
 // acquire runs the acquire's transaction, under the queue q's rule for
 // ticket when q is not nil.
 func (t *SemaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams, q *FairSemaphoreTable, ticket int64) (int64, error) {
-	r := t.run
-	if r.Check != nil {
-		if err := r.Check(ctx); err != nil {
-			return 0, err
-		}
-	}
 	if q != nil && q.hasFirst {
+		if t.run.Check != nil {
+			if err := t.run.Check(ctx); err != nil {
+				return 0, err
+			}
+		}
 		// A refusal costs one statement and no transaction. The check is
 		// repeated in the transaction (Ahead).
-		ok, err := r.Int(ctx, &q.first, &Params{Name: p.Name, Owner: p.Owner, Ticket: ticket})
+		ok, err := t.run.Int(ctx, &q.first, &Params{Name: p.Name, Owner: p.Owner, Ticket: ticket})
 		if err != nil || ok == 0 {
 			return 0, err
 		}
 	}
-	conn, err := r.Pin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var (
-		prefix string
-		cancel func(context.Context) error
-	)
-	if r.Cancel != nil && ctx.Done() != nil {
-		if prefix, cancel, err = r.Cancel(ctx, conn); err != nil {
-			_ = dialect.Discard(conn)
-			return 0, r.Wrap(err)
-		}
-	}
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Limit: p.Limit, Channel: t.channel, Ticket: ticket}
-	var token int64
-	cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
-		token, err = t.grant(qctx, conn, prefix, params, q)
-		return err
-	})
 	var mismatch *errLimit
-	if err != nil && !errors.As(err, &mismatch) { // a mismatch is the table's answer, not the driver's
-		err = r.Wrap(err)
+	token, err := t.run.Grant(ctx, Grant{
+		InTx: true, TxOptions: &sql.TxOptions{Isolation: t.isolation},
+		Run: func(ctx context.Context, tx Querier, prefix string) (int64, error) {
+			n, err := t.grant(ctx, tx, prefix, params, q)
+			if errors.As(err, &mismatch) { // the table's answer, not the driver's
+				return 0, ErrRollback
+			}
+			return n, err
+		},
+		Undo: t.undo(p.Name, p.Owner),
+	})
+	if err == nil && mismatch != nil {
+		return 0, mismatch
 	}
-	if cancelled {
-		_ = dialect.Discard(conn)
-		if err != nil {
-			return 0, errors.Join(ctx.Err(), err)
-		}
-		if r.Durable && token != 0 {
-			return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: token}, token, errUndurable)
-		}
-		return token, nil
-	}
-	if err != nil {
-		// A transaction whose outcome is unknown leaves the connection
-		// in an unknown state.
-		if errors.Is(err, dialect.ErrOutcomeUnknown) {
-			_ = dialect.Discard(conn)
-		} else {
-			conn.Close()
-		}
-		return 0, err
-	}
-	conn.Close()
-	return token, nil
+	return token, err
 }
 
 // errLimit carries a limit mismatch out of the transaction unwrapped by
@@ -158,14 +127,9 @@ func (e *errLimit) Error() string {
 
 func (e *errLimit) Unwrap() error { return dialect.ErrLimitMismatch }
 
-// grant runs the acquire's transaction on conn, under the queue q's rule
-// for p.Ticket when q is not nil.
-func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix string, p *Params, q *FairSemaphoreTable) (int64, error) {
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: t.isolation})
-	if err != nil {
-		return 0, err
-	}
-	defer tx.Rollback()
+// grant runs the statements of the acquire's transaction in tx, under the
+// queue q's rule for p.Ticket when q is not nil.
+func (t *SemaphoreTable) grant(ctx context.Context, tx Querier, prefix string, p *Params, q *FairSemaphoreTable) (int64, error) {
 	row := func(st *Stmt, dest ...any) (bool, error) {
 		text, args := st.bind(p)
 		err := tx.QueryRowContext(ctx, prefix+text, args...).Scan(dest...)
@@ -198,7 +162,7 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 		if holds == 0 {
 			// Released within its minimum hold: nobody, this owner
 			// included, takes the permit back before it ends.
-			return 0, tx.Commit()
+			return 0, nil
 		}
 		if limit != int64(p.Limit) {
 			return 0, &errLimit{limit, int64(p.Limit)}
@@ -206,7 +170,7 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 		if _, err := intOn(ctx, tx, prefix, &t.reenter, p); err != nil {
 			return 0, err
 		}
-		return token, tx.Commit()
+		return token, nil
 	}
 	var n int64
 	if _, err := row(&t.count, &n); err != nil {
@@ -222,7 +186,7 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 	}
 	if n >= int64(p.Limit) {
 		// Full; the expired holders dropped stay dropped.
-		return 0, tx.Commit()
+		return 0, nil
 	}
 	if q != nil {
 		// The head row's lock keeps the queue's grants of the name in
@@ -233,7 +197,7 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 			return 0, err
 		}
 		if ahead > 0 {
-			return 0, tx.Commit()
+			return 0, nil
 		}
 	}
 	if p.Token, err = intOn(ctx, tx, prefix, &t.token, p); err != nil {
@@ -247,7 +211,7 @@ func (t *SemaphoreTable) grant(ctx context.Context, conn *sql.Conn, prefix strin
 			return 0, err
 		}
 	}
-	return p.Token, tx.Commit()
+	return p.Token, nil
 }
 
 // FairSemaphoreSQL declares the statements of the semaphore tables' queue

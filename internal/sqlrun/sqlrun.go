@@ -11,7 +11,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 )
@@ -33,7 +32,7 @@ type Canceller func(ctx context.Context, conn *sql.Conn) (prefix string, cancel 
 type Runner struct {
 	DB   *sql.DB
 	Wrap Wrap
-	// Cancel, if not nil, cancels grants on the server (see GrantInt). Nil
+	// Cancel, if not nil, cancels grants on the server (see Grant). Nil
 	// leaves it to the driver's reaction to the context.
 	Cancel Canceller
 	// Check, if not nil, runs before every grant; its error is returned
@@ -43,8 +42,8 @@ type Runner struct {
 	// (see the postgres dialect's WithSynchronousCommit): a grant that
 	// completed although a cancel request was sent for it may have been
 	// committed locally only (PostgreSQL commits at once, with a warning,
-	// when a wait for the standby is cancelled), so GrantInt reports it
-	// with errUndurable and the table releases it again.
+	// when a wait for the standby is cancelled), so Grant undoes it and
+	// reports an error.
 	Durable bool
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
@@ -123,89 +122,9 @@ func (r *Runner) Each(ctx context.Context, st *Stmt, p *Params, scan func(*sql.R
 	return r.Conn(ctx, func(conn *sql.Conn) error { return eachOn(ctx, conn, r.Wrap, st, p, scan) })
 }
 
-// GrantInt runs st, a statement that may grant a lock, and returns its
-// number, such that nothing is granted after it has returned an error.
-// When ctx ends while the statement runs, r.Cancel asks the server to end
-// it, and GrantInt waits for the statement to return (see Cancellable): if
-// it completed anyway, GrantInt returns its number and no error — the
-// caller keeps what was granted; if the server ended it, the error joins
-// ctx's error with the statement's. Only if the server could not be told in
-// time (the connection is then closed) may the statement still take
-// effect; the error then wraps dialect.ErrOutcomeUnknown. The connection is
-// discarded after a cancellation, since the server may still act on the
-// cancel.
-func (r *Runner) GrantInt(ctx context.Context, st *Stmt, p *Params) (int64, error) {
-	if r.Check != nil {
-		if err := r.Check(ctx); err != nil {
-			return 0, err
-		}
-	}
-	conn, err := r.Pin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var (
-		prefix string
-		cancel func(context.Context) error
-	)
-	if r.Cancel != nil && ctx.Done() != nil { // a context that never ends needs no cancel
-		if prefix, cancel, err = r.Cancel(ctx, conn); err != nil {
-			_ = dialect.Discard(conn)
-			return 0, r.Wrap(err)
-		}
-	}
-	var n int64
-	cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
-		n, err = intOn(qctx, conn, prefix, st, p)
-		return err
-	})
-	if cancelled {
-		_ = dialect.Discard(conn)
-		if err != nil {
-			return 0, errors.Join(ctx.Err(), r.Wrap(err))
-		}
-		if r.Durable && n != 0 {
-			return n, errUndurable
-		}
-		return n, nil
-	}
-	conn.Close()
-	if err != nil {
-		return 0, r.Wrap(err)
-	}
-	return n, nil
-}
-
-// errUndurable marks a grant that completed after a cancel request under
-// Runner.Durable: it may be on the primary alone.
-var errUndurable = errors.New("sqllock: a cancel request reached a grant that may have been waiting for the synchronous standby: it was released again")
-
-// UndoTimeout bounds the release of a grant that may not be durable.
-const UndoTimeout = 5 * time.Second
-
-// undoUndurable releases, under Runner.Durable, a grant that completed
-// after a cancel request (see errUndurable), and returns the error to
-// report: ctx's, joined with errUndurable. Other results pass through.
-func (t *LeaseTable) undoUndurable(ctx context.Context, l dialect.Lease, n int64, err error) (int64, error) {
-	if !errors.Is(err, errUndurable) {
-		return n, err
-	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), UndoTimeout)
-	defer cancel()
-	_, rerr := t.Release(uctx, l, 0)
-	return 0, errors.Join(ctx.Err(), err, rerr)
-}
-
-// querier runs statements: a *sql.Conn or a *sql.Tx.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // intOn runs st on q, after prefix, and returns its number. The error is
 // the driver's.
-func intOn(ctx context.Context, q querier, prefix string, st *Stmt, p *Params) (int64, error) {
+func intOn(ctx context.Context, q Querier, prefix string, st *Stmt, p *Params) (int64, error) {
 	text, args := st.bind(p)
 	text = prefix + text
 	if st.Kind == Query {
@@ -235,7 +154,7 @@ func intOn(ctx context.Context, q querier, prefix string, st *Stmt, p *Params) (
 }
 
 // eachOn runs st on q and calls scan for each row; the error is wrapped.
-func eachOn(ctx context.Context, q querier, wrap Wrap, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
+func eachOn(ctx context.Context, q Querier, wrap Wrap, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
 	text, args := st.bind(p)
 	rows, err := q.QueryContext(ctx, text, args...)
 	if err != nil {

@@ -113,6 +113,15 @@ func (t *LeaseTable) Guard(ctx context.Context, tx *sql.Tx, l dialect.Lease) (bo
 	return err == nil, t.run.Wrap(err)
 }
 
+// undo returns a Grant.Undo that releases the lease of name and owner
+// whose token is the grant's number.
+func (t *LeaseTable) undo(name, owner string) func(ctx context.Context, n int64) error {
+	return func(ctx context.Context, n int64) error {
+		_, err := t.Release(ctx, dialect.Lease{Name: name, Owner: owner, Token: n}, 0)
+		return err
+	}
+}
+
 // List implements dialect.LeaseTable.
 func (t *LeaseTable) List(ctx context.Context) ([]dialect.LockInfo, error) {
 	var out []dialect.LockInfo
@@ -162,8 +171,8 @@ func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
 
 // Acquire implements dialect.LockTable.
 func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	n, err := t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
-	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
+	return t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel},
+		t.undo(p.Name, p.Owner))
 }
 
 // Remaining implements dialect.LockTable.
@@ -222,19 +231,21 @@ func (t *VersionTable) Read(ctx context.Context, name string) (dialect.VersionRo
 
 // Create implements dialect.VersionTable.
 func (t *VersionTable) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	n, err := t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL})
-	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
+	return t.run.GrantInt(ctx, &t.create, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL}, t.undo(p.Name, p.Owner))
 }
 
 // Take implements dialect.VersionTable.
 func (t *VersionTable) Take(ctx context.Context, p dialect.SwapParams) (int64, error) {
-	n, err := t.run.GrantInt(ctx, &t.take, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
-	return t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: n}, n, err)
+	return t.run.GrantInt(ctx, &t.take, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version},
+		t.undo(p.Name, p.Owner))
 }
 
 // Reenter implements dialect.VersionTable.
 func (t *VersionTable) Reenter(ctx context.Context, p dialect.SwapParams) (bool, error) {
-	n, err := t.run.GrantInt(ctx, &t.reenter, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version})
-	n, err = t.undoUndurable(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: p.Version}, n, err)
+	undo := func(ctx context.Context, _ int64) error {
+		_, err := t.Release(ctx, dialect.Lease{Name: p.Name, Owner: p.Owner, Token: p.Version}, 0)
+		return err
+	}
+	n, err := t.run.GrantInt(ctx, &t.reenter, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Version: p.Version}, undo)
 	return n == 1 && err == nil, err
 }
