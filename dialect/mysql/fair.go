@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
@@ -16,18 +15,6 @@ import (
 // release rings the bells of the name (see wake.go), and each process
 // waiting for it lets its oldest local waiter try; the queue's rule grants
 // the lock to the oldest ticket alone.
-
-// fairLocks is the lock table's FIFO queue, whose releases ring.
-type fairLocks struct {
-	*sqlrun.FairTable
-	w *wakingLocks
-}
-
-// Release implements dialect.LeaseTable with the lock table's ringing
-// release.
-func (f *fairLocks) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
-	return f.w.Release(ctx, l, minHold)
-}
 
 // fairSQL declares the queue's statements.
 func fairSQL(locks, tickets string) sqlrun.FairSQL {

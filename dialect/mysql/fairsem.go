@@ -54,30 +54,6 @@ func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limi
 	return execCount(ctx, conn, d.reap.semTickets, limit)
 }
 
-// Grant implements dialect.FairSemaphoreTable. A grant to a ticket that
-// leaves a permit free while a live ticket waits rings the processes
-// waiting for the name, once it committed: a ring of the release that
-// freed the permit may have woken them before the grant, while the
-// granted ticket still came first.
-func (f *wakingFairSems) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
-	token, next, err := f.GrantNext(ctx, p, ticket)
-	if next {
-		f.w.bells.ring(ctx, p.Name)
-	}
-	return token, err
-}
-
-// Dequeue implements dialect.FairSemaphoreTable. The oldest live ticket
-// given up while another waits rings the processes waiting for the name:
-// a ring before it may have found it first.
-func (f *wakingFairSems) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	next, err := f.DequeueNext(ctx, tk)
-	if next {
-		f.w.bells.ring(ctx, tk.Name)
-	}
-	return err
-}
-
 var _ dialect.FairSemaphores = (*Dialect)(nil)
 
 // FairSemaphores implements dialect.FairSemaphores. A release rings the

@@ -40,7 +40,7 @@ type Dialect struct {
 	rq       rowLockQueries
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
-	rw       *wakingRW
+	rw       *sqlrun.RWLockTable
 	reap     reapStmts
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
@@ -52,18 +52,13 @@ type Dialect struct {
 	flavor     flavorCheck
 	tidb       bool // made by NewTiDB: the server may be TiDB
 
-	wlocks    *wakingLocks    // locks, whose releases wake waiters
-	fair      *fairLocks      // the FIFO queue of locks (fair.go)
-	wversions *wakingVersions // versions, whose releases wake waiters
-	bells     *bells          // this process's wake-ups
-	noWakeups bool            // WithoutWakeups
+	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
+	bells     *bells            // this process's wake-ups
+	noWakeups bool              // WithoutWakeups
 
-	sems *wakingSems
+	sems *sqlrun.SemaphoreTable
 	// fairSems is the semaphores' FIFO queue (fairsem.go).
-	fairSems *wakingFairSems
-	// semRelease and rwRelease are the ringing releases of the
-	// semaphores and of the read/write locks (wake.go).
-	semRelease, rwRelease sqlrun.Stmt
+	fairSems *sqlrun.FairSemaphoreTable
 	// reapSems selects a batch of expired semaphore holders, locking
 	// them; deleteHolder deletes one.
 	reapSems     sqlrun.Stmt

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
@@ -22,33 +21,6 @@ var (
 // holder row it adds.
 func (d *Dialect) RWLocks() (dialect.RWLockTable, error) { return d.rw, nil }
 
-// wakingRW is the read/write lock tables, whose releases and withdrawn
-// intents ring.
-type wakingRW struct {
-	*sqlrun.RWLockTable
-	waking
-	withdraw sqlrun.Stmt
-}
-
-// Announces implements dialect.RWLockTable: releases ring the bells of the
-// waiting processes (whose subscriptions say whether they listen).
-func (*wakingRW) Announces() bool { return true }
-
-// Release implements dialect.LeaseTable with the ringing release.
-func (w *wakingRW) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
-	return w.waking.Release(ctx, l, minHold)
-}
-
-// Withdraw implements dialect.RWLockTable. Its statement reports, as its
-// insert id, 2 when it withdrew an intent on a name marked as waited for.
-func (w *wakingRW) Withdraw(ctx context.Context, name, owner string) error {
-	n, err := w.run.Int(ctx, &w.withdraw, &sqlrun.Params{Name: name, Owner: owner})
-	if n == 2 {
-		w.bells.ring(ctx, name)
-	}
-	return err
-}
-
 // RWLocks implements dialect.RWLocks: TiDB has no read/write locks.
 func (t *TiDB) RWLocks() (dialect.RWLockTable, error) {
 	return nil, fmt.Errorf("%w: read/write locks are not supported on TiDB", dialect.ErrUnsupported)
@@ -64,7 +36,7 @@ func leftUntil(col string) string {
 // lock table's, a token is at least the grant's time in microseconds (see
 // clockToken).
 func rwLockSQL(heads, holders string) sqlrun.RWLockSQL {
-	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token")}
+	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token"), Announces: true}
 	s.Head = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON DUPLICATE KEY UPDATE name = name`, heads))
 	s.LockHead = sqlrun.Q(fmt.Sprintf(`SELECT intent_owner, %s, waiters FROM %s WHERE name = :name FOR UPDATE`,
 		leftUntil("intent_expires_at"), heads))
@@ -85,9 +57,14 @@ WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
 	s.Intent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + INTERVAL :ttl MICROSECOND,
   waiters = TRUE WHERE name = :name`, heads, now))
 	s.MarkWaiters = sqlrun.X(fmt.Sprintf(`UPDATE %s SET waiters = TRUE WHERE name = :name`, heads))
-	clear := fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s
-WHERE name = :name AND intent_owner = :owner`, heads, released)
-	s.ClearIntent, s.Withdraw = sqlrun.X(clear), sqlrun.X(clear)
+	s.ClearIntent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s
+WHERE name = :name AND intent_owner = :owner`, heads, released))
+	// The assignment of waiters to itself carries the result in
+	// LAST_INSERT_ID(expr), for a matched row only: 2 when the name is
+	// waited for.
+	s.Withdraw = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s,
+  waiters = waiters + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
+WHERE name = :name AND intent_owner = :owner`, heads, released))
 	return s
 }
 
@@ -95,13 +72,7 @@ WHERE name = :name AND intent_owner = :owner`, heads, released)
 func (d *Dialect) rwTables(c *sqlrun.Compiler) {
 	heads, holders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.database, quote, &heads, &holders)
-	d.rw = &wakingRW{RWLockTable: sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders), &sql.TxOptions{Isolation: sql.LevelReadCommitted}),
-		waking: waking{run: d.run, stmt: d.rwRelease, bells: d.bells},
-		// The assignment of waiters to itself carries the result in
-		// LAST_INSERT_ID(expr), for a matched row only.
-		withdraw: c.Compile(sqlrun.XID(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s,
-  waiters = waiters + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
-WHERE name = :name AND intent_owner = :owner`, heads, released)))}
+	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	d.reap.rwExpired = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 	d.reap.rwDelete = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
@@ -24,34 +23,9 @@ var _ dialect.Semaphores = (*Dialect)(nil)
 // TiDB dialect does not offer semaphores.
 func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
 
-// wakingSems is the semaphore tables, whose releases ring.
-type wakingSems struct {
-	*sqlrun.SemaphoreTable
-	waking
-}
-
-// Announces implements dialect.SemaphoreTable: releases ring the bells of
-// the waiting processes (whose subscriptions say whether they listen).
-func (*wakingSems) Announces() bool { return true }
-
-// wakingFairSems is the semaphores' FIFO queue, whose releases ring.
-type wakingFairSems struct {
-	*sqlrun.FairSemaphoreTable
-	w *wakingSems
-}
-
-// Announces implements dialect.SemaphoreTable.
-func (*wakingFairSems) Announces() bool { return true }
-
-// Release implements dialect.LeaseTable with the semaphores' ringing
-// release.
-func (f *wakingFairSems) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
-	return f.w.Release(ctx, l, minHold)
-}
-
 // semaphoreSQL declares the semaphore tables' statements.
 func semaphoreSQL(sems, holders string) sqlrun.SemaphoreSQL {
-	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted}
+	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted, Announces: true}
 	s.Head = []sqlrun.SQL{
 		sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 0) ON DUPLICATE KEY UPDATE lim = lim`, sems)),
 		sqlrun.Q(fmt.Sprintf(`SELECT lim FROM %s WHERE name = :name FOR UPDATE`, sems)),
@@ -78,10 +52,8 @@ WHERE name = :name HAVING COUNT(*) > 0`, now, holders))
 func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sems, holders, tickets := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_tickets"
 	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
-	d.sems = &wakingSems{SemaphoreTable: sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders)),
-		waking: waking{run: d.run, stmt: d.semRelease, bells: d.bells}}
-	d.fairSems = &wakingFairSems{FairSemaphoreTable: sqlrun.NewFairSemaphoreTable(d.sems.SemaphoreTable, c,
-		fairSemaphoreSQL(holders, tickets)), w: d.sems}
+	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
+	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(holders, tickets))
 	d.reap.semTickets = reapTicketsSQL(tickets)
 	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))

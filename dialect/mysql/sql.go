@@ -60,8 +60,7 @@ WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND e
 		// (name, owner, token) live again).
 		Renewed: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
+		Release: wakingRelease(table, token),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
 LOCK IN SHARE MODE`, table, token, now)),
@@ -188,9 +187,9 @@ func (d *Dialect) tables() error {
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
-	d.wakeTables(c, waiters, locks, versions, sems, holders, rwHeads, rwHolders)
+	d.wakeUps(waiters, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.releaseAll = c.Compile(releaseAllSQL(locks))
-	d.fair = &fairLocks{FairTable: sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets), nil), w: d.wlocks}
+	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets), nil)
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
 		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),
@@ -206,10 +205,10 @@ func (d *Dialect) tables() error {
 var _ dialect.Optimistic = (*Dialect)(nil)
 
 // Locks implements dialect.Dialect.
-func (d *Dialect) Locks() dialect.LockTable { return d.wlocks }
+func (d *Dialect) Locks() dialect.LockTable { return d.locks }
 
 // Versions implements dialect.Optimistic.
-func (d *Dialect) Versions() dialect.VersionTable { return d.wversions }
+func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 
 // cancelGrant prepares the cancelling of a grant: a mark to put in front of
 // the statement, by which another connection of the pool finds it in the

@@ -50,7 +50,9 @@ type RWLockSQL struct {
 	// ClearIntent removes :owner's intent on :name, inside a grant.
 	ClearIntent SQL
 	// Withdraw removes :owner's intent on :name on its own, announcing the
-	// name if it was waited for and releases are announced.
+	// name if it was waited for and releases are announced. A number of
+	// 2 says that the name was waited for, so that Runner.AfterRelease
+	// rings.
 	Withdraw SQL
 	// Announces says that Release and Withdraw announce names on :channel.
 	Announces bool
@@ -88,7 +90,10 @@ func (t *RWLockTable) Announces() bool { return t.announces }
 
 // Withdraw implements dialect.RWLockTable.
 func (t *RWLockTable) Withdraw(ctx context.Context, name, owner string) error {
-	_, err := t.run.Int(ctx, &t.withdraw, &Params{Name: name, Owner: owner, Channel: t.channel})
+	n, err := t.run.Int(ctx, &t.withdraw, &Params{Name: name, Owner: owner, Channel: t.channel})
+	if n == 2 {
+		t.run.afterRelease(ctx, name)
+	}
 	return err
 }
 

@@ -234,7 +234,7 @@ type FairSemaphoreSQL struct {
 	// Chain, if set, hands freed permits on: it wakes the process of
 	// :name's oldest live ticket if a permit is free, and selects the
 	// number of tickets it woke; or, for a dialect that cannot address a
-	// wake-up to one process (see GrantNext), it selects 1 when the
+	// wake-up to one process (see Runner.AfterRelease), it selects 1 when the
 	// processes waiting for :name are to be woken, else 0: when a live
 	// ticket waits, none comes before :ticket (0: none does), and a
 	// permit is free under :limit (0: whether or not).
@@ -301,54 +301,45 @@ func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL
 	return t
 }
 
-// Grant implements dialect.FairSemaphoreTable.
+// Grant implements dialect.FairSemaphoreTable. After a grant to a ticket
+// it runs Chain, and calls Runner.AfterRelease when Chain found a ticket
+// to wake (for a dialect that rings the name's waiting processes itself).
+// Chain's failure is not the grant's.
 func (t *FairSemaphoreTable) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
-	token, _, err := t.GrantNext(ctx, p, ticket)
-	return token, err
-}
-
-// GrantNext is Grant. After a grant to a ticket it runs Chain, and
-// reports whether Chain found a ticket to wake (for a dialect that rings
-// the name's waiting processes itself). Chain's failure is not the
-// grant's: it reports false.
-func (t *FairSemaphoreTable) GrantNext(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, bool, error) {
 	token, err := t.acquire(ctx, p, t, ticket)
 	if err != nil || token == 0 || ticket == 0 {
-		return token, false, err
+		return token, err
 	}
-	return token, t.runChain(ctx, &Params{Name: p.Name, Limit: p.Limit}), nil
+	t.runChain(ctx, &Params{Name: p.Name, Limit: p.Limit})
+	return token, nil
 }
 
-// Dequeue implements dialect.FairSemaphoreTable.
+// Dequeue implements dialect.FairSemaphoreTable. Once the ticket is
+// deleted it runs Chain, as Grant does.
 func (t *FairSemaphoreTable) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	_, err := t.DequeueNext(ctx, tk)
-	return err
-}
-
-// DequeueNext is Dequeue. Once the ticket is deleted it runs Chain, and
-// reports whether Chain found a ticket to wake (see GrantNext).
-func (t *FairSemaphoreTable) DequeueNext(ctx context.Context, tk dialect.Ticket) (bool, error) {
 	if err := t.tickets.Dequeue(ctx, tk); err != nil {
-		return false, err
+		return err
 	}
-	return t.runChain(ctx, &Params{Name: tk.Name, Ticket: tk.ID}), nil
+	t.runChain(ctx, &Params{Name: tk.Name, Ticket: tk.ID})
+	return nil
 }
 
 // chainTimeout bounds Chain, which runs once what it follows is done, on
 // a context that the caller's end does not cut short.
 const chainTimeout = 5 * time.Second
 
-// runChain runs Chain with p, if set, and reports whether it found a
-// ticket to wake. It is best effort: a failure leaves the waiters to
-// their tickets' and leases' ends.
-func (t *FairSemaphoreTable) runChain(ctx context.Context, p *Params) bool {
+// runChain runs Chain with p, if set, and calls Runner.AfterRelease when
+// it found a ticket to wake. It is best effort: a failure leaves the
+// waiters to their tickets' and leases' ends.
+func (t *FairSemaphoreTable) runChain(ctx context.Context, p *Params) {
 	if !t.hasChain {
-		return false
+		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), chainTimeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), chainTimeout)
 	defer cancel()
-	n, err := t.run.Int(ctx, &t.chain, p)
-	return err == nil && n > 0
+	if n, err := t.run.Int(cctx, &t.chain, p); err == nil && n > 0 {
+		t.run.afterRelease(ctx, p.Name)
+	}
 }
 
 // Wait implements dialect.FairSemaphoreTable.

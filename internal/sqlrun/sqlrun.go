@@ -45,6 +45,13 @@ type Runner struct {
 	// when a wait for the standby is cancelled), so Grant undoes it and
 	// reports an error.
 	Durable bool
+	// AfterRelease, if not nil, is called after a statement freed a lock
+	// that some process waits for, once it committed: a release whose
+	// number is 2, a withdrawn intent likewise, a fair semaphore's grant
+	// or ticket given up that leaves a permit to a waiting ticket. It
+	// wakes the waiting processes where the statement cannot; it must not
+	// block, and ctx may have ended.
+	AfterRelease func(ctx context.Context, name string)
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -58,6 +65,13 @@ func (r *Runner) full() (bool, int) {
 	}
 	st := r.DB.Stats()
 	return st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections, st.MaxOpenConnections
+}
+
+// afterRelease calls r.AfterRelease, if set, for name.
+func (r *Runner) afterRelease(ctx context.Context, name string) {
+	if r.AfterRelease != nil {
+		r.AfterRelease(ctx, name)
+	}
 }
 
 // Pin takes a connection of the pool for the caller's exclusive use; the

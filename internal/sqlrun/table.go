@@ -24,7 +24,9 @@ type LeaseSQL struct {
 	// Release drops one hold of (:name, :owner, :token), freeing the lock
 	// with the last one, unless the row's acquired_at + :minhold is still
 	// ahead on the database clock: then the row keeps no hold and expires
-	// at that instant. Its number is 1 when it dropped a hold.
+	// at that instant. Its number is 1 when it dropped a hold, or 2 when
+	// it also freed a row marked as waited for, so that
+	// Runner.AfterRelease rings.
 	Release SQL
 	// Guard selects a row, inside the caller's transaction, when the lease
 	// (:name, :owner, :token) is live, and share-locks it until the
@@ -99,7 +101,10 @@ func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease, minHold time.
 	p := t.params(l)
 	p.MinHold = minHold
 	n, err := t.run.Int(ctx, &t.release, p)
-	return n == 1, err
+	if n == 2 {
+		t.run.afterRelease(ctx, l.Name)
+	}
+	return n == 1 || n == 2, err
 }
 
 // Guard implements dialect.LeaseTable.

@@ -1,0 +1,150 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqllock/sqllock/internal/sqlrun"
+)
+
+// wakeUps makes the bells of the waiters table waiters, for the lease
+// tables (their waiters hints) named after it, and rings them after every
+// release that frees a name some process waits for (see wakingRelease). A
+// registration marks the rows of the lock and version tables, then the
+// semaphores' head and holder rows, then the read/write locks', each head
+// before its holders: a grant that adds a holder row copies its head's
+// mark under the head's lock, so it either comes after the head's mark or
+// commits its row before the holders' mark.
+func (d *Dialect) wakeUps(waiters string, tables ...string) {
+	d.bells = newBells(d.db, waiters, tables...)
+	d.run.AfterRelease = d.bells.ring
+}
+
+// wakingRelease is the release statement of table, whose token column is
+// token. The assignment of the token column to itself carries the result
+// in LAST_INSERT_ID(expr), evaluated after holds was decremented (MySQL
+// assigns left to right) and only for a matched row: 2 when the release
+// frees a row that some process marked as waited for — at once, not when a
+// minimum hold keeps it taken (its waiters wait for the row's expiry).
+func wakingRelease(table, token string) sqlrun.SQL {
+	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s,
+  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND waiters AND expires_at = %[4]s, 2, 1))
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, released))
+}
+
+// ring wakes the processes waiting for name, in the background: a release
+// returns once its own statement is done, not after the ring's (a KILL
+// QUERY can take seconds on a loaded server). A name rung while its
+// previous ring is under way is rung once more after it. Close waits for
+// the rings under way; once the dialect is closed, ring runs in the
+// caller. It is best effort, on a context that ctx's end does not cut
+// short (the release is done): a waiter that is not woken waits until the
+// released lease would have ended.
+func (b *bells) ring(ctx context.Context, name string) {
+	ctx = context.WithoutCancel(ctx)
+	b.mu.Lock()
+	if b.ctx.Err() != nil {
+		b.mu.Unlock()
+		b.ringNow(ctx, name)
+		return
+	}
+	if _, busy := b.ringing[name]; busy {
+		b.ringing[name] = true
+		b.mu.Unlock()
+		return
+	}
+	b.ringing[name] = false
+	b.rings.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.rings.Done()
+		for {
+			b.ringNow(ctx, name)
+			b.mu.Lock()
+			again := b.ringing[name]
+			if !again {
+				delete(b.ringing, name)
+			} else {
+				b.ringing[name] = false
+			}
+			b.mu.Unlock()
+			if !again {
+				return
+			}
+		}
+	}()
+}
+
+// ringNow counts a ring in the registrations of name's waiters and ends
+// their bells' statements.
+//
+// The bells are looked up while the ring is counted, on another
+// connection of the pool, which saves a round trip, and are killed after
+// the count committed: a bell asleep then wakes and reads the count; a
+// bell that runs another statement has it ended, and reads its rings
+// again; a bell between statements reads the count in its next one (the
+// sleep's first). A registration made after the look-up is rung by the
+// process that made it (see sync).
+func (b *bells) ringNow(ctx context.Context, name string) {
+	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
+	defer cancel()
+	type found struct {
+		ids []int64
+		err error
+	}
+	early := make(chan found, 1)
+	go func() {
+		var f found
+		f.ids, f.err = b.findBells(ctx, name)
+		early <- f
+	}()
+	_, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ringMark, lit(name)))
+	f := <-early
+	if err != nil || f.err != nil {
+		return
+	}
+	for _, id := range f.ids {
+		_ = b.killOn(ctx, id)
+	}
+}
+
+// findBells returns the connections of the live bells registered for
+// name.
+func (b *bells) findBells(ctx context.Context, name string) (ids []int64, err error) {
+	rows, err := b.db.QueryContext(ctx, fmt.Sprintf(b.stmts.ringFind, lit(name)))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// kill ends the statement of connection id, if it runs one, on a context
+// of its own.
+func (b *bells) kill(id int64) {
+	ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
+	defer cancel()
+	_ = b.killOn(ctx, id)
+}
+
+// killOn ends the statement of connection id with KILL QUERY. A connection
+// that is gone is no error.
+func (b *bells) killOn(ctx context.Context, id int64) error {
+	_, err := b.db.ExecContext(ctx, "KILL QUERY "+strconv.FormatInt(id, 10))
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && me.Number == 1094 { // unknown thread id
+		return nil
+	}
+	return err
+}
