@@ -24,23 +24,24 @@ import (
 // permits go to the oldest live ticket, one grant at a time.
 
 // ticketQueue is the database side of a FIFO queue: the tickets of the
-// fair lock table's or of a fair semaphore's queue.
+// fair lock table's or of a fair semaphore's queue, and the grant under
+// its rule.
 type ticketQueue interface {
+	// Grant makes one grant attempt under the queue's rule (ticket 0:
+	// none); it returns the token, or 0 when refused.
+	Grant(ctx context.Context, name, owner string, ticket int64) (int64, error)
 	Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error)
 	Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error)
 	Dequeue(ctx context.Context, t dialect.Ticket) error
 	RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error
 }
 
-// fairQueue is the FIFO side of a fair locker: the dialect's queue, its
-// grant, and the renewal of this locker's tickets.
+// fairQueue is the FIFO side of a fair locker: the dialect's queue and
+// the renewal of this locker's tickets.
 type fairQueue struct {
 	q        ticketQueue
 	strategy string
 	opts     config
-	// grantTo makes one grant attempt under the queue's rule (ticket 0:
-	// none); it returns the token, or 0 when refused.
-	grantTo func(ctx context.Context, name, owner string, ticket int64) (int64, error)
 
 	mu      sync.Mutex
 	tickets map[int64]dialect.Ticket // taken, and neither granted nor given up
@@ -48,10 +49,10 @@ type fairQueue struct {
 	armed   bool                     // timer will fire
 }
 
-// newFairQueue returns the FIFO side of the locker l, on q and grantTo,
-// and makes l's attempts and wake-ups go through it.
-func newFairQueue(l *leaseLocker, q ticketQueue, grantTo func(ctx context.Context, name, owner string, ticket int64) (int64, error)) *fairQueue {
-	f := &fairQueue{q: q, strategy: l.ev.strategy, opts: l.opts, grantTo: grantTo, tickets: make(map[int64]dialect.Ticket)}
+// newFairQueue returns the FIFO side of the locker l, on q, and makes l's
+// attempts and wake-ups go through it.
+func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
+	f := &fairQueue{q: q, strategy: l.ev.strategy, opts: l.opts, tickets: make(map[int64]dialect.Ticket)}
 	l.room.tickets = f.name
 	l.try = func(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
 		return f.grant(ctx, name, owner, 0)
@@ -72,10 +73,19 @@ func newFairTable(t *Table, d dialect.Dialect, opts config) (*Table, error) {
 	if err := t.init(observe.StrategyTable, d, q, d, opts); err != nil {
 		return nil, err
 	}
-	t.fair = newFairQueue(&t.leaseLocker, q, func(ctx context.Context, name, owner string, ticket int64) (int64, error) {
-		return q.Grant(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: t.opts.TTL}, ticket)
-	})
+	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.opts.TTL})
 	return t, nil
+}
+
+// lockTickets is the queue of a fair lock table whose leases last ttl.
+type lockTickets struct {
+	dialect.FairTable
+	ttl time.Duration
+}
+
+// Grant implements ticketQueue.
+func (q lockTickets) Grant(ctx context.Context, name, owner string, ticket int64) (int64, error) {
+	return q.FairTable.Grant(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: q.ttl}, ticket)
 }
 
 // Acquire acquires name, waiting while another owner holds it (see
@@ -118,7 +128,7 @@ func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string
 func (f *fairQueue) grant(ctx context.Context, name, owner string, ticket int64) (int64, time.Time, time.Duration, error) {
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		token, err := f.grantTo(ctx, name, owner, ticket)
+		token, err := f.q.Grant(ctx, name, owner, ticket)
 		if errors.Is(err, dialect.ErrTransient) && attempt < maxTransientRetries {
 			continue
 		}

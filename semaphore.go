@@ -103,18 +103,22 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 		return nil, err
 	}
 	if fair != nil {
-		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit},
-			func(ctx context.Context, name, owner string, ticket int64) (int64, error) {
-				return fair.Grant(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.opts.TTL, Limit: limit}, ticket)
-			})
+		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.opts.TTL})
 	}
 	return s, nil
 }
 
-// semaphoreTickets is the queue of a fair semaphore of limit permits.
+// semaphoreTickets is the queue of a fair semaphore of limit permits
+// whose leases last ttl.
 type semaphoreTickets struct {
 	dialect.FairSemaphoreTable
 	limit int
+	ttl   time.Duration
+}
+
+// Grant implements ticketQueue.
+func (q semaphoreTickets) Grant(ctx context.Context, name, owner string, ticket int64) (int64, error) {
+	return q.FairSemaphoreTable.Grant(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: q.ttl, Limit: q.limit}, ticket)
 }
 
 // Wait reports how long the waiter of t may sleep (see

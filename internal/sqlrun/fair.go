@@ -45,12 +45,40 @@ type FairSQL struct {
 	Channel string
 }
 
-// tickets runs the statements a queue of tickets has whatever it queues
-// for: taking, giving up and renewing tickets.
+// queueSQL are the statements a queue of tickets has whatever it queues
+// for (see FairSQL and FairSemaphoreSQL); First, Consume and Release may
+// be empty.
+type queueSQL struct {
+	enqueue, dequeue, renew, wait, first, consume, release SQL
+	channel                                                string
+}
+
+// tickets runs the statements of a queue of tickets, whatever it queues
+// for: taking, giving up and renewing tickets, a ticket's wait, and the
+// statements a grant runs for the queue.
 type tickets struct {
-	run                     *Runner
-	enqueue, dequeue, renew Stmt
-	waker                   string // the value of :channel
+	run                                                    *Runner
+	enqueue, dequeue, renew, wait, first, consume, release Stmt
+	// hasFirst, hasRelease: the queue has a First, a Release of its own.
+	hasFirst, hasRelease bool
+	waker                string // the value of :channel
+}
+
+// newTickets compiles s for run; a compile error is kept in c.
+func newTickets(run *Runner, c *Compiler, s queueSQL) tickets {
+	q := tickets{run: run, waker: s.channel,
+		enqueue: c.Compile(s.enqueue), dequeue: c.Compile(s.dequeue), renew: c.Compile(s.renew), wait: c.Compile(s.wait),
+		hasFirst: s.first.Text != "", hasRelease: s.release.Text != ""}
+	if q.hasFirst {
+		q.first = c.Compile(s.first)
+	}
+	if s.consume.Text != "" {
+		q.consume = c.Compile(s.consume)
+	}
+	if q.hasRelease {
+		q.release = c.Compile(s.release)
+	}
+	return q
 }
 
 // Enqueue implements dialect.FairTable and dialect.FairSemaphoreTable.
@@ -76,12 +104,20 @@ func (t *tickets) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl tim
 	return err
 }
 
-// waitFor runs a queue's Wait statement for tk, asking for limit permits
-// (0 for a lock).
-func (t *tickets) waitFor(ctx context.Context, st *Stmt, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
+// waitFor runs the queue's Wait statement for tk, asking for limit
+// permits (0 for a lock).
+func (t *tickets) waitFor(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
 	var us int64
-	_, err := t.run.Row(ctx, st, &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}, &us)
+	_, err := t.run.Row(ctx, &t.wait, &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}, &us)
 	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
+}
+
+// releaseOwn runs the queue's own Release for l, a lease of lt, and
+// returns its number.
+func (t *tickets) releaseOwn(ctx context.Context, lt *LeaseTable, l dialect.Lease, minHold time.Duration) (int64, error) {
+	p := lt.params(l)
+	p.MinHold = minHold
+	return t.run.Int(ctx, &t.release, p)
 }
 
 // FairTable implements dialect.FairTable over a lock table and the
@@ -89,13 +125,11 @@ func (t *tickets) waitFor(ctx context.Context, st *Stmt, tk dialect.Ticket, limi
 type FairTable struct {
 	*LockTable
 	tickets
-	grant, first, consume, wait, release Stmt
-	// inOne: a grant is one statement. hasFirst, hasGrant: a grant's
-	// transaction has a First, and a Grant of its own. hasRelease: the
-	// queue has a Release of its own.
-	inOne, hasFirst, hasGrant, hasRelease bool
-	waker                                 string
-	txOpts                                *sql.TxOptions
+	grant Stmt
+	// inOne: a grant is one statement. hasGrant: a grant's transaction
+	// has a Grant of its own.
+	inOne, hasGrant bool
+	txOpts          *sql.TxOptions
 }
 
 var _ dialect.FairTable = (*FairTable)(nil)
@@ -103,22 +137,12 @@ var _ dialect.FairTable = (*FairTable)(nil)
 // NewFairTable compiles s for the queue of locks; a compile error is kept
 // in c. A grant's transaction runs with txOpts.
 func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
-	t := &FairTable{LockTable: locks, txOpts: txOpts, wait: c.Compile(s.Wait),
-		tickets: tickets{run: locks.run, waker: s.Channel,
-			enqueue: c.Compile(s.Enqueue), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew)},
-		hasFirst: s.First.Text != "", hasGrant: s.Grant.Text != "", hasRelease: s.Release.Text != ""}
+	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "",
+		tickets: newTickets(locks.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
+			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
 	if t.hasGrant {
 		t.grant = c.Compile(s.Grant)
-	}
-	if t.hasFirst {
-		t.first = c.Compile(s.First)
-	}
-	if !t.inOne {
-		t.consume = c.Compile(s.Consume)
-	}
-	if t.hasRelease {
-		t.release = c.Compile(s.Release)
 	}
 	return t
 }
@@ -189,7 +213,7 @@ func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 
 // Wait implements dialect.FairTable.
 func (t *FairTable) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
-	return t.waitFor(ctx, &t.wait, tk, 0)
+	return t.waitFor(ctx, tk, 0)
 }
 
 // Release implements dialect.LeaseTable: the queue's Release if it has
@@ -198,8 +222,6 @@ func (t *FairTable) Release(ctx context.Context, l dialect.Lease, minHold time.D
 	if !t.hasRelease {
 		return t.LockTable.Release(ctx, l, minHold)
 	}
-	p := t.params(l)
-	p.MinHold = minHold
-	n, err := t.run.Int(ctx, &t.release, p)
+	n, err := t.releaseOwn(ctx, &t.LeaseTable, l, minHold)
 	return n == 1, err
 }

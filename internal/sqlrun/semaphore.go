@@ -275,8 +275,8 @@ type FairSemaphoreSQL struct {
 type FairSemaphoreTable struct {
 	*SemaphoreTable
 	tickets
-	first, ahead, consume, chain, wait, release Stmt
-	hasFirst, hasChain, hasRelease              bool
+	ahead, chain Stmt
+	hasChain     bool
 }
 
 var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
@@ -284,19 +284,11 @@ var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
 // NewFairSemaphoreTable compiles s for the queue of sems; a compile error
 // is kept in c.
 func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL) *FairSemaphoreTable {
-	t := &FairSemaphoreTable{SemaphoreTable: sems,
-		tickets: tickets{run: sems.run, waker: s.Channel,
-			enqueue: c.Compile(s.Enqueue), dequeue: c.Compile(s.Dequeue), renew: c.Compile(s.Renew)},
-		ahead: c.Compile(s.Ahead), consume: c.Compile(s.Consume), wait: c.Compile(s.Wait),
-		hasChain: s.Chain.Text != "", hasRelease: s.Release.Text != ""}
+	t := &FairSemaphoreTable{SemaphoreTable: sems, ahead: c.Compile(s.Ahead), hasChain: s.Chain.Text != "",
+		tickets: newTickets(sems.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
+			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel})}
 	if t.hasChain {
 		t.chain = c.Compile(s.Chain)
-	}
-	if t.hasFirst = s.First.Text != ""; t.hasFirst {
-		t.first = c.Compile(s.First)
-	}
-	if t.hasRelease {
-		t.release = c.Compile(s.Release)
 	}
 	return t
 }
@@ -344,7 +336,7 @@ func (t *FairSemaphoreTable) runChain(ctx context.Context, p *Params) {
 
 // Wait implements dialect.FairSemaphoreTable.
 func (t *FairSemaphoreTable) Wait(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
-	return t.waitFor(ctx, &t.wait, tk, limit)
+	return t.waitFor(ctx, tk, limit)
 }
 
 // Release implements dialect.LeaseTable: the queue's Release if it has
@@ -354,9 +346,7 @@ func (t *FairSemaphoreTable) Release(ctx context.Context, l dialect.Lease, minHo
 	if !t.hasRelease {
 		return t.SemaphoreTable.Release(ctx, l, minHold)
 	}
-	p := t.params(l)
-	p.MinHold = minHold
-	n, err := t.run.Int(ctx, &t.release, p)
+	n, err := t.releaseOwn(ctx, &t.LeaseTable, l, minHold)
 	if err == nil && n == 2 {
 		t.runChain(ctx, &Params{Name: l.Name})
 	}
