@@ -250,24 +250,16 @@ type FairSemaphoreSQL struct {
 	// rather than the next one. The Chain of the one that commits last
 	// sees both.
 	Chain SQL
-	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
-	// number is the ticket's id.
-	Enqueue SQL
-	// Wait selects the microseconds the waiter of :ticket may sleep (see
-	// dialect.FairSemaphoreTable.Wait), or -1 when the ticket is not live.
-	Wait SQL
-	// Dequeue deletes :ticket.
-	Dequeue SQL
-	// Renew extends the tickets of :leases (their tokens are the tickets'
-	// ids; :names their names) to :ttl from now.
-	Renew SQL
+	// Enqueue, Wait, Renew and Channel are as FairSQL's, on the
+	// semaphores' queue, with the sleep of dialect.FairSemaphoreTable.Wait;
+	// Dequeue deletes :ticket (Chain wakes the next).
+	Enqueue, Wait, Dequeue, Renew SQL
+	Channel                       string
 	// Release, when set, replaces the semaphore's Release: it also wakes
 	// the process of the oldest live ticket when it frees a permit. It
 	// selects 0 when it released nothing, 2 when it woke a ticket, and 1
 	// otherwise.
 	Release SQL
-	// Channel is the value of :channel: the process's waker.
-	Channel string
 }
 
 // FairSemaphoreTable implements dialect.FairSemaphoreTable over the
