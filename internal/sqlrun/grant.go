@@ -36,12 +36,14 @@ type Grant struct {
 // an error: Runner.Grant returns 0 and nil. The caller says why.
 var ErrRollback = errors.New("sqllock: grant rolled back")
 
-// Grant runs g on a connection pinned for it, such that nothing is granted
-// after it returned an error. When ctx ends while g runs, r.Cancel asks
-// the server to end the statement running, and Grant waits for g to return
-// (see Cancellable): if g completed anyway, Grant returns its number and
-// no error, and the caller keeps what was granted; if the server ended it,
-// the error joins ctx's error with the statement's. Only if the server
+// Grant runs g, after r.Check, on a connection pinned for it, such that
+// nothing is granted after it returned an error. When ctx ends while g
+// runs (its commit included), r.Cancel asks the server to end the
+// statement running, and Grant waits for g to return (see Cancellable): if
+// g completed anyway, Grant returns its number and no error, and the
+// caller keeps what was granted (under r.Durable, g.Undo releases it and
+// Grant returns an error); if the server ended it, the error joins ctx's
+// error with the statement's. Only if the server
 // could not be told in time (the connection is then closed) may the
 // statement still take effect; the error then wraps
 // dialect.ErrOutcomeUnknown. A connection that was cancelled, or whose
