@@ -17,7 +17,7 @@ import (
 // rather than a SLEEP's: MariaDB's KILL QUERY of a SLEEP contends on one
 // server-wide mutex, and concurrent ones stall for two seconds each, while
 // a second KILL of the same thread blocks every new connection to the
-// server meanwhile (BENCHMARKS.md, section 3). The names the
+// server meanwhile (measured in BENCHMARKS.md). The names the
 // process waits for are registered in the waiters table under the bell's
 // connection id and tag. A release that frees a name with registered
 // waiters (the release statement itself reports it, from a hint on the
