@@ -467,7 +467,7 @@ type plainDialect struct{ dialect.Dialect }
 // could tell it within the test's time.
 func TestElectionObserveWakesOnRelease(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
-		if _, ok := e.d.(dialect.Notifier); !ok {
+		if e.d.Catalogue().Notifier == nil {
 			t.Skip("the dialect announces no releases: Observe polls")
 		}
 		ctx := ctxT(t)

@@ -60,15 +60,12 @@ func newFairQueue(l *leaseLocker, q ticketQueue, grantTo func(ctx context.Contex
 
 // newFairTable sets t up as a fair lock table on d.
 func newFairTable(t *Table, d dialect.Dialect, opts Options) (*Table, error) {
-	fl, ok := d.(dialect.FairLocker)
-	if !ok {
-		return nil, fmt.Errorf("%w: Options.Fair: the %s dialect has no FIFO queue", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	q := cat.Fair
+	if q == nil {
+		return nil, fmt.Errorf("Options.Fair: %w", cat.Unsupported(d.Name(), "Fair"))
 	}
-	q, err := fl.FairLocks()
-	if err != nil {
-		return nil, err
-	}
-	if err := t.init(StrategyTable, d, q, d, opts); err != nil {
+	if err := t.init(StrategyTable, d, q, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
 	t.fair = newFairQueue(&t.leaseLocker, q, func(ctx context.Context, name, owner string, ticket int64) (int64, error) {

@@ -130,9 +130,8 @@ type Options struct {
 	// release wakes that ticket's process alone where the database can
 	// address it (see the README, "Fair (FIFO) locks"). TryAcquire is
 	// refused while anyone is queued. Every locker of a name must agree on
-	// it. NewTable needs a dialect.FairLocker, NewSemaphore a
-	// dialect.FairSemaphores; NewOptimistic, NewRWLock and NewElection
-	// refuse it.
+	// it. NewTable needs the dialect's Catalogue.Fair, NewSemaphore its
+	// FairSemaphores; NewOptimistic, NewRWLock and NewElection refuse it.
 	// Default false.
 	Fair bool
 	// Logger receives renewal warnings and lost-lock reports, fall-backs

@@ -65,7 +65,7 @@ func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		e.s = optimisticStrategy
-		v := e.d.(dialect.Optimistic).Versions()
+		v := e.d.Catalogue().Versions
 		p := dialect.AcquireParams{Name: "cas", Owner: "a", TTL: time.Minute}
 		start := time.Now()
 		v1, err := v.Create(ctx, p)

@@ -20,8 +20,10 @@ type renewCounting struct {
 	batches, renewed *atomic.Int64
 }
 
-func (c renewCounting) Locks() dialect.LockTable {
-	return renewCountingLocks{c.Dialect.Locks(), c}
+func (c renewCounting) Catalogue() dialect.Catalogue {
+	cat := c.Dialect.Catalogue()
+	cat.Locks = renewCountingLocks{cat.Locks, c}
+	return cat
 }
 
 type renewCountingLocks struct {

@@ -69,9 +69,10 @@ func NewRWLock(d dialect.Dialect, opts Options) (*RWLock, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
-	rd, ok := d.(dialect.RWLocks)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s has no read/write locks", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	rw := cat.RWLocks
+	if rw == nil {
+		return nil, cat.Unsupported(d.Name(), "RWLocks")
 	}
 	if opts.MinHold != 0 {
 		return nil, fmt.Errorf("%w: read/write locks have no MinHold", ErrInvalidOptions)
@@ -79,14 +80,10 @@ func NewRWLock(d dialect.Dialect, opts Options) (*RWLock, error) {
 	if opts.Fair {
 		return nil, fmt.Errorf("%w: Options.Fair: read/write locks prefer writers, and do not queue their waiters", ErrUnsupported)
 	}
-	rw, err := rd.RWLocks()
-	if err != nil {
-		return nil, err
-	}
 	l := &RWLock{rw: rw}
-	var notifier dialect.Dialect
+	var notifier dialect.Notifier
 	if rw.Announces() {
-		notifier = d
+		notifier = cat.Notifier
 	}
 	if err := l.init(StrategyRWLock, d, rw, notifier, opts); err != nil {
 		return nil, err

@@ -212,11 +212,7 @@ func TestRWLockWriterWithdrawsIntent(t *testing.T) {
 func TestRWLockCrashedHolderExpires(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		d := e.d.(dialect.RWLocks)
-		rw, err := d.RWLocks()
-		if err != nil {
-			t.Fatal(err)
-		}
+		rw := e.d.Catalogue().RWLocks
 		// A reader that nobody renews, and a writer's intent nobody
 		// refreshes.
 		g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: "c", Owner: "crashed-reader", TTL: 3600e9, Shared: true})

@@ -77,10 +77,3 @@ func (f *wakingFairSems) Dequeue(ctx context.Context, tk dialect.Ticket) error {
 	}
 	return err
 }
-
-var _ dialect.FairSemaphores = (*Dialect)(nil)
-
-// FairSemaphores implements dialect.FairSemaphores. A release rings the
-// bells of the processes that wait for the name (or, without wake-ups,
-// they poll); the grant's rule serves them in ticket order.
-func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

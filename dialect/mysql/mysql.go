@@ -51,6 +51,7 @@ type Dialect struct {
 	galera     galeraCheck
 	flavor     flavorCheck
 	tidb       bool // made by NewTiDB: the server may be TiDB
+	cat        dialect.Catalogue
 
 	wlocks    *wakingLocks    // locks, whose releases wake waiters
 	fair      *fairLocks      // the FIFO queue of locks (fair.go)

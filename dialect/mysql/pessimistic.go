@@ -79,7 +79,7 @@ func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialec
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.CheckPessimistic(ctx); err != nil {
+	if err := d.checkPessimistic(ctx); err != nil {
 		return nil, err
 	}
 	r := d.rowLocker()

@@ -10,9 +10,7 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Semaphores = (*Dialect)(nil)
-
-// Semaphores implements dialect.Semaphores. An acquire is one READ
+// semaphoreTables compiles the semaphores' statements. An acquire is one READ
 // COMMITTED transaction: its first statements lock the name's head row, and
 // each later statement reads what the grants before it committed. A
 // token is the larger of the name's previous token plus one and the
@@ -22,7 +20,6 @@ var _ dialect.Semaphores = (*Dialect)(nil)
 // the lock table's does (see wake.go): the waiters hint is kept on the
 // head row, and copied by each grant into the holder row it adds. The
 // TiDB dialect does not offer semaphores.
-func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
 
 // wakingSems is the semaphore tables, whose releases ring.
 type wakingSems struct {

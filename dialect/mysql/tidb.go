@@ -52,10 +52,7 @@ type TiDB struct {
 	reap     tidbReap
 }
 
-var (
-	_ dialect.Optimistic  = (*TiDB)(nil)
-	_ dialect.Pessimistic = (*TiDB)(nil)
-)
+var _ dialect.Pessimistic = (*TiDB)(nil)
 
 // NewTiDB returns the TiDB dialect for db, a pool opened with the "mysql"
 // driver on a TiDB server. It takes New's options.
@@ -99,11 +96,23 @@ func (t *TiDB) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Dr
 	return drv, wrapTiDB(err)
 }
 
-// Locks implements dialect.Dialect.
-func (t *TiDB) Locks() dialect.LockTable { return &t.locks }
-
-// Versions implements dialect.Optimistic.
-func (t *TiDB) Versions() dialect.VersionTable { return &t.versions }
+// Catalogue implements dialect.Dialect: the lock table, the version table
+// and exclusive row locks (NoSharedRowLock). Releases are not announced:
+// waiters poll.
+func (t *TiDB) Catalogue() dialect.Catalogue {
+	return dialect.Catalogue{
+		Locks: &t.locks, Versions: &t.versions, Pessimistic: t,
+		Reasons: map[string]string{
+			"Multi":          "lock sets are not supported on TiDB",
+			"Fair":           "FIFO queues are not supported on TiDB",
+			"Semaphores":     "semaphores are not supported on TiDB",
+			"FairSemaphores": "semaphores are not supported on TiDB",
+			"RWLocks":        "read/write locks are not supported on TiDB",
+			"Elections":      "leader election is not offered on TiDB",
+		},
+		NoSharedRowLock: true,
+	}
+}
 
 // Classify implements dialect.Pessimistic.
 func (t *TiDB) Classify(err error) error { return wrapTiDB(err) }

@@ -47,8 +47,7 @@ func TestTiDBConformanceOnMySQL(t *testing.T) {
 
 func tidbHarness(newEnv func(t *testing.T) *dialecttest.Env) dialecttest.Harness {
 	return dialecttest.Harness{
-		New:             newEnv,
-		NoSharedRowLock: true,
+		New: newEnv,
 		WithNamespace: func(name string) error {
 			db, err := sql.Open("mysql", "nobody@tcp(nowhere.invalid:3306)/none") // never connects
 			if err != nil {
@@ -80,8 +79,8 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 	}
 	p := dialect.AcquireParams{Name: "n", Owner: "o", TTL: time.Minute}
 	checks := map[string]func() error{
-		"Acquire": func() error { _, err := d.Locks().Acquire(ctx, p); return err },
-		"Create":  func() error { _, err := d.Versions().Create(ctx, p); return err },
+		"Acquire": func() error { _, err := d.Catalogue().Locks.Acquire(ctx, p); return err },
+		"Create":  func() error { _, err := d.Catalogue().Versions.Create(ctx, p); return err },
 		"LockRow": func() error { _, err := d.LockRow(ctx, dialect.RowLockParams{Name: "n"}); return err },
 		"Reap":    func() error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err },
 	}
@@ -91,7 +90,7 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 		}
 	}
 	// Nothing was granted.
-	held, err := td.Locks().List(ctx)
+	held, err := td.Catalogue().Locks.List(ctx)
 	if err != nil || len(held) != 0 {
 		t.Errorf("List: %v, %v: want nothing held", held, err)
 	}

@@ -156,7 +156,7 @@ func watch(ctx context.Context, t *testing.T, d *mysql.Dialect, r recorder, name
 	t.Helper()
 	sub := d.Subscribe(r)
 	t.Cleanup(sub.Unsubscribe)
-	sub.(dialect.Watcher).Watch(name)
+	sub.Watch(name)
 	r.expect(ctx, t, "ready")
 	r.expect(ctx, t, "released "+name)
 	return sub

@@ -100,11 +100,9 @@ func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 // Classify implements dialect.Pessimistic.
 func (d *Dialect) Classify(err error) error { return wrap(err) }
 
-// Busy implements dialect.BusyChecker: a pgx connection is busy while a
-// statement's results are not all read.
-func (d *Dialect) Busy(driverConn any) bool {
+// busy reports whether driverConn, a pgx connection, is in the middle of a
+// statement: its results not all read (see dialect.Catalogue.Busy).
+func busy(driverConn any) bool {
 	c, ok := driverConn.(interface{ Conn() *pgx.Conn })
 	return ok && c.Conn().PgConn().IsBusy()
 }
-
-var _ dialect.BusyChecker = (*Dialect)(nil)

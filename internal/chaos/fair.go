@@ -6,8 +6,6 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
 )
 
 // What the library does on its own, for the history: each turn of a Worker
@@ -124,40 +122,22 @@ func (HistoryTracer) StartAttempt(ctx context.Context, _ sqllock.Attempt) contex
 }
 func (HistoryTracer) EndAttempt(context.Context, sqllock.AttemptEnd) {}
 
-// TraceTickets returns d with its FIFO queues (dialect.FairLocker,
-// dialect.FairSemaphores) recording the tickets of Workers' turns, and
-// every other method d's own; d if it is not a PostgreSQL or MariaDB/MySQL
-// dialect.
-func TraceTickets(d dialect.Pessimistic) dialect.Pessimistic {
-	switch d := d.(type) {
-	case *postgres.Dialect:
-		return pgTickets{d}
-	case *mysql.Dialect:
-		return mysqlTickets{d}
+// TraceTickets returns d with its FIFO queues (dialect.Catalogue.Fair and
+// FairSemaphores) recording the tickets of Workers' turns, and every other
+// method d's own.
+func TraceTickets(d dialect.Dialect) dialect.Dialect { return ticketTracer{d} }
+
+type ticketTracer struct{ dialect.Dialect }
+
+func (d ticketTracer) Catalogue() dialect.Catalogue {
+	cat := d.Dialect.Catalogue()
+	if cat.Fair != nil {
+		cat.Fair = ticketTable{cat.Fair}
 	}
-	return d
-}
-
-type pgTickets struct{ *postgres.Dialect }
-
-func (d pgTickets) FairLocks() (dialect.FairTable, error) {
-	q, err := d.Dialect.FairLocks()
-	return ticketTable{q}, err
-}
-
-func (d pgTickets) FairSemaphores() dialect.FairSemaphoreTable {
-	return ticketSemTable{d.Dialect.FairSemaphores()}
-}
-
-type mysqlTickets struct{ *mysql.Dialect }
-
-func (d mysqlTickets) FairLocks() (dialect.FairTable, error) {
-	q, err := d.Dialect.FairLocks()
-	return ticketTable{q}, err
-}
-
-func (d mysqlTickets) FairSemaphores() dialect.FairSemaphoreTable {
-	return ticketSemTable{d.Dialect.FairSemaphores()}
+	if cat.FairSemaphores != nil {
+		cat.FairSemaphores = ticketSemTable{cat.FairSemaphores}
+	}
+	return cat
 }
 
 // ticketTable is a fair lock table recording its tickets.
