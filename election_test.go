@@ -459,8 +459,12 @@ func TestElectionBadInput(t *testing.T) {
 	}
 }
 
-// plainDialect hides every optional interface of its dialect.
+// plainDialect hides every primitive of its dialect but the lock table.
 type plainDialect struct{ dialect.Dialect }
+
+func (d plainDialect) Catalogue() dialect.Catalogue {
+	return dialect.Catalogue{Locks: d.Dialect.Catalogue().Locks}
+}
 
 // Where the database announces releases, Observe learns of a resignation
 // from the announcement: with an hour between its reads, nothing else

@@ -369,7 +369,7 @@ func TestRetryOnConflict(t *testing.T) {
 // A dialect without the optimistic statements is refused with a clear error.
 func TestOptimisticUnsupported(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
-		plain := struct{ dialect.Dialect }{e.d}
+		plain := plainDialect{e.d}
 		if _, err := sqllock.NewOptimistic(plain, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
 			t.Fatalf("NewOptimistic on a dialect without versions: %v, want ErrUnsupported", err)
 		}

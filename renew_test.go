@@ -20,10 +20,9 @@ type renewCounting struct {
 	batches, renewed *atomic.Int64
 }
 
+// Catalogue has the counted lock table alone: waiters poll.
 func (c renewCounting) Catalogue() dialect.Catalogue {
-	cat := c.Dialect.Catalogue()
-	cat.Locks = renewCountingLocks{cat.Locks, c}
-	return cat
+	return dialect.Catalogue{Locks: renewCountingLocks{c.Dialect.Catalogue().Locks, c}}
 }
 
 type renewCountingLocks struct {

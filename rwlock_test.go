@@ -330,7 +330,7 @@ func TestNewRWLockRefuses(t *testing.T) {
 	if _, err := sqllock.NewRWLock(d, sqllock.Options{Fair: true}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("Fair: %v", err)
 	}
-	if _, err := sqllock.NewRWLock(struct{ dialect.Dialect }{d}, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
+	if _, err := sqllock.NewRWLock(plainDialect{d}, sqllock.Options{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("a dialect without read/write locks: %v", err)
 	}
 }

@@ -190,8 +190,9 @@ const long = time.Hour
 const testTimeout = 2 * time.Minute
 
 // Exercise runs the suite against the dialect of h, in parallel subtests
-// of t. It calls h.New once for t itself, to learn which optional
-// interfaces the dialect implements, and once per subtest.
+// of t. It calls h.New once for t itself, to read the dialect's
+// catalogue (which primitives it holds, and the facts that shape the
+// checks), and once per subtest.
 func Exercise(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {

@@ -201,16 +201,17 @@ func (d *Dialect) tables() error {
 	d.semaphoreTables(c)
 	d.rwTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.wlocks, Multi: d, Fair: d.fair, Versions: d.wversions,
+		Locks: d.wlocks, Multi: lockSets{d}, Fair: d.fair, Versions: d.wversions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
-		Elections: d, Pessimistic: d,
+		Elections: elections{d}, Pessimistic: rowLocks{d},
 		Notifier: d, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
 	}
 	return c.Err
 }
 
 // Catalogue implements dialect.Dialect: MySQL and MariaDB hold every
-// primitive. A release of a name some process waits for (of a lock, a
+// primitive; TiDB (NewTiDB) the lock table, the version table and
+// exclusive row locks, whose waiters poll. A release of a name some process waits for (of a lock, a
 // version, a semaphore permit or a read/write lock, or a withdrawn writer
 // intent) rings that process's bell, the Notifier's connection (see
 // wake.go); without wake-ups (WithoutWakeups, a Galera cluster), waiters

@@ -81,8 +81,11 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 	checks := map[string]func() error{
 		"Acquire": func() error { _, err := d.Catalogue().Locks.Acquire(ctx, p); return err },
 		"Create":  func() error { _, err := d.Catalogue().Versions.Create(ctx, p); return err },
-		"LockRow": func() error { _, err := d.LockRow(ctx, dialect.RowLockParams{Name: "n"}); return err },
-		"Reap":    func() error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err },
+		"LockRow": func() error {
+			_, err := d.Catalogue().Pessimistic.LockRow(ctx, dialect.RowLockParams{Name: "n"})
+			return err
+		},
+		"Reap": func() error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err },
 	}
 	for what, run := range checks {
 		if err := run(); !errors.Is(err, dialect.ErrUnsupported) {
@@ -105,7 +108,7 @@ func TestTiDBRefusesSharedRowLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, wait := range []bool{false, true} {
-		if _, err := d.LockRow(t.Context(), dialect.RowLockParams{Name: "n", Shared: true, Wait: wait}); !errors.Is(err, dialect.ErrUnsupported) {
+		if _, err := d.Catalogue().Pessimistic.LockRow(t.Context(), dialect.RowLockParams{Name: "n", Shared: true, Wait: wait}); !errors.Is(err, dialect.ErrUnsupported) {
 			t.Errorf("shared LockRow (Wait %v): %v, want ErrUnsupported", wait, err)
 		}
 	}

@@ -227,9 +227,9 @@ func (d *Dialect) tables() error {
 	d.semaphoreTables(c)
 	d.rwTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: d, Fair: d.fair, Versions: d.versions,
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
-		Elections: d, Pessimistic: d, Notifier: d.hub, Busy: busy,
+		Elections: elections{d}, Pessimistic: rowLocks{d}, Notifier: d.hub, Busy: busy,
 	}
 	return c.Err
 }

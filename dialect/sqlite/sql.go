@@ -134,8 +134,8 @@ func (d *Dialect) tables() error {
 		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}
 	d.releaseAll = c.Compile(releaseAllSQL())
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: d, Fair: d.fair, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: d,
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: elections{d},
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		SingleWriter: true,
 	}
