@@ -204,7 +204,7 @@ func (d *Dialect) tables() error {
 		Locks: d.wlocks, Multi: lockSets{d}, Fair: d.fair, Versions: d.wversions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d},
-		Notifier: d, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
+		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
 	}
 	return c.Err
 }

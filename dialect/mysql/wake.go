@@ -783,14 +783,17 @@ func (d *Dialect) wakeTables(c *sqlrun.Compiler, waiters, locks, versions, sems,
 	d.rwRelease = c.Compile(wakingRelease(rwHolders, "token"))
 }
 
-var _ dialect.Notifier = (*Dialect)(nil)
+// bellNotifier is the catalogue's Notifier: the bells.
+type bellNotifier struct{ *Dialect }
+
+var _ dialect.Notifier = bellNotifier{}
 
 // Subscribe implements dialect.Notifier. While any locker built on the
 // dialect has waiters (and for half a second after), the dialect keeps one
 // bell connection, taken from the pool, on which releases anywhere wake
 // this process; see the README, "Wake-ups on MySQL and MariaDB". Close
 // stops it. Only the names the subscription watches are announced.
-func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
+func (d bellNotifier) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	if d.noWakeups {
 		return unheard{}
 	}
@@ -819,7 +822,7 @@ func (unheard) Watch(string)    {}
 func (unheard) Unwatch(string)  {}
 
 // Announced implements dialect.Notifier.
-func (d *Dialect) Announced() uint64 { return d.bells.hub.Announced() }
+func (d bellNotifier) Announced() uint64 { return d.bells.hub.Announced() }
 
 // watching is a subscription with the names it watches.
 type watching struct {
