@@ -530,7 +530,7 @@ func TestClientRefusalIsNotOutcomeUnknown(t *testing.T) {
 		ctx := ctxT(t)
 		switch e.kind {
 		case "postgres":
-			sems := e.d.(dialect.Semaphores).Semaphores()
+			sems := e.d.Catalogue().Semaphores
 			over := math.MaxInt32
 			over++
 			_, err := sems.Acquire(ctx, dialect.SemaphoreParams{Name: "big", Owner: "o", TTL: time.Minute, Limit: over})

@@ -45,6 +45,7 @@ type Election struct {
 	table    *Table
 	el       dialect.Elections
 	notifier dialect.Notifier // nil: Observe polls only
+	watches  bool             // the notifier announces the names watched (dialect.Catalogue.WatchesNames)
 }
 
 // NewElection returns leader elections on d's lock table. TTL bounds how long an election stays leaderless after its
@@ -56,13 +57,11 @@ func NewElection(d dialect.Dialect, opts ElectionOptions) (*Election, error) {
 	if err != nil {
 		return nil, err
 	}
-	el, ok := d.(dialect.Elections)
-	if !ok {
-		return nil, fmt.Errorf("%w: dialect %q does not offer leader election", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	if cat.Elections == nil {
+		return nil, cat.Unsupported(d.Name(), "Elections")
 	}
-	e := &Election{table: t, el: el}
-	e.notifier, _ = d.(dialect.Notifier)
-	return e, nil
+	return &Election{table: t, el: cat.Elections, notifier: cat.Notifier, watches: cat.WatchesNames}, nil
 }
 
 // ValidateValue reports whether value can be a leader's value: at most
@@ -259,11 +258,8 @@ func (e *Election) Observe(ctx context.Context, name string) <-chan LeaderInfo {
 	o := &observer{e: e, name: name, wake: make(chan struct{}, 1)}
 	if e.notifier != nil {
 		o.sub = e.notifier.Subscribe(o)
-		if w, ok := o.sub.(dialect.Watcher); ok {
-			w.Watch(name)
-		} else {
-			o.hint = true
-		}
+		o.sub.Watch(name)
+		o.hint = !e.watches
 	}
 	go o.run(ctx, ch)
 	return ch

@@ -68,9 +68,9 @@ var (
 			return sqllock.NewTable(d, opts)
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
-			return d.Locks().Acquire(ctx, p)
+			return d.Catalogue().Locks.Acquire(ctx, p)
 		},
-		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.Locks() },
+		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.Catalogue().Locks },
 	}
 	optimisticStrategy = &strategy{
 		name:  "optimistic",
@@ -79,9 +79,9 @@ var (
 			return sqllock.NewOptimistic(d, optimisticOptions(opts))
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
-			return d.(dialect.Optimistic).Versions().Create(ctx, p)
+			return d.Catalogue().Versions.Create(ctx, p)
 		},
-		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.(dialect.Optimistic).Versions() },
+		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.Catalogue().Versions },
 	}
 	leaseStrategies = []*strategy{tableStrategy, optimisticStrategy}
 )

@@ -62,15 +62,12 @@ func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
 
 // newFairTable sets t up as a fair lock table on d.
 func newFairTable(t *Table, d dialect.Dialect, opts config) (*Table, error) {
-	fl, ok := d.(dialect.FairLocker)
-	if !ok {
-		return nil, fmt.Errorf("%w: TableOptions.Fair: the %s dialect has no FIFO queue", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	q := cat.Fair
+	if q == nil {
+		return nil, fmt.Errorf("TableOptions.Fair: %w", cat.Unsupported(d.Name(), "Fair"))
 	}
-	q, err := fl.FairLocks()
-	if err != nil {
-		return nil, err
-	}
-	if err := t.init(observe.StrategyTable, d, q, d, opts); err != nil {
+	if err := t.init(observe.StrategyTable, d, q, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
 	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.opts.TTL})

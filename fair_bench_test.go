@@ -29,7 +29,7 @@ func BenchmarkFairHandoff(b *testing.B) {
 		for _, waiters := range []int{1, 10, 100} {
 			b.Run(fmt.Sprintf("%s/waiters=%d", kind, waiters), func(b *testing.B) {
 				var stmts atomic.Int64
-				d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &stmts}
+				d := countingFair{counting{ds[kind], new(atomic.Int64)}, &stmts}
 				before := all.Load()
 				lat := handoffsWith(b, d, sqllock.TableOptions{Fair: true}, fmt.Sprintf("fair-%d", waiters), waiters+1, b.N, 0)
 				b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
@@ -46,13 +46,19 @@ func BenchmarkFairHandoff(b *testing.B) {
 
 // countingFair counts the statements of a dialect's FIFO queue.
 type countingFair struct {
-	countingNotifier
+	counting
 	n *atomic.Int64
 }
 
-func (c countingFair) FairLocks() (dialect.FairTable, error) {
-	q, err := c.countingNotifier.counting.Dialect.(dialect.FairLocker).FairLocks()
-	return countingQueue{q, c.n}, err
+// Catalogue counts the statements of the FIFO queues, and of the
+// semaphores.
+func (c countingFair) Catalogue() dialect.Catalogue {
+	cat := c.counting.Catalogue()
+	cat.Fair = countingQueue{cat.Fair, c.n}
+	q := cat.FairSemaphores
+	cat.Semaphores = countingSemaphores{q, c.n}
+	cat.FairSemaphores = countingSemQueue{countingSemaphores{q, c.n}, q, c.n}
+	return cat
 }
 
 type countingQueue struct {
@@ -105,7 +111,7 @@ func BenchmarkFairSemaphoreHandoff(b *testing.B) {
 			for _, waiters := range []int{1, 10, 100} {
 				b.Run(fmt.Sprintf("%s/fair=%v/waiters=%d", kind, fair, waiters), func(b *testing.B) {
 					var stmts atomic.Int64
-					d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &stmts}
+					d := countingFair{counting{ds[kind], new(atomic.Int64)}, &stmts}
 					before := all.Load()
 					name := fmt.Sprintf("fairsem-%v-%d", fair, waiters)
 					lat := handoffsOf(b, func() (sqllock.Locker, error) {
@@ -122,17 +128,6 @@ func BenchmarkFairSemaphoreHandoff(b *testing.B) {
 			}
 		}
 	}
-}
-
-// Semaphores implements dialect.Semaphores with counted statements.
-func (c countingFair) Semaphores() dialect.SemaphoreTable {
-	return countingSemaphores{c.FairSemaphores().(countingSemQueue).FairSemaphoreTable, c.n}
-}
-
-// FairSemaphores implements dialect.FairSemaphores with counted statements.
-func (c countingFair) FairSemaphores() dialect.FairSemaphoreTable {
-	q := c.countingNotifier.counting.Dialect.(dialect.FairSemaphores).FairSemaphores()
-	return countingSemQueue{countingSemaphores{q, c.n}, q, c.n}
 }
 
 // countingSemaphores counts an unfair semaphore's attempts, lease reads
@@ -226,7 +221,7 @@ func BenchmarkIdleSemaphoreWaiters(b *testing.B) {
 				}
 				defer k.Release(context.Background())
 				var n atomic.Int64
-				d := countingFair{countingNotifier{counting{ds[kind], new(atomic.Int64)}, ds[kind].(dialect.Notifier)}, &n}
+				d := countingFair{counting{ds[kind], new(atomic.Int64)}, &n}
 				var wg sync.WaitGroup
 				for range 100 {
 					s, err := sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{Fair: fair})

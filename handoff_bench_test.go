@@ -83,10 +83,7 @@ func BenchmarkHandoff(b *testing.B) {
 				b.Run(fmt.Sprintf("%s/hold=%v/waiters=%d", kind, hold, waiters), func(b *testing.B) {
 					name := fmt.Sprintf("handoff-%d-%v", waiters, hold)
 					var stmts atomic.Int64
-					var d dialect.Dialect = counting{ds[kind], &stmts}
-					if nt, ok := ds[kind].(dialect.Notifier); ok {
-						d = countingNotifier{counting{ds[kind], &stmts}, nt}
-					}
+					d := counting{ds[kind], &stmts}
 					before := all.Load()
 					lat := handoffs(b, d, name, waiters+1, b.N, hold)
 					b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
@@ -207,7 +204,11 @@ type counting struct {
 	n *atomic.Int64
 }
 
-func (c counting) Locks() dialect.LockTable { return countingLocks{c.Dialect.Locks(), c.n} }
+func (c counting) Catalogue() dialect.Catalogue {
+	cat := c.Dialect.Catalogue()
+	cat.Locks = countingLocks{cat.Locks, c.n}
+	return cat
+}
 
 type countingLocks struct {
 	dialect.LockTable
@@ -222,12 +223,6 @@ func (c countingLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (in
 func (c countingLocks) Remaining(ctx context.Context, name string) (time.Duration, bool, error) {
 	c.n.Add(1)
 	return c.LockTable.Remaining(ctx, name)
-}
-
-// countingNotifier is counting for a dialect that can LISTEN.
-type countingNotifier struct {
-	counting
-	dialect.Notifier
 }
 
 // BenchmarkIdleWaiters counts the statements per second that 100 waiters,
@@ -254,10 +249,7 @@ func BenchmarkIdleWaiters(b *testing.B) {
 			}
 			defer k.Release(context.Background())
 			var n atomic.Int64
-			var d dialect.Dialect = counting{ds[kind], &n}
-			if nt, ok := ds[kind].(dialect.Notifier); ok {
-				d = countingNotifier{counting{ds[kind], &n}, nt}
-			}
+			d := counting{ds[kind], &n}
 			var wg sync.WaitGroup
 			for range 100 {
 				l, err := sqllock.NewTable(d, sqllock.TableOptions{})

@@ -27,9 +27,9 @@ type leaseLocker struct {
 	try func(ctx context.Context, name, owner string, waiting bool) (token int64, start time.Time, left time.Duration, err error)
 }
 
-// init sets the locker up on table, of strategy on d. notifier is the
-// dialect whose release announcements wake waiters, or nil to poll.
-func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Dialect, opts config) error {
+// init sets the locker up on table, of strategy on d. notifier announces
+// the releases that wake waiters; nil: they poll.
+func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Notifier, opts config) error {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return err

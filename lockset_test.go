@@ -390,8 +390,16 @@ func TestAcquireAllOverlappingSets(t *testing.T) {
 // unknown outcome, as a connection lost during COMMIT would.
 type unknownCommit struct{ *sqlite.Dialect }
 
-func (u unknownCommit) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
-	tokens, refused, err := u.Dialect.AcquireAll(ctx, p)
+func (u unknownCommit) Catalogue() dialect.Catalogue {
+	cat := u.Dialect.Catalogue()
+	cat.Multi = unknownMulti{cat.Multi}
+	return cat
+}
+
+type unknownMulti struct{ dialect.MultiLockTable }
+
+func (u unknownMulti) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
+	tokens, refused, err := u.MultiLockTable.AcquireAll(ctx, p)
 	if err != nil || refused != "" {
 		return tokens, refused, err
 	}
@@ -424,9 +432,6 @@ func TestAcquireAllUnknownOutcomeLeavesNothing(t *testing.T) {
 	}
 }
 
-// onlyDialect hides every optional interface of a dialect.
-type onlyDialect struct{ dialect.Dialect }
-
 func TestAcquireAllUnsupported(t *testing.T) {
 	t.Parallel()
 	dbtest.SQLite(t)
@@ -435,7 +440,7 @@ func TestAcquireAllUnsupported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(onlyDialect{d}, sqllock.TableOptions{})
+	l, err := sqllock.NewTable(plainDialect{d}, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

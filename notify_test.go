@@ -117,13 +117,24 @@ func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 // could never be made.
 type notifierless struct{ *postgres.Dialect }
 
-func (notifierless) Subscribe(dialect.Subscriber) dialect.Subscription { return never{} }
+func (d notifierless) Catalogue() dialect.Catalogue {
+	cat := d.Dialect.Catalogue()
+	cat.Notifier = deaf{cat.Notifier}
+	return cat
+}
+
+// deaf is a notifier whose subscriptions never listen.
+type deaf struct{ dialect.Notifier }
+
+func (deaf) Subscribe(dialect.Subscriber) dialect.Subscription { return never{} }
 
 // never is a subscription on which nothing is ever announced.
 type never struct{}
 
 func (never) Listening() bool { return false }
 func (never) Unsubscribe()    {}
+func (never) Watch(string)    {}
+func (never) Unwatch(string)  {}
 
 // Without a listener, waiters poll: a release is still seen, if later.
 func TestNoListenerDegradesToPolling(t *testing.T) {

@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -28,7 +27,7 @@ import (
 // are the same lease machinery over a different table. Compared with Table,
 // an uncontended acquire costs one more round trip (the read), and a refused
 // one costs one read and no write. Waiters poll, except on a dialect that
-// announces the version table's releases (dialect.VersionNotifier: MySQL
+// announces the version table's releases (dialect.Catalogue.AnnouncesVersions: MySQL
 // and MariaDB), where they wait for the wake-up as Table's do.
 //
 // An Optimistic is safe for concurrent use.
@@ -41,22 +40,22 @@ var _ Locker = (*Optimistic)(nil)
 
 // NewOptimistic returns an optimistic locker on d. The schema must have been
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported if d
-// does not implement dialect.Optimistic.
+// has no version table.
 func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
-	od, ok := d.(dialect.Optimistic)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no optimistic strategy", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	if cat.Versions == nil {
+		return nil, cat.Unsupported(d.Name(), "Versions")
 	}
-	o := &Optimistic{versions: od.Versions()}
+	o := &Optimistic{versions: cat.Versions}
 	o.try = o.tryOnce
 	// Waiters listen when the dialect announces the version table's
 	// releases too.
-	var notifier dialect.Dialect
-	if _, ok := d.(dialect.VersionNotifier); ok {
-		notifier = d
+	var notifier dialect.Notifier
+	if cat.AnnouncesVersions {
+		notifier = cat.Notifier
 	}
 	if err := o.init(observe.StrategyOptimistic, d, o.versions, notifier, opts.config()); err != nil {
 		return nil, err

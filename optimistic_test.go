@@ -66,7 +66,7 @@ func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		e.s = optimisticStrategy
-		v := e.d.(dialect.Optimistic).Versions()
+		v := e.d.Catalogue().Versions
 		p := dialect.AcquireParams{Name: "cas", Owner: "a", TTL: time.Minute}
 		start := time.Now()
 		v1, err := v.Create(ctx, p)
@@ -370,7 +370,7 @@ func TestRetryOnConflict(t *testing.T) {
 // A dialect without the optimistic statements is refused with a clear error.
 func TestOptimisticUnsupported(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
-		plain := struct{ dialect.Dialect }{e.d}
+		plain := plainDialect{e.d}
 		if _, err := sqllock.NewOptimistic(plain, sqllock.OptimisticOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 			t.Fatalf("NewOptimistic on a dialect without versions: %v, want ErrUnsupported", err)
 		}

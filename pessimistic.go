@@ -88,10 +88,11 @@ func (o PessimisticOptions) withDefaults() (PessimisticOptions, error) {
 // A Pessimistic is safe for concurrent use.
 type Pessimistic struct {
 	d      dialect.Pessimistic
+	db     *sql.DB
 	opts   PessimisticOptions
 	owners *ownerSource
 	ev     *events
-	busy   func(driverConn any) bool // the dialect's dialect.BusyChecker; nil if none
+	busy   func(driverConn any) bool // the dialect's dialect.Catalogue.Busy; nil if none
 
 	mu      sync.Mutex
 	held    map[leaseKey]*rowHold
@@ -101,44 +102,41 @@ type Pessimistic struct {
 var _ Locker = (*Pessimistic)(nil)
 
 // pessimisticCheckTimeout bounds NewPessimistic's question to the server
-// (see dialect.PessimisticChecker).
+// (see dialect.Catalogue.CheckPessimistic).
 const pessimisticCheckTimeout = 2 * time.Second
 
 // NewPessimistic returns a pessimistic locker on d. The schema must have
 // been migrated (see Migrate). It returns an error wrapping ErrUnsupported
-// if d does not implement dialect.Pessimistic (SQLite does not), or if d's
-// server cannot hold its row locks: a MariaDB Galera cluster, whose
-// FOR UPDATE locks the local node only (see dialect.PessimisticChecker; it
+// if d has no row locks (SQLite has none), or if d's server cannot hold
+// them: a MariaDB Galera cluster, whose FOR UPDATE locks the local node
+// only (see dialect.Catalogue.CheckPessimistic; it
 // asks the server, for at most 2 s; if no answer comes, each acquire asks
 // again and refuses with the same error).
 func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
-	pd, ok := d.(dialect.Pessimistic)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no pessimistic strategy", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	if cat.Pessimistic == nil {
+		return nil, cat.Unsupported(d.Name(), "Pessimistic")
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if c, ok := d.(dialect.PessimisticChecker); ok {
+	if check := cat.CheckPessimistic; check != nil {
 		// A server that cannot hold row locks (a Galera cluster) is
 		// refused here if it answers soon; if it cannot be asked now,
 		// every acquire asks again.
 		ctx, cancel := context.WithTimeout(context.Background(), pessimisticCheckTimeout)
-		err := c.CheckPessimistic(ctx)
+		err := check(ctx)
 		cancel()
 		if errors.Is(err, ErrUnsupported) {
 			return nil, err
 		}
 	}
-	p := &Pessimistic{d: pd, opts: opts, owners: newOwnerSource(), ev: newEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
+	p := &Pessimistic{d: cat.Pessimistic, db: d.DB(), busy: cat.Busy, opts: opts, owners: newOwnerSource(), ev: newEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
 		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}
-	if b, ok := d.(dialect.BusyChecker); ok {
-		p.busy = b.Busy
-	}
 	return p, nil
 }
 
@@ -229,7 +227,7 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 // derives from ctx.
 func (p *Pessimistic) lockRow(ctx, tctx context.Context, key leaseKey, rp dialect.RowLockParams) (*Lock, error) {
 	if !rp.Wait {
-		db := p.d.DB()
+		db := p.db
 		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections && st.Idle == 0 {
 			return nil, fmt.Errorf("sqllock: acquire %q: %w: all %d connections (the pool's MaxOpenConns) in use",
 				key.name, ErrPoolExhausted, st.MaxOpenConnections)

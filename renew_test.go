@@ -20,8 +20,9 @@ type renewCounting struct {
 	batches, renewed *atomic.Int64
 }
 
-func (c renewCounting) Locks() dialect.LockTable {
-	return renewCountingLocks{c.Dialect.Locks(), c}
+// Catalogue has the counted lock table alone: waiters poll.
+func (c renewCounting) Catalogue() dialect.Catalogue {
+	return dialect.Catalogue{Locks: renewCountingLocks{c.Dialect.Catalogue().Locks, c}}
 }
 
 type renewCountingLocks struct {

@@ -65,18 +65,15 @@ func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
-	rd, ok := d.(dialect.RWLocks)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s has no read/write locks", ErrUnsupported, d.Name())
-	}
-	rw, err := rd.RWLocks()
-	if err != nil {
-		return nil, err
+	cat := d.Catalogue()
+	rw := cat.RWLocks
+	if rw == nil {
+		return nil, cat.Unsupported(d.Name(), "RWLocks")
 	}
 	l := &RWLock{rw: rw}
-	var notifier dialect.Dialect
+	var notifier dialect.Notifier
 	if rw.Announces() {
-		notifier = d
+		notifier = cat.Notifier
 	}
 	if err := l.init(observe.StrategyRWLock, d, rw, notifier, opts.config()); err != nil {
 		return nil, err

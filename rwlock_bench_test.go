@@ -62,10 +62,7 @@ func BenchmarkRWLockShared(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rw, err := d.(dialect.RWLocks).RWLocks()
-		if err != nil {
-			b.Fatal(err)
-		}
+		rw := d.Catalogue().RWLocks
 		for _, readers := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/readers=%d", kind, readers), func(b *testing.B) {
 				benchRWShared(b, d.DB(), readers, l, rw)

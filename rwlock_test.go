@@ -212,11 +212,7 @@ func TestRWLockWriterWithdrawsIntent(t *testing.T) {
 func TestRWLockCrashedHolderExpires(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		d := e.d.(dialect.RWLocks)
-		rw, err := d.RWLocks()
-		if err != nil {
-			t.Fatal(err)
-		}
+		rw := e.d.Catalogue().RWLocks
 		// A reader that nobody renews, and a writer's intent nobody
 		// refreshes.
 		g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: "c", Owner: "crashed-reader", TTL: 3600e9, Shared: true})
@@ -328,7 +324,7 @@ func TestNewRWLockRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sqllock.NewRWLock(struct{ dialect.Dialect }{d}, sqllock.RWLockOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
+	if _, err := sqllock.NewRWLock(plainDialect{d}, sqllock.RWLockOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("a dialect without read/write locks: %v", err)
 	}
 }

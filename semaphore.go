@@ -70,9 +70,9 @@ var _ Locker = (*Semaphore)(nil)
 // NewSemaphore returns a semaphore locker on d admitting limit holders per
 // name. The schema must have been migrated (see Migrate). A limit below 1
 // or above MaxSemaphoreLimit is ErrInvalidOptions, refused here rather
-// than by the database at the first acquire; a dialect without semaphores
-// (dialect.Semaphores), or with Fair one without their FIFO queue
-// (dialect.FairSemaphores), is ErrUnsupported.
+// than by the database at the first acquire; a dialect without semaphores,
+// or with Fair one without their FIFO queue, is ErrUnsupported
+// (see dialect.Catalogue).
 func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semaphore, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
@@ -80,24 +80,22 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	if limit < 1 || limit > MaxSemaphoreLimit {
 		return nil, fmt.Errorf("%w: semaphore limit %d: want 1 to %d (MaxSemaphoreLimit)", ErrInvalidOptions, limit, MaxSemaphoreLimit)
 	}
-	sd, ok := d.(dialect.Semaphores)
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s dialect has no semaphores", ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	if cat.Semaphores == nil {
+		return nil, cat.Unsupported(d.Name(), "Semaphores")
 	}
-	s := &Semaphore{sems: sd.Semaphores(), limit: limit}
+	s := &Semaphore{sems: cat.Semaphores, limit: limit}
 	var fair dialect.FairSemaphoreTable
 	if opts.Fair {
-		fd, ok := d.(dialect.FairSemaphores)
-		if !ok {
-			return nil, fmt.Errorf("%w: SemaphoreOptions.Fair: the %s dialect's semaphores have no FIFO queue", ErrUnsupported, d.Name())
+		if fair = cat.FairSemaphores; fair == nil {
+			return nil, fmt.Errorf("SemaphoreOptions.Fair: %w", cat.Unsupported(d.Name(), "FairSemaphores"))
 		}
-		fair = fd.FairSemaphores()
 		s.sems = fair // its Release wakes the ticket a freed permit admits
 	}
 	s.try = s.tryOnce
-	var notifier dialect.Dialect
+	var notifier dialect.Notifier
 	if s.sems.Announces() {
-		notifier = d
+		notifier = cat.Notifier
 	}
 	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
 		return nil, err

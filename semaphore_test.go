@@ -187,7 +187,7 @@ func (e *env) expireHolder(t *testing.T, name, owner string) {
 func TestSemaphoreCrashedHolderPermitReturns(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		sems := e.d.(dialect.Semaphores).Semaphores()
+		sems := e.d.Catalogue().Semaphores
 		// Two holders that crashed: nobody renews their leases.
 		var last int64
 		for _, owner := range []string{"crashed-1", "crashed-2"} {

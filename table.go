@@ -46,13 +46,14 @@ func newTable(d dialect.Dialect, opts config) (*Table, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
-	t := &Table{locks: d.Locks()}
+	cat := d.Catalogue()
+	t := &Table{locks: cat.Locks}
 	if opts.Fair {
 		return newFairTable(t, d, opts)
 	}
-	t.multi, _ = d.(dialect.MultiLockTable)
+	t.multi = cat.Multi
 	t.try = t.tryOnce
-	if err := t.init(observe.StrategyTable, d, t.locks, d, opts); err != nil {
+	if err := t.init(observe.StrategyTable, d, t.locks, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -17,7 +17,7 @@ import (
 // head of a name's queue asks the database; the others wait their turn, in
 // order of arrival, without a connection. The head sleeps until the holder's
 // lease ends, a jittered backoff passes, or a wake-up arrives: a release
-// through this locker, or — when the dialect is a dialect.Notifier — a
+// through this locker, or — when the dialect has a dialect.Notifier — a
 // release anywhere, announced by the database to the listening connection
 // that the dialect keeps while anyone waits. The room is subscribed to the
 // notifier while it has waiters, and keeps nothing for a name once nobody
@@ -90,12 +90,10 @@ type waiter struct {
 	wokeBy string
 }
 
-// newWaitRoom returns the waiting room of a locker on d, which wakes its
-// waiters on d's announcements if d is a dialect.Notifier; d may be nil.
-func newWaitRoom(d dialect.Dialect, opts config) *waitRoom {
-	r := &waitRoom{maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
-	r.notifier, _ = d.(dialect.Notifier)
-	return r
+// newWaitRoom returns the waiting room of a locker, which wakes its
+// waiters on n's announcements; with a nil n they poll.
+func newWaitRoom(n dialect.Notifier, opts config) *waitRoom {
+	return &waitRoom{notifier: n, maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
 }
 
 // notifyPollFactor stretches the head's polling while notifications arrive
@@ -250,8 +248,8 @@ func (r *waitRoom) join(ln line, seen uint64) *waiter {
 	q := r.queues[ln]
 	if len(q) == 0 {
 		close(w.turn)
-		if ws, ok := r.sub.(dialect.Watcher); ok && !r.waitedLocked(ln.name) {
-			ws.Watch(ln.name)
+		if r.sub != nil && !r.waitedLocked(ln.name) {
+			r.sub.Watch(ln.name)
 		}
 	}
 	r.queues[ln] = append(q, w)
@@ -284,8 +282,8 @@ func (r *waitRoom) leave(ln line, w *waiter) {
 	}
 	if len(q) == 0 {
 		delete(r.queues, ln)
-		if ws, ok := r.sub.(dialect.Watcher); ok && !r.waitedLocked(ln.name) {
-			ws.Unwatch(ln.name)
+		if r.sub != nil && !r.waitedLocked(ln.name) {
+			r.sub.Unwatch(ln.name)
 		}
 	} else {
 		r.queues[ln] = q
@@ -301,9 +299,8 @@ func (r *waitRoom) waitedLocked(name string) bool {
 }
 
 // reconcile subscribes the room to its notifier while anyone waits, and
-// unsubscribes it when nobody does. A subscription that is a
-// dialect.Watcher watches the names of the room's queues (join and leave
-// keep it up to date).
+// unsubscribes it when nobody does. The subscription watches the names of
+// the room's queues (join and leave keep it up to date).
 func (r *waitRoom) reconcile() {
 	if r.notifier == nil {
 		return
@@ -319,11 +316,9 @@ func (r *waitRoom) reconcile() {
 		up := sub.Listening() // up already: no Ready comes (not under r.mu, which Ready takes)
 		r.mu.Lock()
 		r.sub = sub
-		if ws, ok := sub.(dialect.Watcher); ok {
-			for ln := range r.queues {
-				if !ln.shared || len(r.queues[line{name: ln.name}]) == 0 {
-					ws.Watch(ln.name)
-				}
+		for ln := range r.queues {
+			if !ln.shared || len(r.queues[line{name: ln.name}]) == 0 {
+				sub.Watch(ln.name)
 			}
 		}
 		if up {

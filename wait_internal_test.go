@@ -34,12 +34,12 @@ type listeningSub struct {
 
 func (s *listeningSub) Listening() bool { return true }
 func (s *listeningSub) Unsubscribe()    { s.once.Do(func() { s.n.subs.Add(-1) }) }
+func (s *listeningSub) Watch(string)    {}
+func (s *listeningSub) Unwatch(string)  {}
 
 // newTestRoom returns a waiting room on n that logs nothing.
 func newTestRoom(n dialect.Notifier) *waitRoom {
-	r := newWaitRoom(nil, config{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
-	r.notifier = n
-	return r
+	return newWaitRoom(n, config{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 }
 
 // contend runs two waiters for each of names distinct names through r, with

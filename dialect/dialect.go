@@ -3,8 +3,8 @@
 // This is an implementer's API: it may change between minor versions. Users
 // pick a dialect (postgres.New, mysql.New, sqlite.New) and hand it to a
 // strategy constructor of package sqllock; they do not call these methods.
-// A new database is supported by a package that implements [Dialect] (and
-// [Optimistic], [Pessimistic], [Notifier] where it can) and passes the
+// A new database is supported by a package that implements [Dialect],
+// whose [Catalogue] lists the primitives it can hold, and passes the
 // conformance suite, dialecttest.Exercise.
 //
 // A strategy owns behaviour (leases, renewal, waiting, reentrancy, errors);
@@ -169,11 +169,12 @@ type Dialect interface {
 	// failure to make the driver.
 	MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error)
 
-	// Locks returns the statements of the lock table (sqllock.NewTable).
-	Locks() LockTable
+	// Catalogue returns what the dialect offers: its tables, hooks and
+	// facts. It is the same at every call.
+	Catalogue() Catalogue
 	// Reap deletes, in one call, a batch of up to p.Limit rows from each
 	// table of the dialect's strategies that keeps rows nobody needs:
-	//   - the lock table's and the version table's ([Optimistic]) expired
+	//   - the lock table's and the version table's expired
 	//     and released rows, on database time, never a live lease's;
 	//   - the row-lock table's ([Pessimistic]) rows that no transaction
 	//     holds or waits for, skipping locked rows instead of waiting;

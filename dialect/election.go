@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Elections is implemented by dialects whose lock table stores a value with
-// each lease (schema version 11), on which sqllock.NewElection builds leader
+// Elections stores a value with each lease of the lock table (schema
+// version 11), on which sqllock.NewElection builds leader
 // election: a leader is the holder of a live lease on the election's name
 // that has proclaimed a value for its token. Acquire's takeover of a row
 // gives it a new token, so a value proclaimed for an earlier token is never

@@ -7,13 +7,6 @@ import (
 	"time"
 )
 
-// FairLocker is implemented by dialects whose lock table can line waiters
-// up in FIFO order (sqllock.Options.Fair). FairLocks returns an error
-// wrapping ErrUnsupported where the database cannot (TiDB).
-type FairLocker interface {
-	FairLocks() (FairTable, error)
-}
-
 // Ticket names a waiter's place in a lock's queue: a row of the ticket
 // table, whose ID orders it among the name's tickets.
 type Ticket struct {
@@ -29,7 +22,7 @@ type Ticket struct {
 // has no live ticket at all; re-entry of a live lease by its owner is
 // granted regardless. Its Release (from LeaseTable) wakes the process of
 // the oldest live ticket when it frees the lock, where the dialect can
-// address one (see Waker).
+// address one.
 type FairTable interface {
 	LeaseTable
 	// Grant grants a lease as LockTable.Acquire does, under the queue's

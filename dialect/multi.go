@@ -22,9 +22,8 @@ type MultiAcquireParams struct {
 	TTL   time.Duration
 }
 
-// MultiLockTable is implemented by a dialect (the value given to
-// sqllock.NewTable) whose lock table can grant several names at once: all
-// of them, or none.
+// MultiLockTable grants several names of the lock table at once: all of
+// them, or none.
 type MultiLockTable interface {
 	// AcquireAll grants leases on every name of p.Names to p.Owner, or on
 	// none. Each name is granted as LockTable.Acquire grants it (insert,

@@ -1,8 +1,8 @@
 package dialect
 
-// Notifier is implemented by dialects whose database announces released
-// locks to waiting processes, such as PostgreSQL with LISTEN/NOTIFY.
-// Strategies on a dialect without it poll.
+// Notifier announces released locks to waiting processes, such as
+// PostgreSQL with LISTEN/NOTIFY (see Catalogue.Notifier). Strategies on a
+// dialect without one poll.
 //
 // A Notifier listens on behalf of every locker built on it: it keeps one
 // listening connection while it has subscribers, reconnecting after
@@ -46,29 +46,19 @@ type Subscription interface {
 	// Listening reports whether announcements reach the subscriber now.
 	Listening() bool
 	// Unsubscribe ends the registration: once it returns, the subscriber
-	// is told nothing more. Calling it again does nothing.
+	// is told nothing more, and every name it watched is unwatched.
+	// Calling it again does nothing.
 	Unsubscribe()
-}
-
-// Watcher is implemented by a Subscription of a Notifier that announces
-// only the releases of names some process registered as waited for, such
-// as MySQL's (where each wake-up is addressed to a waiting process). The
-// subscriber calls Watch when a name gets its first waiter and Unwatch
-// when its last waiter leaves; Unsubscribe unwatches every name. While any
-// subscription watches a name, the notifier keeps it registered, and once
-// a registration is in place it announces the name once (Released), since
-// a release just before reached nobody. Both return at once, without a
-// round trip to the database, and may be called while the caller holds a
-// lock that its Subscriber methods take.
-type Watcher interface {
+	// Watch and Unwatch register a name's first waiter and the departure
+	// of its last, for a notifier that announces only the releases of
+	// names some process registered as waited for (MySQL's, where each
+	// wake-up is addressed to a waiting process); they do nothing on a
+	// notifier that announces every release. While any subscription
+	// watches a name, the notifier keeps it registered, and once a
+	// registration is in place it announces the name once (Released),
+	// since a release just before reached nobody. Both return at once,
+	// without a round trip to the database, and may be called while the
+	// caller holds a lock that its Subscriber methods take.
 	Watch(name string)
 	Unwatch(name string)
-}
-
-// VersionNotifier is implemented by a Notifier that also announces the
-// releases of the version table (Optimistic), so that optimistic waiters
-// listen too. VersionsAnnounced does nothing: it marks the capability.
-type VersionNotifier interface {
-	Notifier
-	VersionsAnnounced()
 }

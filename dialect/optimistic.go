@@ -5,14 +5,6 @@ import (
 	"time"
 )
 
-// Optimistic is implemented by dialects that support the optimistic
-// (version-column) strategy, sqllock.NewOptimistic.
-type Optimistic interface {
-	Dialect
-	// Versions returns the statements of the version table.
-	Versions() VersionTable
-}
-
 // VersionRow is the state of one row of the version table.
 type VersionRow struct {
 	Version int64

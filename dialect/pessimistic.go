@@ -6,12 +6,10 @@ import (
 	"time"
 )
 
-// Pessimistic is implemented by dialects that support the pessimistic
+// Pessimistic holds row locks in open transactions, for the pessimistic
 // strategy (sqllock.NewPessimistic) and the transaction helper
-// (rowlock.InTx): row locks held by open transactions.
+// (rowlock.InTx).
 type Pessimistic interface {
-	Dialect
-
 	// LockRow pins a connection of the pool, begins a transaction on it and
 	// locks p.Name's row of the row-lock table, exclusively or (p.Shared)
 	// in share mode. A missing row is first created in a short transaction
@@ -44,31 +42,6 @@ type Pessimistic interface {
 	// statement may have been applied. Other answers of the server (the
 	// statement was refused) are returned as they are.
 	Classify(err error) error
-}
-
-// PessimisticChecker is implemented by dialects whose server may be unable
-// to hold the pessimistic strategy's locks although the dialect implements
-// Pessimistic: on a MariaDB Galera cluster, SELECT ... FOR UPDATE locks
-// the row on the local node only, so holders on different nodes would not
-// exclude each other. sqllock.NewPessimistic asks, and LockRow of such a
-// dialect refuses too.
-type PessimisticChecker interface {
-	// CheckPessimistic returns nil when the server can hold row locks for
-	// the pessimistic strategy, an error wrapping ErrUnsupported that says
-	// why it cannot, or another error when the server could not be asked.
-	CheckPessimistic(ctx context.Context) error
-}
-
-// BusyChecker is implemented by a Pessimistic dialect whose driver can tell
-// that a connection is in the middle of a statement: its rows not all read
-// yet. sqllock's keep-alive pings a held lock's connection between the
-// holder's statements; a ping sent while the holder reads rows would break
-// the connection (pgx closes a connection whose ping finds it busy), so it
-// is skipped then — the holder's own statement shows the connection alive.
-type BusyChecker interface {
-	// Busy reports whether driverConn, as sql.Conn.Raw passes it, is in
-	// the middle of a statement.
-	Busy(driverConn any) bool
 }
 
 // RowLockParams are the parameters of Pessimistic.LockRow.

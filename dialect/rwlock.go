@@ -5,15 +5,6 @@ import (
 	"time"
 )
 
-// RWLocks is implemented by dialects that support read/write locks
-// (sqllock.NewRWLock).
-type RWLocks interface {
-	Dialect
-	// RWLocks returns the statements of the read/write lock tables, or an
-	// error wrapping ErrUnsupported when the database cannot hold them.
-	RWLocks() (RWLockTable, error)
-}
-
 // RWAcquireParams are the parameters of RWLockTable.Acquire.
 type RWAcquireParams struct {
 	Name  string

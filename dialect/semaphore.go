@@ -13,14 +13,6 @@ import (
 // package re-exports it.
 var ErrLimitMismatch = errors.New("sqllock: semaphore limit differs from the one its holders use")
 
-// Semaphores is implemented by dialects that offer counting semaphores
-// (sqllock.NewSemaphore). A dialect without it, such as TiDB's, makes
-// sqllock.NewSemaphore fail with ErrUnsupported.
-type Semaphores interface {
-	// Semaphores returns the statements of the semaphore tables.
-	Semaphores() SemaphoreTable
-}
-
 // SemaphoreParams are the parameters of SemaphoreTable.Acquire.
 type SemaphoreParams struct {
 	Name  string
@@ -58,14 +50,6 @@ type SemaphoreTable interface {
 	// Announces reports whether releases of permits are announced through
 	// the dialect's Notifier, so that waiters need not poll.
 	Announces() bool
-}
-
-// FairSemaphores is implemented by dialects whose semaphores can line
-// waiters up in FIFO order (sqllock.Options.Fair on a Semaphore).
-type FairSemaphores interface {
-	// FairSemaphores returns the statements of the semaphore tables and
-	// of their queue of tickets.
-	FairSemaphores() FairSemaphoreTable
 }
 
 // FairSemaphoreTable is the semaphore tables with a queue of tickets per

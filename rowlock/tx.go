@@ -54,15 +54,16 @@ const defaultLockTimeout = 5 * time.Second
 // committed) and returns an error wrapping sqllock.ErrOutcomeUnknown. Settle it
 // from the data, for instance with an idempotency key written by fn.
 //
-// It returns an error wrapping sqllock.ErrUnsupported if d does not implement
-// dialect.Pessimistic.
+// It returns an error wrapping sqllock.ErrUnsupported if d has no row
+// locks (dialect.Catalogue.Pessimistic).
 func InTx(ctx context.Context, d dialect.Dialect, opts TxOptions, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	if isNil(d) || d.DB() == nil {
 		return sqllock.ErrNilDB
 	}
-	pd, ok := d.(dialect.Pessimistic)
-	if !ok {
-		return fmt.Errorf("%w: the %s dialect has no transaction helper", sqllock.ErrUnsupported, d.Name())
+	cat := d.Catalogue()
+	pd := cat.Pessimistic
+	if pd == nil {
+		return cat.Unsupported(d.Name(), "Pessimistic")
 	}
 	if _, err := opts.Retry.withDefaults(defaultTxAttempts); err != nil {
 		return err

@@ -31,7 +31,7 @@ type memDialect struct {
 func (d *memDialect) Name() string                                          { return "mem" }
 func (d *memDialect) DB() *sql.DB                                           { return d.db }
 func (d *memDialect) Migrations() fs.FS                                     { return fstest.MapFS{} }
-func (d *memDialect) Locks() dialect.LockTable                              { return &d.memLocks }
+func (d *memDialect) Catalogue() dialect.Catalogue                          { return dialect.Catalogue{Locks: &d.memLocks} }
 func (d *memDialect) Reap(context.Context, dialect.ReapParams) (int, error) { return 0, nil }
 func (d *memDialect) MigrationDriver(context.Context, *sql.Conn) (database.Driver, error) {
 	return nil, sqllock.ErrUnsupported

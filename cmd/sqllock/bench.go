@@ -36,7 +36,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		if _, err := t.d.Locks().List(ctx); err != nil { // is the schema there?
+		if _, err := t.d.Catalogue().Locks.List(ctx); err != nil { // is the schema there?
 			return t.fail(err)
 		}
 		t.db.SetMaxIdleConns(16)

@@ -41,7 +41,7 @@ func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		if _, err := t.d.Locks().List(ctx); err != nil { // is the schema there?
+		if _, err := t.d.Catalogue().Locks.List(ctx); err != nil { // is the schema there?
 			return t.fail(err)
 		}
 		s := &demo{db: t.db, d: t.d, shop: shop.New(t.db, "sqllock_demo_", t.d.Name() == "postgres"), think: *think}
@@ -108,10 +108,10 @@ func (s *demo) scenarios() []scenario {
 			return s.buyLocked(ctx, l, buyer, waits)
 		}})
 	}
-	if _, ok := s.d.(dialect.Optimistic); ok {
+	if s.d.Catalogue().Versions != nil {
 		list = append(list, scenario{"optimistic", s.buyOptimistic})
 	}
-	if _, ok := s.d.(dialect.Pessimistic); ok {
+	if s.d.Catalogue().Pessimistic != nil {
 		list = append(list, scenario{"pessimistic", s.buyPessimistic})
 	}
 	return list

@@ -82,13 +82,14 @@ var errNoLockView = errors.New("this server shows no row locks")
 // with a lease not yet reaped, by name. Pessimistic locks the server cannot
 // show are left out, with the reason in skipped.
 func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped error, err error) {
-	infos, err := d.Locks().List(ctx)
+	cat := d.Catalogue()
+	infos, err := cat.Locks.List(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	rows = leaseRows(rows, "table", infos)
-	if od, ok := d.(dialect.Optimistic); ok {
-		infos, err := od.Versions().List(ctx)
+	if vt := cat.Versions; vt != nil {
+		infos, err := vt.List(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -97,7 +98,7 @@ func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped 
 	if rows, err = listSemaphores(ctx, d, rows); err != nil {
 		return nil, nil, err
 	}
-	if _, ok := d.(dialect.Pessimistic); ok {
+	if cat.Pessimistic != nil {
 		prows, perr := listPessimistic(ctx, d)
 		switch {
 		case errors.Is(perr, errNoLockView):

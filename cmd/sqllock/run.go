@@ -345,7 +345,7 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 		return "", nil
 	}
 	if r.strategy != "table" {
-		left, ok, err := t.d.Locks().Remaining(ctx, r.name)
+		left, ok, err := t.d.Catalogue().Locks.Remaining(ctx, r.name)
 		if err != nil {
 			return "", err
 		}
@@ -353,8 +353,8 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 			return r.holder(ctx, "table"), nil
 		}
 	}
-	if od, ok := t.d.(dialect.Optimistic); ok && r.strategy != "optimistic" {
-		row, ok, err := od.Versions().Read(ctx, r.name)
+	if vt := t.d.Catalogue().Versions; vt != nil && r.strategy != "optimistic" {
+		row, ok, err := vt.Read(ctx, r.name)
 		if err != nil {
 			return "", err
 		}
@@ -362,7 +362,7 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 			return r.holder(ctx, "optimistic"), nil
 		}
 	}
-	if _, ok := t.d.(dialect.Pessimistic); ok && r.strategy != "pessimistic" {
+	if t.d.Catalogue().Pessimistic != nil && r.strategy != "pessimistic" {
 		p, err := newPessimistic(t.d)
 		if err != nil {
 			return "", err

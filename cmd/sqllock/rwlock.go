@@ -42,11 +42,7 @@ func newRWLock(d dialect.Dialect, opts sqllock.RWLockOptions) (sqllock.Locker, e
 // name's read/write lock, by taking its write side at once and giving it
 // back. A dialect without read/write locks has no holders.
 func (r *runner) heldAsRWLock(ctx context.Context, t *target) (bool, error) {
-	rd, ok := t.d.(dialect.RWLocks)
-	if !ok {
-		return false, nil
-	}
-	if _, err := rd.RWLocks(); err != nil { // TiDB
+	if t.d.Catalogue().RWLocks == nil { // TiDB
 		return false, nil
 	}
 	l, err := sqllock.NewRWLock(t.d, sqllock.RWLockOptions{TTL: r.ttl})

@@ -51,13 +51,13 @@ func newSemaphore(d dialect.Dialect, max int, opts sqllock.TableOptions) (sqlloc
 // semaphoreHolders describes the holders of the semaphore name, for
 // messages.
 func semaphoreHolders(ctx context.Context, d dialect.Dialect, name string, max int) string {
-	sd, ok := d.(dialect.Semaphores)
-	if !ok {
+	sems := d.Catalogue().Semaphores
+	if sems == nil {
 		return fmt.Sprintf("all %d permits held", max)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	infos, err := sd.Semaphores().List(ctx)
+	infos, err := sems.List(ctx)
 	if err != nil {
 		return fmt.Sprintf("all %d permits held", max)
 	}
@@ -73,11 +73,11 @@ func semaphoreHolders(ctx context.Context, d dialect.Dialect, name string, max i
 // listSemaphores adds the holders of the dialect's semaphores to rows, one
 // row per holder. A schema older than the semaphores has none.
 func listSemaphores(ctx context.Context, d dialect.Dialect, rows []lockRow) ([]lockRow, error) {
-	sd, ok := d.(dialect.Semaphores)
-	if !ok {
+	sems := d.Catalogue().Semaphores
+	if sems == nil {
 		return rows, nil
 	}
-	infos, err := sd.Semaphores().List(ctx)
+	infos, err := sems.List(ctx)
 	switch {
 	case errors.Is(err, dialect.ErrSchemaMissing):
 		return rows, nil

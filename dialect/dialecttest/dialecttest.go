@@ -31,7 +31,7 @@
 // refuses another owner's live lease (0, the lease untouched); Remaining
 // with and without a row.
 //
-// Each lease table (lock table; version table of a dialect.Optimistic):
+// Each lease table (lock table; version table, where the dialect has one):
 // tokens only grow per name across release, expiry, takeover and Reap (the
 // floor rule); RenewMany reports exactly which leases of a mixed batch it
 // renewed and extends them on the database clock, also for a batch of
@@ -62,21 +62,21 @@
 // driver, which closes its own connection); schema and database names are
 // validated (Harness.WithNamespace).
 //
-// Row locks (dialect.Pessimistic): NOWAIT refusals wrap dialect.ErrLocked,
+// Row locks (dialect.Catalogue.Pessimistic): NOWAIT refusals wrap dialect.ErrLocked,
 // shared and exclusive modes exclude each other as they should, tokens grow
 // across names and rollbacks, a waiting LockRow gets the lock once it is
 // free, a cancelled one leaves no wait on the server and nothing pinned,
 // BeginTx's lock timeout is classified as dialect.ErrLocked, and a killed
 // holder's lock goes to the next one.
 //
-// Semaphores (dialect.Semaphores): the lease checks above on the holders'
+// Semaphores (dialect.Catalogue.Semaphores): the lease checks above on the holders'
 // table with a limit of 1, then up to the limit granted and no more,
 // re-entry, ErrLimitMismatch while holders remain, expiry, Remaining, Reap
 // and concurrent acquirers (see Semaphores). Their FIFO queue
-// (dialect.FairSemaphores): grants in ticket order, as many as permits are
+// (dialect.Catalogue.FairSemaphores): grants in ticket order, as many as permits are
 // free, tickets given up or expired skipped, and the addressed wake-ups.
 //
-// Read/write locks (dialect.RWLocks, or its ErrUnsupported): readers share
+// Read/write locks (dialect.Catalogue.RWLocks): readers share
 // and a writer excludes everyone, tokens grow in grant order on both sides,
 // re-entry keeps the token, a reader asking for the write side is refused
 // as an upgrade, a waiting writer's intent keeps new readers out until it
@@ -90,7 +90,7 @@
 // lease) and read back as the leader only while that lease is live and
 // keeps the token it was proclaimed for; values travel byte for byte.
 //
-// Multi-name grants (dialect.MultiLockTable): a set is granted whole or
+// Multi-name grants (dialect.Catalogue.Multi): a set is granted whole or
 // not at all (a refused set leaves its other names as they were), re-entered
 // by its owner, with tokens that follow the lock table's rules; ReleaseAll
 // reports which leases it released and announces what it frees; a
@@ -99,7 +99,7 @@
 //
 // Announcements (dialect.Notifier): a subscriber is told Ready, and then
 // the names released, or reaped, while someone waited for them (marked by
-// Remaining, or by Watch for a dialect.Watcher), and no others.
+// Remaining, or by Watch where dialect.Catalogue.WatchesNames), and no others.
 package dialecttest
 
 import (
@@ -132,22 +132,6 @@ type Harness struct {
 	// constructor's error, without connecting. Nil for a dialect without
 	// namespaces (SQLite): the identifier checks are then skipped.
 	WithNamespace func(name string) error
-
-	// SingleWriter says that the database lets one transaction at a time
-	// write, as SQLite does. Guard then holds off takeovers by the
-	// database's write lock, which a guarded transaction on the harness's
-	// pools holds from BEGIN on, instead of by a share lock on the lease's
-	// row, and the transitions of every name wait for a guarded
-	// transaction. Without it, the suite checks that the transitions of
-	// other names go ahead while one name's row is guarded.
-	SingleWriter bool
-
-	// NoSharedRowLock says that the dialect's row locks are exclusive
-	// only (TiDB has no shared row lock): the suite then checks that
-	// LockRow refuses a shared lock with an error wrapping
-	// dialect.ErrUnsupported, and takes exclusive locks where it would
-	// have taken shared ones.
-	NoSharedRowLock bool
 }
 
 // Env is one dialect under test and the hooks that reach below its seam.
@@ -170,7 +154,7 @@ type Env struct {
 
 	// HoldRow begins a transaction on a connection of its own that locks
 	// the row of name in table as a writer would (SELECT ... FOR UPDATE;
-	// on a SingleWriter database, the database's write lock), so that the
+	// on a dialect.Catalogue.SingleWriter database, the database's write lock), so that the
 	// row's transitions wait for it, and returns a function that ends the
 	// transaction. It fails if there is no row.
 	HoldRow func(ctx context.Context, table Table, name string) (end func() error, err error)
@@ -206,8 +190,9 @@ const long = time.Hour
 const testTimeout = 2 * time.Minute
 
 // Exercise runs the suite against the dialect of h, in parallel subtests
-// of t. It calls h.New once for t itself, to learn which optional
-// interfaces the dialect implements, and once per subtest.
+// of t. It calls h.New once for t itself, to read the dialect's
+// catalogue (which primitives it holds, and the facts that shape the
+// checks), and once per subtest.
 func Exercise(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -217,10 +202,12 @@ func Exercise(t *testing.T, h Harness) {
 	if probe == nil || probe.Dialect == nil || probe.Open == nil || probe.Expire == nil || probe.HoldRow == nil || probe.Waiting == nil {
 		t.Fatal("dialecttest: Harness.New must return an Env with a Dialect and the hooks Open, Expire, HoldRow and Waiting")
 	}
-	_, optimistic := probe.Dialect.(dialect.Optimistic)
-	_, pessimistic := probe.Dialect.(dialect.Pessimistic)
-	_, notifier := probe.Dialect.(dialect.Notifier)
-	_, fair := probe.Dialect.(dialect.FairLocker)
+	cat := probe.Dialect.Catalogue()
+	if cat.Locks == nil {
+		t.Fatal("dialecttest: the dialect's Catalogue has no Locks")
+	}
+	optimistic, pessimistic := cat.Versions != nil, cat.Pessimistic != nil
+	notifier, fair := cat.Notifier != nil, cat.Fair != nil
 
 	run := func(name string, check func(t *testing.T, e *env)) {
 		t.Run(name, func(t *testing.T) {
@@ -257,7 +244,7 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	if pessimistic {
 		for _, c := range rowLockChecks {
-			run("RowLocks/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.(dialect.Pessimistic)) })
+			run("RowLocks/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Pessimistic) })
 		}
 	}
 	if notifier && !h.Polling {
@@ -266,23 +253,23 @@ func Exercise(t *testing.T, h Harness) {
 	if fair {
 		run("Fair", checkFair)
 	}
-	if _, ok := probe.Dialect.(dialect.Semaphores); ok {
+	if cat.Semaphores != nil {
 		exerciseSemaphores(t, run, notifier && !h.Polling)
 	}
-	if _, ok := probe.Dialect.(dialect.FairSemaphores); ok {
+	if cat.FairSemaphores != nil {
 		run("FairSemaphore", checkFairSemaphore)
 	}
-	if rw, ok := probe.Dialect.(dialect.RWLocks); ok {
-		exerciseRW(t, rw, h.Polling, run)
+	if cat.RWLocks != nil {
+		exerciseRW(&cat, h.Polling, run)
 	}
-	if el, ok := probe.Dialect.(dialect.Elections); ok && !electionsRefused(t, el) {
+	if el := cat.Elections; el != nil && !electionsRefused(t, el) {
 		for _, c := range electionChecks {
-			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.(dialect.Elections)) })
+			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Elections) })
 		}
 	}
-	if _, ok := probe.Dialect.(dialect.MultiLockTable); ok {
+	if cat.Multi != nil {
 		for _, c := range multiChecks {
-			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.(dialect.MultiLockTable)) })
+			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Multi) })
 		}
 	}
 }
@@ -373,9 +360,9 @@ type table struct {
 // table returns the lease table k of the dialect under test.
 func (e *env) table(k Table) *table {
 	if k == Versions {
-		return versionTable(e.Dialect.(dialect.Optimistic).Versions())
+		return versionTable(e.Dialect.Catalogue().Versions)
 	}
-	lt := e.Dialect.Locks()
+	lt := e.Dialect.Catalogue().Locks
 	return &table{name: Locks, stmts: lt,
 		grant: func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
 			return lt.Acquire(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: ttl})
@@ -513,19 +500,19 @@ func notSentErr(t *testing.T, what string, err error) {
 }
 
 // supportsPessimistic reports whether d's server can hold the pessimistic
-// strategy's row locks (see dialect.PessimisticChecker).
+// strategy's row locks (see dialect.Catalogue.CheckPessimistic).
 func supportsPessimistic(t *testing.T, d dialect.Dialect) bool {
 	t.Helper()
-	if _, ok := d.(dialect.Pessimistic); !ok {
+	cat := d.Catalogue()
+	if cat.Pessimistic == nil {
 		return false
 	}
-	c, ok := d.(dialect.PessimisticChecker)
-	if !ok {
+	if cat.CheckPessimistic == nil {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	defer cancel()
-	err := c.CheckPessimistic(ctx)
+	err := cat.CheckPessimistic(ctx)
 	if err != nil && !errors.Is(err, dialect.ErrUnsupported) {
 		t.Fatalf("CheckPessimistic: %v", err)
 	}
@@ -535,7 +522,7 @@ func supportsPessimistic(t *testing.T, d dialect.Dialect) bool {
 // checkPessimisticRefused: a dialect whose server cannot hold row locks
 // (a Galera cluster) refuses LockRow with ErrUnsupported, every time.
 func checkPessimisticRefused(t *testing.T, e *env) {
-	pd := e.Dialect.(dialect.Pessimistic)
+	pd := e.Dialect.Catalogue().Pessimistic
 	for range 2 {
 		rl, err := pd.LockRow(e.ctx, dialect.RowLockParams{Name: "refused"})
 		if err == nil {

@@ -7,15 +7,14 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// The FIFO queue of the lock table (dialect.FairLocker): tickets order the
+// The FIFO queue of the lock table (dialect.Catalogue.Fair): tickets order the
 // grants; a grant to a ticket deletes it; a ticket given up or expired is
 // skipped; re-entry is granted regardless; Reap deletes expired tickets;
-// and, on a dialect whose notifier addresses wake-ups (not a
-// dialect.Watcher), the release that frees a lock announces the oldest
+// and, on a dialect whose notifier addresses wake-ups (not one that
+// watches names), the release that frees a lock announces the oldest
 // live ticket's wake-up (dialect.TicketWake).
 func checkFair(t *testing.T, e *env) {
-	q, err := e.Dialect.(dialect.FairLocker).FairLocks()
-	e.must(err, "FairLocks")
+	q := e.Dialect.Catalogue().Fair
 	const name = "fifo"
 	p := func(owner string) dialect.AcquireParams {
 		return dialect.AcquireParams{Name: name, Owner: owner, TTL: long}
@@ -126,20 +125,17 @@ func checkFair(t *testing.T, e *env) {
 }
 
 // ticketWakes subscribes to the dialect's notifier if it addresses
-// wake-ups to tickets (not a dialect.Watcher, nor a polling harness), until
+// wake-ups to tickets (not one that watches names, nor a polling harness), until
 // the test ends, and returns a function that waits for the announcement of
 // a ticket's wake-up; it does nothing where wake-ups are not addressed.
 func ticketWakes(t *testing.T, e *env) func(dialect.Ticket) {
-	n, ok := e.Dialect.(dialect.Notifier)
-	if !ok || e.h.Polling {
+	cat := e.Dialect.Catalogue()
+	if cat.Notifier == nil || e.h.Polling || cat.WatchesNames {
 		return func(dialect.Ticket) {}
 	}
 	s := newSubscriber()
-	sub := n.Subscribe(s)
+	sub := cat.Notifier.Subscribe(s)
 	t.Cleanup(sub.Unsubscribe)
-	if _, watcher := sub.(dialect.Watcher); watcher {
-		return func(dialect.Ticket) {}
-	}
 	select {
 	case <-s.ready:
 	case err := <-s.lost:

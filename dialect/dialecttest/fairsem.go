@@ -7,7 +7,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// The FIFO queue of the semaphores (dialect.FairSemaphores), with a limit
+// The FIFO queue of the semaphores (dialect.Catalogue.FairSemaphores), with a limit
 // of 2: permits go to live tickets one at a time, in ticket order; a
 // caller without a ticket takes a permit only when nobody is queued; a
 // grant to a ticket deletes it; re-entry is granted regardless; a ticket
@@ -16,7 +16,7 @@ import (
 // ticket be granted (a release, the oldest ticket given up, a grant
 // leaving a permit free) announces that ticket's wake-up.
 func checkFairSemaphore(t *testing.T, e *env) {
-	q := e.Dialect.(dialect.FairSemaphores).FairSemaphores()
+	q := e.Dialect.Catalogue().FairSemaphores
 	const name, limit = "fifo-sem", 2
 	grant := func(owner string, ticket int64) int64 {
 		t.Helper()

@@ -186,7 +186,7 @@ func checkMultiReleaseAll(t *testing.T, e *env, m dialect.MultiLockTable) {
 	if slices.Contains(ok, false) || len(ok) != len(many) {
 		t.Fatalf("ReleaseAll of %d leases = %v", len(many), ok)
 	}
-	if infos, err := e.Dialect.Locks().List(e.ctx); err != nil || slices.ContainsFunc(infos, func(li dialect.LockInfo) bool { return li.Owner == "o5" }) {
+	if infos, err := e.Dialect.Catalogue().Locks.List(e.ctx); err != nil || slices.ContainsFunc(infos, func(li dialect.LockInfo) bool { return li.Owner == "o5" }) {
 		t.Fatalf("the largest set still listed after its release: %v, %v", infos, err)
 	}
 
@@ -251,9 +251,9 @@ func checkMultiConcurrent(t *testing.T, e *env, m dialect.MultiLockTable) {
 	)
 	for w := range workers {
 		d := e.Open(e.t, 3)
-		mw, ok := d.(dialect.MultiLockTable)
-		if !ok {
-			t.Fatal("Open returned a dialect that is not a MultiLockTable")
+		mw := d.Catalogue().Multi
+		if mw == nil {
+			t.Fatal("Open returned a dialect without a MultiLockTable")
 		}
 		owner := fmt.Sprintf("w%d", w)
 		wg.Add(1)
@@ -327,8 +327,9 @@ func multiWorker(ctx context.Context, m dialect.MultiLockTable, owner string, po
 // A name that ReleaseAll frees while someone waits for it is announced,
 // as Release announces it.
 func checkMultiAnnounced(t *testing.T, e *env, m dialect.MultiLockTable) {
-	n, ok := e.Dialect.(dialect.Notifier)
-	if !ok || e.h.Polling {
+	cat := e.Dialect.Catalogue()
+	n := cat.Notifier
+	if n == nil || e.h.Polling {
 		t.Skip("the dialect does not announce releases")
 	}
 	s := newSubscriber()
@@ -343,12 +344,11 @@ func checkMultiAnnounced(t *testing.T, e *env, m dialect.MultiLockTable) {
 	}
 	names := []string{"ann-a", "ann-b"}
 	tokens, _ := e.acquireAll(m, "o", names...)
-	watcher, watching := sub.(dialect.Watcher)
-	if watching {
-		watcher.Watch("ann-b")
-		defer watcher.Unwatch("ann-b")
+	if cat.WatchesNames {
+		sub.Watch("ann-b")
+		defer sub.Unwatch("ann-b")
 		e.awaitAnnounced(s, "ann-b") // the registration
-	} else if _, ok, err := e.Dialect.Locks().Remaining(e.ctx, "ann-b"); err != nil || !ok {
+	} else if _, ok, err := e.Dialect.Catalogue().Locks.Remaining(e.ctx, "ann-b"); err != nil || !ok {
 		t.Fatalf("Remaining: %v, %v", ok, err)
 	}
 	_, err := m.ReleaseAll(e.ctx, leases("o", names, tokens), 0)

@@ -45,12 +45,13 @@ func (s *subscriber) Lost(err error) {
 // Remaining marks), in the order they were, and no others (a name may be
 // announced again when its released row is reaped); a second
 // subscriber listens on the connection already there. For a subscription
-// that is a dialect.Watcher, a name is waited for once watched (the registration is
-// announced once) and reaping is not announced; for a
-// dialect.VersionNotifier, releases of the version table are announced
-// too.
+// of a notifier that watches names (dialect.Catalogue.WatchesNames), a
+// name is waited for once watched (the registration is announced once) and
+// reaping is not announced; where the catalogue says AnnouncesVersions,
+// releases of the version table are announced too.
 func checkNotifier(t *testing.T, e *env) {
-	n := e.Dialect.(dialect.Notifier)
+	cat := e.Dialect.Catalogue()
+	n := cat.Notifier
 	s := newSubscriber()
 	sub := n.Subscribe(s)
 	defer sub.Unsubscribe()
@@ -69,7 +70,7 @@ func checkNotifier(t *testing.T, e *env) {
 	defer sub2.Unsubscribe()
 	e.eventually("a second subscriber listens", sub2.Listening)
 
-	watcher, watching := sub.(dialect.Watcher)
+	watching := cat.WatchesNames
 	// seen holds, per subscriber, the names announced so far.
 	seen := map[*subscriber]map[string]bool{s: {}, s2: {}}
 	// announced checks that the next announcement s gets is want's. A name
@@ -96,18 +97,18 @@ func checkNotifier(t *testing.T, e *env) {
 		}
 	}
 	// waited grants name in tb and marks it waited for: by Remaining, or,
-	// for a Watcher, by Watch, whose registration is announced once.
+	// where the notifier watches names, by Watch, whose registration is announced once.
 	waited := func(tb *table, name string) dialect.Lease {
 		t.Helper()
 		l := e.grant(tb, name, "o")
 		if watching {
-			watcher.Watch(name)
-			t.Cleanup(func() { watcher.Unwatch(name) })
+			sub.Watch(name)
+			t.Cleanup(func() { sub.Unwatch(name) })
 			announced(s, name)
 			announced(s2, name)
 			return l
 		}
-		if _, ok, err := e.Dialect.Locks().Remaining(e.ctx, name); err != nil || !ok {
+		if _, ok, err := e.Dialect.Catalogue().Locks.Remaining(e.ctx, name); err != nil || !ok {
 			t.Fatalf("Remaining(%q): %v, %v", name, ok, err)
 		}
 		return l
@@ -123,7 +124,7 @@ func checkNotifier(t *testing.T, e *env) {
 	announced(s, w.Name)
 	announced(s2, w.Name)
 
-	if _, ok := n.(dialect.VersionNotifier); ok {
+	if cat.AnnouncesVersions {
 		vt := e.table(Versions)
 		quiet := e.grant(vt, "notify-quiet-version", "o")
 		v := waited(vt, "notify-version")
@@ -133,7 +134,7 @@ func checkNotifier(t *testing.T, e *env) {
 		announced(s2, v.Name)
 	}
 	if watching {
-		// A Watcher's waiters look again when the holder's lease ends:
+		// Waiters on names watched look again when the holder's lease ends:
 		// reaping an expired row need not be announced.
 		return
 	}

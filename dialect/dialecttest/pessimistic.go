@@ -2,6 +2,7 @@ package dialecttest
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"testing"
 	"time"
@@ -28,11 +29,13 @@ var rowLockChecks = []struct {
 type rowLocks struct {
 	e    *env
 	d    dialect.Pessimistic
-	held int // locks held, each pinning a connection
+	db   *sql.DB // d's pool
+	held int     // locks held, each pinning a connection
 }
 
 func (e *env) rowLocks() *rowLocks {
-	return &rowLocks{e: e, d: e.Open(e.t, 0).(dialect.Pessimistic)}
+	d := e.Open(e.t, 0)
+	return &rowLocks{e: e, d: d.Catalogue().Pessimistic, db: d.DB()}
 }
 
 // lock takes the row lock p asks for; with refused, it checks that it is
@@ -71,7 +74,7 @@ func (r *rowLocks) unlock(rl *dialect.RowLock) {
 // pinned checks that each held lock, and nothing else, pins a connection.
 func (r *rowLocks) pinned() {
 	r.e.t.Helper()
-	if n := r.d.DB().Stats().InUse; n != r.held {
+	if n := r.db.Stats().InUse; n != r.held {
 		r.e.t.Fatalf("%d connections in use with %d locks held", n, r.held)
 	}
 }
@@ -84,7 +87,7 @@ func checkRowLockModes(t *testing.T, e *env, _ dialect.Pessimistic) {
 	const name = "modes"
 	x := dialect.RowLockParams{Name: name}
 	s := dialect.RowLockParams{Name: name, Shared: true}
-	if e.h.NoSharedRowLock {
+	if e.Dialect.Catalogue().NoSharedRowLock {
 		for _, wait := range []bool{false, true} {
 			s.Wait = wait
 			if _, err := r.d.LockRow(e.ctx, s); !errors.Is(err, dialect.ErrUnsupported) {
@@ -100,7 +103,7 @@ func checkRowLockModes(t *testing.T, e *env, _ dialect.Pessimistic) {
 	other := r.lock(dialect.RowLockParams{Name: "modes-other"}, false)
 	r.unlock(w)
 	r.unlock(other)
-	if e.h.NoSharedRowLock {
+	if e.Dialect.Catalogue().NoSharedRowLock {
 		return
 	}
 
@@ -132,7 +135,7 @@ func checkRowLockTokens(t *testing.T, e *env, _ dialect.Pessimistic) {
 	a = next(dialect.RowLockParams{Name: "tokens-a"}, "a rolled back lock of the name")
 	b := next(dialect.RowLockParams{Name: "tokens-b"}, "a lock of another name")
 	c1, c2 := dialect.RowLockParams{Name: "tokens-c", Shared: true}, dialect.RowLockParams{Name: "tokens-c", Shared: true}
-	if e.h.NoSharedRowLock { // two exclusive locks of two names
+	if e.Dialect.Catalogue().NoSharedRowLock { // two exclusive locks of two names
 		c1, c2 = dialect.RowLockParams{Name: "tokens-c"}, dialect.RowLockParams{Name: "tokens-d"}
 	}
 	s1 := next(c1, "exclusive locks")

@@ -118,8 +118,8 @@ func checkPoolNotClosed(t *testing.T, e *env) {
 	connClosed("a migration driver on a cancelled context", conn)
 	ping("a migration driver on a cancelled context")
 
-	tb := &table{name: Locks, stmts: d.Locks()}
-	token, err := d.Locks().Acquire(e.ctx, dialect.AcquireParams{Name: "pool", Owner: "o", TTL: long})
+	tb := &table{name: Locks, stmts: d.Catalogue().Locks}
+	token, err := d.Catalogue().Locks.Acquire(e.ctx, dialect.AcquireParams{Name: "pool", Owner: "o", TTL: long})
 	e.must(err, "Acquire")
 	e.release(tb, dialect.Lease{Name: "pool", Owner: "o", Token: token}, true)
 	if c, ok := d.(interface{ Close(context.Context) error }); ok {
@@ -147,13 +147,12 @@ func checkPoolExhausted(t *testing.T, e *env) {
 		calls[prefix+"Release"] = func(ctx context.Context) error { _, err := lt.Release(ctx, lease[0], 0); return err }
 		calls[prefix+"List"] = func(ctx context.Context) error { _, err := lt.List(ctx); return err }
 	}
-	lt := d.Locks()
+	lt := d.Catalogue().Locks
 	addLease("Locks.", lt)
 	calls["Locks.Acquire"] = func(ctx context.Context) error { _, err := lt.Acquire(ctx, ap); return err }
 	calls["Locks.Remaining"] = func(ctx context.Context) error { _, _, err := lt.Remaining(ctx, name); return err }
 	calls["Reap"] = func(ctx context.Context) error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err }
-	if od, ok := d.(dialect.Optimistic); ok {
-		vt := od.Versions()
+	if vt := d.Catalogue().Versions; vt != nil {
 		sp := dialect.SwapParams{Name: name, Owner: owner, TTL: long, Version: 1}
 		addLease("Versions.", vt)
 		calls["Versions.Read"] = func(ctx context.Context) error { _, _, err := vt.Read(ctx, name); return err }
@@ -161,13 +160,13 @@ func checkPoolExhausted(t *testing.T, e *env) {
 		calls["Versions.Take"] = func(ctx context.Context) error { _, err := vt.Take(ctx, sp); return err }
 		calls["Versions.Reenter"] = func(ctx context.Context) error { _, err := vt.Reenter(ctx, sp); return err }
 	}
-	if pd, ok := d.(dialect.Pessimistic); ok && supportsPessimistic(t, e.Dialect) {
+	if pd := d.Catalogue().Pessimistic; pd != nil && supportsPessimistic(t, e.Dialect) {
 		for what, p := range map[string]dialect.RowLockParams{
 			"LockRow":         {Name: name},
 			"LockRow(Wait)":   {Name: name, Wait: true},
 			"LockRow(Shared)": {Name: name, Shared: true},
 		} {
-			if p.Shared && e.h.NoSharedRowLock {
+			if p.Shared && d.Catalogue().NoSharedRowLock {
 				continue
 			}
 			calls[what] = func(ctx context.Context) error {

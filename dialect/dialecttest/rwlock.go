@@ -21,7 +21,7 @@ const RWHolders Table = "sqllock_rwlock_holders"
 // locks do not offer.
 var rwLeaseChecks = []string{"Tokens", "RenewMany", "RenewManyBatch", "Release", "Guard", "List", "Names", "CancelledGrant"}
 
-// rwChecks run on a dialect.RWLocks.
+// rwChecks run on a dialect.RWLockTable.
 var rwChecks = []struct {
 	name  string
 	check func(t *testing.T, e *env, rw dialect.RWLockTable)
@@ -32,27 +32,14 @@ var rwChecks = []struct {
 	{"Concurrent", checkRWConcurrent},
 }
 
-// exerciseRW runs the read/write lock checks, or checks that a dialect
-// that cannot hold them says so.
-func exerciseRW(t *testing.T, probe dialect.RWLocks, polling bool, run func(string, func(*testing.T, *env))) {
-	rw, err := probe.RWLocks()
-	if err != nil {
-		if !errors.Is(err, dialect.ErrUnsupported) {
-			t.Errorf("RWLocks: %v, want nil or an error wrapping ErrUnsupported", err)
-		}
-		return
-	}
-	rwOf := func(t *testing.T, e *env) dialect.RWLockTable {
-		rw, err := e.Dialect.(dialect.RWLocks).RWLocks()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rw
-	}
+// exerciseRW runs the read/write lock checks on probe's RWLocks.
+func exerciseRW(probe *dialect.Catalogue, polling bool, run func(string, func(*testing.T, *env))) {
+	rw := probe.RWLocks
+	rwOf := func(_ *testing.T, e *env) dialect.RWLockTable { return e.Dialect.Catalogue().RWLocks }
 	for _, c := range rwChecks {
 		run("RWLocks/"+c.name, func(t *testing.T, e *env) { c.check(t, e, rwOf(t, e)) })
 	}
-	if _, ok := probe.(dialect.Notifier); ok && rw.Announces() && !polling {
+	if probe.Notifier != nil && rw.Announces() && !polling {
 		run("RWLocks/Announce", func(t *testing.T, e *env) { checkRWAnnounce(t, e, rwOf(t, e)) })
 	}
 	for _, c := range leaseChecks {
@@ -217,9 +204,7 @@ func checkRWConcurrent(t *testing.T, e *env, rw dialect.RWLockTable) {
 	)
 	var wg sync.WaitGroup
 	for i := range workers {
-		d := e.Open(t, 2).(dialect.RWLocks)
-		other, err := d.RWLocks()
-		e.must(err, "RWLocks")
+		other := e.Open(t, 2).Catalogue().RWLocks
 		wg.Go(func() {
 			owner := fmt.Sprintf("worker-%d", i)
 			for range rounds {
@@ -278,7 +263,7 @@ func checkRWConcurrent(t *testing.T, e *env, rw dialect.RWLockTable) {
 // intent, are announced to the dialect's subscribers.
 func checkRWAnnounce(t *testing.T, e *env, rw dialect.RWLockTable) {
 	s := newSubscriber()
-	sub := e.Dialect.(dialect.Notifier).Subscribe(s)
+	sub := e.Dialect.Catalogue().Notifier.Subscribe(s)
 	defer sub.Unsubscribe()
 	select {
 	case <-s.ready:
@@ -300,13 +285,13 @@ func checkRWAnnounce(t *testing.T, e *env, rw dialect.RWLockTable) {
 			t.Fatalf("never: the announcement of %q", want)
 		}
 	}
-	// A Watcher's waiters wait for the names they watch: each
+	// Where the notifier watches names, waiters wait for them: each
 	// registration is announced once.
 	watched := func(name string) {
 		t.Helper()
-		if w, ok := sub.(dialect.Watcher); ok {
-			w.Watch(name)
-			t.Cleanup(func() { w.Unwatch(name) })
+		if e.Dialect.Catalogue().WatchesNames {
+			sub.Watch(name)
+			t.Cleanup(func() { sub.Unwatch(name) })
 			announced(name)
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // expire or hold a name's row keep one holder per name.
 const Semaphores Table = "sqllock_semaphore_holders"
 
-// exerciseSemaphores runs the semaphore checks of a dialect.Semaphores.
+// exerciseSemaphores runs the semaphore checks of a dialect.SemaphoreTable.
 //
 // Semaphore table: with a limit of 1, every lease check of the lock table
 // (tokens, renewal, release, minimum hold, guard, list, names, cancelled
@@ -48,7 +48,7 @@ func exerciseSemaphores(t *testing.T, run func(name string, check func(t *testin
 // semaphoreTable returns the semaphore table as a lease table whose grants
 // ask for limit permits.
 func (e *env) semaphoreTable(limit int) *table {
-	st := e.Dialect.(dialect.Semaphores).Semaphores()
+	st := e.Dialect.Catalogue().Semaphores
 	return &table{name: Semaphores, stmts: st,
 		grant: func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
 			return st.Acquire(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: ttl, Limit: limit})
@@ -143,7 +143,7 @@ func checkSemaphoreExpiry(t *testing.T, e *env) {
 // Remaining reports no row for a name without holders, otherwise at most
 // the time the first holder's lease has left, and 0 once a permit is free.
 func checkSemaphoreRemaining(t *testing.T, e *env) {
-	st := e.Dialect.(dialect.Semaphores).Semaphores()
+	st := e.Dialect.Catalogue().Semaphores
 	const name = "remaining"
 	if d, ok, err := st.Remaining(e.ctx, name); err != nil || ok {
 		t.Fatalf("Remaining without holders: %v, %v, %v; want false", d, ok, err)
@@ -207,7 +207,7 @@ func checkSemaphoreConcurrent(t *testing.T, e *env) {
 	)
 	errs := make(chan error, workers)
 	for w := range workers {
-		st := e.Open(t, 2).(dialect.Semaphores).Semaphores()
+		st := e.Open(t, 2).Catalogue().Semaphores
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -254,12 +254,12 @@ func checkSemaphoreConcurrent(t *testing.T, e *env) {
 // A freed permit of a name someone waited for (as Remaining marks) is
 // announced.
 func checkSemaphoreAnnounced(t *testing.T, e *env) {
-	st := e.Dialect.(dialect.Semaphores).Semaphores()
+	st := e.Dialect.Catalogue().Semaphores
 	if !st.Announces() {
 		t.Skip("the dialect's semaphores do not announce releases")
 	}
 	s := newSubscriber()
-	sub := e.Dialect.(dialect.Notifier).Subscribe(s)
+	sub := e.Dialect.Catalogue().Notifier.Subscribe(s)
 	defer sub.Unsubscribe()
 	select {
 	case <-s.ready:
@@ -274,11 +274,11 @@ func checkSemaphoreAnnounced(t *testing.T, e *env) {
 	e.refused(tb, name, "b")
 	_, _, err := st.Remaining(e.ctx, name)
 	e.must(err, "Remaining")
-	if w, ok := sub.(dialect.Watcher); ok {
-		// A Watcher's waiters wait for the names they watch: the
-		// registration is announced once, then the release.
-		w.Watch(name)
-		defer w.Unwatch(name)
+	if e.Dialect.Catalogue().WatchesNames {
+		// Waiters wait for the names they watch: the registration is
+		// announced once, then the release.
+		sub.Watch(name)
+		defer sub.Unwatch(name)
 		awaitName(e, s, name)
 	}
 	e.release(tb, l, true)

@@ -8,7 +8,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Elections = (*Dialect)(nil)
+// elections is the catalogue's Elections.
+type elections struct{ *Dialect }
+
+var _ dialect.Elections = elections{}
 
 // electionSQL are the statements of leader election on the lock table
 // locks: a guarded write of a live lease's value, and the read of the live
@@ -26,9 +29,6 @@ FROM %[1]s WHERE name = ? AND holds > 0 AND expires_at > %[2]s AND value_token =
 }
 
 func (d *Dialect) electionSQL(ctx context.Context) (proclaim, leader string, err error) {
-	if d.tidb {
-		return "", "", fmt.Errorf("%w: leader election is not offered on TiDB", dialect.ErrUnsupported)
-	}
 	if err := d.check(ctx); err != nil {
 		return "", "", err
 	}
@@ -38,9 +38,8 @@ func (d *Dialect) electionSQL(ctx context.Context) (proclaim, leader string, err
 	return proclaim, leader, nil
 }
 
-// Proclaim implements dialect.Elections. On TiDB it returns an error
-// wrapping dialect.ErrUnsupported.
-func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+// Proclaim implements dialect.Elections.
+func (d elections) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	text, _, err := d.electionSQL(ctx)
 	if err != nil {
 		return false, err
@@ -48,9 +47,8 @@ func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (
 	return d.run.Proclaim(ctx, text, []byte(value), l.Name, l.Owner, l.Token)
 }
 
-// Leader implements dialect.Elections. On TiDB it returns an error wrapping
-// dialect.ErrUnsupported.
-func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+// Leader implements dialect.Elections.
+func (d elections) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
 	_, text, err := d.electionSQL(ctx)
 	if err != nil {
 		return dialect.LeaderInfo{}, false, err

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -57,10 +56,3 @@ func execCount(ctx context.Context, conn *sql.Conn, query string, limit int) (in
 	n, err := res.RowsAffected()
 	return int(n), wrap(err)
 }
-
-var _ dialect.FairLocker = (*Dialect)(nil)
-
-// FairLocks implements dialect.FairLocker. A release rings the bells of
-// the processes that wait for the name (or, without wake-ups, they poll);
-// the grant's rule serves them in ticket order.
-func (d *Dialect) FairLocks() (dialect.FairTable, error) { return d.fair, nil }

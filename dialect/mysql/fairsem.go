@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -54,9 +53,3 @@ func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limi
 	return execCount(ctx, conn, d.reap.semTickets, limit)
 }
 
-var _ dialect.FairSemaphores = (*Dialect)(nil)
-
-// FairSemaphores implements dialect.FairSemaphores. A release rings the
-// bells of the processes that wait for the name (or, without wake-ups,
-// they poll); the grant's rule serves them in ticket order.
-func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

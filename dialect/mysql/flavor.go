@@ -58,7 +58,7 @@ func (d *Dialect) checkFlavor(ctx context.Context) error {
 		return err
 	}
 	d.flavor.tidb = isTiDB(version)
-	if d.flavor.tidb && d.tidb {
+	if d.flavor.tidb && d.tidb != nil {
 		err := d.run.Conn(ctx, func(conn *sql.Conn) error {
 			return d.run.Wrap(conn.QueryRowContext(ctx, `SELECT @@tidb_txn_mode`).Scan(&d.flavor.txnMode))
 		})
@@ -66,7 +66,7 @@ func (d *Dialect) checkFlavor(ctx context.Context) error {
 			return err
 		}
 	}
-	if d.flavor.tidb && !d.tidb {
+	if d.flavor.tidb && d.tidb == nil {
 		d.flavor.err = fmt.Errorf("%w: the server is TiDB (VERSION() %q), where the MySQL dialect's statements "+
 			"could grant one lock to two owners (LAST_INSERT_ID(expr) in an upsert, the order of UPDATE "+
 			"assignments, SKIP LOCKED and shared row locks all differ from MySQL): use mysql.NewTiDB",

@@ -11,16 +11,14 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-var _ dialect.PessimisticChecker = (*Dialect)(nil)
-
-// galeraCheck remembers what CheckPessimistic found.
+// galeraCheck remembers what checkPessimistic found.
 type galeraCheck struct {
 	mu   sync.Mutex
 	done bool
 	err  error
 }
 
-// CheckPessimistic implements dialect.PessimisticChecker. On a MariaDB
+// checkPessimistic is the catalogue's CheckPessimistic. On a MariaDB
 // Galera cluster (wsrep_on) it returns an error wrapping
 // dialect.ErrUnsupported: SELECT ... FOR UPDATE there locks the row on the
 // local node only, and a transaction on another node is not kept out but
@@ -29,7 +27,7 @@ type galeraCheck struct {
 // table and optimistic strategies are correct on Galera: every grant is
 // one certified write. The answer is asked once and remembered; an error
 // reaching the server is not remembered.
-func (d *Dialect) CheckPessimistic(ctx context.Context) error {
+func (d *Dialect) checkPessimistic(ctx context.Context) error {
 	d.galera.mu.Lock()
 	defer d.galera.mu.Unlock()
 	if d.galera.done {

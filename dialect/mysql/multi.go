@@ -12,7 +12,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.MultiLockTable = (*Dialect)(nil)
+// lockSets is the catalogue's Multi.
+type lockSets struct{ *Dialect }
+
+var _ dialect.MultiLockTable = lockSets{}
 
 // multiTx are the options of AcquireAll's transaction: READ COMMITTED
 // takes no gap locks where REPEATABLE READ would, which keeps transactions
@@ -27,7 +30,7 @@ var multiTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // dialect.ErrTransient: the transaction was rolled back, and may be run
 // again). Tokens are those of Acquire (clock tokens above the token
 // floor). The TiDB dialect does not offer it.
-func (d *Dialect) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
+func (d lockSets) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
 	return d.locks.AcquireAll(ctx, multiTx, p)
 }
 
@@ -58,7 +61,7 @@ WHERE name IN (:names) AND (name, owner, token) IN (:leases) AND holds > 0`, loc
 // ReleaseAll implements dialect.MultiLockTable: one statement for up to
 // releaseChunk leases (one per chunk beyond). The names it frees that
 // someone waits for ring their waiters' bells, as Release does.
-func (d *Dialect) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
+func (d lockSets) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
 	out := make([]bool, len(ls))
 	for start := 0; start < len(ls); start += releaseChunk {
 		chunk := ls[start:min(start+releaseChunk, len(ls))]

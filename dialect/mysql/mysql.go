@@ -9,7 +9,7 @@
 //
 // On TiDB, New's dialect refuses every grant, row lock and reap with an
 // error wrapping dialect.ErrUnsupported (its statements are not safe there);
-// NewTiDB's is the dialect for TiDB.
+// NewTiDB's is the dialect for TiDB: a Dialect whose catalogue differs.
 package mysql
 
 import (
@@ -50,7 +50,8 @@ type Dialect struct {
 	clock      clockCheck
 	galera     galeraCheck
 	flavor     flavorCheck
-	tidb       bool // made by NewTiDB: the server may be TiDB
+	tidb       *tidb // made by NewTiDB: TiDB's statements; nil for MySQL and MariaDB
+	cat        dialect.Catalogue
 
 	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
 	bells     *bells            // this process's wake-ups
@@ -101,8 +102,13 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	return d, nil
 }
 
-// Name returns "mysql".
-func (d *Dialect) Name() string { return "mysql" }
+// Name returns "mysql", or "tidb" for a dialect of NewTiDB.
+func (d *Dialect) Name() string {
+	if d.tidb != nil {
+		return "tidb"
+	}
+	return "mysql"
+}
 
 // DB returns the pool lock statements run on.
 func (d *Dialect) DB() *sql.DB { return d.db }
@@ -110,8 +116,14 @@ func (d *Dialect) DB() *sql.DB { return d.db }
 // Database returns the configured database, or "" for the DSN's default.
 func (d *Dialect) Database() string { return d.database }
 
-// Migrations returns the MySQL migration files.
-func (d *Dialect) Migrations() fs.FS { return migrations.MySQL() }
+// Migrations returns the MySQL migration files, or the TiDB ones for a
+// dialect of NewTiDB.
+func (d *Dialect) Migrations() fs.FS {
+	if d.tidb != nil {
+		return migrations.TiDB()
+	}
+	return migrations.MySQL()
+}
 
 // quote backquotes a validated identifier.
 func quote(ident string) string { return "`" + ident + "`" }
@@ -125,8 +137,12 @@ func quote(ident string) string { return "`" + ident + "`" }
 // and raises the floor to the largest token or version deleted. Last, it
 // reaps a batch of expired semaphore holders (see reapSemaphores), then one
 // of expired FIFO tickets of locks (see reapTickets) and one of semaphores
-// (see reapSemaphoreTickets).
+// (see reapSemaphoreTickets). On TiDB it locks each row with NOWAIT
+// instead of SKIP LOCKED, which TiDB ignores (see tidbReap).
 func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
+	if d.tidb != nil {
+		return d.tidb.reapAll(ctx, p)
+	}
 	if err := d.check(ctx); err != nil {
 		return 0, err
 	}
@@ -271,8 +287,12 @@ func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int,
 // closed, and the server's wait ends at GET_LOCK's own 5 s timeout). The
 // lock is released on a context of its own, and conn is closed after the
 // run instead of going back to the pool, which releases the lock whatever
-// happened.
+// happened. On TiDB, a wait for the lock that TiDB ends with an error is
+// repeated until ctx ends.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+	if d.tidb != nil {
+		return d.tidb.migrationDriver(ctx, conn)
+	}
 	drv, err := sqlmigrate.New(ctx, conn, d.migrationStatements())
 	return drv, wrap(err)
 }

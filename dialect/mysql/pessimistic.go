@@ -14,7 +14,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Pessimistic = (*Dialect)(nil)
+// rowLocks is the catalogue's Pessimistic.
+type rowLocks struct{ *Dialect }
+
+var _ dialect.Pessimistic = rowLocks{}
 
 type rowLockQueries struct {
 	// The share clause differs between servers: MariaDB has no FOR SHARE;
@@ -75,11 +78,11 @@ func (d *Dialect) isMariaDB(ctx context.Context, tx *sql.Tx) (bool, error) {
 // innodb_lock_wait_timeout, 50 s by default); if none is free within
 // a couple of seconds, the connection is closed and the server's wait ends
 // at innodb_lock_wait_timeout.
-func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+func (d rowLocks) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
 	if err := d.check(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.CheckPessimistic(ctx); err != nil {
+	if err := d.checkPessimistic(ctx); err != nil {
 		return nil, err
 	}
 	r := d.rowLocker()
@@ -136,7 +139,7 @@ func (d *Dialect) rowLocker() sqlrun.RowLocker {
 // BeginTx implements dialect.Pessimistic. innodb_lock_wait_timeout has whole
 // seconds (lockTimeout is rounded up) and is a session setting: the
 // returned RowTx's Close sets it back to the server's default.
-func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
+func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
 	conn, err := d.run.Pin(ctx)
 	if err != nil {
 		return nil, err
@@ -161,7 +164,7 @@ func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 }
 
 // Classify implements dialect.Pessimistic.
-func (d *Dialect) Classify(err error) error { return wrap(err) }
+func (d rowLocks) Classify(err error) error { return wrap(err) }
 
 // reapRowLocks deletes a batch of rows of the row-lock table that no
 // transaction holds or waits for: a held row is locked by its holder, and

@@ -5,26 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
-
-var (
-	_ dialect.RWLocks = (*Dialect)(nil)
-	_ dialect.RWLocks = (*TiDB)(nil)
-)
-
-// RWLocks implements dialect.RWLocks. A release that frees a name some
-// process waits for, and a withdrawn writer intent of such a name, ring
-// that process's bell, as the lock table's releases do (see wake.go): the
-// waiters hint is kept on the head row, and copied by each grant into the
-// holder row it adds.
-func (d *Dialect) RWLocks() (dialect.RWLockTable, error) { return d.rw, nil }
-
-// RWLocks implements dialect.RWLocks: TiDB has no read/write locks.
-func (t *TiDB) RWLocks() (dialect.RWLockTable, error) {
-	return nil, fmt.Errorf("%w: read/write locks are not supported on TiDB", dialect.ErrUnsupported)
-}
 
 // leftUntil is the microseconds from now to the time in col, 0 if past.
 func leftUntil(col string) string {

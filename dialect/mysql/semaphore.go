@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Semaphores = (*Dialect)(nil)
-
-// Semaphores implements dialect.Semaphores. An acquire is one READ
+// semaphoreTables compiles the semaphores' statements. An acquire is one READ
 // COMMITTED transaction: its first statements lock the name's head row, and
 // each later statement reads what the grants before it committed. A
 // token is the larger of the name's previous token plus one and the
@@ -21,7 +18,6 @@ var _ dialect.Semaphores = (*Dialect)(nil)
 // the lock table's does (see wake.go): the waiters hint is kept on the
 // head row, and copied by each grant into the holder row it adds. The
 // TiDB dialect does not offer semaphores.
-func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
 
 // semaphoreSQL declares the semaphore tables' statements.
 func semaphoreSQL(sems, holders string) sqlrun.SemaphoreSQL {

@@ -199,16 +199,24 @@ func (d *Dialect) tables() error {
 	}
 	d.semaphoreTables(c)
 	d.rwTables(c)
+	d.cat = dialect.Catalogue{
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
+		Elections: elections{d}, Pessimistic: rowLocks{d},
+		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
+	}
 	return c.Err
 }
 
-var _ dialect.Optimistic = (*Dialect)(nil)
-
-// Locks implements dialect.Dialect.
-func (d *Dialect) Locks() dialect.LockTable { return d.locks }
-
-// Versions implements dialect.Optimistic.
-func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
+// Catalogue implements dialect.Dialect: MySQL and MariaDB hold every
+// primitive; TiDB (NewTiDB) the lock table, the version table and
+// exclusive row locks, whose waiters poll. A release of a name some process waits for (of a lock, a
+// version, a semaphore permit or a read/write lock, or a withdrawn writer
+// intent) rings that process's bell, the Notifier's connection (see
+// wake.go); without wake-ups (WithoutWakeups, a Galera cluster), waiters
+// poll. The FIFO queues serve the woken waiters in ticket order. Row locks
+// are refused on a Galera cluster (CheckPessimistic).
+func (d *Dialect) Catalogue() dialect.Catalogue { return d.cat }
 
 // cancelGrant prepares the cancelling of a grant: a mark to put in front of
 // the statement, by which another connection of the pool finds it in the

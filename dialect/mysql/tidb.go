@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -15,12 +14,10 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 	"github.com/sqllock/sqllock/internal/sqlrun"
-	"github.com/sqllock/sqllock/migrations"
 )
 
-// TiDB is the dialect for TiDB, which speaks MySQL's protocol but not all of
-// its semantics. Create it with NewTiDB. It differs from the MySQL dialect
-// where TiDB does:
+// tidb holds what differs on TiDB, which speaks MySQL's protocol but not
+// all of its semantics, in a dialect made by NewTiDB:
 //
 //   - The lock table's Acquire and the version table's Create are short
 //     transactions (a locking read of the name's row, and of the floor when
@@ -42,84 +39,77 @@ import (
 //     and other retryable transaction errors wrap dialect.ErrTransient.
 //   - The migrations are migrations.TiDB: the token table allocates ids in
 //     order across TiDB servers (AUTO_ID_CACHE 1).
+//   - Its catalogue has no lock sets, FIFO queues, semaphores, read/write
+//     locks or elections, and no notifier: waiters poll.
 //
 // Its statements are portable: it runs on MySQL and MariaDB too (slower
-// than New's dialect there). A TiDB is safe for concurrent use.
-type TiDB struct {
+// than New's dialect there).
+type tidb struct {
 	d        *Dialect
 	locks    tidbLocks
 	versions tidbVersions
 	reap     tidbReap
 }
 
-var (
-	_ dialect.Optimistic  = (*TiDB)(nil)
-	_ dialect.Pessimistic = (*TiDB)(nil)
-)
+var _ dialect.Pessimistic = (*tidb)(nil)
 
-// NewTiDB returns the TiDB dialect for db, a pool opened with the "mysql"
-// driver on a TiDB server. It takes New's options.
-func NewTiDB(db *sql.DB, opts ...Option) (*TiDB, error) {
+// NewTiDB returns the dialect for db, a pool opened with the "mysql"
+// driver on a TiDB server. It takes New's options. Its Name is "tidb", and
+// its catalogue is TiDB's (see Dialect.Catalogue).
+func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 	d, err := New(db, opts...)
 	if err != nil {
 		return nil, err
 	}
 	// Nothing has run yet: the runner can still change.
-	d.tidb = true
 	d.run.Wrap = wrapTiDB
-	t := &TiDB{d: d}
+	t := &tidb{d: d}
 	if err := t.tables(); err != nil {
 		return nil, err
 	}
-	return t, nil
+	d.tidb = t
+	d.cat = dialect.Catalogue{
+		Locks: &t.locks, Versions: &t.versions, Pessimistic: t,
+		Reasons: map[string]string{
+			"Multi":          "lock sets are not supported on TiDB",
+			"Fair":           "FIFO queues are not supported on TiDB",
+			"Semaphores":     "semaphores are not supported on TiDB",
+			"FairSemaphores": "semaphores are not supported on TiDB",
+			"RWLocks":        "read/write locks are not supported on TiDB",
+			"Elections":      "leader election is not offered on TiDB",
+		},
+		NoSharedRowLock: true,
+	}
+	return d, nil
 }
 
-// Name returns "tidb".
-func (t *TiDB) Name() string { return "tidb" }
-
-// DB returns the pool lock statements run on.
-func (t *TiDB) DB() *sql.DB { return t.d.db }
-
-// Database returns the configured database, or "" for the DSN's default.
-func (t *TiDB) Database() string { return t.d.database }
-
-// Migrations returns the TiDB migration files.
-func (t *TiDB) Migrations() fs.FS { return migrations.TiDB() }
-
-// MigrationDriver implements dialect.Dialect as the MySQL dialect's does.
-// TiDB ends a wait for the migration lock (GET_LOCK) with an error where
-// MySQL returns 0: "lock wait timeout" when its timeout passes, or
-// "pessimistic lock retry limit reached" when the lock changed hands too
-// often meanwhile; the wait is then simply repeated, until the context
-// ends.
-func (t *TiDB) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
+// migrationDriver is Dialect.MigrationDriver on TiDB. TiDB ends a wait for
+// the migration lock (GET_LOCK) with an error where MySQL returns 0: "lock
+// wait timeout" when its timeout passes, or "pessimistic lock retry limit
+// reached" when the lock changed hands too often meanwhile; the wait is
+// then simply repeated, until the context ends.
+func (t *tidb) migrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
 	st := t.d.migrationStatements()
 	st.Busy = getLockBusy
 	drv, err := sqlmigrate.New(ctx, conn, st)
 	return drv, wrapTiDB(err)
 }
 
-// Locks implements dialect.Dialect.
-func (t *TiDB) Locks() dialect.LockTable { return &t.locks }
-
-// Versions implements dialect.Optimistic.
-func (t *TiDB) Versions() dialect.VersionTable { return &t.versions }
-
 // Classify implements dialect.Pessimistic.
-func (t *TiDB) Classify(err error) error { return wrapTiDB(err) }
+func (t *tidb) Classify(err error) error { return wrapTiDB(err) }
 
 // BeginTx implements dialect.Pessimistic as the MySQL dialect's does (TiDB
 // bounds pessimistic lock waits by innodb_lock_wait_timeout too).
-func (t *TiDB) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
-	return t.d.BeginTx(ctx, opts, lockTimeout)
+func (t *tidb) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
+	return rowLocks{t.d}.BeginTx(ctx, opts, lockTimeout)
 }
 
 // LockRow implements dialect.Pessimistic with exclusive locks only, in a
-// READ COMMITTED transaction (see TiDB). A shared lock, and any lock on a
+// READ COMMITTED transaction (see tidb). A shared lock, and any lock on a
 // TiDB whose sessions run optimistic transactions (where FOR UPDATE does
 // not wait, nor exclude), is refused with an error wrapping
 // dialect.ErrUnsupported.
-func (t *TiDB) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+func (t *tidb) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
 	if p.Shared {
 		return nil, fmt.Errorf("%w: shared row locks on TiDB: FOR SHARE fails there unless "+
 			"tidb_enable_shared_lock_promotion makes it exclusive", dialect.ErrUnsupported)
@@ -180,7 +170,7 @@ type tidbSQL struct {
 // and Guard.
 type tidbLocks struct {
 	*sqlrun.LockTable
-	t *TiDB
+	t *tidb
 	q *tidbSQL
 }
 
@@ -188,7 +178,7 @@ type tidbLocks struct {
 // Release and Guard.
 type tidbVersions struct {
 	*sqlrun.VersionTable
-	t *TiDB
+	t *tidb
 	q *tidbSQL
 }
 
@@ -211,7 +201,7 @@ FOR UPDATE`, table, token, now))
 }
 
 // tables compiles the TiDB dialect's statements.
-func (t *TiDB) tables() error {
+func (t *tidb) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	versionFloor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
 	sqlrun.Qualify(t.d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks)
@@ -340,7 +330,7 @@ const maxGrantTries = 3
 // statement. Its reads are all locking reads, which read the newest rows at
 // any isolation level; READ COMMITTED spares it MySQL's gap locks, on which
 // first uses of new names would deadlock.
-func (t *TiDB) grantTx(ctx context.Context, fn func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error)) (int64, error) {
+func (t *tidb) grantTx(ctx context.Context, fn func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error)) (int64, error) {
 	g := sqlrun.Grant{InTx: true, TxOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted}, Run: fn}
 	for try := 1; ; try++ {
 		n, err := t.d.run.Grant(ctx, g)

@@ -44,22 +44,22 @@ type rowLockReap struct {
 	candidates, lock, delete string
 }
 
-// Reap implements dialect.Dialect as the MySQL dialect's does, with
+// Reap is Dialect.Reap on TiDB: as the MySQL dialect's, with
 // NOWAIT locks of each row instead of SKIP LOCKED (see tidbReap). A row
 // that others hold stays until a later call: one whose batches are full of
 // held rows deletes nothing else.
-func (t *TiDB) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
+func (t *tidb) reapAll(ctx context.Context, p dialect.ReapParams) (int, error) {
 	if err := t.d.check(ctx); err != nil {
 		return 0, err
 	}
 	return t.d.reapEach(ctx, p.Limit, t.reapLocks, t.reapVersions, t.reapRowLocks, t.d.reapTokens)
 }
 
-func (t *TiDB) reapLocks(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+func (t *tidb) reapLocks(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
 	return reapTiDBFloored(ctx, conn, &t.reap.locks, limit)
 }
 
-func (t *TiDB) reapVersions(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+func (t *tidb) reapVersions(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
 	return reapTiDBFloored(ctx, conn, &t.reap.versions, limit)
 }
 
@@ -98,7 +98,7 @@ func reapTiDBFloored(ctx context.Context, conn *sql.Conn, s *tidbFloorReap, limi
 	})
 }
 
-func (t *TiDB) reapRowLocks(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+func (t *tidb) reapRowLocks(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
 	s := &t.reap.rowLocks
 	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
 		names, err := names(ctx, tx, s.candidates, limit)

@@ -47,8 +47,7 @@ func TestTiDBConformanceOnMySQL(t *testing.T) {
 
 func tidbHarness(newEnv func(t *testing.T) *dialecttest.Env) dialecttest.Harness {
 	return dialecttest.Harness{
-		New:             newEnv,
-		NoSharedRowLock: true,
+		New: newEnv,
 		WithNamespace: func(name string) error {
 			db, err := sql.Open("mysql", "nobody@tcp(nowhere.invalid:3306)/none") // never connects
 			if err != nil {
@@ -80,10 +79,13 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 	}
 	p := dialect.AcquireParams{Name: "n", Owner: "o", TTL: time.Minute}
 	checks := map[string]func() error{
-		"Acquire": func() error { _, err := d.Locks().Acquire(ctx, p); return err },
-		"Create":  func() error { _, err := d.Versions().Create(ctx, p); return err },
-		"LockRow": func() error { _, err := d.LockRow(ctx, dialect.RowLockParams{Name: "n"}); return err },
-		"Reap":    func() error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err },
+		"Acquire": func() error { _, err := d.Catalogue().Locks.Acquire(ctx, p); return err },
+		"Create":  func() error { _, err := d.Catalogue().Versions.Create(ctx, p); return err },
+		"LockRow": func() error {
+			_, err := d.Catalogue().Pessimistic.LockRow(ctx, dialect.RowLockParams{Name: "n"})
+			return err
+		},
+		"Reap": func() error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err },
 	}
 	for what, run := range checks {
 		if err := run(); !errors.Is(err, dialect.ErrUnsupported) {
@@ -91,7 +93,7 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 		}
 	}
 	// Nothing was granted.
-	held, err := td.Locks().List(ctx)
+	held, err := td.Catalogue().Locks.List(ctx)
 	if err != nil || len(held) != 0 {
 		t.Errorf("List: %v, %v: want nothing held", held, err)
 	}
@@ -106,7 +108,7 @@ func TestTiDBRefusesSharedRowLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, wait := range []bool{false, true} {
-		if _, err := d.LockRow(t.Context(), dialect.RowLockParams{Name: "n", Shared: true, Wait: wait}); !errors.Is(err, dialect.ErrUnsupported) {
+		if _, err := d.Catalogue().Pessimistic.LockRow(t.Context(), dialect.RowLockParams{Name: "n", Shared: true, Wait: wait}); !errors.Is(err, dialect.ErrUnsupported) {
 			t.Errorf("shared LockRow (Wait %v): %v, want ErrUnsupported", wait, err)
 		}
 	}

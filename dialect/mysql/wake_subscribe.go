@@ -7,19 +7,17 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-var (
-	_ dialect.Notifier        = (*Dialect)(nil)
-	_ dialect.VersionNotifier = (*Dialect)(nil)
-	_ dialect.Watcher         = (*watching)(nil)
-)
+// bellNotifier is the catalogue's Notifier: the bells.
+type bellNotifier struct{ *Dialect }
+
+var _ dialect.Notifier = bellNotifier{}
 
 // Subscribe implements dialect.Notifier. While any locker built on the
 // dialect has waiters (and for half a second after), the dialect keeps one
 // bell connection, taken from the pool, on which releases anywhere wake
-// this process; see the README, "Wake-ups on MySQL and MariaDB". Close
-// stops it. The subscription is a dialect.Watcher: only the names it
-// watches are announced.
-func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
+// this process. Close stops it. Only the names the subscription watches
+// are announced.
+func (d bellNotifier) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	if d.noWakeups {
 		return unheard{}
 	}
@@ -44,12 +42,11 @@ type unheard struct{}
 
 func (unheard) Listening() bool { return false }
 func (unheard) Unsubscribe()    {}
+func (unheard) Watch(string)    {}
+func (unheard) Unwatch(string)  {}
 
 // Announced implements dialect.Notifier.
-func (d *Dialect) Announced() uint64 { return d.bells.hub.Announced() }
-
-// VersionsAnnounced implements dialect.VersionNotifier.
-func (d *Dialect) VersionsAnnounced() {}
+func (d bellNotifier) Announced() uint64 { return d.bells.hub.Announced() }
 
 // watching is a subscription with the names it watches.
 type watching struct {
@@ -59,7 +56,7 @@ type watching struct {
 	names map[string]bool // nil once unsubscribed
 }
 
-// Watch implements dialect.Watcher.
+// Watch implements dialect.Subscription.
 func (w *watching) Watch(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -69,7 +66,7 @@ func (w *watching) Watch(name string) {
 	}
 }
 
-// Unwatch implements dialect.Watcher.
+// Unwatch implements dialect.Subscription.
 func (w *watching) Unwatch(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

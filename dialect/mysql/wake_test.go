@@ -152,9 +152,9 @@ func wakeEnv(t *testing.T) (*mysql.Dialect, *sql.DB, string) {
 // up and the registration of name has been announced.
 func watch(ctx context.Context, t *testing.T, d *mysql.Dialect, r recorder, name string) dialect.Subscription {
 	t.Helper()
-	sub := d.Subscribe(r)
+	sub := d.Catalogue().Notifier.Subscribe(r)
 	t.Cleanup(sub.Unsubscribe)
-	sub.(dialect.Watcher).Watch(name)
+	sub.Watch(name)
 	r.expect(ctx, t, "ready")
 	r.expect(ctx, t, "released "+name)
 	return sub
@@ -340,7 +340,7 @@ func TestWithoutWakeups(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := make(recorder, 16)
-	sub := d.Subscribe(r)
+	sub := d.Catalogue().Notifier.Subscribe(r)
 	defer sub.Unsubscribe()
 	if sub.Listening() {
 		t.Fatal("listening without wake-ups")
@@ -629,7 +629,7 @@ func TestBellNeedsRoomInThePool(t *testing.T) {
 	}
 	defer d.Close(ctx)
 	r := make(recorder, 16)
-	sub := d.Subscribe(r)
+	sub := d.Catalogue().Notifier.Subscribe(r)
 	defer sub.Unsubscribe()
 	r.expect(ctx, t, "lost")
 	if id := mysql.BellID(d); id != 0 {

@@ -8,7 +8,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Elections = (*Dialect)(nil)
+// elections is the catalogue's Elections.
+type elections struct{ *Dialect }
+
+var _ dialect.Elections = elections{}
 
 // electionSQL are the statements of leader election on the lock table
 // locks: a guarded write of a live lease's value (which, like a renewal,
@@ -31,13 +34,13 @@ func (d *Dialect) electionSQL() (proclaim, leader string) {
 }
 
 // Proclaim implements dialect.Elections.
-func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+func (d elections) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	text, _ := d.electionSQL()
 	return d.run.Proclaim(ctx, text, d.args(l.Name, l.Owner, l.Token, value)...)
 }
 
 // Leader implements dialect.Elections.
-func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+func (d elections) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
 	_, text := d.electionSQL()
 	return d.run.Leader(ctx, name, text, d.args(name)...)
 }

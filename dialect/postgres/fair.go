@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -109,11 +108,3 @@ func reapTicketsSQL(tickets string) sqlrun.SQL {
   SELECT id FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 ))`, tickets))
 }
-
-var _ dialect.FairLocker = (*Dialect)(nil)
-
-// FairLocks implements dialect.FairLocker. Releases wake the process of
-// the oldest live ticket alone, through its listening connection; behind a
-// transaction pooler give the dialect one with WithListenDSN, or fair
-// waiters poll.
-func (d *Dialect) FairLocks() (dialect.FairTable, error) { return d.fair, nil }

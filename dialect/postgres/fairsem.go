@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -85,11 +84,3 @@ SELECT count(*) + count(w.id) FROM r LEFT JOIN LATERAL (%[5]s) w ON true LEFT JO
 ) n ON true`, holders, sems, releasedExpiry, durable, wakeOldest(tickets, "r.name", "0", "r.freed"))),
 	}
 }
-
-var _ dialect.FairSemaphores = (*Dialect)(nil)
-
-// FairSemaphores implements dialect.FairSemaphores. Whatever lets the
-// oldest ticket be granted wakes its process alone, through its listening
-// connection; behind a transaction pooler give the dialect one with
-// WithListenDSN, or fair waiters poll.
-func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

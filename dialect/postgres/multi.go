@@ -10,7 +10,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.MultiLockTable = (*Dialect)(nil)
+// lockSets is the catalogue's Multi.
+type lockSets struct{ *Dialect }
+
+var _ dialect.MultiLockTable = lockSets{}
 
 // releaseAllSQL drops one hold of each lease of :leases in one statement,
 // as the lock table's Release does for one (announcing the names it frees
@@ -42,11 +45,11 @@ var multiTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // ends; callers take names in the same order, so they never wait for each
 // other in a cycle. Tokens are those of Acquire (the timeline in the high
 // bits). Nothing outlives the transaction: it suits transaction poolers.
-func (d *Dialect) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
+func (d lockSets) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
 	return d.locks.AcquireAll(ctx, multiTx, p)
 }
 
 // ReleaseAll implements dialect.MultiLockTable, in one statement.
-func (d *Dialect) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
+func (d lockSets) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
 	return d.locks.ReleaseMany(ctx, &d.releaseAll, ls, minHold)
 }

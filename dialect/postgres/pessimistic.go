@@ -14,7 +14,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Pessimistic = (*Dialect)(nil)
+// rowLocks is the catalogue's Pessimistic.
+type rowLocks struct{ *Dialect }
+
+var _ dialect.Pessimistic = rowLocks{}
 
 type rowLockQueries struct {
 	modes  sqlrun.RowModes
@@ -40,7 +43,7 @@ func buildRowLockQueries(schema, durable string) rowLockQueries {
 // LockRow implements dialect.Pessimistic. A waiting lock is cancelled on
 // the server with a cancel request (pgx's own reaction to a cancelled
 // context is to close the connection, which leaves the server waiting).
-func (d *Dialect) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
+func (d rowLocks) LockRow(ctx context.Context, p dialect.RowLockParams) (*dialect.RowLock, error) {
 	r := sqlrun.RowLocker{
 		Run: d.run,
 		Lock: func(ctx context.Context, tx *sql.Tx, p dialect.RowLockParams) (int64, bool, error) {
@@ -78,7 +81,7 @@ func canceller(_ context.Context, conn *sql.Conn) (func(context.Context) error, 
 
 // BeginTx implements dialect.Pessimistic: lock_timeout is set for the
 // transaction only (SET LOCAL), so nothing needs undoing.
-func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
+func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout time.Duration) (*dialect.RowTx, error) {
 	conn, err := d.run.Pin(ctx)
 	if err != nil {
 		return nil, err
@@ -98,13 +101,11 @@ func (d *Dialect) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 }
 
 // Classify implements dialect.Pessimistic.
-func (d *Dialect) Classify(err error) error { return wrap(err) }
+func (d rowLocks) Classify(err error) error { return wrap(err) }
 
-// Busy implements dialect.BusyChecker: a pgx connection is busy while a
-// statement's results are not all read.
-func (d *Dialect) Busy(driverConn any) bool {
+// busy reports whether driverConn, a pgx connection, is in the middle of a
+// statement: its results not all read (see dialect.Catalogue.Busy).
+func busy(driverConn any) bool {
 	c, ok := driverConn.(interface{ Conn() *pgx.Conn })
 	return ok && c.Conn().PgConn().IsBusy()
 }
-
-var _ dialect.BusyChecker = (*Dialect)(nil)

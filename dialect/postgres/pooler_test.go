@@ -113,7 +113,7 @@ func TestListeningBehindTransactionPoolerIsReportedLost(t *testing.T) {
 	pool := dbtest.OpenPostgres(t, dbtest.PgBouncerURL(t, dbtest.Transaction))
 	d := migrated(t, pool, postgres.WithPooler())
 	s := newSubscriber()
-	sub := d.Subscribe(s)
+	sub := d.Catalogue().Notifier.Subscribe(s)
 	defer sub.Unsubscribe()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -152,7 +152,7 @@ func TestListeningBesideAPooler(t *testing.T) {
 			pool := dbtest.OpenPostgres(t, dbtest.PgBouncerURL(t, c.mode))
 			d := migrated(t, pool, c.opts(t)...)
 			s := newSubscriber()
-			sub := d.Subscribe(s)
+			sub := d.Catalogue().Notifier.Subscribe(s)
 			defer sub.Unsubscribe()
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
@@ -165,14 +165,14 @@ func TestListeningBesideAPooler(t *testing.T) {
 			}
 			const name = "beside-a-pooler"
 			p := dialect.AcquireParams{Name: name, Owner: "a", TTL: time.Hour}
-			token, err := d.Locks().Acquire(ctx, p)
+			token, err := d.Catalogue().Locks.Acquire(ctx, p)
 			if err != nil || token == 0 {
 				t.Fatalf("acquire: %d, %v", token, err)
 			}
-			if _, ok, err := d.Locks().Remaining(ctx, name); err != nil || !ok {
+			if _, ok, err := d.Catalogue().Locks.Remaining(ctx, name); err != nil || !ok {
 				t.Fatalf("remaining: %v, %v", ok, err)
 			}
-			if ok, err := d.Locks().Release(ctx, dialect.Lease{Name: name, Owner: "a", Token: token}, 0); err != nil || !ok {
+			if ok, err := d.Catalogue().Locks.Release(ctx, dialect.Lease{Name: name, Owner: "a", Token: token}, 0); err != nil || !ok {
 				t.Fatalf("release: %v, %v", ok, err)
 			}
 			select {
@@ -298,7 +298,7 @@ func TestSilentListenerIsFoundOut(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	s := newSubscriber()
-	sub := d.Subscribe(s)
+	sub := d.Catalogue().Notifier.Subscribe(s)
 	defer sub.Unsubscribe()
 	next := func(want string) {
 		t.Helper()

@@ -37,6 +37,7 @@ type Dialect struct {
 	schema   string      // validated; "" means the connection's search_path
 	channel  string      // NOTIFY channel of released names
 	hub      *listen.Hub // the listening connection, shared by every locker
+	cat      dialect.Catalogue
 	rq       rowLockQueries
 	run      *sqlrun.Runner
 	locks    *sqlrun.LockTable
@@ -171,22 +172,20 @@ func quote(ident string) string { return `"` + ident + `"` }
 // and LISTEN again at every hand-off.
 const listenLinger = 500 * time.Millisecond
 
-var _ dialect.Notifier = (*Dialect)(nil)
-
-// Subscribe implements dialect.Notifier. The dialect keeps one listening
-// connection, taken from the pool (or opened from WithListenDSN) and shared
-// by every locker built on it, while any of them has waiters and for a
-// short while after; releases are announced with NOTIFY on a channel of the
-// dialect's schema. The connection counts as listening once a notification
-// it sent itself through the pool came back: behind a transaction pooler
-// none does, and waiters poll, every MaxBackoff at the most. Close stops
-// it.
-func (d *Dialect) Subscribe(s dialect.Subscriber) dialect.Subscription {
-	return d.hub.Subscribe(s)
-}
-
-// Announced implements dialect.Notifier.
-func (d *Dialect) Announced() uint64 { return d.hub.Announced() }
+// Catalogue implements dialect.Dialect: PostgreSQL holds every primitive.
+//
+// Its Notifier is one listening connection, taken from the pool (or opened
+// from WithListenDSN) and shared by every locker built on the dialect,
+// while any of them has waiters and for a short while after; releases of
+// names someone waited for (of locks, semaphore permits and read/write
+// locks, and withdrawn writer intents) are announced with
+// NOTIFY on a channel of the dialect's schema, and the FIFO queues wake the
+// process of the oldest live ticket alone. The connection counts as
+// listening once a notification it sent itself through the pool came back:
+// behind a transaction pooler none does, and waiters poll, every
+// MaxBackoff at the most, unless WithListenDSN gives the dialect a
+// connection of its own. Close stops it.
+func (d *Dialect) Catalogue() dialect.Catalogue { return d.cat }
 
 // MigrationDriver implements dialect.Dialect. A migration run is one
 // transaction on conn (PostgreSQL's DDL is transactional), serialised with

@@ -4,16 +4,8 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
-
-var _ dialect.RWLocks = (*Dialect)(nil)
-
-// RWLocks implements dialect.RWLocks. Releases of a name that someone
-// waited for, and withdrawn writer intents, are announced with NOTIFY, as
-// the lock table's are.
-func (d *Dialect) RWLocks() (dialect.RWLockTable, error) { return d.rw, nil }
 
 // left is the microseconds from now to the time in col, 0 if past.
 func left(col string) string {

@@ -5,22 +5,16 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Semaphores = (*Dialect)(nil)
-
-// Semaphores implements dialect.Semaphores. An acquire is one READ
-// COMMITTED transaction: its first statement locks the name's head row,
-// and each later statement reads what the grants before it committed.
+// semaphoreSQL declares the semaphore tables' statements. An acquire is
+// one READ COMMITTED transaction: its first statement locks the name's head
+// row, and each later statement reads what the grants before it committed.
 // Tokens come from a sequence, with the timeline in their high bits (see
 // epoch.go); a holder of an earlier timeline is dropped like an expired
 // one. Releases of names someone waited for are announced with NOTIFY, on
 // the channel of the lock table.
-func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
-
-// semaphoreSQL declares the semaphore tables' statements.
 func semaphoreSQL(sems, holders, seq, channel, durable string) sqlrun.SemaphoreSQL {
 	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Isolation: sql.LevelReadCommitted, Announces: true}
 	s.Channel = channel

@@ -226,16 +226,13 @@ func (d *Dialect) tables() error {
 	}
 	d.semaphoreTables(c)
 	d.rwTables(c)
+	d.cat = dialect.Catalogue{
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
+		Elections: elections{d}, Pessimistic: rowLocks{d}, Notifier: d.hub, Busy: busy,
+	}
 	return c.Err
 }
-
-var _ dialect.Optimistic = (*Dialect)(nil)
-
-// Locks implements dialect.Dialect.
-func (d *Dialect) Locks() dialect.LockTable { return d.locks }
-
-// Versions implements dialect.Optimistic.
-func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
 
 // Reap implements dialect.Dialect: a batch of the lock table, of the
 // version table, of the row-lock table, of the semaphore holders and of

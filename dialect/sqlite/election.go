@@ -6,7 +6,10 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-var _ dialect.Elections = (*Dialect)(nil)
+// elections is the catalogue's Elections.
+type elections struct{ *Dialect }
+
+var _ dialect.Elections = elections{}
 
 // The statements of leader election: a guarded write of a live lease's
 // value, with its token, into the value table (one statement: it writes
@@ -23,11 +26,11 @@ WHERE l.name = ? AND l.holds > 0 AND l.expires_at > ` + now
 )
 
 // Proclaim implements dialect.Elections.
-func (d *Dialect) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+func (d elections) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	return d.run.Proclaim(ctx, proclaimSQL, value, l.Name, l.Owner, l.Token)
 }
 
 // Leader implements dialect.Elections.
-func (d *Dialect) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+func (d elections) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
 	return d.run.Leader(ctx, name, leaderSQL, name)
 }

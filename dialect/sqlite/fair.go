@@ -3,7 +3,6 @@ package sqlite
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -57,8 +56,3 @@ func reapTicketsOf(tickets string) sqlrun.SQL {
   SELECT id FROM %[1]s WHERE expires_at <= %[2]s ORDER BY expires_at LIMIT :limit
 )`, tickets, now))
 }
-
-var _ dialect.FairLocker = (*Dialect)(nil)
-
-// FairLocks implements dialect.FairLocker. Fair waiters poll.
-func (d *Dialect) FairLocks() (dialect.FairTable, error) { return d.fair, nil }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -38,8 +37,3 @@ ELSE coalesce(coalesce((SELECT min(t.expires_at) %[4]s), (SELECT min(h.expires_a
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 	}
 }
-
-var _ dialect.FairSemaphores = (*Dialect)(nil)
-
-// FairSemaphores implements dialect.FairSemaphores. Fair waiters poll.
-func (d *Dialect) FairSemaphores() dialect.FairSemaphoreTable { return d.fairSems }

@@ -9,7 +9,10 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.MultiLockTable = (*Dialect)(nil)
+// lockSets is the catalogue's Multi.
+type lockSets struct{ *Dialect }
+
+var _ dialect.MultiLockTable = lockSets{}
 
 // releaseAllSQL drops one hold of each lease of :leases in one statement,
 // as the lock table's Release does for one, and selects the name of each
@@ -25,11 +28,11 @@ RETURNING name`, releasedExpiry))
 // SQLite's write lock (a pool from Open begins every transaction
 // IMMEDIATE), which the transaction keeps until it ends, so no other
 // writer sees part of the set.
-func (d *Dialect) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
+func (d lockSets) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
 	return d.locks.AcquireAll(ctx, nil, p)
 }
 
 // ReleaseAll implements dialect.MultiLockTable, in one statement.
-func (d *Dialect) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
+func (d lockSets) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
 	return d.locks.ReleaseMany(ctx, &d.releaseAll, ls, minHold)
 }

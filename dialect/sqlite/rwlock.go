@@ -3,19 +3,13 @@ package sqlite
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.RWLocks = (*Dialect)(nil)
-
-// RWLocks implements dialect.RWLocks. A grant is a transaction under
-// SQLite's write lock, so grants take turns with every other write to the
-// database; releases are not announced (waiters poll).
-func (d *Dialect) RWLocks() (dialect.RWLockTable, error) { return d.rw, nil }
-
-// rwLockSQL declares the read/write lock statements. Tokens are counted per
-// name in the head row, which is kept.
+// rwLockSQL declares the read/write lock statements. A grant is a
+// transaction under SQLite's write lock, so grants take turns with every
+// other write to the database. Tokens are counted per name in the head
+// row, which is kept.
 func rwLockSQL() sqlrun.RWLockSQL {
 	const heads, holders = "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token")}

@@ -3,20 +3,14 @@ package sqlite
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-var _ dialect.Semaphores = (*Dialect)(nil)
-
-// Semaphores implements dialect.Semaphores. An acquire is one transaction
-// whose first statement writes the name's head row: from then on it holds
-// SQLite's write lock, so grants of every name take turns. A token is the
-// name's previous token plus one, kept in the head row, which is never
-// deleted. Releases are not announced: waiters in other processes poll.
-func (d *Dialect) Semaphores() dialect.SemaphoreTable { return d.sems }
-
-// semaphoreSQL declares the semaphore tables' statements.
+// semaphoreSQL declares the semaphore tables' statements. An acquire is
+// one transaction whose first statement writes the name's head row: from
+// then on it holds SQLite's write lock, so grants of every name take turns.
+// A token is the name's previous token plus one, kept in the head row,
+// which is never deleted.
 func semaphoreSQL() sqlrun.SemaphoreSQL {
 	const sems, holders = "sqllock_semaphores", "sqllock_semaphore_holders"
 	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token")}

@@ -133,16 +133,20 @@ func (d *Dialect) tables() error {
 		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL()),
 		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}
 	d.releaseAll = c.Compile(releaseAllSQL())
+	d.cat = dialect.Catalogue{
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: elections{d},
+		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
+		SingleWriter: true,
+	}
 	return c.Err
 }
 
-var _ dialect.Optimistic = (*Dialect)(nil)
-
-// Locks implements dialect.Dialect.
-func (d *Dialect) Locks() dialect.LockTable { return d.locks }
-
-// Versions implements dialect.Optimistic.
-func (d *Dialect) Versions() dialect.VersionTable { return d.versions }
+// Catalogue implements dialect.Dialect. SQLite has no row locks
+// (Pessimistic) and announces no releases: waiters, in this process and
+// others, poll. Every write, a grant among them, holds the database's
+// single write lock (SingleWriter).
+func (d *Dialect) Catalogue() dialect.Catalogue { return d.cat }
 
 // Reap implements dialect.Dialect: a batch of the lock table, then one of
 // the version table, then one of the semaphore holders, then one of the

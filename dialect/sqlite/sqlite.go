@@ -134,6 +134,7 @@ type Dialect struct {
 	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
+	cat        dialect.Catalogue
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)

@@ -108,7 +108,7 @@ func newSetup(t *testing.T, kind string, names []string) *setup {
 	return s
 }
 
-func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Pessimistic {
+func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Dialect {
 	d, err := newDialect(s.kind, db, s.ns, false)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +119,7 @@ func (s *setup) dialect(t testing.TB, db *sql.DB) dialect.Pessimistic {
 // newDialect returns the dialect of kind on db, in namespace ns; pooler
 // makes a PostgreSQL dialect fit for a transaction pooler
 // (postgres.WithPooler).
-func newDialect(kind string, db *sql.DB, ns string, pooler bool) (dialect.Pessimistic, error) {
+func newDialect(kind string, db *sql.DB, ns string, pooler bool) (dialect.Dialect, error) {
 	switch kind {
 	case "postgres":
 		if pooler {

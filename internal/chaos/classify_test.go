@@ -139,7 +139,7 @@ func commitOne(d *postgres.Dialect, db *sql.DB, table string, id int64) (string,
 	switch {
 	case err == nil:
 		return "ok", nil
-	case errors.Is(d.Classify(err), sqllock.ErrOutcomeUnknown):
+	case errors.Is(d.Catalogue().Pessimistic.Classify(err), sqllock.ErrOutcomeUnknown):
 		return "unknown", err
 	default:
 		return "failed", fmt.Errorf("%w%s", err, chain(err))

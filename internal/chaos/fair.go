@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -94,40 +92,22 @@ func (h HistoryTracer) Renewed(ctx context.Context, e observe.RenewedEvent) {
 	record(ctx, Event{Kind: Renewed, Name: e.Name, Token: e.Token, At: at, TrustUntil: trustUntil(at, h.TTL)})
 }
 
-// TraceTickets returns d with its FIFO queues (dialect.FairLocker,
-// dialect.FairSemaphores) recording the tickets of Workers' turns, and
-// every other method d's own; d if it is not a PostgreSQL or MariaDB/MySQL
-// dialect.
-func TraceTickets(d dialect.Pessimistic) dialect.Pessimistic {
-	switch d := d.(type) {
-	case *postgres.Dialect:
-		return pgTickets{d}
-	case *mysql.Dialect:
-		return mysqlTickets{d}
+// TraceTickets returns d with its FIFO queues (dialect.Catalogue.Fair and
+// FairSemaphores) recording the tickets of Workers' turns, and every other
+// method d's own.
+func TraceTickets(d dialect.Dialect) dialect.Dialect { return ticketTracer{d} }
+
+type ticketTracer struct{ dialect.Dialect }
+
+func (d ticketTracer) Catalogue() dialect.Catalogue {
+	cat := d.Dialect.Catalogue()
+	if cat.Fair != nil {
+		cat.Fair = ticketTable{cat.Fair}
 	}
-	return d
-}
-
-type pgTickets struct{ *postgres.Dialect }
-
-func (d pgTickets) FairLocks() (dialect.FairTable, error) {
-	q, err := d.Dialect.FairLocks()
-	return ticketTable{q}, err
-}
-
-func (d pgTickets) FairSemaphores() dialect.FairSemaphoreTable {
-	return ticketSemTable{d.Dialect.FairSemaphores()}
-}
-
-type mysqlTickets struct{ *mysql.Dialect }
-
-func (d mysqlTickets) FairLocks() (dialect.FairTable, error) {
-	q, err := d.Dialect.FairLocks()
-	return ticketTable{q}, err
-}
-
-func (d mysqlTickets) FairSemaphores() dialect.FairSemaphoreTable {
-	return ticketSemTable{d.Dialect.FairSemaphores()}
+	if cat.FairSemaphores != nil {
+		cat.FairSemaphores = ticketSemTable{cat.FairSemaphores}
+	}
+	return cat
 }
 
 // ticketTable is a fair lock table recording its tickets.

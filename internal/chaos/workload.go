@@ -28,14 +28,14 @@ type Store struct {
 
 // NewStore returns the guarded data in namespace ns (a PostgreSQL schema or
 // a MySQL database) of d's database. Commit errors are classified as d
-// classifies them (dialect.Pessimistic), so the suite also checks that
-// classification: a commit reported as certainly failed must not be found
-// in the database.
-func NewStore(d dialect.Pessimistic, ns string) (*Store, error) {
+// classifies them (dialect.Pessimistic.Classify), so the suite also checks
+// that classification: a commit reported as certainly failed must not be
+// found in the database. d must have row locks.
+func NewStore(d dialect.Dialect, ns string) (*Store, error) {
 	if err := dialect.ValidateIdentifier(ns); err != nil {
 		return nil, err
 	}
-	s := &Store{db: d.DB(), kind: d.Name(), ns: ns, classify: d.Classify}
+	s := &Store{db: d.DB(), kind: d.Name(), ns: ns, classify: d.Catalogue().Pessimistic.Classify}
 	switch s.kind {
 	case "postgres":
 		s.read = `SELECT value FROM ` + s.table("chaos_counters") + ` WHERE name = $1`

@@ -276,3 +276,10 @@ func (sub *subscription) Unsubscribe() {
 		h.arm()
 	}
 }
+
+// Watch implements dialect.Subscription: a Hub announces every release, so
+// there is nothing to register.
+func (sub *subscription) Watch(string) {}
+
+// Unwatch implements dialect.Subscription; it does nothing.
+func (sub *subscription) Unwatch(string) {}

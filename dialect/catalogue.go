@@ -1,0 +1,77 @@
+package dialect
+
+import (
+	"context"
+	"fmt"
+)
+
+// Catalogue is what a dialect offers: a table per primitive, the hooks the
+// strategies call, and facts about the database that change what a caller
+// may expect. A nil table is a primitive the database cannot hold;
+// Reasons says why. A Catalogue is built once, with its dialect, and is
+// read-only afterwards.
+type Catalogue struct {
+	// Locks is the lock table (sqllock.NewTable); never nil.
+	Locks LockTable
+	// Multi grants sets of names on the lock table (sqllock lock sets).
+	Multi MultiLockTable
+	// Fair is the lock table with a FIFO queue of waiters (Options.Fair).
+	Fair FairTable
+	// Versions is the version table of the optimistic strategy.
+	Versions VersionTable
+	// Semaphores are the counting semaphores' tables.
+	Semaphores SemaphoreTable
+	// FairSemaphores are the semaphores with a FIFO queue of waiters.
+	FairSemaphores FairSemaphoreTable
+	// RWLocks are the read/write locks' tables.
+	RWLocks RWLockTable
+	// Elections are the lock table's proclaimed values (leader election).
+	Elections Elections
+	// Pessimistic holds row locks in open transactions (the pessimistic
+	// strategy and the transaction helper).
+	Pessimistic Pessimistic
+
+	// Reasons says why a table is nil, by the name of its field
+	// ("Semaphores"); see Unsupported.
+	Reasons map[string]string
+
+	// Notifier announces released names to waiting processes; nil: waiters
+	// poll.
+	Notifier Notifier
+	// WatchesNames says that Notifier announces only the releases of
+	// names some subscription watches (Subscription.Watch); otherwise it
+	// announces those of names marked as waited for, which a waiter marks
+	// by asking how long the lease has left (LockTable.Remaining).
+	WatchesNames bool
+	// AnnouncesVersions says that Notifier announces the version table's
+	// releases too, so that optimistic waiters listen.
+	AnnouncesVersions bool
+	// CheckPessimistic, if not nil, returns an error wrapping
+	// ErrUnsupported when the server cannot hold Pessimistic's locks
+	// although the dialect has them (a Galera cluster: FOR UPDATE locks the
+	// local node only), or another error when the server could not be
+	// asked.
+	CheckPessimistic func(ctx context.Context) error
+	// Busy, if not nil, reports whether driverConn (as sql.Conn.Raw passes
+	// it) is in the middle of a statement, its rows not all read: a ping
+	// then would break the connection, so keep-alives skip it.
+	Busy func(driverConn any) bool
+
+	// SingleWriter says that the database lets one transaction at a time
+	// write (SQLite): a transaction that holds a guarded lease's row keeps
+	// every other writer waiting.
+	SingleWriter bool
+	// NoSharedRowLock says that Pessimistic's row locks are exclusive only:
+	// a shared one is refused with an error wrapping ErrUnsupported.
+	NoSharedRowLock bool
+}
+
+// Unsupported returns an error wrapping ErrUnsupported that says why the
+// dialect named name has no table field (a field name of Catalogue, such as
+// "Semaphores").
+func (c *Catalogue) Unsupported(name, field string) error {
+	if why := c.Reasons[field]; why != "" {
+		return fmt.Errorf("%w: %s: %s", ErrUnsupported, name, why)
+	}
+	return fmt.Errorf("%w: the %s dialect has no %s", ErrUnsupported, name, field)
+}
