@@ -52,4 +52,3 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 func (d *Dialect) reapSemaphoreTickets(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
 	return execCount(ctx, conn, d.reap.semTickets, limit)
 }
-
