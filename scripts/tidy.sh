@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # scripts/tidy.sh: go mod tidy in every module of the repository (`make
-# tidy` runs it).
+# tidy` runs it). With -diff, changes nothing and fails, printing the
+# changes, if a go.mod or go.sum is not tidy (scripts/test.sh checks so):
+# a module that imports a package its go.mod does not provide (say the
+# core's tests importing sqllockotel, which go.work would let build) fails
+# there.
 #
 # The modules besides the core (sqllockotel, cmd, examples) require the
 # core, and examples sqllockotel, at the version they will be released
@@ -15,17 +19,26 @@ cd "$(dirname "$0")/.."
 
 export GOWORK=off
 core=github.com/sqllock/sqllock
+tidy=(go mod tidy)
+case ${1:-} in
+"") ;;
+-diff) tidy+=(-diff) ;;
+*)
+	echo "usage: scripts/tidy.sh [-diff]" >&2
+	exit 2
+	;;
+esac
 
 # modules: the directory of every module of the workspace, the core first.
 mapfile -t modules < <(GOWORK= go list -m -f '{{.Dir}}')
 
+failed=0
 for dir in "${modules[@]}"; do
-	rel=${dir#"$PWD"}
-	rel=${rel#/}
+	rel=$(realpath --relative-to=. "$dir")
 	(
 		cd "$dir"
 		drop=()
-		if [ -n "$rel" ]; then
+		if [ "$rel" != . ]; then
 			# Every module of this tree that this one requires.
 			for req in $(go mod edit -json | grep -o "\"Path\": \"$core[^\"]*\"" | cut -d'"' -f4 | sort -u); do
 				sub=${req#"$core"}
@@ -33,10 +46,11 @@ for dir in "${modules[@]}"; do
 				drop+=("-dropreplace=$req")
 			done
 		fi
-		echo "tidy.sh: go mod tidy in ./$rel" >&2
+		echo "tidy.sh: ${tidy[*]} in $rel" >&2
 		status=0
-		go mod tidy || status=$?
+		"${tidy[@]}" || status=$?
 		[ ${#drop[@]} -eq 0 ] || go mod edit "${drop[@]}"
 		exit "$status"
-	)
+	) || failed=1
 done
+exit "$failed"

@@ -2,8 +2,8 @@
 // core module does not require the OpenTelemetry SDK. It is released beside
 // the core: tag sqllockotel/vX.Y.Z after the core's vX.Y.Z, with the
 // requirement below set to it (later core releases with the same API
-// work with it too). Until the first release it names a placeholder version that go.work
-// resolves to this tree's core.
+// work with it too). Until the first release it names a placeholder
+// version that go.work resolves to this tree's core.
 module github.com/sqllock/sqllock/sqllockotel
 
 go 1.26.0
