@@ -1,7 +1,6 @@
 package sqllock_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/sqllock/sqllock"
@@ -27,14 +26,9 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		for _, run := range benchtest.Runs(b) {
 			b.Run(kind+"/"+run.Name, func(b *testing.B) {
 				db.SetMaxIdleConns(run.Clients + 2) // keep connections: no reconnects in either loop
-				t := benchtest.Alternate(b, benchtest.Chunk, run.Clients, on(run.Ctx, raw), on(run.Ctx, ours))
+				t := benchtest.Alternate(b, benchtest.Chunk, run.Clients, benchtest.Bind(run.Ctx, raw, ours)...)
 				benchtest.ReportRatio(b, t[0], t[1])
 			})
 		}
 	}
-}
-
-// on binds op to ctx.
-func on(ctx context.Context, op benchtest.TryAcquireRelease) func(name string) error {
-	return func(name string) error { return op(ctx, name) }
 }

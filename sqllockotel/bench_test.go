@@ -37,11 +37,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		for _, run := range benchtest.Runs(b) {
 			b.Run(kind+"/"+run.Name, func(b *testing.B) {
 				db.SetMaxIdleConns(run.Clients + 2) // keep connections: no reconnects in any loop
-				bound := make([]func(name string) error, len(ops))
-				for i, op := range ops {
-					bound[i] = func(name string) error { return op(run.Ctx, name) }
-				}
-				t := benchtest.Alternate(b, benchtest.Chunk, run.Clients, bound...)
+				t := benchtest.Alternate(b, benchtest.Chunk, run.Clients, benchtest.Bind(run.Ctx, ops...)...)
 				tRaw, tOurs, tOtel, tMetrics := t[0], t[1], t[2], t[3]
 				benchtest.ReportRatio(b, tRaw, tOurs)
 				b.ReportMetric(float64(tOtel.Nanoseconds())/float64(b.N), "otel-ns/op")

@@ -219,6 +219,15 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 	return db, d, raw
 }
 
+// Bind binds each op to ctx, as Alternate takes them.
+func Bind(ctx context.Context, ops ...TryAcquireRelease) []func(name string) error {
+	bound := make([]func(name string) error, len(ops))
+	for i, op := range ops {
+		bound[i] = func(name string) error { return op(ctx, name) }
+	}
+	return bound
+}
+
 // Table returns an uncontended TryAcquire and Release of locker.
 func Table(locker *sqllock.Table) TryAcquireRelease {
 	return func(ctx context.Context, name string) error {
