@@ -1,9 +1,10 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha test-tidb vet fmt fuzz chaos soak
+.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
-# go test -race -shuffle=on ./... against both (scripts/test.sh).
+# go test -race -shuffle=on on every module's packages against both
+# (scripts/test.sh).
 test:
 	bash scripts/test.sh
 
@@ -16,8 +17,14 @@ test:
 test-matrix:
 	bash scripts/test-matrix.sh
 
+# Every module of the workspace (scripts/modules.sh): ./... alone stops at
+# the nested modules (sqllockotel, cmd, examples).
 vet:
-	go vet ./...
+	go vet $$(bash scripts/modules.sh)
+
+# go mod tidy in every module (scripts/tidy.sh).
+tidy:
+	bash scripts/tidy.sh
 
 # Fails listing the files that gofmt would change.
 fmt:

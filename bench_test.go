@@ -1,271 +1,34 @@
 package sqllock_test
 
 import (
-	"context"
-	"database/sql"
-	"fmt"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/dialect/sqlite"
-	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/benchtest"
 )
 
 // BenchmarkTryAcquireRelease measures an uncontended TryAcquire+Release on
 // distinct names with 1 and 8 concurrent clients, next to the same two
 // statements issued raw on the same pool, interleaved in one run. It reports
 // sqllock-ns/op, raw-ns/op and ratio = raw time / sqllock time (1.0 means no
-// overhead; the target is >= 0.9); and the same for a locker recording
-// OpenTelemetry metrics and spans through the SDK (sqllockotel, every span
-// sampled, exported to nowhere), otel-ns/op and ratio-otel, and for one
-// recording metrics alone, ratio-metrics. Run:
+// overhead; the target is >= 0.9). sqllockotel's BenchmarkTryAcquireRelease
+// adds lockers observed through OpenTelemetry. Run:
 //
 //	go test -run '^$' -bench TryAcquireRelease -benchtime 3s .
 func BenchmarkTryAcquireRelease(b *testing.B) {
-	for _, kind := range []string{"postgres", "mysql", "sqlite"} {
-		var (
-			db       *sql.DB
-			locker   *sqllock.Table
-			observed benchObserved
-			acquire  func(ctx context.Context, name, owner string) (int64, error)
-			releaseQ string
-		)
-		// Both sides use ctx; the benchmarks run once with a context that
-		// never ends and once with one that can (which drivers watch).
-		ctx := context.Background()
-		switch kind {
-		case "postgres":
-			var schema string
-			db, schema = dbtest.Postgres(b)
-			d, err := postgres.New(db, postgres.WithSchema(schema))
-			if err != nil {
-				b.Fatal(err)
-			}
-			benchSetup(b, d, &locker, &observed)
-			// The fence (a shared advisory lock for the statement) is part
-			// of a correct acquire: without it, a reaper deleting the row
-			// while the insert waits could let a token go backwards. So is
-			// the timeline in the token's high bits: without it, a token
-			// could go backwards across a failover.
-			q := fmt.Sprintf(`INSERT INTO "%[1]s".sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT $1, $2, fence.epoch + nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
-FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1)),
-  ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint << 44 AS epoch) AS fence
-ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= now() THEN (EXCLUDED.token >> 44 << 44) + nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
-  holds = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
-  owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.token >> 44 IN (0, EXCLUDED.token >> 44))
-RETURNING token`, schema)
-			acquire = func(ctx context.Context, name, owner string) (int64, error) {
-				var tok int64
-				err := db.QueryRowContext(ctx, q, name, owner, int64(30e6)).Scan(&tok)
-				return tok, err
-			}
-			releaseQ = fmt.Sprintf(`UPDATE "%s".sqllock_locks SET holds = holds - 1,
-  expires_at = CASE WHEN holds = 1 THEN '-infinity' ELSE expires_at END
-WHERE name = $1 AND owner = $2 AND token = $3 AND holds > 0`, schema)
-		case "mysql":
-			var database string
-			db, database = dbtest.MySQL(b)
-			d, err := mysql.New(db, mysql.WithDatabase(database))
-			if err != nil {
-				b.Fatal(err)
-			}
-			benchSetup(b, d, &locker, &observed)
-			t := fmt.Sprintf("`%s`.sqllock_locks", database)
-			q := fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT ?, ?, LAST_INSERT_ID(GREATEST(f.token + 1, %[3]s)), 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-FROM `+"`%[2]s`"+`.sqllock_token_floor f WHERE f.id = 1 LOCK IN SHARE MODE
-ON DUPLICATE KEY UPDATE
-  token = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), LAST_INSERT_ID(GREATEST(%[1]s.token + 1, %[3]s)),
-    IF(%[1]s.owner = ?, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
-  acquired_at = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), %[1]s.acquired_at),
-  holds = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), 1, IF(%[1]s.owner = ?, %[1]s.holds + 1, %[1]s.holds)),
-  owner = IF(%[1]s.expires_at <= UTC_TIMESTAMP(6), ?, %[1]s.owner),
-  expires_at = IF(%[1]s.owner = ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, %[1]s.expires_at)`, t, database,
-				"TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))")
-			acquire = func(ctx context.Context, name, owner string) (int64, error) {
-				res, err := db.ExecContext(ctx, q, name, owner, int64(30e6), owner, owner, owner, owner, int64(30e6))
-				if err != nil {
-					return 0, err
-				}
-				return res.LastInsertId()
-			}
-			releaseQ = fmt.Sprintf("UPDATE %s SET holds = holds - 1, expires_at = IF(holds = 0, '1000-01-01 00:00:00', expires_at) WHERE name = ? AND owner = ? AND token = ? AND holds > 0", t)
-		case "sqlite":
-			db, _ = openSQLite(b)
-			d, err := sqlite.New(db)
-			if err != nil {
-				b.Fatal(err)
-			}
-			benchSetup(b, d, &locker, &observed)
-			q := fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
-ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
-  holds = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner = excluded.owner, expires_at = excluded.expires_at
-WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
-RETURNING token`, "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)")
-			acquire = func(ctx context.Context, name, owner string) (int64, error) {
-				var tok int64
-				err := db.QueryRowContext(ctx, q, name, owner, int64(30e6)).Scan(&tok)
-				return tok, err
-			}
-			releaseQ = `UPDATE sqllock_locks SET holds = holds - 1, expires_at = CASE WHEN holds = 1 THEN 0 ELSE expires_at END
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
+	for _, kind := range benchtest.Kinds {
+		db, d, raw := benchtest.OpenTable(b, kind)
+		locker, err := sqllock.NewTable(d, sqllock.TableOptions{})
+		if err != nil {
+			b.Fatal(err)
 		}
-		ours := func(name string) error {
-			k, err := locker.TryAcquire(ctx, name)
-			if err != nil {
-				return err
-			}
-			return k.Release(ctx)
-		}
-		otel := func(name string) error {
-			k, err := observed.full.TryAcquire(ctx, name)
-			if err != nil {
-				return err
-			}
-			return k.Release(ctx)
-		}
-		metered := func(name string) error {
-			k, err := observed.metrics.TryAcquire(ctx, name)
-			if err != nil {
-				return err
-			}
-			return k.Release(ctx)
-		}
-		var n atomic.Int64
-		raw := func(name string) error {
-			owner := "raw-" + strconv.FormatInt(n.Add(1), 10)
-			tok, err := acquire(ctx, name, owner)
-			if err != nil || tok == 0 {
-				return fmt.Errorf("raw acquire: %d, %v", tok, err)
-			}
-			_, err = db.ExecContext(ctx, releaseQ, name, owner, tok)
-			return err
-		}
-		for _, run := range benchRuns(b) {
-			clients := run.clients
-			ctx = run.ctx
-			b.Run(kind+"/"+run.name, func(b *testing.B) {
-				db.SetMaxIdleConns(clients + 2) // keep connections: no reconnects in either loop
-				t := alternate(b, chunk, clients, raw, ours, otel, metered)
-				tRaw, tOurs, tOtel, tMetrics := t[0], t[1], t[2], t[3]
-				reportRatio(b, tRaw, tOurs)
-				b.ReportMetric(float64(tOtel.Nanoseconds())/float64(b.N), "otel-ns/op")
-				b.ReportMetric(tRaw.Seconds()/tOtel.Seconds(), "ratio-otel")
-				b.ReportMetric(tRaw.Seconds()/tMetrics.Seconds(), "ratio-metrics")
+		ours := benchtest.Table(locker)
+		for _, run := range benchtest.Runs(b) {
+			b.Run(kind+"/"+run.Name, func(b *testing.B) {
+				db.SetMaxIdleConns(run.Clients + 2) // keep connections: no reconnects in either loop
+				t := benchtest.Alternate(b, benchtest.Chunk, run.Clients, benchtest.Bind(run.Ctx, raw, ours)...)
+				benchtest.ReportRatio(b, t[0], t[1])
 			})
 		}
 	}
-}
-
-// benchRun is one configuration of the side-by-side benchmarks.
-type benchRun struct {
-	name    string
-	clients int
-	ctx     context.Context
-}
-
-// benchRuns are 1 and 8 clients, with a context that never ends (as
-// context.Background) and with one that can be cancelled (as a request's).
-func benchRuns(b *testing.B) []benchRun {
-	cancellable, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	var runs []benchRun
-	for _, clients := range []int{1, 8} {
-		runs = append(runs,
-			benchRun{fmt.Sprintf("clients=%d", clients), clients, context.Background()},
-			benchRun{fmt.Sprintf("clients=%d/ctx=cancellable", clients), clients, cancellable})
-	}
-	return runs
-}
-
-// chunk is how many operations each side runs before the other takes a turn.
-const chunk = 200
-
-// benchSetup migrates d and makes the lockers under test: one plain, and
-// two observed through sqllockotel (see benchObservers).
-func benchSetup(b *testing.B, d dialect.Dialect, locker **sqllock.Table, observed *benchObserved) {
-	b.Helper()
-	if err := sqllock.Migrate(context.Background(), d); err != nil {
-		b.Fatal(err)
-	}
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	*locker = l
-	full, metrics := benchObservers(b)
-	if observed.full, err = sqllock.NewTable(d, sqllock.TableOptions{Observer: full}); err != nil {
-		b.Fatal(err)
-	}
-	if observed.metrics, err = sqllock.NewTable(d, sqllock.TableOptions{Observer: metrics}); err != nil {
-		b.Fatal(err)
-	}
-}
-
-// runClients runs op n times in total across clients goroutines, each on
-// its own lock name, and returns the elapsed time.
-func runClients(b *testing.B, n, clients int, op func(name string) error) time.Duration {
-	var (
-		wg   sync.WaitGroup
-		errs = make(chan error, clients)
-		next atomic.Int64
-	)
-	start := time.Now()
-	for c := range clients {
-		name := "bench-" + strconv.Itoa(c)
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) {
-				if err := op(name); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	took := time.Since(start)
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-	return took
-}
-
-// alternate runs each op b.N times across clients goroutines (runClients),
-// in chunks of chunk operations taken in turn, a different op going first
-// in each round, so that drift of a shared machine hits every side alike.
-// It returns each op's total time, in the order given.
-func alternate(b *testing.B, chunk, clients int, ops ...func(name string) error) []time.Duration {
-	took := make([]time.Duration, len(ops))
-	for i, left := 0, b.N; left > 0; i, left = i+1, left-chunk {
-		c := min(left, chunk)
-		for j := range ops {
-			k := (i + j) % len(ops)
-			took[k] += runClients(b, c, clients, ops[k])
-		}
-	}
-	return took
-}
-
-// reportRatio reports sqllock's and the raw statements' time per op and
-// their ratio raw/sqllock (1: sqllock costs what its statements cost).
-func reportRatio(b *testing.B, raw, ours time.Duration) {
-	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(raw.Seconds()/ours.Seconds(), "ratio")
 }

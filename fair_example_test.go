@@ -10,7 +10,7 @@ import (
 
 // Print jobs are served in the order they started waiting, and each release
 // wakes only the next waiter.
-func ExampleOptions_fair() {
+func ExampleTableOptions_fair() {
 	ctx := context.Background()
 	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
 	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Fair: true})

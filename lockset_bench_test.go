@@ -14,6 +14,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
@@ -178,8 +179,8 @@ WHERE (name, owner, token) IN (%s) AND holds > 0 RETURNING name`, strings.TrimSu
 					b.Skip("SQLite runs one writer at a time: the single-client figure is the one that counts")
 				}
 				db.SetMaxIdleConns(clients + 2)
-				t := alternate(b, chunk, clients, raw, ours)
-				reportRatio(b, t[0], t[1])
+				t := benchtest.Alternate(b, benchtest.Chunk, clients, raw, ours)
+				benchtest.ReportRatio(b, t[0], t[1])
 			})
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/rowlock"
 )
@@ -104,8 +105,8 @@ func BenchmarkOptimisticUpdate(b *testing.B) {
 				db.SetMaxIdleConns(writers + 2)
 				calls.Store(0)
 				var tHelper, tRaw time.Duration
-				for left := b.N; left > 0; left -= chunk {
-					c := min(left, chunk)
+				for left := b.N; left > 0; left -= benchtest.Chunk {
+					c := min(left, benchtest.Chunk)
 					tRaw += runWriters(b, c, writers, func(w int) error { return raw(w + 1) })
 					tHelper += runWriters(b, c, writers, func(w int) error { return helper(w + 1) })
 				}

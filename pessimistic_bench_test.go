@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/benchtest"
 )
 
 // pessimisticRaw returns the statements of an uncontended pessimistic
@@ -99,8 +100,8 @@ func BenchmarkPessimisticTryAcquireRelease(b *testing.B) {
 		}
 		for _, clients := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/clients=%d", kind, clients), func(b *testing.B) {
-				t := alternate(b, chunk, clients, raw, ours, lockOnly)
-				reportRatio(b, t[0], t[1])
+				t := benchtest.Alternate(b, benchtest.Chunk, clients, raw, ours, lockOnly)
+				benchtest.ReportRatio(b, t[0], t[1])
 				b.ReportMetric(t[2].Seconds()/t[1].Seconds(), "ratio-lock-only")
 			})
 		}

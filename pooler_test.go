@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
@@ -214,10 +215,10 @@ func BenchmarkTryAcquireReleaseThroughPgBouncer(b *testing.B) {
 			}
 			ctx := context.Background()
 			b.ResetTimer()
-			for done := 0; done < b.N; done += chunk {
-				n := min(chunk, b.N-done)
+			for done := 0; done < b.N; done += benchtest.Chunk {
+				n := min(benchtest.Chunk, b.N-done)
 				for i, s := range sides {
-					s.took += runClients(b, n, clients, func(name string) error {
+					s.took += benchtest.RunClients(b, n, clients, func(name string) error {
 						k, err := s.locker.TryAcquire(ctx, fmt.Sprintf("%s-%d", name, i))
 						if err != nil {
 							return err

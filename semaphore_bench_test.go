@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
@@ -174,8 +175,8 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`}
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, run := range benchRuns(b) {
-			ctx, clients := run.ctx, run.clients
+		for _, run := range benchtest.Runs(b) {
+			ctx, clients := run.Ctx, run.Clients
 			ours := func(name string) error {
 				k, err := sem.TryAcquire(ctx, name)
 				if err != nil {
@@ -193,10 +194,10 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`}
 				_, err = db.ExecContext(ctx, raw.release, name, owner, tok)
 				return err
 			}
-			b.Run(kind+"/"+run.name, func(b *testing.B) {
+			b.Run(kind+"/"+run.Name, func(b *testing.B) {
 				db.SetMaxIdleConns(clients + 2)
-				t := alternate(b, chunk, clients, rawOp, ours)
-				reportRatio(b, t[0], t[1])
+				t := benchtest.Alternate(b, benchtest.Chunk, clients, rawOp, ours)
+				benchtest.ReportRatio(b, t[0], t[1])
 			})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/benchtest"
 )
 
 // BenchmarkOptimisticTryAcquireRelease is BenchmarkTryAcquireRelease for the
@@ -85,12 +86,12 @@ WHERE name = ? AND owner = ? AND version = ? AND holds > 0`
 				}
 			}
 		}
-		for _, run := range benchRuns(b) {
-			clients := run.clients
-			ctx = run.ctx
-			b.Run(kind+"/"+run.name, func(b *testing.B) {
-				t := alternate(b, chunk, clients, raw, ours)
-				reportRatio(b, t[0], t[1])
+		for _, run := range benchtest.Runs(b) {
+			clients := run.Clients
+			ctx = run.Ctx
+			b.Run(kind+"/"+run.Name, func(b *testing.B) {
+				t := benchtest.Alternate(b, benchtest.Chunk, clients, raw, ours)
+				benchtest.ReportRatio(b, t[0], t[1])
 			})
 		}
 	}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh: runs every fuzz target of every package for FUZZTIME
-# (default 10s) each (`make fuzz` runs it; go test -fuzz takes one target
-# per package per run) and fails if any target found a failing input.
+# scripts/fuzz.sh: runs every fuzz target of every package, in every module
+# (scripts/modules.sh), for FUZZTIME (default 10s) each (`make fuzz` runs
+# it; go test -fuzz takes one target per package per run) and fails if any
+# target found a failing input.
 # FUZZFLAGS adds go test flags to each run (e.g. FUZZFLAGS=-parallel=1 for
 # one fuzzing worker instead of one per core, when other work shares the
 # machine).
@@ -47,8 +48,11 @@ targets() {
 		done | sort -u | while read -r target; do
 			printf '%s %s %s\n' "$pkg" "$dir" "$target"
 		done
-	done < <(go list -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./...)
+	done < <(go list -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' "${patterns[@]}")
 }
+
+# Every module's packages (scripts/modules.sh).
+mapfile -t patterns < <(bash scripts/modules.sh)
 
 fail=0
 n=0

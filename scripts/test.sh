@@ -32,6 +32,11 @@
 #
 #   scripts/test.sh -run TestX -v
 #   scripts/test.sh ./internal/dbtest/
+#
+# The default, and ./... given as an argument, is every package of every
+# module of the workspace (go.work: the core, sqllockotel, cmd, examples;
+# scripts/modules.sh), and then it also checks that every module's go.mod
+# and go.sum are tidy (scripts/tidy.sh -diff).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -115,6 +120,20 @@ done
 
 have go || die "go is not on PATH: install Go $(awk '$1 == "go" { print $2 }' go.mod) or later (https://go.dev/dl/)"
 
+# ./... stands for every module's packages: in the workspace it would stop
+# where a nested module's go.mod begins.
+expanded=()
+every_module=""
+for p in "${pkgs[@]}"; do
+	if [ "$p" = ./... ]; then
+		every_module=1
+		mapfile -t -O "${#expanded[@]}" expanded < <(bash scripts/modules.sh)
+	else
+		expanded+=("$p")
+	fi
+done
+pkgs=("${expanded[@]}")
+
 # ---------------------------------------------------------------- installing
 
 # Packages to install, collected for both servers so apt-get runs once.
@@ -179,8 +198,10 @@ tools_plan() {
 # into the run.
 tools_check() {
 	[ "$(go env CGO_ENABLED)" = 1 ] || die "cgo is disabled (CGO_ENABLED=$(go env CGO_ENABLED)), and go test -race needs it: install gcc (Debian: apt-get install -y --no-install-recommends gcc libc6-dev) or unset CGO_ENABLED"
-	log "downloading the module's dependencies (go mod download)"
-	go mod download || die "go mod download failed: check the network and CA certificates (Debian: apt-get install -y ca-certificates), or GOPROXY"
+	# Only what the packages under test need: go mod download would fetch
+	# every module of the workspace's build list, most of them never built.
+	log "downloading the dependencies of ${pkgs[*]} (go list -deps -test)"
+	go list -deps -test "${pkgs[@]}" >/dev/null || die "downloading the dependencies failed: check the network and CA certificates (Debian: apt-get install -y ca-certificates), or GOPROXY"
 }
 
 # Servers this run started, and how to stop them: printed at the end.
@@ -644,6 +665,12 @@ fi
 
 log "go vet ${pkgs[*]}"
 go vet "${pkgs[@]}"
+# go.work lets a module build with a package its own go.mod does not
+# provide; a user of that module alone could not.
+if [ -n "$every_module" ]; then
+	log "checking that every module's go.mod and go.sum are tidy (scripts/tidy.sh -diff)"
+	bash scripts/tidy.sh -diff
+fi
 # The chaos suite (internal/chaos) loads both cores with worker processes
 # and faults; beside other packages it would starve their short-TTL tests.
 # So the packages run in two steps: everything else, then the chaos suite.

@@ -10,15 +10,10 @@ import (
 	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/observe"
-	"github.com/sqllock/sqllock/sqllockotel"
 )
 
 // memDialect is a lock table in memory: it costs next to nothing, so that a
@@ -92,21 +87,7 @@ func BenchmarkInstrumentation(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()),
-		sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-	b.Cleanup(func() {
-		_ = mp.Shutdown(context.Background())
-		_ = tp.Shutdown(context.Background())
-	})
-	full, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp})
-	if err != nil {
-		b.Fatal(err)
-	}
-	metricsOnly, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tracenoop.NewTracerProvider()})
-	if err != nil {
-		b.Fatal(err)
-	}
+	full, metricsOnly := benchObservers(b)
 	sides := []struct {
 		unit string
 		obs  observe.Observer
