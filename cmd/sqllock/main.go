@@ -11,6 +11,7 @@
 //	sqllock reap [--batch N]                         delete expired lock rows once
 //	sqllock demo [--stock N] [--buyers N]            the overselling shop, with and without locks
 //	sqllock bench [--ops N] [--handoffs N]           latency and hand-off on your database
+//	sqllock doctor                                   check the database as sqllock uses it
 //	sqllock completion bash|zsh|fish                 the shell's completion script
 //	sqllock man                                      this manual page, in roff
 //
@@ -19,7 +20,8 @@
 // and bench, which use an SQLite file in the user's state directory.
 //
 // Exit status: the command's own for run and elect; 3 for leader when the
-// election has no leader; 64 for usage errors; 69 when the
+// election has no leader; 2 for doctor when a check found a problem; 64
+// for usage errors; 69 when the
 // database cannot be reached, has no schema or a dirty one; 75 (run -E)
 // when the lock was not acquired (elect: not elected within --timeout); 76
 // when it (elect: the leadership) was lost while the command ran;
@@ -84,6 +86,7 @@ func init() {
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
+		{"doctor", "[--dsn DSN] [--timeout SECONDS]", "check the database as sqllock uses it: server, pooler, schema, clock, wake-ups", doctorFlags},
 		{"completion", "bash|zsh|fish", "print a script that completes sqllock's commands and flags in the shell", completionFlags},
 		{"man", "", "print the manual page sqllock(1), in roff", manFlags},
 	}
@@ -294,7 +297,7 @@ const exitHelp = `Exit status: run exits with its command's status; 64 usage err
 unreachable, schema missing or dirty; 75 lock not acquired (run -E); 130
 (128+N) interrupted by a signal while waiting; 76 lock lost while the
 command ran; 124 run --max-time passed; 127 command not found; 3 leader: no
-leader; 1 other errors.
+leader; 2 doctor: a check found a problem; 1 other errors.
 `
 
 func usage(w io.Writer) {
@@ -360,6 +363,21 @@ the period: a replica that starts late still finds the lock taken):
   */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n --min-hold 4m report -- /usr/local/bin/report
 As flock(1) would say it, waiting up to 10 seconds:
   sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
+`,
+	"doctor": `Looks at the database as sqllock uses it and prints a line per check:
+the server's kind and version; whether a pooler stands between (PostgreSQL:
+a direct connection's server process is the one it was given at startup, a
+pooler makes that up; transaction or session pooling is told by where a
+connection's statements run; PgBouncer by its admin console; MySQL: whether
+CONNECTION_ID() stays); the schema's version and dirty flag; the skew
+between this host's clock and the server's; and what the wake-ups need
+(PostgreSQL: a notification sent through the pool reaches a LISTEN;
+MySQL/MariaDB: GET_LOCK and IS_USED_LOCK, KILL QUERY of a connection
+waiting for a user lock, and CONNECTION_ADMIN or SUPER to wake other users'
+waiters). Each is ok, missing (with what that costs) or problem.
+
+Exit status: 0 when every check is ok; 2 when one is missing or a problem;
+64 usage; 69 database unreachable.
 `,
 	"elect": `Campaigns in the election NAME and, once elected, runs COMMAND (or the
 shell command of -c) as its leader, renewing the leadership, then resigns.
