@@ -45,11 +45,11 @@ func doctorFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		if err != nil {
 			return usageFrom(err)
 		}
-		fs := t.diagnose(ctx, cfg)
+		findings := t.diagnose(ctx, cfg)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECK\tSTATUS\tFOUND")
 		problems := 0
-		for _, f := range fs {
+		for _, f := range findings {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.check, f.status, f.found)
 			if f.status != ok {
 				problems++
@@ -57,7 +57,7 @@ func doctorFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		}
 		tw.Flush()
 		if problems > 0 {
-			return exitError{code: exitDoctor, err: fmt.Errorf("doctor: %d of %d checks are not ok", problems, len(fs))}
+			return exitError{code: exitDoctor, err: fmt.Errorf("doctor: %d of %d checks are not ok", problems, len(findings))}
 		}
 		return nil
 	}
@@ -198,12 +198,11 @@ func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, t
 	defer b.Close()
 	var startup uint32
 	if err := a.Raw(func(dc any) error {
-		sc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("not a pgx connection: %T", dc)
+		pc, err := pgxConn(dc)
+		if err == nil {
+			startup = pc.PgConn().PID()
 		}
-		startup = sc.Conn().PgConn().PID()
-		return nil
+		return err
 	}); err != nil {
 		return found("pooler", problem, "%v", err), false
 	}
@@ -231,6 +230,15 @@ func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, t
 		}
 	}
 	return found("pooler", ok, "%s, session pooling: each connection keeps its server process", name), false
+}
+
+// pgxConn is the pgx connection under a driver connection of the pool.
+func pgxConn(dc any) (*pgx.Conn, error) {
+	sc, ok := dc.(*stdlib.Conn)
+	if !ok {
+		return nil, fmt.Errorf("not a pgx connection: %T", dc)
+	}
+	return sc.Conn(), nil
 }
 
 // pgBouncerName names the pooler in front of the server of cfg: PgBouncer's
@@ -274,7 +282,10 @@ func (t *target) pgListen(ctx context.Context, transaction bool) finding {
 	channel := newChannel()
 	start := time.Now()
 	err = conn.Raw(func(dc any) error {
-		pc := dc.(*stdlib.Conn).Conn()
+		pc, err := pgxConn(dc)
+		if err != nil {
+			return err
+		}
 		if _, err := pc.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 			return err
 		}
@@ -284,7 +295,7 @@ func (t *target) pgListen(ctx context.Context, transaction bool) finding {
 		}
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := pc.WaitForNotification(wctx)
+		_, err = pc.WaitForNotification(wctx)
 		return err
 	})
 	if err != nil {
@@ -357,6 +368,11 @@ func (t *target) mysqlWakeups(ctx context.Context) []finding {
 	// a thread can stall MariaDB.
 	const waiting = `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ? AND INFO LIKE 'SELECT GET_LOCK%'`
 	for seen := 0; seen == 0; {
+		select {
+		case <-waited:
+			return append(fs, found("KILL QUERY", problem, "the wait for a user lock held by another connection ended by itself"))
+		default:
+		}
 		if err := killer.QueryRowContext(ctx, waiting, id).Scan(&seen); err != nil {
 			<-waited
 			return append(fs, found("KILL QUERY", problem, "reading the process list: %v", message(err)))
