@@ -101,6 +101,44 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 	})
 }
 
+// Ctrl-C while campaigning exits 130 too, as the wait of run does, not -E
+// (not elected in time).
+func TestElectInterruptedWhileCampaigning(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		leader := b.cmd(t, "elect", "-v", "busy", "--", "sleep", "60")
+		lerr, err := leader.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := leader.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { leader.Process.Kill(); leader.Wait() })
+		ls := bufio.NewScanner(lerr)
+		for ls.Scan() && !strings.Contains(ls.Text(), "elected leader") {
+		}
+		c := b.cmd(t, "elect", "-v", "busy", "true")
+		stderr, err := c.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() && !strings.Contains(sc.Text(), "leads") {
+		}
+		if err := c.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		for sc.Scan() {
+		}
+		if code := exitOf(t, c.Wait()); code != 130 {
+			t.Fatalf("elect interrupted while campaigning: exit %d, want 130", code)
+		}
+	})
+}
+
 // migrate down leaves nothing of sqllock's, not even the table of its
 // version.
 func TestMigrateDownRemovesEverything(t *testing.T) {
