@@ -51,7 +51,7 @@ func doctorFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		problems := 0
 		for _, f := range findings {
 			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.check, f.status, f.found)
-			if f.status != ok {
+			if f.status != statusOK {
 				problems++
 			}
 		}
@@ -65,9 +65,9 @@ func doctorFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 
 // The statuses of a finding.
 const (
-	ok      = "ok"
-	missing = "missing" // a capability or privilege sqllock would use
-	problem = "problem" // something to fix
+	statusOK      = "ok"
+	statusMissing = "missing" // a capability or privilege sqllock would use
+	statusProblem = "problem" // something to fix
 )
 
 // finding is what one check found: a status, and in words what was seen
@@ -95,8 +95,8 @@ func (t *target) diagnose(ctx context.Context, cfg *dsnpkg.Config) []finding {
 		fs = append(fs, t.mysqlWakeups(ctx)...)
 	default:
 		fs = append(fs, t.schemaFinding(ctx),
-			found("clock", ok, "this host's: an SQLite file has no server clock"),
-			found("wake-ups", ok, "within this host: waiters poll the file, none needs a privilege"))
+			found("clock", statusOK, "this host's: an SQLite file has no server clock"),
+			found("wake-ups", statusOK, "within this host: waiters poll the file, none needs a privilege"))
 	}
 	return fs
 }
@@ -109,12 +109,12 @@ func (t *target) server(ctx context.Context) finding {
 	}
 	var v string
 	if err := t.db.QueryRowContext(ctx, q).Scan(&v); err != nil {
-		return found("server", problem, "cannot read its version: %v", message(err))
+		return found("server", statusProblem, "cannot read its version: %v", message(err))
 	}
 	if i := strings.Index(v, ", compiled by"); i > 0 { // PostgreSQL's
 		v = v[:i]
 	}
-	return found("server", ok, "%s", v)
+	return found("server", statusOK, "%s", v)
 }
 
 // schemaFinding reports the schema's version and dirty flag against the
@@ -129,17 +129,17 @@ func (t *target) schemaFinding(ctx context.Context) finding {
 	err := t.db.QueryRowContext(ctx, "SELECT version, dirty FROM "+t.migrationsTable()+" LIMIT 1").Scan(&v, &dirty)
 	switch {
 	case err != nil && t.embedded:
-		return found("schema", ok, "no version recorded yet: migrated on first use (to version %d)", latest)
+		return found("schema", statusOK, "no version recorded yet: migrated on first use (to version %d)", latest)
 	case err != nil:
-		return found("schema", problem, "missing (%s): every command exits 69 until `sqllock migrate up`", message(err))
+		return found("schema", statusProblem, "missing (%s): every command exits 69 until `sqllock migrate up`", message(err))
 	case dirty:
-		return found("schema", problem, "version %d, dirty: a migration failed half-way; repair it by hand, then `sqllock migrate force VERSION` and `sqllock migrate up`", v)
+		return found("schema", statusProblem, "version %d, dirty: a migration failed half-way; repair it by hand, then `sqllock migrate force VERSION` and `sqllock migrate up`", v)
 	case v < latest:
-		return found("schema", problem, "version %d of %d: outdated, run `sqllock migrate up`", v, latest)
+		return found("schema", statusProblem, "version %d of %d: outdated, run `sqllock migrate up`", v, latest)
 	case !slices.Contains(vs, v):
-		return found("schema", problem, "version %d, newer than this sqllock knows (%d): use a sqllock of that version", v, latest)
+		return found("schema", statusProblem, "version %d, newer than this sqllock knows (%d): use a sqllock of that version", v, latest)
 	}
-	return found("schema", ok, "version %d (the latest), clean", v)
+	return found("schema", statusOK, "version %d (the latest), clean", v)
 }
 
 // clockSkew is the skew past which the clock check is a problem.
@@ -157,7 +157,7 @@ func (t *target) clock(ctx context.Context, q string) finding {
 		var us int64
 		start := time.Now()
 		if err := t.db.QueryRowContext(ctx, q).Scan(&us); err != nil {
-			return found("clock", problem, "cannot read the server's clock: %v", message(err))
+			return found("clock", statusProblem, "cannot read the server's clock: %v", message(err))
 		}
 		end := time.Now()
 		if d := end.Sub(start); rtt < 0 || d < rtt {
@@ -169,9 +169,9 @@ func (t *target) clock(ctx context.Context, q string) finding {
 	if skew < 0 {
 		ahead = "behind"
 	}
-	f := found("clock", ok, "the server is %v %s this host (±%v)", skew.Abs().Round(time.Microsecond), ahead, (rtt / 2).Round(time.Microsecond))
+	f := found("clock", statusOK, "the server is %v %s this host (±%v)", skew.Abs().Round(time.Microsecond), ahead, (rtt / 2).Round(time.Microsecond))
 	if skew.Abs() > clockSkew+rtt/2 {
-		f.status = problem
+		f.status = statusProblem
 		f.found += ": leases run on the server's clock and are unaffected, but the times locks shows, and this host's logs, are off by as much; run NTP on both"
 	}
 	return f
@@ -188,12 +188,12 @@ func (t *target) clock(ctx context.Context, q string) finding {
 func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, transaction bool) {
 	a, err := t.db.Conn(ctx)
 	if err != nil {
-		return found("pooler", problem, "no connection: %v", message(err)), false
+		return found("pooler", statusProblem, "no connection: %v", message(err)), false
 	}
 	defer a.Close()
 	b, err := t.db.Conn(ctx)
 	if err != nil {
-		return found("pooler", problem, "no second connection: %v", message(err)), false
+		return found("pooler", statusProblem, "no second connection: %v", message(err)), false
 	}
 	defer b.Close()
 	var startup uint32
@@ -204,7 +204,7 @@ func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, t
 		}
 		return err
 	}); err != nil {
-		return found("pooler", problem, "%v", err), false
+		return found("pooler", statusProblem, "%v", err), false
 	}
 	pid := func(c *sql.Conn) (uint32, error) {
 		var p uint32
@@ -213,23 +213,23 @@ func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, t
 	}
 	first, err := pid(a)
 	if err != nil {
-		return found("pooler", problem, "%v", message(err)), false
+		return found("pooler", statusProblem, "%v", message(err)), false
 	}
 	if first == startup {
-		return found("pooler", ok, "none: the server process is the one the connection was given at startup"), false
+		return found("pooler", statusOK, "none: the server process is the one the connection was given at startup"), false
 	}
 	name := pgBouncerName(ctx, cfg)
 	for range 3 {
 		other, err1 := pid(b)
 		again, err2 := pid(a)
 		if err := errors.Join(err1, err2); err != nil {
-			return found("pooler", problem, "%s: %v", name, message(err)), false
+			return found("pooler", statusProblem, "%s: %v", name, message(err)), false
 		}
 		if other == first || again != first {
-			return found("pooler", ok, "%s, transaction pooling: a connection's statements run on changing server processes (sqllock's statements run unnamed and need no session)", name), true
+			return found("pooler", statusOK, "%s, transaction pooling: a connection's statements run on changing server processes (sqllock's statements run unnamed and need no session)", name), true
 		}
 	}
-	return found("pooler", ok, "%s, session pooling: each connection keeps its server process", name), false
+	return found("pooler", statusOK, "%s, session pooling: each connection keeps its server process", name), false
 }
 
 // pgxConn is the pgx connection under a driver connection of the pool.
@@ -272,11 +272,11 @@ func pgBouncerName(ctx context.Context, cfg *dsnpkg.Config) string {
 func (t *target) pgListen(ctx context.Context, transaction bool) finding {
 	const consequence = "waiters are not woken by a release: they poll, and take a freed lock up to their poll interval late"
 	if transaction {
-		return found("LISTEN", missing, "a transaction pooler keeps no session for LISTEN: %s", consequence)
+		return found("LISTEN", statusMissing, "a transaction pooler keeps no session for LISTEN: %s", consequence)
 	}
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
-		return found("LISTEN", problem, "no connection: %v", message(err))
+		return found("LISTEN", statusProblem, "no connection: %v", message(err))
 	}
 	defer conn.Close()
 	channel := newChannel()
@@ -299,9 +299,9 @@ func (t *target) pgListen(ctx context.Context, transaction bool) finding {
 		return err
 	})
 	if err != nil {
-		return found("LISTEN", missing, "a notification sent through the pool did not arrive (%v): %s", message(err), consequence)
+		return found("LISTEN", statusMissing, "a notification sent through the pool did not arrive (%v): %s", message(err), consequence)
 	}
-	return found("LISTEN", ok, "a notification sent through the pool arrived in %v: releases wake waiters", time.Since(start).Round(time.Millisecond))
+	return found("LISTEN", statusOK, "a notification sent through the pool arrived in %v: releases wake waiters", time.Since(start).Round(time.Millisecond))
 }
 
 // mysqlPooler tells whether a connection keeps its server connection: a
@@ -310,19 +310,19 @@ func (t *target) pgListen(ctx context.Context, transaction bool) finding {
 func (t *target) mysqlPooler(ctx context.Context) finding {
 	conn, err := t.db.Conn(ctx)
 	if err != nil {
-		return found("pooler", problem, "no connection: %v", message(err))
+		return found("pooler", statusProblem, "no connection: %v", message(err))
 	}
 	defer conn.Close()
 	var ids [3]int64
 	for i := range ids {
 		if err := conn.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&ids[i]); err != nil {
-			return found("pooler", problem, "%v", message(err))
+			return found("pooler", statusProblem, "%v", message(err))
 		}
 	}
 	if ids[0] != ids[1] || ids[1] != ids[2] {
-		return found("pooler", missing, "a proxy moves a connection's statements between server connections (CONNECTION_ID() changed): the wake-ups' bells cannot work, waiters poll")
+		return found("pooler", statusMissing, "a proxy moves a connection's statements between server connections (CONNECTION_ID() changed): the wake-ups' bells cannot work, waiters poll")
 	}
-	return found("pooler", ok, "none seen: a connection keeps its server connection (CONNECTION_ID() stays %d)", ids[0])
+	return found("pooler", statusOK, "none seen: a connection keeps its server connection (CONNECTION_ID() stays %d)", ids[0])
 }
 
 // mysqlWakeups checks what the wake-ups' bells need (see dialect/mysql): a
@@ -336,7 +336,7 @@ func (t *target) mysqlWakeups(ctx context.Context) []finding {
 	for i := range conns {
 		c, err := t.db.Conn(ctx)
 		if err != nil {
-			return []finding{found("user locks", problem, "no connection: %v", message(err))}
+			return []finding{found("user locks", statusProblem, "no connection: %v", message(err))}
 		}
 		defer c.Close()
 		conns[i] = c
@@ -349,14 +349,14 @@ func (t *target) mysqlWakeups(ctx context.Context) []finding {
 		err = errors.New("GET_LOCK or IS_USED_LOCK answered NULL or 0")
 	}
 	if err != nil {
-		return []finding{found("user locks", missing, "GET_LOCK and IS_USED_LOCK: %v: %s", message(err), consequence)}
+		return []finding{found("user locks", statusMissing, "GET_LOCK and IS_USED_LOCK: %v: %s", message(err), consequence)}
 	}
 	defer holder.ExecContext(context.WithoutCancel(ctx), `DO RELEASE_LOCK(?)`, name)
-	fs := []finding{found("user locks", ok, "GET_LOCK, IS_USED_LOCK and RELEASE_LOCK work")}
+	fs := []finding{found("user locks", statusOK, "GET_LOCK, IS_USED_LOCK and RELEASE_LOCK work")}
 
 	var id int64
 	if err := waiter.QueryRowContext(ctx, `SELECT CONNECTION_ID()`).Scan(&id); err != nil {
-		return append(fs, found("KILL QUERY", problem, "%v", message(err)))
+		return append(fs, found("KILL QUERY", statusProblem, "%v", message(err)))
 	}
 	waited := make(chan struct{})
 	go func() {
@@ -370,26 +370,26 @@ func (t *target) mysqlWakeups(ctx context.Context) []finding {
 	for seen := 0; seen == 0; {
 		select {
 		case <-waited:
-			return append(fs, found("KILL QUERY", problem, "the wait for a user lock held by another connection ended by itself"))
+			return append(fs, found("KILL QUERY", statusProblem, "the wait for a user lock held by another connection ended by itself"))
 		default:
 		}
 		if err := killer.QueryRowContext(ctx, waiting, id).Scan(&seen); err != nil {
 			<-waited
-			return append(fs, found("KILL QUERY", problem, "reading the process list: %v", message(err)))
+			return append(fs, found("KILL QUERY", statusProblem, "reading the process list: %v", message(err)))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	start := time.Now()
 	if _, err := killer.ExecContext(ctx, fmt.Sprintf("KILL QUERY %d", id)); err != nil {
 		<-waited
-		return append(fs, found("KILL QUERY", missing, "ending another connection's wait: %v: %s", message(err), consequence))
+		return append(fs, found("KILL QUERY", statusMissing, "ending another connection's wait: %v: %s", message(err), consequence))
 	}
 	select {
 	case <-waited:
-		fs = append(fs, found("KILL QUERY", ok, "ends another connection's wait for a user lock (in %v)", time.Since(start).Round(time.Microsecond)))
+		fs = append(fs, found("KILL QUERY", statusOK, "ends another connection's wait for a user lock (in %v)", time.Since(start).Round(time.Microsecond)))
 	case <-time.After(5 * time.Second):
 		<-waited
-		fs = append(fs, found("KILL QUERY", missing, "KILL QUERY did not end another connection's wait for a user lock: %s", consequence))
+		fs = append(fs, found("KILL QUERY", statusMissing, "KILL QUERY did not end another connection's wait for a user lock: %s", consequence))
 	}
 	return append(fs, t.mysqlConnectionAdmin(ctx))
 }
@@ -401,13 +401,13 @@ func (t *target) mysqlWakeups(ctx context.Context) []finding {
 func (t *target) mysqlConnectionAdmin(ctx context.Context) finding {
 	rows, err := t.db.QueryContext(ctx, `SHOW GRANTS`)
 	if err != nil {
-		return found("kill others", problem, "SHOW GRANTS: %v", message(err))
+		return found("kill others", statusProblem, "SHOW GRANTS: %v", message(err))
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var g string
 		if err := rows.Scan(&g); err != nil {
-			return found("kill others", problem, "SHOW GRANTS: %v", message(err))
+			return found("kill others", statusProblem, "SHOW GRANTS: %v", message(err))
 		}
 		on := strings.ToUpper(g)
 		if !strings.Contains(on, " ON *.* ") {
@@ -415,14 +415,14 @@ func (t *target) mysqlConnectionAdmin(ctx context.Context) finding {
 		}
 		for _, p := range []string{"ALL PRIVILEGES", "SUPER", "CONNECTION_ADMIN", "CONNECTION ADMIN"} {
 			if strings.Contains(on, p) {
-				return found("kill others", ok, "%s: releases by this user wake the waiters of other database users too", p)
+				return found("kill others", statusOK, "%s: releases by this user wake the waiters of other database users too", p)
 			}
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return found("kill others", problem, "SHOW GRANTS: %v", message(err))
+		return found("kill others", statusProblem, "SHOW GRANTS: %v", message(err))
 	}
-	return found("kill others", missing, "no CONNECTION_ADMIN, CONNECTION ADMIN or SUPER: a release by this user cannot wake the waiters of another database user, which then poll (waiters of this user are woken)")
+	return found("kill others", statusMissing, "no CONNECTION_ADMIN, CONNECTION ADMIN or SUPER: a release by this user cannot wake the waiters of another database user, which then poll (waiters of this user are woken)")
 }
 
 // newChannel returns a random name for a check's channel or user lock.

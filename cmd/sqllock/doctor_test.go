@@ -11,7 +11,6 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
@@ -63,45 +62,39 @@ func TestDoctor(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		code, checks := b.doctor(t)
 		server := map[string]string{"postgres": "PostgreSQL", "mysql": "M", "sqlite": "SQLite"}[b.kind]
-		want(t, checks, "server", ok, server)
-		want(t, checks, "schema", ok, "(the latest), clean")
-		want(t, checks, "clock", ok)
+		want(t, checks, "server", statusOK, server)
+		want(t, checks, "schema", statusOK, "(the latest), clean")
+		want(t, checks, "clock", statusOK)
 		wantCode := 0
 		switch {
 		case b.kind == "postgres" && !b.pooled:
-			want(t, checks, "pooler", ok, "none")
-			want(t, checks, "LISTEN", ok, "arrived")
+			want(t, checks, "pooler", statusOK, "none")
+			want(t, checks, "LISTEN", statusOK, "arrived")
 		case strings.Contains(b.dsn, "default_query_exec_mode"): // transaction pooling
-			want(t, checks, "pooler", ok, "PgBouncer", "transaction pooling")
-			want(t, checks, "LISTEN", missing, "poll")
+			want(t, checks, "pooler", statusOK, "PgBouncer", "transaction pooling")
+			want(t, checks, "LISTEN", statusMissing, "poll")
 			wantCode = exitDoctor
 		case b.pooled:
-			want(t, checks, "pooler", ok, "PgBouncer", "session pooling")
-			want(t, checks, "LISTEN", ok, "arrived")
+			want(t, checks, "pooler", statusOK, "PgBouncer", "session pooling")
+			want(t, checks, "LISTEN", statusOK, "arrived")
 		case b.kind == "mysql":
-			want(t, checks, "pooler", ok, "none")
-			want(t, checks, "user locks", ok)
-			want(t, checks, "KILL QUERY", ok)
-			want(t, checks, "kill others", ok) // the test user may do all
+			want(t, checks, "pooler", statusOK, "none")
+			want(t, checks, "user locks", statusOK)
+			want(t, checks, "KILL QUERY", statusOK)
+			want(t, checks, "kill others", statusOK) // the test user may do all
 		case b.kind == "sqlite":
-			want(t, checks, "wake-ups", ok)
+			want(t, checks, "wake-ups", statusOK)
 		}
 		if code != wantCode {
 			t.Errorf("doctor on a sound %s: exit %d, want %d: %q", b.kind, code, wantCode, checks)
 		}
 
-		table := "sqllock_schema_migrations"
-		switch d := b.d.(type) {
-		case *postgres.Dialect:
-			table = `"` + d.Schema() + `".` + table
-		case *mysql.Dialect:
-			table = "`" + d.Database() + "`." + table
-		}
+		table := b.migrationsTable()
 		if _, err := b.d.DB().ExecContext(ctxT(t), "UPDATE "+table+" SET dirty = true"); err != nil {
 			t.Fatal(err)
 		}
 		code, checks = b.doctor(t)
-		want(t, checks, "schema", problem, "dirty", "migrate force")
+		want(t, checks, "schema", statusProblem, "dirty", "migrate force")
 		if code != exitDoctor {
 			t.Errorf("doctor on a dirty schema: exit %d, want %d", code, exitDoctor)
 		}
@@ -111,10 +104,10 @@ func TestDoctor(t *testing.T) {
 		}
 		code, checks = b.doctor(t)
 		if b.kind == "sqlite" {
-			want(t, checks, "schema", ok, "first use")
+			want(t, checks, "schema", statusOK, "first use")
 			return
 		}
-		want(t, checks, "schema", problem, "missing", "sqllock migrate up")
+		want(t, checks, "schema", statusProblem, "missing", "sqllock migrate up")
 		if code != exitDoctor {
 			t.Errorf("doctor without the schema: exit %d, want %d", code, exitDoctor)
 		}
@@ -150,9 +143,9 @@ func TestDoctorMySQLWithoutConnectionAdmin(t *testing.T) {
 		t.Fatalf("migrate up: %v\n%s", err, out)
 	}
 	code, checks := b.doctor(t)
-	want(t, checks, "user locks", ok)
-	want(t, checks, "KILL QUERY", ok)
-	want(t, checks, "kill others", missing, "CONNECTION_ADMIN", "other database user")
+	want(t, checks, "user locks", statusOK)
+	want(t, checks, "KILL QUERY", statusOK)
+	want(t, checks, "kill others", statusMissing, "CONNECTION_ADMIN", "other database user")
 	if code != exitDoctor {
 		t.Errorf("doctor: exit %d, want %d", code, exitDoctor)
 	}
