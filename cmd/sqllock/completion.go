@@ -31,8 +31,8 @@ func completionFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, 
 // completion is what a shell completes for one command.
 type completion struct {
 	command
-	flags []flagEntry
-	args  []string // its arguments, where they are few and known
+	options []flagEntry
+	args    []string // its arguments, where they are few and known
 }
 
 // flagValues are the values of the flags that take one of a few.
@@ -57,7 +57,7 @@ func completions() []completion {
 			c.flags(fs)
 			entries = flagEntries(fs)
 		}
-		cs = append(cs, completion{command: c, flags: entries, args: args[c.name]})
+		cs = append(cs, completion{command: c, options: entries, args: args[c.name]})
 	}
 	return cs
 }
@@ -65,7 +65,7 @@ func completions() []completion {
 // flagNames lists the names of c's flags, with their dashes.
 func (c completion) flagNames() string {
 	var names []string
-	for _, e := range c.flags {
+	for _, e := range c.options {
 		names = append(names, e.names...)
 	}
 	return strings.Join(names, " ")
@@ -74,7 +74,7 @@ func (c completion) flagNames() string {
 // valued lists the names of c's flags that take an argument.
 func (c completion) valued() []string {
 	var names []string
-	for _, e := range c.flags {
+	for _, e := range c.options {
 		if e.arg != "" {
 			names = append(names, e.names...)
 		}
@@ -160,7 +160,7 @@ func fishCompletion(w io.Writer, cs []completion) {
 	for _, c := range cs {
 		fmt.Fprintf(w, "complete -c sqllock -n __fish_use_subcommand -a %s -d %s\n", c.name, shellQuote(c.summary))
 		when := shellQuote("__fish_seen_subcommand_from " + c.name)
-		for _, e := range c.flags {
+		for _, e := range c.options {
 			fmt.Fprintf(w, "complete -c sqllock -n %s", when)
 			for _, n := range e.names {
 				if long, ok := strings.CutPrefix(n, "--"); ok {

@@ -76,29 +76,30 @@ type finding struct {
 	check, status, found string
 }
 
+// found is a finding whose words are formatted as fmt.Sprintf does.
 func found(check, status, format string, args ...any) finding {
 	return finding{check, status, fmt.Sprintf(format, args...)}
 }
 
 // diagnose runs the checks of t's kind of database.
 func (t *target) diagnose(ctx context.Context, cfg *dsnpkg.Config) []finding {
-	fs := []finding{t.server(ctx)}
+	findings := []finding{t.server(ctx)}
 	switch t.d.Name() {
 	case "postgres":
 		pooler, transaction := t.pgPooler(ctx, cfg)
-		fs = append(fs, pooler)
-		fs = append(fs, t.schemaFinding(ctx), t.clock(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`))
-		fs = append(fs, t.pgListen(ctx, transaction))
+		findings = append(findings, pooler, t.schemaFinding(ctx),
+			t.clock(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`),
+			t.pgListen(ctx, transaction))
 	case "mysql":
-		fs = append(fs, t.mysqlPooler(ctx), t.schemaFinding(ctx),
+		findings = append(findings, t.mysqlPooler(ctx), t.schemaFinding(ctx),
 			t.clock(ctx, `SELECT CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)`))
-		fs = append(fs, t.mysqlWakeups(ctx)...)
+		findings = append(findings, t.mysqlWakeups(ctx)...)
 	default:
-		fs = append(fs, t.schemaFinding(ctx),
+		findings = append(findings, t.schemaFinding(ctx),
 			found("clock", statusOK, "this host's: an SQLite file has no server clock"),
 			found("wake-ups", statusOK, "within this host: waiters poll the file, none needs a privilege"))
 	}
-	return fs
+	return findings
 }
 
 // server reports the server's kind and version.

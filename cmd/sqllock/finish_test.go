@@ -141,7 +141,7 @@ func TestCompletion(t *testing.T) {
 			if !strings.Contains(script, c.name) {
 				t.Errorf("the %s script lacks the command %s", shell, c.name)
 			}
-			for _, e := range c.flags {
+			for _, e := range c.options {
 				for _, n := range e.names {
 					if name := strings.TrimLeft(n, "-"); !strings.Contains(script, name) {
 						t.Errorf("the %s script lacks %s's flag %s", shell, c.name, n)
