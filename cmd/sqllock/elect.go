@@ -99,6 +99,10 @@ func (r *runner) campaign(ctx context.Context, el *sqllock.Election, value strin
 	case errors.Is(context.Cause(wctx), errWaitTimedOut):
 		return nil, exitError{r.conflict, fmt.Errorf("not elected leader of %q within %v", r.name, r.timeout)}
 	case wctx.Err() != nil:
+		var ie interruptedError
+		if errors.As(context.Cause(wctx), &ie) {
+			return nil, exitError{ie.status(), ie}
+		}
 		return nil, exitError{r.conflict, context.Cause(wctx)}
 	}
 	return nil, err

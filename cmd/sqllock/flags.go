@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -99,43 +100,63 @@ func isSet(fs *flag.FlagSet, names ...string) bool {
 	return set
 }
 
-// printFlags writes fs's flags, each once with its aliases: "-n, --no-wait".
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	type entry struct {
-		names []string
-		f     *flag.Flag
-	}
-	var entries []*entry
-	byValue := map[flag.Value]*entry{}
+// flagEntry is one flag of a command as help shows it: its names with
+// their dashes, one-letter aliases first, its argument's name ("" for a
+// switch), and its usage with the default.
+type flagEntry struct {
+	names []string
+	arg   string
+	usage string
+}
+
+// flagEntries lists fs's flags, each once with its aliases.
+func flagEntries(fs *flag.FlagSet) []flagEntry {
+	var (
+		entries []flagEntry
+		flags   []*flag.Flag
+	)
+	byValue := map[flag.Value]int{}
 	fs.VisitAll(func(f *flag.Flag) {
-		if e, ok := byValue[f.Value]; ok {
-			e.names = append(e.names, f.Name)
+		name := "--" + f.Name
+		if len(f.Name) == 1 {
+			name = "-" + f.Name
+		}
+		if i, ok := byValue[f.Value]; ok {
+			entries[i].names = append(entries[i].names, name)
 			return
 		}
-		e := &entry{names: []string{f.Name}, f: f}
-		byValue[f.Value] = e
-		entries = append(entries, e)
+		byValue[f.Value] = len(entries)
+		entries = append(entries, flagEntry{names: []string{name}})
+		flags = append(flags, f)
 	})
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, e := range entries {
+	for i, f := range flags {
+		e := &entries[i]
 		// One-letter aliases first.
-		var short, long []string
-		for _, n := range e.names {
-			if len(n) == 1 {
-				short = append(short, "-"+n)
-			} else {
-				long = append(long, "--"+n)
-			}
-		}
-		names := strings.Join(append(short, long...), ", ")
-		arg, usage := flag.UnquoteUsage(e.f)
-		if arg != "" {
-			names += " " + strings.ToUpper(arg)
-		}
-		if def := e.f.DefValue; def != "" && def != "false" && def != "0" && def != "0s" {
+		slices.SortStableFunc(e.names, func(a, b string) int { return len(a) - len(b) })
+		arg, usage := flag.UnquoteUsage(f)
+		e.arg = strings.ToUpper(arg)
+		if def := f.DefValue; def != "" && def != "false" && def != "0" && def != "0s" {
 			usage += " (default " + def + ")"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\n", names, usage)
+		e.usage = usage
+	}
+	return entries
+}
+
+// synopsis is the entry's names and argument: "-w, --timeout SECONDS".
+func (e flagEntry) synopsis() string {
+	s := strings.Join(e.names, ", ")
+	if e.arg != "" {
+		s += " " + e.arg
+	}
+	return s
+}
+
+// printFlags writes fs's flags, each once with its aliases: "-n, --no-wait".
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, e := range flagEntries(fs) {
+		fmt.Fprintf(tw, "  %s\t%s\n", e.synopsis(), e.usage)
 	}
 	tw.Flush()
 }

@@ -11,13 +11,17 @@
 //	sqllock reap [--batch N]                         delete expired lock rows once
 //	sqllock demo [--stock N] [--buyers N]            the overselling shop, with and without locks
 //	sqllock bench [--ops N] [--handoffs N]           latency and hand-off on your database
+//	sqllock doctor                                   check the database as sqllock uses it
+//	sqllock completion bash|zsh|fish                 the shell's completion script
+//	sqllock man                                      this manual page, in roff
 //
 // Run "sqllock help COMMAND" for a command's flags. The database comes from
-// --dsn or SQLLOCK_DSN; by default it is an SQLite file in the user's state
-// directory, which locks between processes of one machine.
+// --dsn or SQLLOCK_DSN; with neither, commands refuse to run, except demo
+// and bench, which use an SQLite file in the user's state directory.
 //
 // Exit status: the command's own for run and elect; 3 for leader when the
-// election has no leader; 64 for usage errors; 69 when the
+// election has no leader; 2 for doctor when a check found a problem; 64
+// for usage errors; 69 when the
 // database cannot be reached, has no schema or a dirty one; 75 (run -E)
 // when the lock was not acquired (elect: not elected within --timeout); 76
 // when it (elect: the leadership) was lost while the command ran;
@@ -31,8 +35,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 )
 
@@ -84,6 +86,9 @@ func init() {
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
+		{"doctor", "[--dsn DSN] [--timeout SECONDS]", "check the database as sqllock uses it: server, pooler, schema, clock, wake-ups", doctorFlags},
+		{"completion", "bash|zsh|fish", "print a script that completes sqllock's commands and flags in the shell", completionFlags},
+		{"man", "", "print the manual page sqllock(1), in roff", manFlags},
 	}
 }
 
@@ -211,15 +216,6 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return err
 }
 
-// version is the module's version as the build recorded it.
-func version() string {
-	v := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		v = bi.Main.Version
-	}
-	return v + " " + runtime.Version()
-}
-
 // parseInterspersed parses flags before, between and after positional
 // arguments, as in "migrate up --dsn X". After max positional arguments
 // (unless max < 0), or after "--", the rest is returned as it is.
@@ -262,30 +258,26 @@ func lookup(name string) (command, bool) {
 
 // help writes c's help, with the flags of fs, to w.
 func (c command) help(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprintf(w, "Usage: sqllock %s %s\n\n%s.\n", c.name, c.args, upperFirst(c.summary))
+	fmt.Fprintf(w, "Usage: %s\n\n%s.\n", strings.TrimSpace("sqllock "+c.name+" "+c.args), upperFirst(c.summary))
 	if help := commandHelp[c.name]; help != "" {
 		fmt.Fprintln(w)
 		fmt.Fprint(w, help)
 	}
-	fmt.Fprintln(w, "\nFlags:")
-	printFlags(w, fs)
+	if len(flagEntries(fs)) > 0 {
+		fmt.Fprintln(w, "\nFlags:")
+		printFlags(w, fs)
+	}
 }
 
 func upperFirst(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `sqllock runs commands under distributed locks kept in PostgreSQL, MySQL/MariaDB
-or an embedded SQLite file, and manages those locks.
+// overview opens the general help and the manual page.
+const overview = `sqllock runs commands under distributed locks kept in PostgreSQL, MySQL/MariaDB
+or an embedded SQLite file, and manages those locks.`
 
-Usage: sqllock COMMAND [flags] [args]
-
-Commands:
-`)
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintf(w, `
-The database is --dsn, else $SQLLOCK_DSN; with neither, commands refuse to
+// databaseHelp says where the database comes from, with the DSN forms; %s
+// is the SQLite file of demo and bench.
+const databaseHelp = `The database is --dsn, else $SQLLOCK_DSN; with neither, commands refuse to
 run (exit 64), so that a job meant to run once across machines never falls
 back to a file only one machine sees. Only demo and bench, local by nature,
 then use the SQLite file %s. DSNs:
@@ -298,15 +290,26 @@ then use the SQLite file %s. DSNs:
 schema= (or --schema) names the PostgreSQL schema of the sqllock tables; it is
 read by sqllock, not sent to the server (PgBouncer refuses search_path). On
 MySQL the database is the schema.
+`
 
-Exit status: run exits with its command's status; 64 usage error; 69 database
+// exitHelp lists the exit statuses of every command.
+const exitHelp = `Exit status: run exits with its command's status; 64 usage error; 69 database
 unreachable, schema missing or dirty; 75 lock not acquired (run -E); 130
 (128+N) interrupted by a signal while waiting; 76 lock lost while the
-command ran; 124 run --max-time passed; 127 command not found; 1 other
-errors.
+command ran; 124 run --max-time passed; 127 command not found; 3 leader: no
+leader; 2 doctor: a check found a problem; 1 other errors.
+`
 
-Run "sqllock help COMMAND" for a command's flags; "sqllock --version".
-`, strings.TrimPrefix(defaultDSN(), "sqlite:"))
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "%s\n\nUsage: sqllock COMMAND [flags] [args]\n\nCommands:\n", overview)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, databaseHelp, strings.TrimPrefix(defaultDSN(), "sqlite:"))
+	fmt.Fprintln(w)
+	fmt.Fprint(w, exitHelp)
+	fmt.Fprintln(w, "\nRun \"sqllock help COMMAND\" for a command's flags; \"sqllock --version\".")
 }
 
 // dsnFlag adds --dsn, defaulting to $SQLLOCK_DSN. With neither, a command
@@ -361,6 +364,44 @@ the period: a replica that starts late still finds the lock taken):
 As flock(1) would say it, waiting up to 10 seconds:
   sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
 `,
+	"doctor": `Looks at the database as sqllock uses it and prints a line per check:
+the server's kind and version; whether a pooler stands between (PostgreSQL:
+a direct connection's server process is the one it was given at startup, a
+pooler makes that up; transaction or session pooling is told by where a
+connection's statements run; PgBouncer by its admin console; MySQL: whether
+CONNECTION_ID() stays); the schema's version and dirty flag; the skew
+between this host's clock and the server's; and what the wake-ups need
+(PostgreSQL: a notification sent through the pool reaches a LISTEN;
+MySQL/MariaDB: GET_LOCK and IS_USED_LOCK, KILL QUERY of a connection
+waiting for a user lock, and CONNECTION_ADMIN or SUPER to wake other users'
+waiters). Each is ok, missing (with what that costs) or problem.
+
+Exit status: 0 when every check is ok; 2 when one is missing or a problem;
+64 usage; 69 database unreachable.
+`,
+	"elect": `Campaigns in the election NAME and, once elected, runs COMMAND (or the
+shell command of -c) as its leader, renewing the leadership, then resigns.
+Options go before NAME; everything after NAME is the command. One campaigner
+of NAME leads at a time; a dead leader is replaced within --ttl. COMMAND
+gets SQLLOCK_NAME and SQLLOCK_TOKEN (the term: larger for every later
+leader) in its environment, and runs in a process group of its own, stopped
+as in run when the leadership is lost, on a signal or if sqllock dies. Others
+read the leader's --value with sqllock leader.
+
+Exit status: COMMAND's own (128+N if it died of signal N; 127 if it does not
+exist, 126 if it cannot be run); -E (default 75) if not elected within -w;
+128+N if signal N (SIGINT: 130) interrupted the campaign; 76 if the
+leadership was lost while COMMAND ran; 64 usage; 69 database unreachable,
+schema missing or dirty.
+`,
+	"leader": `Prints the leader of the election NAME: its value (sqllock elect --value),
+term and how long its lease has left, or "no leader". --watch prints every
+change until interrupted.
+
+Exit status: 0 with a leader (and after --watch); 3 when the election has no
+leader; 64 usage; 69 database unreachable, schema missing or dirty; 1 other
+errors.
+`,
 	"migrate": `up applies the embedded migrations (idempotent, safe to run from many
 processes at once, and over objects the same files created through another
 migration tool); down drops every sqllock table, refusing while locks are
@@ -378,6 +419,16 @@ holding session (one exclusive or shared holder; several shared holders are
 not resolved); MariaDB shows only those some transaction waits for; MySQL 8
 is not read. --json prints times in RFC 3339 and durations in milliseconds
 (held_for_ms, expires_in_ms); --watch refreshes the view until interrupted.
+`,
+	"completion": `Prints the completion script of the shell: commands, their flags, migrate's
+operations and --strategy's values. Load it in the shell's startup file:
+  bash: source <(sqllock completion bash)
+  zsh:  source <(sqllock completion zsh)   (after compinit)
+  fish: sqllock completion fish | source
+`,
+	"man": `Prints this manual in roff, made from the same text as help:
+  sqllock man | man -l -
+  sqllock man > /usr/local/share/man/man1/sqllock.1
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
 table and optimistic locks and of idle pessimistic locks, in batches, and

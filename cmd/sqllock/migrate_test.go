@@ -93,6 +93,19 @@ func TestMigrateAfterOwnPipeline(t *testing.T) {
 	})
 }
 
+// migrationsTable is the qualified name of the table of b's schema
+// version.
+func (b backend) migrationsTable() string {
+	table := "sqllock_schema_migrations"
+	switch d := b.d.(type) {
+	case *postgres.Dialect:
+		table = `"` + d.Schema() + `".` + table
+	case *mysql.Dialect:
+		table = "`" + d.Database() + "`." + table
+	}
+	return table
+}
+
 // A dirty schema: migrate version and migrate up exit 69 and say how to
 // repair it; migrate force records a version and clears the flag.
 func TestMigrateDirtyAndForce(t *testing.T) {
@@ -101,14 +114,7 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		table := "sqllock_schema_migrations"
-		switch d := b.d.(type) {
-		case *postgres.Dialect:
-			table = `"` + d.Schema() + `".` + table
-		case *mysql.Dialect:
-			table = "`" + d.Database() + "`." + table
-		}
-		if _, err := b.d.DB().ExecContext(ctxT(t), "UPDATE "+table+" SET dirty = true"); err != nil {
+		if _, err := b.d.DB().ExecContext(ctxT(t), "UPDATE "+b.migrationsTable()+" SET dirty = true"); err != nil {
 			t.Fatal(err)
 		}
 		for _, op := range []string{"version", "up"} {

@@ -73,6 +73,35 @@ func TestUsageArticles(t *testing.T) {
 	}
 }
 
+// startUntil starts c and reads its standard error until a line holds
+// marker; the rest of it is read by the scanner returned.
+func startUntil(t *testing.T, c *exec.Cmd, marker string) *bufio.Scanner {
+	t.Helper()
+	stderr, err := c.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() && !strings.Contains(sc.Text(), marker) {
+	}
+	return sc
+}
+
+// interruptedStatus sends SIGINT to c, started by startUntil with sc, and
+// returns its exit status.
+func interruptedStatus(t *testing.T, c *exec.Cmd, sc *bufio.Scanner) int {
+	t.Helper()
+	if err := c.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+	}
+	return exitOf(t, c.Wait())
+}
+
 // Ctrl-C (SIGINT) while waiting for a held lock exits 130, as flock and the
 // shell report a command the signal ended, not 75 (lock busy).
 func TestRunInterruptedWhileWaiting(t *testing.T) {
@@ -80,23 +109,22 @@ func TestRunInterruptedWhileWaiting(t *testing.T) {
 		h := b.hold(t, "busy")
 		<-h.token
 		c := b.cmd(t, "run", "-v", "busy", "true")
-		stderr, err := c.StderrPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() && !strings.Contains(sc.Text(), "waiting for lock") {
-		}
-		if err := c.Process.Signal(syscall.SIGINT); err != nil {
-			t.Fatal(err)
-		}
-		for sc.Scan() {
-		}
-		if code := exitOf(t, c.Wait()); code != 130 {
+		if code := interruptedStatus(t, c, startUntil(t, c, "waiting for lock")); code != 130 {
 			t.Fatalf("run interrupted while waiting: exit %d, want 130", code)
+		}
+	})
+}
+
+// Ctrl-C while campaigning exits 130 too, as the wait of run does, not -E
+// (not elected in time).
+func TestElectInterruptedWhileCampaigning(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		leader := b.cmd(t, "elect", "-v", "busy", "--", "sleep", "60")
+		startUntil(t, leader, "elected leader")
+		t.Cleanup(func() { leader.Process.Kill(); leader.Wait() })
+		c := b.cmd(t, "elect", "-v", "busy", "true")
+		if code := interruptedStatus(t, c, startUntil(t, c, "leads")); code != 130 {
+			t.Fatalf("elect interrupted while campaigning: exit %d, want 130", code)
 		}
 	})
 }
