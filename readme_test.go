@@ -11,8 +11,10 @@ import (
 	"go/token"
 	"go/types"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -47,27 +49,31 @@ func TestPackageDocListsAPI(t *testing.T) {
 	}
 }
 
-// Every ```go block of README.md type-checks against this module: blocks
-// are fragments, so each is wrapped in a function returning error, with
-// the names the prose takes for granted (ctx, db, d, id, qty, ...)
-// declared around it, its own import lines hoisted, and `{ ... }` standing
-// for code left out. Only unused variables and imports are forgiven.
-func TestREADMESnippetsCompile(t *testing.T) {
+// Every ```go block of README.md and docs/ type-checks against this
+// module: blocks are fragments, so each is wrapped in a function returning
+// error, with the names the prose takes for granted (ctx, db, d, id, qty,
+// ...) declared around it, its own import lines hoisted, and `{ ... }`
+// standing for code left out. Only unused variables and imports are
+// forgiven.
+func TestDocSnippetsCompile(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the module's export data")
 	}
-	blocks := readmeGoBlocks(t)
-	if len(blocks) < 10 {
-		t.Fatalf("found %d go blocks in README.md, expected more: is the extraction broken?", len(blocks))
+	var blocks []goBlock
+	for _, file := range docFiles(t) {
+		blocks = append(blocks, goBlocks(t, file)...)
+	}
+	if len(blocks) < 20 {
+		t.Fatalf("found %d go blocks in README.md and docs/, expected more: is the extraction broken?", len(blocks))
 	}
 	imp := exportImporter(t)
 	for _, b := range blocks {
 		src := snippetFile(b.text)
 		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, "readme.go", src, 0)
+		f, err := parser.ParseFile(fset, "snippet.go", src, 0)
 		if err != nil {
-			t.Errorf("README.md line %d: %v\n%s", b.line, err, src)
+			t.Errorf("%s:%d: %v\n%s", b.file, b.line, err, src)
 			continue
 		}
 		var errs []string
@@ -78,21 +84,39 @@ func TestREADMESnippetsCompile(t *testing.T) {
 			}
 			errs = append(errs, msg)
 		}}
-		_, _ = conf.Check("readme", fset, []*ast.File{f}, nil)
+		_, _ = conf.Check("snippet", fset, []*ast.File{f}, nil)
 		if len(errs) > 0 {
-			t.Errorf("README.md line %d does not compile:\n\t%s\n%s", b.line, strings.Join(errs, "\n\t"), src)
+			t.Errorf("%s:%d does not compile:\n\t%s\n%s", b.file, b.line, strings.Join(errs, "\n\t"), src)
 		}
 	}
 }
 
+// docFiles returns README.md and every Markdown file under docs/.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md"}
+	err := filepath.WalkDir("docs", func(path string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(path, ".md") {
+			files = append(files, path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 type goBlock struct {
+	file string
 	line int
 	text string
 }
 
-func readmeGoBlocks(t *testing.T) []goBlock {
+// goBlocks returns the ```go blocks of a Markdown file.
+func goBlocks(t *testing.T, file string) []goBlock {
 	t.Helper()
-	f, err := os.Open("README.md")
+	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +131,7 @@ func readmeGoBlocks(t *testing.T) []goBlock {
 		line := sc.Text()
 		switch {
 		case cur == nil && strings.TrimSpace(line) == "```go":
-			cur = &goBlock{line: n + 1}
+			cur = &goBlock{file: file, line: n + 1}
 			sb.Reset()
 		case cur != nil && strings.TrimSpace(line) == "```":
 			cur.text = sb.String()
@@ -138,7 +162,7 @@ var snippetImports = []string{
 	"github.com/sqllock/sqllock/sqllockotel",
 }
 
-// snippetPrelude declares what the README's prose takes for granted.
+// snippetPrelude declares what the docs' prose takes for granted.
 const snippetPrelude = `
 var (
 	ctx        context.Context
@@ -161,7 +185,7 @@ var (
 	elidedBlock = regexp.MustCompile(`\{\s*\.\.\.\s*\}`)
 )
 
-// snippetFile turns a README block into a Go file.
+// snippetFile turns a Markdown block into a Go file.
 func snippetFile(text string) string {
 	imports := map[string]string{} // path -> name ("" or "_")
 	for _, p := range snippetImports {
@@ -191,7 +215,7 @@ func snippetFile(text string) string {
 		}
 	}
 	var b bytes.Buffer
-	b.WriteString("package readme\n\nimport (\n")
+	b.WriteString("package snippet\n\nimport (\n")
 	paths := make([]string, 0, len(imports))
 	for p := range imports {
 		paths = append(paths, p)
