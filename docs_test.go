@@ -20,12 +20,12 @@ var notYetMerged = map[string]bool{
 	"contrib/README.md": true,
 }
 
-// Every relative link of README.md, CONTRIBUTING.md, ARCHITECTURE.md and
-// docs/ names a file or directory of the repository, and a #fragment names
-// a heading of the Markdown file it points into.
+// Every relative link of README.md, CONTRIBUTING.md, BENCHMARKS.md,
+// ARCHITECTURE.md and docs/ names a file or directory of the repository,
+// and a #fragment names a heading of the Markdown file it points into.
 func TestDocLinksResolve(t *testing.T) {
 	t.Parallel()
-	files := append(docFiles(t), "CONTRIBUTING.md", "ARCHITECTURE.md")
+	files := append(docFiles(t), "CONTRIBUTING.md", "BENCHMARKS.md", "ARCHITECTURE.md")
 	anchors := map[string]map[string]bool{}
 	checked := 0
 	for _, file := range files {
