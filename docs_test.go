@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -146,4 +147,192 @@ func eachProseLine(t *testing.T, file string, fn func(n int, line string)) {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Every sqllock command line in the fenced blocks of README.md and docs/
+// names a command of the built binary and only flags that its help lists,
+// before NAME where the command takes one: the examples follow the CLI.
+func TestDocCommandLinesMatchHelp(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds cmd/sqllock")
+	}
+	if out, err := exec.Command("go", "env", "GOWORK").Output(); err != nil || strings.TrimSpace(string(out)) == "" {
+		t.Skip("cmd/sqllock is a module of its own: needs the workspace (go.work)")
+	}
+	bin := filepath.Join(t.TempDir(), "sqllock")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/sqllock").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/sqllock: %v\n%s", err, out)
+	}
+	helps := map[string]cliHelp{}
+	help := func(cmd string) (cliHelp, bool) {
+		if h, ok := helps[cmd]; ok {
+			return h, h.flags != nil
+		}
+		out, err := exec.Command(bin, "help", cmd).Output()
+		h := cliHelp{}
+		if err == nil {
+			h = parseHelp(string(out))
+		}
+		helps[cmd] = h
+		return h, h.flags != nil
+	}
+	checked := 0
+	for _, file := range docFiles(t) {
+		for _, l := range commandLines(t, file) {
+			args := l.args
+			if len(args) == 0 || strings.HasPrefix(args[0], "-") || args[0] == "help" {
+				continue // sqllock --version, sqllock help COMMAND
+			}
+			h, ok := help(args[0])
+			if !ok {
+				t.Errorf("%s:%d: sqllock %s: no such command", file, l.line, args[0])
+				continue
+			}
+			checked++
+			for i := 1; i < len(args); i++ {
+				a := args[i]
+				if a == "--" {
+					break
+				}
+				if !strings.HasPrefix(a, "-") || a == "-" {
+					if h.name && a != "flags" {
+						// NAME: what follows is the command, or a usage error.
+						if i+1 < len(args) && strings.HasPrefix(args[i+1], "-") && args[i+1] != "--" && args[i+1] != "-c" {
+							t.Errorf("%s:%d: sqllock %s: option %s after NAME %s", file, l.line, args[0], args[i+1], a)
+						}
+						break
+					}
+					continue
+				}
+				flag, _, hasValue := strings.Cut(a, "=")
+				takesValue, ok := h.flags[flag]
+				if !ok {
+					t.Errorf("%s:%d: sqllock %s: %s is not a flag of %q", file, l.line, args[0], flag, "sqllock help "+args[0])
+					continue
+				}
+				if takesValue && !hasValue {
+					i++
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked %d command lines, expected more: is the extraction broken?", checked)
+	}
+}
+
+// cliHelp is what a command's help says about its arguments.
+type cliHelp struct {
+	flags map[string]bool // flag -> takes a value
+	name  bool            // the usage has NAME, after which options end
+}
+
+var helpFlag = regexp.MustCompile(`^\s+(?:(-\w), )?(--[\w-]+)(?: ([A-Z][A-Z_]*))?\s`)
+
+func parseHelp(out string) cliHelp {
+	h := cliHelp{flags: map[string]bool{"-h": false, "--help": false}}
+	for _, line := range strings.Split(out, "\n") {
+		if usage, ok := strings.CutPrefix(line, "Usage: "); ok {
+			h.name = strings.Contains(usage, " NAME")
+		}
+		if m := helpFlag.FindStringSubmatch(line); m != nil {
+			takes := m[3] != ""
+			h.flags[m[2]] = takes
+			if m[1] != "" {
+				h.flags[m[1]] = takes
+			}
+		}
+	}
+	return h
+}
+
+type commandLine struct {
+	line int
+	args []string // after "sqllock"
+}
+
+// commandLines returns the sqllock command lines of the fenced blocks of a
+// Markdown file, split into words as a shell would, up to a pipe, a
+// redirection, a list operator or a comment.
+func commandLines(t *testing.T, file string) []commandLine {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []commandLine
+	sc := bufio.NewScanner(f)
+	fenced, shell := false, false
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if lang, ok := strings.CutPrefix(line, "```"); ok {
+			fenced = !fenced
+			shell = fenced && (lang == "sh" || lang == "cron" || lang == "")
+			continue
+		}
+		if !shell {
+			continue
+		}
+		words := shellWords(line)
+		for i, w := range words {
+			if w == "sqllock" {
+				out = append(out, commandLine{line: n, args: words[i+1:]})
+				break
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// shellWords splits a line into words, keeping quoted strings whole and
+// dropping the brackets and bars of a usage synopsis.
+func shellWords(line string) []string {
+	var (
+		words []string
+		cur   strings.Builder
+		quote rune
+		in    bool
+	)
+	flush := func() {
+		if in {
+			w := strings.Trim(cur.String(), "[]")
+			if w != "" && w != "|" && w != "..." {
+				words = append(words, w)
+			}
+		}
+		cur.Reset()
+		in = false
+	}
+	for _, r := range line {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, in = r, true
+		case r == '#' && !in, r == ';', r == '>', r == '<', r == '&':
+			flush()
+			return words
+		case r == '|' && !in:
+			if len(words) > 0 && !strings.HasPrefix(words[len(words)-1], "[") {
+				flush()
+				return words
+			}
+		case unicode.IsSpace(r):
+			flush()
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	flush()
+	return words
 }
