@@ -126,6 +126,21 @@ func headingAnchors(t *testing.T, file string) map[string]bool {
 // code blocks.
 func eachProseLine(t *testing.T, file string, fn func(n int, line string)) {
 	t.Helper()
+	fenced := false
+	scanLines(t, file, func(n int, line string) {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			return
+		}
+		if !fenced {
+			fn(n, line)
+		}
+	})
+}
+
+// scanLines calls fn for each line of a file, numbered from 1.
+func scanLines(t *testing.T, file string, fn func(n int, line string)) {
+	t.Helper()
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -133,16 +148,8 @@ func eachProseLine(t *testing.T, file string, fn func(n int, line string)) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
-	fenced := false
 	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		if strings.HasPrefix(strings.TrimSpace(line), "```") {
-			fenced = !fenced
-			continue
-		}
-		if !fenced {
-			fn(n, line)
-		}
+		fn(n, sc.Text())
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
@@ -257,35 +264,26 @@ type commandLine struct {
 // redirection, a list operator or a comment.
 func commandLines(t *testing.T, file string) []commandLine {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var out []commandLine
-	sc := bufio.NewScanner(f)
 	fenced, shell := false, false
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
+	scanLines(t, file, func(n int, line string) {
+		line = strings.TrimSpace(line)
 		if lang, ok := strings.CutPrefix(line, "```"); ok {
 			fenced = !fenced
 			shell = fenced && (lang == "sh" || lang == "cron" || lang == "")
-			continue
+			return
 		}
 		if !shell {
-			continue
+			return
 		}
 		words := shellWords(line)
 		for i, w := range words {
 			if w == "sqllock" {
 				out = append(out, commandLine{line: n, args: words[i+1:]})
-				break
+				return
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return out
 }
 

@@ -1,7 +1,6 @@
 package sqllock_test
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"go/ast"
@@ -116,19 +115,12 @@ type goBlock struct {
 // goBlocks returns the ```go blocks of a Markdown file.
 func goBlocks(t *testing.T, file string) []goBlock {
 	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	var (
 		out []goBlock
 		cur *goBlock
 		sb  strings.Builder
 	)
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+	scanLines(t, file, func(n int, line string) {
 		switch {
 		case cur == nil && strings.TrimSpace(line) == "```go":
 			cur = &goBlock{file: file, line: n + 1}
@@ -140,10 +132,7 @@ func goBlocks(t *testing.T, file string) []goBlock {
 		case cur != nil:
 			sb.WriteString(line + "\n")
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return out
 }
 
