@@ -1,6 +1,6 @@
 // Package sqllockcron runs the jobs of github.com/robfig/cron/v3
-// schedulers on one replica of many, through sqllock: wrap a job with
-// SkipIfLockedElsewhere, or every job with cron.WithChain.
+// schedulers on one replica of many, through sqllock: wrap each job with
+// SkipIfLockedElsewhere and a lock name of its own.
 package sqllockcron
 
 import (
