@@ -2,6 +2,7 @@ package sqllockgocron_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/sqllock/sqllock"
 	sqllockgocron "github.com/sqllock/sqllock/contrib/gocron"
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 )
 
@@ -26,18 +28,11 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(filepath.Join(dir, "locks.db")) // or PostgreSQL, MySQL/MariaDB
+	d, db, err := openSQLite(ctx, filepath.Join(dir, "locks.db")) // or PostgreSQL, MySQL/MariaDB
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	d, err := sqlite.New(db)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := sqllock.Migrate(ctx, d); err != nil {
-		log.Fatal(err)
-	}
 	table, err := sqllock.NewTable(d, sqllock.TableOptions{MinHold: 50 * time.Minute})
 	if err != nil {
 		log.Fatal(err)
@@ -78,18 +73,11 @@ func ExampleElector() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(filepath.Join(dir, "locks.db")) // or PostgreSQL, MySQL/MariaDB
+	d, db, err := openSQLite(ctx, filepath.Join(dir, "locks.db")) // or PostgreSQL, MySQL/MariaDB
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	d, err := sqlite.New(db)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if err := sqllock.Migrate(ctx, d); err != nil {
-		log.Fatal(err)
-	}
 	election, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
@@ -122,4 +110,21 @@ func ExampleElector() {
 	s.Start()
 	<-ran
 	// Output: run by the leader
+}
+
+// openSQLite opens the SQLite lock database at path, and migrates it.
+func openSQLite(ctx context.Context, path string) (dialect.Dialect, *sql.DB, error) {
+	db, err := sqlite.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := sqlite.New(db)
+	if err == nil {
+		err = sqllock.Migrate(ctx, d)
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	return d, db, nil
 }

@@ -113,12 +113,13 @@ func NewElector(election *sqllock.Election, name, value string) (*Elector, error
 func (e *Elector) Run(ctx context.Context) error {
 	for {
 		lead, err := e.election.Campaign(ctx, e.name, e.value)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case errors.Is(err, sqllock.ErrSchemaMissing), errors.Is(err, sqllock.ErrUnsupported):
-			return err
-		case err != nil:
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil
+			case errors.Is(err, sqllock.ErrSchemaMissing), errors.Is(err, sqllock.ErrUnsupported):
+				return err
+			}
 			t := time.NewTimer(campaignRetry)
 			select {
 			case <-ctx.Done():

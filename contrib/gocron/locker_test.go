@@ -9,7 +9,6 @@ import (
 
 	"github.com/sqllock/sqllock"
 	sqllockgocron "github.com/sqllock/sqllock/contrib/gocron"
-	"github.com/sqllock/sqllock/dialect/sqlite"
 )
 
 // A run's lock is renewed while the job runs past the TTL, and its
@@ -17,18 +16,11 @@ import (
 func TestLockerRenewsAndHolds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := sqlite.Open(filepath.Join(t.TempDir(), "locks.db"))
+	d, db, err := openSQLite(ctx, filepath.Join(t.TempDir(), "locks.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	d, err := sqlite.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqllock.Migrate(ctx, d); err != nil {
-		t.Fatal(err)
-	}
 	const ttl = 2 * time.Second
 	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MinHold: time.Hour})
 	if err != nil {
