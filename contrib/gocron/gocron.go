@@ -109,7 +109,7 @@ func NewElector(election *sqllock.Election, name, value string) (*Elector, error
 // holds and returns the resignation's error, or nil. A campaign that fails
 // is retried after a pause, unless the error says that retrying cannot
 // help (the schema is missing, or elections are unsupported): Run then
-// returns it.
+// returns it. Run one Run of an Elector at a time.
 func (e *Elector) Run(ctx context.Context) error {
 	for {
 		lead, err := e.election.Campaign(ctx, e.name, e.value)
