@@ -2,8 +2,6 @@ package sqllock_test
 
 import (
 	"bufio"
-	"errors"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,13 +12,6 @@ import (
 	"unicode"
 )
 
-// notYetMerged are files that links may name before the branch adding them
-// is merged: a link to one of them is checked only once it exists.
-var notYetMerged = map[string]bool{
-	"ARCHITECTURE.md":   true,
-	"contrib/README.md": true,
-}
-
 // Every relative link of README.md, CONTRIBUTING.md, BENCHMARKS.md,
 // ARCHITECTURE.md and docs/ names a file or directory of the repository,
 // and a #fragment names a heading of the Markdown file it points into.
@@ -30,9 +21,6 @@ func TestDocLinksResolve(t *testing.T) {
 	anchors := map[string]map[string]bool{}
 	checked := 0
 	for _, file := range files {
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) && notYetMerged[file] {
-			continue
-		}
 		for _, l := range markdownLinks(t, file) {
 			target, frag, _ := strings.Cut(l.target, "#")
 			path := file
@@ -40,9 +28,7 @@ func TestDocLinksResolve(t *testing.T) {
 				path = filepath.Join(filepath.Dir(file), target)
 			}
 			if _, err := os.Stat(path); err != nil {
-				if !notYetMerged[filepath.ToSlash(path)] {
-					t.Errorf("%s:%d: link %q: %v", file, l.line, l.target, err)
-				}
+				t.Errorf("%s:%d: link %q: %v", file, l.line, l.target, err)
 				continue
 			}
 			checked++

@@ -54,10 +54,16 @@ type fairQueue struct {
 func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
 	f := &fairQueue{q: q, strategy: l.ev.strategy, opts: l.opts, tickets: make(map[int64]dialect.Ticket)}
 	l.room.tickets = f.name
-	l.try = func(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
-		return f.grant(ctx, name, owner, 0)
-	}
+	l.strategy = fairStrategy{f}
 	return f
+}
+
+// fairStrategy is a fair locker's strategy: its attempts go through the
+// queue.
+type fairStrategy struct{ f *fairQueue }
+
+func (s fairStrategy) tryOnce(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
+	return s.f.grant(ctx, name, owner, 0)
 }
 
 // newFairTable sets t up as a fair lock table on d.

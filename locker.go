@@ -20,11 +20,18 @@ type leaseLocker struct {
 	leases *leases
 	room   *waitRoom
 	ev     *events
-	// try makes one acquisition attempt for owner, by statements sent from
-	// start on. A refusal is ErrLocked, with how long the holder's lease
-	// has left (negative: unknown). waiting says the caller will wait for
-	// the lock (Acquire) rather than give up (TryAcquire).
-	try func(ctx context.Context, name, owner string, waiting bool) (token int64, start time.Time, left time.Duration, err error)
+	// strategy makes the primitive's acquisition attempts.
+	strategy strategy
+}
+
+// strategy is what a lease-based primitive adds to the shared machinery:
+// its acquisition attempt.
+type strategy interface {
+	// tryOnce makes one acquisition attempt for owner, by statements sent
+	// from start on. A refusal is ErrLocked, with how long the holder's
+	// lease has left (negative: unknown). waiting says the caller will
+	// wait for the lock (Acquire) rather than give up (TryAcquire).
+	tryOnce(ctx context.Context, name, owner string, waiting bool) (token int64, start time.Time, left time.Duration, err error)
 }
 
 // init sets the locker up on table, of strategy on d. notifier announces
@@ -94,7 +101,7 @@ func (l *leaseLocker) prepare(ctx context.Context, name string) (string, error) 
 // attempt makes one attempt, by statements run with tctx, and turns a grant
 // into a held lease, whose context derives from ctx.
 func (l *leaseLocker) attempt(ctx, tctx context.Context, name, owner string, waiting bool) (*Lock, time.Duration, error) {
-	token, start, left, err := l.try(tctx, name, owner, waiting)
+	token, start, left, err := l.strategy.tryOnce(tctx, name, owner, waiting)
 	if err != nil {
 		return nil, left, err
 	}

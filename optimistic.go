@@ -50,7 +50,7 @@ func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, erro
 		return nil, cat.Unsupported(d.Name(), "Versions")
 	}
 	o := &Optimistic{versions: cat.Versions}
-	o.try = o.tryOnce
+	o.strategy = o
 	// Waiters listen when the dialect announces the version table's
 	// releases too.
 	var notifier dialect.Notifier

@@ -92,7 +92,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 		}
 		s.sems = fair // its Release wakes the ticket a freed permit admits
 	}
-	s.try = s.tryOnce
+	s.strategy = s
 	var notifier dialect.Notifier
 	if s.sems.Announces() {
 		notifier = cat.Notifier

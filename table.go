@@ -52,7 +52,7 @@ func newTable(d dialect.Dialect, opts config) (*Table, error) {
 		return newFairTable(t, d, opts)
 	}
 	t.multi = cat.Multi
-	t.try = t.tryOnce
+	t.strategy = t
 	if err := t.init(observe.StrategyTable, d, t.locks, cat.Notifier, opts); err != nil {
 		return nil, err
 	}

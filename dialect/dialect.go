@@ -8,12 +8,14 @@
 // conformance suite, dialecttest.Exercise.
 //
 // A strategy owns behaviour (leases, renewal, waiting, reentrancy, errors);
-// a dialect owns SQL text and the mapping of server error codes. The lock
-// table and the version table are both a [LeaseTable], so the lease
-// machinery is written once against that interface. Every method that
-// changes lock state issues exactly one statement, so the round trips of a
-// strategy are those of the minimal raw SQL doing the same transition.
-// Implementations of every interface here must be safe for concurrent use.
+// a dialect owns SQL text and the mapping of server error codes. Every
+// lease-based table is a [LeaseTable], so the lease machinery is written
+// once against that interface. A grant is the fewest statements the
+// database allows (one upsert for the lock and version tables, a short
+// transaction for semaphores, sets and read/write locks), so the round
+// trips of a strategy are those of the minimal raw SQL doing the same
+// transition. Implementations of every interface here must be safe for
+// concurrent use.
 package dialect
 
 import (
