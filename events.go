@@ -15,7 +15,8 @@ import (
 // Enabled at most. A nil *events does nothing (lockers that tests build
 // piecemeal).
 //
-// Log records use these keys throughout (documented in the README):
+// Log records use these keys throughout (documented in
+// docs/observability.md):
 // strategy, name, owner, token, wait, held, reentered, freed, margin,
 // cause, reason, err.
 type events struct {

@@ -28,23 +28,25 @@ func Example() {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		log.Fatal(err)
 	}
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+	// The job starts on every replica each night; the minimum hold, a
+	// little below the period, keeps replicas whose clocks or timers run
+	// late from running it again after a short run released the lock.
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{MinHold: 23 * time.Hour})
 	if err != nil {
 		log.Fatal(err)
 	}
-	lock, err := locker.TryAcquire(ctx, "job:nightly-report")
-	if errors.Is(err, sqllock.ErrLocked) {
-		return // another replica runs it
-	}
+	ran, err := sqllock.TryDo(ctx, locker, "job:nightly-report", func(ctx context.Context) error {
+		return runReport(ctx) // ctx ends if the lease is lost
+	})
 	if err != nil {
-		log.Fatal(err)
+		log.Print(err)
 	}
-	defer lock.Release(context.WithoutCancel(ctx))
-
-	runReport(lock.Context(), lock.Token()) // its context ends if the lease is lost
+	if !ran {
+		log.Print("another replica ran tonight's report")
+	}
 }
 
-func runReport(ctx context.Context, token int64) {}
+func runReport(ctx context.Context) error { return nil }
 
 // A guarded write commits only while the lock is held by this acquisition:
 // a takeover has to wait for the transaction, and a holder that lost the lock
@@ -137,8 +139,10 @@ func ExampleNewOptimistic() {
 		log.Fatal(err)
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
-	runReport(lock.Context(), lock.Token())
+	rebuildIndex(lock.Context(), lock.Token()) // fence its writes with the token
 }
+
+func rebuildIndex(ctx context.Context, token int64) {}
 
 // A pessimistic lock is a row lock held by a transaction: writes made in
 // the lock's transaction commit exactly when it is released, and the

@@ -15,8 +15,8 @@
 // Options.LockNames asks for it, since a name per user or per order makes
 // a metric's series unbounded; spans always carry them.
 //
-// The instruments, their units and attributes are listed in the README
-// ("Observability"), with what an alert on each means.
+// The instruments, their units and attributes are listed in
+// docs/observability.md, with what an alert on each means.
 package sqllockotel
 
 import (

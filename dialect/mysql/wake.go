@@ -9,8 +9,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Wake-ups without polling (see the README, "Wake-ups on MySQL and
-// MariaDB"). MySQL has no NOTIFY; instead, a process whose lockers wait
+// Wake-ups without polling (docs/databases.md describes them for
+// operators). MySQL has no NOTIFY; instead, a process whose lockers wait
 // keeps one "bell": a connection of the pool holding a user lock (GET_LOCK)
 // named after a random tag, and waiting for another user lock, its anchor,
 // which a second connection of the pool holds. The wait is a user lock's

@@ -7,9 +7,8 @@
 //	curl -s http://127.0.0.1:9464/metrics | grep '^sqllock_'
 //
 // It keeps its tables in a schema (PostgreSQL) or database (MySQL) named
-// sqllock_demo, and runs until interrupted (or for -for). The README's
-// "Observability" section lists the metrics and what an alert on each
-// means.
+// sqllock_demo, and runs until interrupted (or for -for).
+// docs/observability.md lists the metrics and what an alert on each means.
 package main
 
 import (

@@ -94,7 +94,7 @@
 //     release a resignation; checked by [CheckElection]) or "multi" (the
 //     lock table taking sets of names at once; see the set events).
 //   - fault: "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
-//     (the README's chaos-suite section describes each).
+//     (CONTRIBUTING.md describes each).
 //   - start_ns: just before the first worker started. end_ns: just after
 //     the guarded data was read. Every event's at_ns lies between them.
 //   - start, end: the same two instants in RFC 3339, UTC, for people.
