@@ -1,4 +1,4 @@
-package goose_test
+package sqllockgoose_test
 
 import (
 	"context"

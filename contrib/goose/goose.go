@@ -1,4 +1,4 @@
-// Package goose makes goose migrations run once across replicas: a
+// Package sqllockgoose makes goose migrations run once across replicas: a
 // [Locker] is a github.com/pressly/goose/v3 lock.Locker held as a lease
 // in sqllock's lock table, renewed while the migrations run.
 //
@@ -12,7 +12,7 @@
 //	p, _ := goose.NewProvider(goose.DialectPostgres, db, migrations,
 //		goose.WithLocker(sqllockgoose.NewLocker(locker, "goose")))
 //	_, err := p.Up(ctx) // one replica migrates, the others wait and find nothing to do
-package goose
+package sqllockgoose
 
 import (
 	"context"
@@ -60,11 +60,11 @@ func (l *Locker) Lock(ctx context.Context, _ *sql.DB) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lock != nil {
-		return fmt.Errorf("sqllock goose: lock %q is already held by this Locker", l.name)
+		return fmt.Errorf("sqllockgoose: lock %q is already held by this Locker", l.name)
 	}
 	lk, err := l.locker.Acquire(ctx, l.name)
 	if err != nil {
-		return fmt.Errorf("sqllock goose: lock %q: %w", l.name, err)
+		return fmt.Errorf("sqllockgoose: lock %q: %w", l.name, err)
 	}
 	l.lock = lk
 	return nil
@@ -79,14 +79,14 @@ func (l *Locker) Unlock(ctx context.Context, _ *sql.DB) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lock == nil {
-		return fmt.Errorf("sqllock goose: unlock %q: %w", l.name, sqllock.ErrNotHeld)
+		return fmt.Errorf("sqllockgoose: unlock %q: %w", l.name, sqllock.ErrNotHeld)
 	}
 	// A failed release gives the lease up all the same (its renewal
 	// stops; see sqllock.Lock.Release): the lock is no longer held here.
 	err := l.lock.Release(ctx)
 	l.lock = nil
 	if err != nil {
-		return fmt.Errorf("sqllock goose: unlock %q: %w", l.name, err)
+		return fmt.Errorf("sqllockgoose: unlock %q: %w", l.name, err)
 	}
 	return nil
 }
