@@ -18,8 +18,9 @@ import (
 // skipped when it is unset or unreachable, and fails instead when CI is
 // set.
 const (
-	postgresURLEnv = "SQLLOCK_TEST_POSTGRES_URL"
-	mysqlDSNEnv    = "SQLLOCK_TEST_MYSQL_DSN"
+	postgresURLEnv    = "SQLLOCK_TEST_POSTGRES_URL"
+	mysqlDSNEnv       = "SQLLOCK_TEST_MYSQL_DSN"
+	pgbouncerTxURLEnv = "SQLLOCK_TEST_PGBOUNCER_TX_URL" // in transaction pooling, set by make test
 )
 
 // testPostgres returns the URL of a new schema on the PostgreSQL test
@@ -37,6 +38,27 @@ func testPostgres(t *testing.T) (dsn, schema string) {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String(), schema
+}
+
+// testPgBouncer returns the URL of a new database of the PostgreSQL test
+// server, dropped when t ends, reached through the test PgBouncer in
+// transaction pooling (which refuses search_path as a startup parameter,
+// so a schema would not do), with pgx's statement cache off.
+func testPgBouncer(t *testing.T) string {
+	t.Helper()
+	admin := server(t, "pgx", postgresURLEnv)
+	server(t, "pgx", pgbouncerTxURLEnv)
+	database := newName()
+	namespace(t, admin, `CREATE DATABASE "`+database+`"`, `DROP DATABASE IF EXISTS "`+database+`" WITH (FORCE)`)
+	u, err := url.Parse(os.Getenv(pgbouncerTxURLEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", pgbouncerTxURLEnv, err)
+	}
+	u.Path = "/" + database
+	q := u.Query()
+	q.Set("default_query_exec_mode", "exec")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // testMySQL returns the DSN of a new database on the MySQL/MariaDB test

@@ -111,3 +111,19 @@ func TestUpOnceMySQL(t *testing.T) {
 		return db, d
 	})
 }
+
+// TestUpOncePgBouncer is TestUpOncePostgres through PgBouncer in
+// transaction pooling, which breaks goose's own session advisory lock.
+func TestUpOncePgBouncer(t *testing.T) {
+	t.Parallel()
+	dsn := testPgBouncer(t)
+	testUpOnce(t, goose.DialectPostgres, func(t *testing.T) (*sql.DB, dialect.Dialect) {
+		db := open(t, "pgx", dsn)
+		d, err := postgres.New(db, postgres.WithPooler())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Close(context.Background()) })
+		return db, d
+	})
+}
