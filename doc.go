@@ -72,7 +72,9 @@
 //     skipped run without an error: the cron or ticker job that every
 //     replica starts. With [TableOptions].MinHold a little below the job's period,
 //     a short job runs once per period however late the other replicas
-//     start within it.
+//     start within it. [TryDoBounded] takes the hold's [Bounds] per run
+//     instead: at least so long (the minimum hold), at most so long (fn's
+//     context ends).
 //   - [WithOwner] makes acquisitions re-entrant for an explicit owner.
 //   - [ValidateName] checks a lock name ([MaxNameLen] bytes at most).
 //   - Package [github.com/sqllock/sqllock/rowlock] has the helpers for

@@ -71,6 +71,7 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 		holds:      1,
 		trustUntil: trust,
 		granted:    time.Now(),
+		minHold:    ls.opts.MinHold,
 	}
 	inner, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	l.ctx, l.cancel = &leaseContext{Context: inner, l: l}, cancel
@@ -103,11 +104,12 @@ type lease struct {
 	granted time.Time // for events
 
 	mu         sync.Mutex
-	holds      int       // unreleased handles in this process
-	trustUntil time.Time // monotonic; the lease is not trusted from then on
-	ended      bool      // lost, or every hold released
-	renewing   bool      // renewal is wanted: the timer is armed or a renewal runs
-	failing    bool      // the last renewal failed (for events)
+	minHold    time.Duration // of the last release: the locker's MinHold, or a run's (TryDoBounded)
+	holds      int           // unreleased handles in this process
+	trustUntil time.Time     // monotonic; the lease is not trusted from then on
+	ended      bool          // lost, or every hold released
+	renewing   bool          // renewal is wanted: the timer is armed or a renewal runs
+	failing    bool          // the last renewal failed (for events)
 	timer      *time.Timer
 	inflight   chan struct{}      // closed when the running renewal ends; nil if none
 	stopFlight context.CancelFunc // cancels the running renewal's statement
@@ -314,13 +316,13 @@ func (l *lease) dropHold(lost bool) (last bool) {
 // lease. Local state changes only once the database has answered.
 func (l *lease) releaseHold(ctx context.Context, _ bool) error {
 	l.mu.Lock()
-	last := l.holds == 1
+	last, minHold := l.holds == 1, l.minHold
 	l.mu.Unlock()
 	if last {
 		// Renewing while the lock is being freed would report a false loss.
 		l.stopRenewal()
 	}
-	ok, err := l.ls.store.Release(ctx, l.ref, l.ls.opts.MinHold)
+	ok, err := l.ls.store.Release(ctx, l.ref, minHold)
 	if err != nil {
 		err = fmt.Errorf("sqllock: release %q: %w", l.ref.Name, err)
 		if last && l.abandon(err) {
@@ -378,7 +380,10 @@ func (l *lease) retryRelease(attempt int) {
 	delay := min(max(iv/4, time.Millisecond)<<(attempt-1), iv)
 	time.AfterFunc(delay, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), iv)
-		ok, err := l.ls.store.Release(ctx, l.ref, l.ls.opts.MinHold)
+		l.mu.Lock()
+		minHold := l.minHold
+		l.mu.Unlock()
+		ok, err := l.ls.store.Release(ctx, l.ref, minHold)
 		cancel()
 		log := l.logger().With("name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "attempt", attempt)
 		switch {

@@ -193,6 +193,64 @@ func TryDo(ctx context.Context, l Locker, name string, fn func(ctx context.Conte
 	return true, errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
 }
 
+// Bounds bound one run of TryDoBounded, as ShedLock's lockAtLeastFor and
+// lockAtMostFor bound a scheduled task's: per call, not per locker. The
+// zero value bounds nothing.
+type Bounds struct {
+	// AtLeast keeps the lock taken until AtLeast after its grant, on the
+	// database clock, however soon fn returns: the minimum hold of this
+	// run, in place of the locker's MinHold. A replica whose timer fires
+	// later within AtLeast skips the run. Read/write and pessimistic locks
+	// have no minimum hold and refuse it (ErrUnsupported).
+	AtLeast time.Duration
+	// AtMost ends fn's context AtMost after the grant, with a cause that
+	// names the bound: the longest a run may go on. The lock is released
+	// once fn returns. 0: no bound.
+	AtMost time.Duration
+}
+
+// TryDoBounded is TryDo with per-run bounds b: the lock is held for at
+// least b.AtLeast and fn's context ends after b.AtMost. A negative bound
+// is ErrInvalidOptions; b.AtLeast on a read/write or pessimistic locker is
+// ErrUnsupported. Both are refused before anything is acquired.
+//
+//	// Every replica's cron starts it at 02:00; one replica runs it, for an
+//	// hour at most, and the name stays taken for 23 hours.
+//	ran, err := sqllock.TryDoBounded(ctx, locker, "report:nightly",
+//		sqllock.Bounds{AtLeast: 23 * time.Hour, AtMost: time.Hour}, report)
+func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(ctx context.Context) error) (ran bool, err error) {
+	if b.AtLeast < 0 || b.AtMost < 0 {
+		return false, fmt.Errorf("%w: Bounds must not be negative", ErrInvalidOptions)
+	}
+	if b.AtLeast > 0 {
+		switch l.(type) {
+		case *RWLock, *Pessimistic:
+			return false, fmt.Errorf("%w: Bounds.AtLeast: a %T has no minimum hold", ErrUnsupported, l)
+		}
+	}
+	lock, err := l.TryAcquire(ctx, name)
+	if errors.Is(err, ErrLocked) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if ls, ok := lock.h.(*lease); ok && b.AtLeast > 0 {
+		ls.mu.Lock()
+		ls.minHold = b.AtLeast
+		ls.mu.Unlock()
+	}
+	fctx := lock.Context()
+	if b.AtMost > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeoutCause(fctx, b.AtMost,
+			fmt.Errorf("sqllock: the run of %q went on for its Bounds.AtMost, %v", name, b.AtMost))
+		defer cancel()
+	}
+	ferr := fn(fctx)
+	return true, errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
+}
+
 // holding is one acquisition behind Lock handles: a lease (table and
 // optimistic strategies) or a row lock (pessimistic).
 type holding interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,4 +174,76 @@ func TestTryDo(t *testing.T) {
 			t.Fatalf("TryDo with an empty name: ran %v, err %v", ran, err)
 		}
 	})
+}
+
+// TryDoBounded's AtLeast is the minimum hold of that run alone: the name
+// stays taken after fn returned, while a plain TryDo of the same locker
+// frees its name at once; AtMost ends fn's context with a cause naming it,
+// and the lock is released once fn returns.
+func TestTryDoBounded(t *testing.T) {
+	eachLocker(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.locker(t, sqllock.TableOptions{}) // no MinHold of its own
+		ran, err := sqllock.TryDoBounded(ctx, l, "nightly", sqllock.Bounds{AtLeast: time.Hour}, func(context.Context) error { return nil })
+		if !ran || err != nil {
+			t.Fatalf("TryDoBounded on a free lock: ran %v, err %v", ran, err)
+		}
+		ran, err = sqllock.TryDo(ctx, e.locker(t, sqllock.TableOptions{}), "nightly", func(context.Context) error {
+			t.Error("ran within the run's minimum hold")
+			return nil
+		})
+		if ran || err != nil {
+			t.Fatalf("TryDo within AtLeast: ran %v, err %v; want skipped", ran, err)
+		}
+		infos, err := listNamed(ctx, l, "nightly")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) != 1 || infos[0].Holds != 0 || infos[0].ExpiresIn < 30*time.Minute {
+			t.Fatalf("after a run with AtLeast 1h: %+v, want no hold and about an hour left", infos)
+		}
+		// The locker itself keeps no minimum hold.
+		if ran, err := sqllock.TryDo(ctx, l, "hourly", func(context.Context) error { return nil }); !ran || err != nil {
+			t.Fatalf("TryDo: ran %v, err %v", ran, err)
+		}
+		free, err := e.locker(t, sqllock.TableOptions{}).TryAcquire(ctx, "hourly")
+		if err != nil {
+			t.Fatalf("a plain TryDo of the same locker left its name taken: %v", err)
+		}
+		if err := free.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		ran, err = sqllock.TryDoBounded(ctx, l, "long", sqllock.Bounds{AtMost: 20 * time.Millisecond}, func(ctx context.Context) error {
+			<-ctx.Done() // the test's deadline bounds it if AtMost never came
+			return context.Cause(ctx)
+		})
+		if !ran || err == nil || !strings.Contains(err.Error(), "AtMost") {
+			t.Fatalf("a run past AtMost: ran %v, err %v; want fn's context ended naming AtMost", ran, err)
+		}
+		again, err := e.locker(t, sqllock.TableOptions{}).TryAcquire(ctx, "long")
+		if err != nil {
+			t.Fatalf("after a run ended by AtMost: %v, want the lock released", err)
+		}
+		if err := again.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Bounds are checked before anything is acquired.
+func TestTryDoBoundedRefuses(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	fn := func(context.Context) error { t.Error("fn ran"); return nil }
+	for _, b := range []sqllock.Bounds{{AtLeast: -1}, {AtMost: -1}} {
+		if _, err := sqllock.TryDoBounded(ctx, new(sqllock.Table), "x", b, fn); !errors.Is(err, sqllock.ErrInvalidOptions) {
+			t.Errorf("Bounds %+v: %v, want ErrInvalidOptions", b, err)
+		}
+	}
+	for _, l := range []sqllock.Locker{new(sqllock.RWLock), new(sqllock.Pessimistic)} {
+		if _, err := sqllock.TryDoBounded(ctx, l, "x", sqllock.Bounds{AtLeast: time.Minute}, fn); !errors.Is(err, sqllock.ErrUnsupported) {
+			t.Errorf("AtLeast on a %T: %v, want ErrUnsupported", l, err)
+		}
+	}
 }
