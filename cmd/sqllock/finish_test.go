@@ -27,7 +27,7 @@ func TestVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^\tmod\tgithub\.com/sqllock/sqllock\t(\S+)`).FindSubmatch(info)
+	m := regexp.MustCompile(`(?m)^\tmod\tgithub\.com/sqllock/sqllock/cmd\t(\S+)`).FindSubmatch(info)
 	if m == nil {
 		t.Fatalf("go version -m shows no main module:\n%s", info)
 	}
