@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -251,21 +252,15 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "NAME\tSTRATEGY\tMODE\tOWNER\tTOKEN\tHOLDS\tWAITERS\tACQUIRED (%s)\tHELD FOR\tEXPIRES IN\n", zone)
 	for _, r := range rows {
-		token, waiters, expires := "-", "-", "-"
+		token, waiters := "-", "-"
 		if r.Token != 0 {
 			token = strconv.FormatInt(r.Token, 10)
 		}
 		if r.Waiters != nil {
 			waiters = strconv.Itoa(*r.Waiters)
 		}
-		if left, ok := r.expiresIn(); ok {
-			expires = left.Round(time.Millisecond).String()
-			if left <= 0 || r.Holds == 0 {
-				expires = "expired"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Strategy, r.Mode, r.Owner, token, r.Holds, waiters,
-			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), expires)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.Name), r.Strategy, r.Mode, cell(r.Owner), token, r.Holds, waiters,
+			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), r.timeLeft())
 	}
 	return tw.Flush()
 }
@@ -296,4 +291,16 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		fmt.Fprintf(stdout, "reaped %d rows\n", n)
 		return nil
 	}
+}
+
+// cell is s as one cell of a table: quoted, with escapes, if it holds a
+// character that is not printable (a newline or a tab would break the
+// table) or is a quote itself, else as it is.
+func cell(s string) string {
+	for _, c := range s {
+		if !unicode.IsPrint(c) || c == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -39,6 +39,10 @@ type lockRow struct {
 	// ExpiresInMS is the lease left; negative for an expired lease not yet
 	// taken over or reaped; nil without a lease.
 	ExpiresInMS *int64 `json:"expires_in_ms,omitempty"`
+	// MinHoldUntil is set for a lock whose run has ended before its
+	// minimum hold (--min-hold): nobody holds it (Holds is 0), and nobody
+	// can take it before this instant.
+	MinHoldUntil *time.Time `json:"min_hold_until,omitempty"`
 }
 
 // heldFor and expiresIn are the row's durations.
@@ -51,9 +55,37 @@ func (r lockRow) expiresIn() (time.Duration, bool) {
 	return time.Duration(*r.ExpiresInMS) * time.Millisecond, true
 }
 
+// live reports whether r keeps its name from being taken: a held lock
+// whose lease has not expired, or a finished run's minimum hold.
+func (r lockRow) live() bool {
+	left, ok := r.expiresIn()
+	return !ok || left > 0
+}
+
+// timeLeft is r's TIME LEFT column: the lease left, "expired", "min-hold"
+// and the time left of a minimum hold, or "-" without a lease.
+func (r lockRow) timeLeft() string {
+	left, ok := r.expiresIn()
+	switch {
+	case !ok:
+		return "-"
+	case left <= 0:
+		return "expired"
+	case r.MinHoldUntil != nil:
+		return "min-hold " + left.Round(time.Second).String()
+	}
+	return left.Round(time.Millisecond).String()
+}
+
 // describe names r's holder for messages: who, and how long it has left.
 func (r lockRow) describe() string {
 	var b strings.Builder
+	if r.MinHoldUntil != nil {
+		left, _ := r.expiresIn()
+		fmt.Fprintf(&b, "kept by the minimum hold (--min-hold) of a finished run of %s (%s, token %d) until %s (%v left)",
+			r.Owner, r.Strategy, r.Token, r.MinHoldUntil.Format("15:04:05 MST"), left.Round(time.Second))
+		return b.String()
+	}
 	fmt.Fprintf(&b, "held by %s", r.Owner)
 	if r.Strategy == "pessimistic" {
 		fmt.Fprintf(&b, " (%s, pessimistic, for %v", r.Mode, r.heldFor().Round(time.Millisecond))
@@ -123,11 +155,15 @@ func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lock
 		now := li.ExpiresAt.Add(-li.ExpiresIn)
 		expires := li.ExpiresAt.Local()
 		left := li.ExpiresIn.Milliseconds()
-		rows = append(rows, lockRow{
+		r := lockRow{
 			Name: li.Name, Strategy: strategy, Mode: "exclusive", Owner: li.Owner, Token: li.Token, Holds: li.Holds,
 			AcquiredAt: li.AcquiredAt.Local(), ExpiresAt: &expires,
 			HeldForMS: now.Sub(li.AcquiredAt).Milliseconds(), ExpiresInMS: &left,
-		})
+		}
+		if li.Holds == 0 && li.ExpiresIn > 0 {
+			r.MinHoldUntil = &expires
+		}
+		rows = append(rows, r)
 	}
 	return rows
 }

@@ -329,10 +329,9 @@ func (r *runner) holder(ctx context.Context, strategy string) string {
 	}
 	for _, row := range rows {
 		if row.Name == r.name && ((strategy == "" && row.Strategy != strategySemaphore) || row.Strategy == strategy) {
-			if left, ok := row.expiresIn(); ok && (left <= 0 || row.Holds == 0) {
-				continue
+			if row.live() {
+				return row.describe()
 			}
-			return row.describe()
 		}
 	}
 	return "held by another process"
