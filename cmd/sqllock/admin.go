@@ -248,9 +248,15 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 		fmt.Fprintln(w, "no locks held")
 		return nil
 	}
+	holders := map[[2]string]int{}
+	for _, r := range rows {
+		if r.Holds > 0 && r.live() {
+			holders[[2]string{r.Strategy, r.Name}]++
+		}
+	}
 	zone, _ := now.Zone()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tSTRATEGY\tMODE\tOWNER\tTOKEN\tHOLDS\tWAITERS\tACQUIRED (%s)\tHELD FOR\tEXPIRES IN\n", zone)
+	fmt.Fprintf(tw, "KIND\tMODE\tNAME\tOWNER\tTOKEN\tHOLDERS\tWAITERS\tACQUIRED (%s)\tHELD FOR\tTIME LEFT\n", zone)
 	for _, r := range rows {
 		token, waiters := "-", "-"
 		if r.Token != 0 {
@@ -259,7 +265,15 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 		if r.Waiters != nil {
 			waiters = strconv.Itoa(*r.Waiters)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", cell(r.Name), r.Strategy, r.Mode, cell(r.Owner), token, r.Holds, waiters,
+		n := strconv.Itoa(holders[[2]string{r.Strategy, r.Name}])
+		if r.Limit > 0 {
+			n += " of " + strconv.Itoa(r.Limit)
+		}
+		owner := cell(r.Owner)
+		if r.Value != nil {
+			owner += " = " + cell(*r.Value)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Strategy, r.Mode, cell(r.Name), owner, token, n, waiters,
 			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), r.timeLeft())
 	}
 	return tw.Flush()

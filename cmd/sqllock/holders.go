@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,14 +16,18 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/dialect/sqlite"
 )
 
 // lockRow is one held lock, as sqllock locks shows it.
 type lockRow struct {
-	Name     string `json:"name"`
+	Name string `json:"name"`
+	// Strategy is the kind of lock: "table", "election" (a lock table
+	// lease whose holder proclaimed a value), "optimistic", "semaphore",
+	// "rwlock" or "pessimistic".
 	Strategy string `json:"strategy"`
 	// Mode is "exclusive" or "shared" (a semaphore's permits are shared:
-	// up to its limit of holders at once).
+	// up to its limit of holders at once; so is a read lock).
 	Mode string `json:"mode"`
 	// Owner is the holder: the owner string of a lease, or the server
 	// session holding a pessimistic lock.
@@ -30,6 +35,11 @@ type lockRow struct {
 	// Token is 0 where the database does not keep it (pessimistic locks).
 	Token int64 `json:"token"`
 	Holds int   `json:"holds"`
+	// Limit is a semaphore's number of holders at once; 0 elsewhere.
+	Limit int `json:"limit,omitempty"`
+	// Value is the value an election's leader proclaimed (kind
+	// "election"); nil elsewhere.
+	Value *string `json:"value,omitempty"`
 	// Waiters is the number of sessions queued for the lock, where the
 	// server shows them (pessimistic locks); nil elsewhere.
 	Waiters    *int       `json:"waiters,omitempty"`
@@ -106,6 +116,111 @@ func (r lockRow) describe() string {
 	return b.String()
 }
 
+// isTable reports whether r is a lease of the lock table (an election's
+// too).
+func (r lockRow) isTable() bool { return r.Strategy == "table" || r.Strategy == "election" }
+
+// tableName returns table as the statements of d name it: in d's schema
+// (PostgreSQL) or database (MySQL) when d has one.
+func tableName(d dialect.Dialect, table string) string {
+	switch d := d.(type) {
+	case *postgres.Dialect:
+		if s := d.Schema(); s != "" {
+			return `"` + strings.ReplaceAll(s, `"`, `""`) + `".` + table
+		}
+	case *mysql.Dialect:
+		if db := d.Database(); db != "" {
+			return "`" + strings.ReplaceAll(db, "`", "``") + "`." + table
+		}
+	}
+	return table
+}
+
+// eachRow runs q on d's pool and calls scan for each row.
+func eachRow(ctx context.Context, d dialect.Dialect, q string, scan func(*sql.Rows) error) error {
+	rs, err := d.DB().QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		if err := scan(rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// markElections makes election rows of the lock table's rows: those whose
+// holder proclaimed a value for its token (an election's leader).
+func markElections(ctx context.Context, d dialect.Dialect, rows []lockRow) error {
+	byName := make(map[string]*lockRow, len(rows))
+	for i := range rows {
+		byName[rows[i].Name] = &rows[i]
+	}
+	q := `SELECT name, token, value FROM ` + tableName(d, "sqllock_locks") + ` WHERE holds > 0 AND value_token = token`
+	if _, ok := d.(*sqlite.Dialect); ok { // values in a table of their own
+		q = `SELECT l.name, l.token, v.value FROM sqllock_locks l
+JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token WHERE l.holds > 0`
+	}
+	err := eachRow(ctx, d, q, func(rs *sql.Rows) error {
+		var (
+			name, value []byte
+			token       int64
+		)
+		if err := rs.Scan(&name, &token, &value); err != nil {
+			return err
+		}
+		if r := byName[string(name)]; r != nil && r.Token == token {
+			v := string(value)
+			r.Strategy, r.Value = "election", &v
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing elections: %w", err)
+	}
+	return nil
+}
+
+// listRWLocks adds the holders of the dialect's read/write locks to rows,
+// one row per holder, shared for a read lock.
+func listRWLocks(ctx context.Context, d dialect.Dialect, rows []lockRow) ([]lockRow, error) {
+	rw := d.Catalogue().RWLocks
+	if rw == nil {
+		return rows, nil
+	}
+	infos, err := rw.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := len(rows)
+	rows = leaseRows(rows, "rwlock", infos)
+	type key struct{ name, owner string }
+	shared := map[key]bool{}
+	q := `SELECT name, owner, shared FROM ` + tableName(d, "sqllock_rwlock_holders")
+	err = eachRow(ctx, d, q, func(rs *sql.Rows) error {
+		var (
+			name, owner []byte
+			sh          bool
+		)
+		if err := rs.Scan(&name, &owner, &sh); err != nil {
+			return err
+		}
+		shared[key{string(name), string(owner)}] = sh
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing read/write locks: %w", err)
+	}
+	for i := n; i < len(rows); i++ {
+		if shared[key{rows[i].Name, rows[i].Owner}] {
+			rows[i].Mode = "shared"
+		}
+	}
+	return rows, nil
+}
+
 // errNoLockView is returned by listPessimistic where the server has no view
 // of the row locks held.
 var errNoLockView = errors.New("this server shows no row locks")
@@ -119,7 +234,13 @@ func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped 
 	if err != nil {
 		return nil, nil, err
 	}
+	n := len(rows)
 	rows = leaseRows(rows, "table", infos)
+	if cat.Elections != nil {
+		if err := markElections(ctx, d, rows[n:]); err != nil {
+			return nil, nil, err
+		}
+	}
 	if vt := cat.Versions; vt != nil {
 		infos, err := vt.List(ctx)
 		if err != nil {
@@ -128,6 +249,9 @@ func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped 
 		rows = leaseRows(rows, "optimistic", infos)
 	}
 	if rows, err = listSemaphores(ctx, d, rows); err != nil {
+		return nil, nil, err
+	}
+	if rows, err = listRWLocks(ctx, d, rows); err != nil {
 		return nil, nil, err
 	}
 	if cat.Pessimistic != nil {
@@ -188,10 +312,7 @@ func listPessimistic(ctx context.Context, d dialect.Dialect) ([]lockRow, error) 
 }
 
 func listPostgresRowLocks(ctx context.Context, d *postgres.Dialect) ([]lockRow, error) {
-	table := "sqllock_rowlocks"
-	if s := d.Schema(); s != "" {
-		table = `"` + strings.ReplaceAll(s, `"`, `""`) + `".` + table
-	}
+	table := tableName(d, "sqllock_rowlocks")
 	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), COALESCE(a.application_name, ''),
 	COALESCE(a.xact_start, now()), now(), l.mode,
 	(SELECT count(DISTINCT w.pid) FROM pg_locks w WHERE NOT w.granted AND (

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 )
 
 // locksJSON runs `sqllock locks --json` and returns its rows.
@@ -57,8 +58,58 @@ func TestLocksEscapesNames(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[1], `"a\nb\tc"`) {
-			t.Fatalf("locks: want a header and one row starting with the quoted name:\n%s", out)
+		if len(lines) != 2 || !strings.Contains(lines[1], ` "a\nb\tc" `) {
+			t.Fatalf("locks: want a header and one row holding the quoted name:\n%s", out)
+		}
+	})
+}
+
+// Read/write locks, semaphores and elections are listed with their kind:
+// a reader as shared, a semaphore's holders as N of its limit, a leader
+// with the value it proclaimed.
+func TestLocksEveryKind(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		<-b.hold(t, "rw", "--shared").token
+		<-b.hold(t, "sem", "--max", "3").token
+		c := b.cmd(t, "elect", "--ttl", "60s", "--value", "alpha:1", "boss", "--", "sh", "-c", "cat")
+		stdin, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); _ = c.Wait() })
+		if !waitFor(time.Minute, func() bool { j, _ := leaderOf(t, b, "boss"); return j.Leader }) {
+			t.Fatal("sqllock elect never became leader within a minute")
+		}
+		kinds := map[string]lockRow{}
+		for _, r := range b.locksJSON(t) {
+			kinds[r.Strategy] = r
+		}
+		if r := kinds["rwlock"]; r.Name != "rw" || r.Mode != "shared" {
+			t.Errorf("read lock: %+v, want rw, shared", r)
+		}
+		if r := kinds["semaphore"]; r.Name != "sem" || r.Limit != 3 {
+			t.Errorf("semaphore: %+v, want sem with limit 3", r)
+		}
+		if r := kinds["election"]; r.Name != "boss" || r.Value == nil || *r.Value != "alpha:1" {
+			t.Errorf("election: %+v, want boss with value alpha:1", r)
+		}
+		if _, ok := kinds["table"]; ok {
+			t.Errorf("the election is listed as a table lock too: %+v", kinds["table"])
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"rwlock     shared", " 1 of 3 ", " = alpha:1 "} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("locks: no %q in\n%s", want, out)
+			}
+		}
+		if !strings.HasPrefix(string(out), "KIND ") {
+			t.Errorf("locks: want the KIND column first:\n%s", out)
 		}
 	})
 }

@@ -328,7 +328,7 @@ func (r *runner) holder(ctx context.Context, strategy string) string {
 		return "held by another process"
 	}
 	for _, row := range rows {
-		if row.Name == r.name && ((strategy == "" && row.Strategy != strategySemaphore) || row.Strategy == strategy) {
+		if row.Name == r.name && ((strategy == "" && row.Strategy != strategySemaphore) || row.Strategy == strategy || (strategy == "table" && row.isTable())) {
 			if row.live() {
 				return row.describe()
 			}
