@@ -276,7 +276,17 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Strategy, r.Mode, cell(r.Name), owner, token, n, waiters,
 			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), r.timeLeft())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case skipped != nil:
+	case t.d.Name() == "postgres" && slices.ContainsFunc(rows, func(r lockRow) bool { return r.Strategy == "pessimistic" }):
+		fmt.Fprintln(w, "(pessimistic: one holder per row, its mode read from its session's last statement, \"unknown\" once it ran another; rows held shared by several sessions are not listed)")
+	case t.d.Catalogue().Pessimistic != nil && t.d.Name() == "mysql":
+		fmt.Fprintln(w, "(pessimistic: the server shows a row lock only while someone waits for it; uncontended locks are not listed)")
+	}
+	return nil
 }
 
 func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {

@@ -297,7 +297,9 @@ func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lock
 // PostgreSQL marks a locked row with the locking transaction's ID (xmax),
 // which pg_locks and pg_stat_activity resolve to the session holding it
 // while that transaction runs; several shared holders share a MultiXact ID
-// that only the pgrowlocks extension resolves, so those rows are not shown.
+// that only the pgrowlocks extension resolves, so those rows are not shown,
+// and the mode is read from the session's last statement
+// (postgresRowLockMode).
 // MariaDB shows row locks (information_schema.INNODB_LOCKS) only while some
 // transaction waits for them, so only contended locks are listed; MySQL 8
 // has no such view here (errNoLockView).
@@ -314,7 +316,7 @@ func listPessimistic(ctx context.Context, d dialect.Dialect) ([]lockRow, error) 
 func listPostgresRowLocks(ctx context.Context, d *postgres.Dialect) ([]lockRow, error) {
 	table := tableName(d, "sqllock_rowlocks")
 	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), COALESCE(a.application_name, ''),
-	COALESCE(a.xact_start, now()), now(), l.mode,
+	COALESCE(a.xact_start, now()), now(), COALESCE(a.query, ''),
 	(SELECT count(DISTINCT w.pid) FROM pg_locks w WHERE NOT w.granted AND (
 		(w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR
 		(w.locktype = 'tuple' AND w.relation = $1::regclass
@@ -334,12 +336,12 @@ JOIN pg_stat_activity a ON a.pid = l.pid`
 			pid, waiters int
 			addr, app    string
 			start, now   time.Time
-			mode         string
+			query        string
 		)
-		if err := rs.Scan(&r.Name, &pid, &addr, &app, &start, &now, &mode, &waiters); err != nil {
+		if err := rs.Scan(&r.Name, &pid, &addr, &app, &start, &now, &query, &waiters); err != nil {
 			return nil, err
 		}
-		r.Strategy, r.Mode, r.Holds = "pessimistic", "exclusive", 1
+		r.Strategy, r.Mode, r.Holds = "pessimistic", postgresRowLockMode(query), 1
 		r.Owner = fmt.Sprintf("backend %d from %s", pid, addr)
 		if app != "" {
 			r.Owner += " (" + app + ")"
@@ -348,6 +350,21 @@ JOIN pg_stat_activity a ON a.pid = l.pid`
 		rows = append(rows, r)
 	}
 	return rows, rs.Err()
+}
+
+// postgresRowLockMode tells the mode of the row lock a session holds from
+// its last statement, the only trace PostgreSQL keeps without the
+// pgrowlocks extension: "shared" for a locking read FOR SHARE, "exclusive"
+// for one without, "unknown" once the session ran another statement (a
+// keep-alive ping, say).
+func postgresRowLockMode(query string) string {
+	switch {
+	case !strings.Contains(query, "sqllock_rowlocks"):
+		return "unknown"
+	case strings.Contains(query, "FOR SHARE"):
+		return "shared"
+	}
+	return "exclusive"
 }
 
 func listMySQLRowLocks(ctx context.Context, d *mysql.Dialect) ([]lockRow, error) {

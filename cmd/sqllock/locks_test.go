@@ -57,7 +57,12 @@ func TestLocksEscapesNames(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		var lines []string // without the footnotes
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if !strings.HasPrefix(l, "(") {
+				lines = append(lines, l)
+			}
+		}
 		if len(lines) != 2 || !strings.Contains(lines[1], ` "a\nb\tc" `) {
 			t.Fatalf("locks: want a header and one row holding the quoted name:\n%s", out)
 		}
@@ -110,6 +115,33 @@ func TestLocksEveryKind(t *testing.T) {
 		}
 		if !strings.HasPrefix(string(out), "KIND ") {
 			t.Errorf("locks: want the KIND column first:\n%s", out)
+		}
+	})
+}
+
+// A PostgreSQL pessimistic lock held shared is listed as shared, one held
+// exclusively as exclusive, while their sessions' last statement tells;
+// "unknown" once a keep-alive ping (every second) ran since: never the
+// other mode.
+func TestLocksPessimisticMode(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if b.kind != "postgres" {
+			return
+		}
+		<-b.hold(t, "shr", "--strategy", "pessimistic", "--shared").token
+		<-b.hold(t, "exc", "--strategy", "pessimistic").token
+		modes := map[string]string{}
+		for _, r := range b.locksJSON(t) {
+			if r.Strategy == "pessimistic" {
+				modes[r.Name] = r.Mode
+			}
+		}
+		if (modes["shr"] != "shared" && modes["shr"] != "unknown") || (modes["exc"] != "exclusive" && modes["exc"] != "unknown") {
+			t.Fatalf("pessimistic modes %v, want shr shared and exc exclusive (or unknown after a keep-alive)", modes)
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil || !strings.Contains(string(out), "its mode read from its session's last statement") {
+			t.Fatalf("locks: %v, want the footnote on pessimistic modes:\n%s", err, out)
 		}
 	})
 }
