@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -247,27 +248,45 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 		fmt.Fprintln(w, "no locks held")
 		return nil
 	}
+	holders := map[[2]string]int{}
+	for _, r := range rows {
+		if r.Holds > 0 && r.live() {
+			holders[[2]string{r.Strategy, r.Name}]++
+		}
+	}
 	zone, _ := now.Zone()
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "NAME\tSTRATEGY\tMODE\tOWNER\tTOKEN\tHOLDS\tWAITERS\tACQUIRED (%s)\tHELD FOR\tEXPIRES IN\n", zone)
+	fmt.Fprintf(tw, "KIND\tMODE\tNAME\tOWNER\tTOKEN\tHOLDERS\tWAITERS\tACQUIRED (%s)\tHELD FOR\tTIME LEFT\n", zone)
 	for _, r := range rows {
-		token, waiters, expires := "-", "-", "-"
+		token, waiters := "-", "-"
 		if r.Token != 0 {
 			token = strconv.FormatInt(r.Token, 10)
 		}
 		if r.Waiters != nil {
 			waiters = strconv.Itoa(*r.Waiters)
 		}
-		if left, ok := r.expiresIn(); ok {
-			expires = left.Round(time.Millisecond).String()
-			if left <= 0 || r.Holds == 0 {
-				expires = "expired"
-			}
+		n := strconv.Itoa(holders[[2]string{r.Strategy, r.Name}])
+		if r.Limit > 0 {
+			n += " of " + strconv.Itoa(r.Limit)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Name, r.Strategy, r.Mode, r.Owner, token, r.Holds, waiters,
-			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), expires)
+		owner := cell(r.Owner)
+		if r.Value != nil {
+			owner += " = " + cell(*r.Value)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Strategy, r.Mode, cell(r.Name), owner, token, n, waiters,
+			r.AcquiredAt.Local().Format("2006-01-02 15:04:05"), r.heldFor().Round(time.Millisecond), r.timeLeft())
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case skipped != nil:
+	case t.d.Name() == "postgres" && slices.ContainsFunc(rows, func(r lockRow) bool { return r.Strategy == "pessimistic" }):
+		fmt.Fprintln(w, "(pessimistic: one holder per row, its mode read from its session's last statement, \"unknown\" once it ran another; rows held shared by several sessions are not listed)")
+	case t.d.Catalogue().Pessimistic != nil && t.d.Name() == "mysql":
+		fmt.Fprintln(w, "(pessimistic: the server shows a row lock only while someone waits for it; uncontended locks are not listed)")
+	}
+	return nil
 }
 
 func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -296,4 +315,16 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		fmt.Fprintf(stdout, "reaped %d rows\n", n)
 		return nil
 	}
+}
+
+// cell is s as one cell of a table: quoted, with escapes, if it holds a
+// character that is not printable (a newline or a tab would break the
+// table) or is a quote itself, else as it is.
+func cell(s string) string {
+	for _, c := range s {
+		if !unicode.IsPrint(c) || c == '"' {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,14 +16,18 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/dialect/sqlite"
 )
 
 // lockRow is one held lock, as sqllock locks shows it.
 type lockRow struct {
-	Name     string `json:"name"`
+	Name string `json:"name"`
+	// Strategy is the kind of lock: "table", "election" (a lock table
+	// lease whose holder proclaimed a value), "optimistic", "semaphore",
+	// "rwlock" or "pessimistic".
 	Strategy string `json:"strategy"`
 	// Mode is "exclusive" or "shared" (a semaphore's permits are shared:
-	// up to its limit of holders at once).
+	// up to its limit of holders at once; so is a read lock).
 	Mode string `json:"mode"`
 	// Owner is the holder: the owner string of a lease, or the server
 	// session holding a pessimistic lock.
@@ -30,6 +35,11 @@ type lockRow struct {
 	// Token is 0 where the database does not keep it (pessimistic locks).
 	Token int64 `json:"token"`
 	Holds int   `json:"holds"`
+	// Limit is a semaphore's number of holders at once; 0 elsewhere.
+	Limit int `json:"limit,omitempty"`
+	// Value is the value an election's leader proclaimed (kind
+	// "election"); nil elsewhere.
+	Value *string `json:"value,omitempty"`
 	// Waiters is the number of sessions queued for the lock, where the
 	// server shows them (pessimistic locks); nil elsewhere.
 	Waiters    *int       `json:"waiters,omitempty"`
@@ -39,6 +49,10 @@ type lockRow struct {
 	// ExpiresInMS is the lease left; negative for an expired lease not yet
 	// taken over or reaped; nil without a lease.
 	ExpiresInMS *int64 `json:"expires_in_ms,omitempty"`
+	// MinHoldUntil is set for a lock whose run has ended before its
+	// minimum hold (--min-hold): nobody holds it (Holds is 0), and nobody
+	// can take it before this instant.
+	MinHoldUntil *time.Time `json:"min_hold_until,omitempty"`
 }
 
 // heldFor and expiresIn are the row's durations.
@@ -51,9 +65,37 @@ func (r lockRow) expiresIn() (time.Duration, bool) {
 	return time.Duration(*r.ExpiresInMS) * time.Millisecond, true
 }
 
+// live reports whether r keeps its name from being taken: a held lock
+// whose lease has not expired, or a finished run's minimum hold.
+func (r lockRow) live() bool {
+	left, ok := r.expiresIn()
+	return !ok || left > 0
+}
+
+// timeLeft is r's TIME LEFT column: the lease left, "expired", "min-hold"
+// and the time left of a minimum hold, or "-" without a lease.
+func (r lockRow) timeLeft() string {
+	left, ok := r.expiresIn()
+	switch {
+	case !ok:
+		return "-"
+	case left <= 0:
+		return "expired"
+	case r.MinHoldUntil != nil:
+		return "min-hold " + left.Round(time.Second).String()
+	}
+	return left.Round(time.Millisecond).String()
+}
+
 // describe names r's holder for messages: who, and how long it has left.
 func (r lockRow) describe() string {
 	var b strings.Builder
+	if r.MinHoldUntil != nil {
+		left, _ := r.expiresIn()
+		fmt.Fprintf(&b, "kept by the minimum hold (--min-hold) of a finished run of %s (%s, token %d) until %s (%v left)",
+			r.Owner, r.Strategy, r.Token, r.MinHoldUntil.Format("15:04:05 MST"), left.Round(time.Second))
+		return b.String()
+	}
 	fmt.Fprintf(&b, "held by %s", r.Owner)
 	if r.Strategy == "pessimistic" {
 		fmt.Fprintf(&b, " (%s, pessimistic, for %v", r.Mode, r.heldFor().Round(time.Millisecond))
@@ -74,6 +116,111 @@ func (r lockRow) describe() string {
 	return b.String()
 }
 
+// isTable reports whether r is a lease of the lock table (an election's
+// too).
+func (r lockRow) isTable() bool { return r.Strategy == "table" || r.Strategy == "election" }
+
+// tableName returns table as the statements of d name it: in d's schema
+// (PostgreSQL) or database (MySQL) when d has one.
+func tableName(d dialect.Dialect, table string) string {
+	switch d := d.(type) {
+	case *postgres.Dialect:
+		if s := d.Schema(); s != "" {
+			return `"` + strings.ReplaceAll(s, `"`, `""`) + `".` + table
+		}
+	case *mysql.Dialect:
+		if db := d.Database(); db != "" {
+			return "`" + strings.ReplaceAll(db, "`", "``") + "`." + table
+		}
+	}
+	return table
+}
+
+// eachRow runs q on d's pool and calls scan for each row.
+func eachRow(ctx context.Context, d dialect.Dialect, q string, scan func(*sql.Rows) error) error {
+	rs, err := d.DB().QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		if err := scan(rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// markElections makes election rows of the lock table's rows: those whose
+// holder proclaimed a value for its token (an election's leader).
+func markElections(ctx context.Context, d dialect.Dialect, rows []lockRow) error {
+	byName := make(map[string]*lockRow, len(rows))
+	for i := range rows {
+		byName[rows[i].Name] = &rows[i]
+	}
+	q := `SELECT name, token, value FROM ` + tableName(d, "sqllock_locks") + ` WHERE holds > 0 AND value_token = token`
+	if _, ok := d.(*sqlite.Dialect); ok { // values in a table of their own
+		q = `SELECT l.name, l.token, v.value FROM sqllock_locks l
+JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token WHERE l.holds > 0`
+	}
+	err := eachRow(ctx, d, q, func(rs *sql.Rows) error {
+		var (
+			name, value []byte
+			token       int64
+		)
+		if err := rs.Scan(&name, &token, &value); err != nil {
+			return err
+		}
+		if r := byName[string(name)]; r != nil && r.Token == token {
+			v := string(value)
+			r.Strategy, r.Value = "election", &v
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing elections: %w", err)
+	}
+	return nil
+}
+
+// listRWLocks adds the holders of the dialect's read/write locks to rows,
+// one row per holder, shared for a read lock.
+func listRWLocks(ctx context.Context, d dialect.Dialect, rows []lockRow) ([]lockRow, error) {
+	rw := d.Catalogue().RWLocks
+	if rw == nil {
+		return rows, nil
+	}
+	infos, err := rw.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n := len(rows)
+	rows = leaseRows(rows, "rwlock", infos)
+	type key struct{ name, owner string }
+	shared := map[key]bool{}
+	q := `SELECT name, owner, shared FROM ` + tableName(d, "sqllock_rwlock_holders")
+	err = eachRow(ctx, d, q, func(rs *sql.Rows) error {
+		var (
+			name, owner []byte
+			sh          bool
+		)
+		if err := rs.Scan(&name, &owner, &sh); err != nil {
+			return err
+		}
+		shared[key{string(name), string(owner)}] = sh
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing read/write locks: %w", err)
+	}
+	for i := n; i < len(rows); i++ {
+		if shared[key{rows[i].Name, rows[i].Owner}] {
+			rows[i].Mode = "shared"
+		}
+	}
+	return rows, nil
+}
+
 // errNoLockView is returned by listPessimistic where the server has no view
 // of the row locks held.
 var errNoLockView = errors.New("this server shows no row locks")
@@ -87,7 +234,13 @@ func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped 
 	if err != nil {
 		return nil, nil, err
 	}
+	n := len(rows)
 	rows = leaseRows(rows, "table", infos)
+	if cat.Elections != nil {
+		if err := markElections(ctx, d, rows[n:]); err != nil {
+			return nil, nil, err
+		}
+	}
 	if vt := cat.Versions; vt != nil {
 		infos, err := vt.List(ctx)
 		if err != nil {
@@ -96,6 +249,9 @@ func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped 
 		rows = leaseRows(rows, "optimistic", infos)
 	}
 	if rows, err = listSemaphores(ctx, d, rows); err != nil {
+		return nil, nil, err
+	}
+	if rows, err = listRWLocks(ctx, d, rows); err != nil {
 		return nil, nil, err
 	}
 	if cat.Pessimistic != nil {
@@ -123,11 +279,15 @@ func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lock
 		now := li.ExpiresAt.Add(-li.ExpiresIn)
 		expires := li.ExpiresAt.Local()
 		left := li.ExpiresIn.Milliseconds()
-		rows = append(rows, lockRow{
+		r := lockRow{
 			Name: li.Name, Strategy: strategy, Mode: "exclusive", Owner: li.Owner, Token: li.Token, Holds: li.Holds,
 			AcquiredAt: li.AcquiredAt.Local(), ExpiresAt: &expires,
 			HeldForMS: now.Sub(li.AcquiredAt).Milliseconds(), ExpiresInMS: &left,
-		})
+		}
+		if li.Holds == 0 && li.ExpiresIn > 0 {
+			r.MinHoldUntil = &expires
+		}
+		rows = append(rows, r)
 	}
 	return rows
 }
@@ -137,7 +297,9 @@ func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lock
 // PostgreSQL marks a locked row with the locking transaction's ID (xmax),
 // which pg_locks and pg_stat_activity resolve to the session holding it
 // while that transaction runs; several shared holders share a MultiXact ID
-// that only the pgrowlocks extension resolves, so those rows are not shown.
+// that only the pgrowlocks extension resolves, so those rows are not shown,
+// and the mode is read from the session's last statement
+// (postgresRowLockMode).
 // MariaDB shows row locks (information_schema.INNODB_LOCKS) only while some
 // transaction waits for them, so only contended locks are listed; MySQL 8
 // has no such view here (errNoLockView).
@@ -152,12 +314,9 @@ func listPessimistic(ctx context.Context, d dialect.Dialect) ([]lockRow, error) 
 }
 
 func listPostgresRowLocks(ctx context.Context, d *postgres.Dialect) ([]lockRow, error) {
-	table := "sqllock_rowlocks"
-	if s := d.Schema(); s != "" {
-		table = `"` + strings.ReplaceAll(s, `"`, `""`) + `".` + table
-	}
+	table := tableName(d, "sqllock_rowlocks")
 	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), COALESCE(a.application_name, ''),
-	COALESCE(a.xact_start, now()), now(), l.mode,
+	COALESCE(a.xact_start, now()), now(), COALESCE(a.query, ''),
 	(SELECT count(DISTINCT w.pid) FROM pg_locks w WHERE NOT w.granted AND (
 		(w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR
 		(w.locktype = 'tuple' AND w.relation = $1::regclass
@@ -177,12 +336,12 @@ JOIN pg_stat_activity a ON a.pid = l.pid`
 			pid, waiters int
 			addr, app    string
 			start, now   time.Time
-			mode         string
+			query        string
 		)
-		if err := rs.Scan(&r.Name, &pid, &addr, &app, &start, &now, &mode, &waiters); err != nil {
+		if err := rs.Scan(&r.Name, &pid, &addr, &app, &start, &now, &query, &waiters); err != nil {
 			return nil, err
 		}
-		r.Strategy, r.Mode, r.Holds = "pessimistic", "exclusive", 1
+		r.Strategy, r.Mode, r.Holds = "pessimistic", postgresRowLockMode(query), 1
 		r.Owner = fmt.Sprintf("backend %d from %s", pid, addr)
 		if app != "" {
 			r.Owner += " (" + app + ")"
@@ -191,6 +350,21 @@ JOIN pg_stat_activity a ON a.pid = l.pid`
 		rows = append(rows, r)
 	}
 	return rows, rs.Err()
+}
+
+// postgresRowLockMode tells the mode of the row lock a session holds from
+// its last statement, the only trace PostgreSQL keeps without the
+// pgrowlocks extension: "shared" for a locking read FOR SHARE, "exclusive"
+// for one without, "unknown" once the session ran another statement (a
+// keep-alive ping, say).
+func postgresRowLockMode(query string) string {
+	switch {
+	case !strings.Contains(query, "sqllock_rowlocks"):
+		return "unknown"
+	case strings.Contains(query, "FOR SHARE"):
+		return "shared"
+	}
+	return "exclusive"
 }
 
 func listMySQLRowLocks(ctx context.Context, d *mysql.Dialect) ([]lockRow, error) {

@@ -411,14 +411,21 @@ half-way); force VERSION records VERSION as applied and clears the dirty
 flag, once the schema was repaired by hand. Every wait, for the server and
 for another migrator, ends after --timeout.
 `,
-	"locks": `Lists the held locks of every strategy: name, strategy, mode, owner, token,
-holds, waiters (where the server shows them), when acquired (wall clock, in
-the local time zone), how long held, and the lease left (database clock).
-Pessimistic locks are row locks of open transactions: PostgreSQL shows their
-holding session (one exclusive or shared holder; several shared holders are
-not resolved); MariaDB shows only those some transaction waits for; MySQL 8
-is not read. --json prints times in RFC 3339 and durations in milliseconds
-(held_for_ms, expires_in_ms); --watch refreshes the view until interrupted.
+	"locks": `Lists the held locks of every kind, one row per holder: KIND (table,
+election, optimistic, semaphore, rwlock, pessimistic), MODE (exclusive or
+shared), NAME, OWNER (an election's leader with " = " and its value),
+TOKEN, HOLDERS (of the name; "N of LIMIT" for a semaphore), WAITERS (where
+the server shows them), ACQUIRED (wall clock, local time zone), HELD FOR,
+and TIME LEFT of the lease (database clock): "expired", or "min-hold" and
+its time left for a lock a finished run keeps by --min-hold. Names and
+owners with control characters are quoted. Pessimistic locks are row locks
+of open transactions: PostgreSQL shows their holding session (one holder;
+several shared holders are not resolved; the mode is read from the
+session's last statement); MariaDB shows only those some transaction waits
+for; MySQL 8 is not read. A footnote says what is not shown. --json prints
+times in RFC 3339 and durations in milliseconds (held_for_ms,
+expires_in_ms; min_hold_until, limit, value where they apply); --watch
+refreshes the view until interrupted.
 `,
 	"completion": `Prints the completion script of the shell: commands, their flags, migrate's
 operations and --strategy's values. Load it in the shell's startup file:

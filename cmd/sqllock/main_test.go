@@ -516,7 +516,7 @@ func TestLocksAndReap(t *testing.T) {
 			t.Fatalf("locks: %+v, want listed with token %d", rows, tok)
 		}
 		out, err = b.cmd(t, "locks").Output()
-		if err != nil || !strings.Contains(string(out), "listed") || !strings.Contains(string(out), "EXPIRES IN") {
+		if err != nil || !strings.Contains(string(out), "listed") || !strings.Contains(string(out), "TIME LEFT") {
 			t.Fatalf("locks table: %v\n%s", err, out)
 		}
 		h.stdin.Close()

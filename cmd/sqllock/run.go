@@ -328,11 +328,10 @@ func (r *runner) holder(ctx context.Context, strategy string) string {
 		return "held by another process"
 	}
 	for _, row := range rows {
-		if row.Name == r.name && ((strategy == "" && row.Strategy != strategySemaphore) || row.Strategy == strategy) {
-			if left, ok := row.expiresIn(); ok && (left <= 0 || row.Holds == 0) {
-				continue
+		if row.Name == r.name && ((strategy == "" && row.Strategy != strategySemaphore) || row.Strategy == strategy || (strategy == "table" && row.isTable())) {
+			if row.live() {
+				return row.describe()
 			}
-			return row.describe()
 		}
 	}
 	return "held by another process"

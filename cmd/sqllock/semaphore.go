@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -84,10 +85,26 @@ func listSemaphores(ctx context.Context, d dialect.Dialect, rows []lockRow) ([]l
 	case err != nil:
 		return nil, err
 	}
+	limits := map[string]int{}
+	q := `SELECT name, lim FROM ` + tableName(d, "sqllock_semaphores")
+	err = eachRow(ctx, d, q, func(rs *sql.Rows) error {
+		var (
+			name []byte
+			lim  int
+		)
+		if err := rs.Scan(&name, &lim); err != nil {
+			return err
+		}
+		limits[string(name)] = lim
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing semaphores: %w", err)
+	}
 	n := len(rows)
 	rows = leaseRows(rows, strategySemaphore, infos)
 	for i := n; i < len(rows); i++ {
-		rows[i].Mode = "shared"
+		rows[i].Mode, rows[i].Limit = "shared", limits[rows[i].Name]
 	}
 	return rows, nil
 }

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// locksJSON runs `sqllock locks --json` and returns its rows.
+func (b backend) locksJSON(t *testing.T) []lockRow {
+	t.Helper()
+	out, err := b.cmd(t, "locks", "--json").Output()
+	if err != nil {
+		t.Fatalf("locks --json: %v", err)
+	}
+	var rows []lockRow
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("%v in %s", err, out)
+	}
+	return rows
+}
+
+// A lock kept by a finished run's --min-hold is listed as such, never as
+// expired, and a refused run says whose minimum hold it is and until when.
+func TestLocksMinHold(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if out, err := b.cmd(t, "run", "--min-hold", "1h", "nightly", "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("run: %v\n%s", err, out)
+		}
+		rows := b.locksJSON(t)
+		if len(rows) != 1 || rows[0].Name != "nightly" || rows[0].Holds != 0 || rows[0].MinHoldUntil == nil {
+			t.Fatalf("locks --json: %+v, want nightly with no holds and min_hold_until", rows)
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil || !strings.Contains(string(out), "min-hold 59m") || strings.Contains(string(out), "expired") {
+			t.Fatalf("locks: %v, want nightly as min-hold 59m…, not expired:\n%s", err, out)
+		}
+		out, err = b.cmd(t, "run", "-n", "nightly", "--", "true").CombinedOutput()
+		if code := exitStatus(err); code != exitNotAcquired {
+			t.Fatalf("run -n: exit %d, want %d\n%s", code, exitNotAcquired, out)
+		}
+		if msg := string(out); !strings.Contains(msg, "minimum hold (--min-hold) of a finished run") || !strings.Contains(msg, " until ") || !strings.Contains(msg, rows[0].Owner) {
+			t.Fatalf("run -n: %q, want the finished run's minimum hold, its owner %q and its end", msg, rows[0].Owner)
+		}
+	})
+}
+
+// Names with newlines or other control characters are quoted in the table,
+// which keeps one line per lock.
+func TestLocksEscapesNames(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if out, err := b.cmd(t, "run", "--min-hold", "1h", "a\nb\tc", "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("run: %v\n%s", err, out)
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string // without the footnotes
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if !strings.HasPrefix(l, "(") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 2 || !strings.Contains(lines[1], ` "a\nb\tc" `) {
+			t.Fatalf("locks: want a header and one row holding the quoted name:\n%s", out)
+		}
+	})
+}
+
+// Read/write locks, semaphores and elections are listed with their kind:
+// a reader as shared, a semaphore's holders as N of its limit, a leader
+// with the value it proclaimed.
+func TestLocksEveryKind(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		<-b.hold(t, "rw", "--shared").token
+		<-b.hold(t, "sem", "--max", "3").token
+		c := b.cmd(t, "elect", "--ttl", "60s", "--value", "alpha:1", "boss", "--", "sh", "-c", "cat")
+		stdin, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stdin.Close(); _ = c.Wait() })
+		if !waitFor(time.Minute, func() bool { j, _ := leaderOf(t, b, "boss"); return j.Leader }) {
+			t.Fatal("sqllock elect never became leader within a minute")
+		}
+		kinds := map[string]lockRow{}
+		for _, r := range b.locksJSON(t) {
+			kinds[r.Strategy] = r
+		}
+		if r := kinds["rwlock"]; r.Name != "rw" || r.Mode != "shared" {
+			t.Errorf("read lock: %+v, want rw, shared", r)
+		}
+		if r := kinds["semaphore"]; r.Name != "sem" || r.Limit != 3 {
+			t.Errorf("semaphore: %+v, want sem with limit 3", r)
+		}
+		if r := kinds["election"]; r.Name != "boss" || r.Value == nil || *r.Value != "alpha:1" {
+			t.Errorf("election: %+v, want boss with value alpha:1", r)
+		}
+		if _, ok := kinds["table"]; ok {
+			t.Errorf("the election is listed as a table lock too: %+v", kinds["table"])
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"rwlock     shared", " 1 of 3 ", " = alpha:1 "} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("locks: no %q in\n%s", want, out)
+			}
+		}
+		if !strings.HasPrefix(string(out), "KIND ") {
+			t.Errorf("locks: want the KIND column first:\n%s", out)
+		}
+	})
+}
+
+// A PostgreSQL pessimistic lock held shared is listed as shared, one held
+// exclusively as exclusive, while their sessions' last statement tells;
+// "unknown" once a keep-alive ping (every second) ran since: never the
+// other mode.
+func TestLocksPessimisticMode(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		if b.kind != "postgres" {
+			return
+		}
+		<-b.hold(t, "shr", "--strategy", "pessimistic", "--shared").token
+		<-b.hold(t, "exc", "--strategy", "pessimistic").token
+		modes := map[string]string{}
+		for _, r := range b.locksJSON(t) {
+			if r.Strategy == "pessimistic" {
+				modes[r.Name] = r.Mode
+			}
+		}
+		if (modes["shr"] != "shared" && modes["shr"] != "unknown") || (modes["exc"] != "exclusive" && modes["exc"] != "unknown") {
+			t.Fatalf("pessimistic modes %v, want shr shared and exc exclusive (or unknown after a keep-alive)", modes)
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil || !strings.Contains(string(out), "its mode read from its session's last statement") {
+			t.Fatalf("locks: %v, want the footnote on pessimistic modes:\n%s", err, out)
+		}
+	})
+}
