@@ -212,3 +212,20 @@ func ExampleSemaphore_List() {
 		log.Printf("%s: %s holds token %d, lease ends in %v", h.Name, h.Owner, h.Token, h.ExpiresIn)
 	}
 }
+
+// An operator frees a lock held by mistake (a minimum hold of a day on a
+// job that runs hourly, say). The holder learns of it at its next renewal;
+// its guarded writes are refused at once.
+func ExampleTable_Break() {
+	ctx := context.Background()
+	var locker *sqllock.Table // sqllock.NewTable(d, sqllock.TableOptions{Logger: auditLog})
+	broken, ok, err := locker.Break(ctx, "job:hourly-export")
+	switch {
+	case err != nil:
+		log.Fatal(err)
+	case !ok:
+		log.Print("nobody held job:hourly-export")
+	default:
+		log.Printf("broke %s's lease (token %d); the next holder's token is larger", broken.Owner, broken.Token)
+	}
+}

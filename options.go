@@ -34,9 +34,9 @@ type TableOptions struct {
 	// queued. Every locker of a name must agree on it. A dialect without
 	// FIFO queues refuses it with ErrUnsupported. Default false.
 	Fair bool
-	// Logger receives renewal warnings, lost-lock reports, fall-backs
-	// (info), and at debug level every acquisition, release and renewal.
-	// Default: none.
+	// Logger receives renewal warnings, lost-lock reports, broken locks
+	// (Table.Break), fall-backs (info), and at debug level every
+	// acquisition, release and renewal. Default: none.
 	Logger *slog.Logger
 	// Observer receives lock events through the interfaces of package
 	// observe it implements: AcquiredObserver, ReleasedObserver,

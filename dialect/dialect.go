@@ -239,6 +239,13 @@ type LockTable interface {
 	// database clock; ok is false when there is no row. Only waiters ask:
 	// a dialect that announces releases marks the row as waited for.
 	Remaining(ctx context.Context, name string) (d time.Duration, ok bool, err error)
+	// Break ends the live lease on name now, whoever holds it, for an
+	// operator: the row keeps its token, so the next grant's is larger;
+	// the holder's renewals and guards fail from then on, and its release
+	// reports the lease gone. A lock released within its minimum hold is
+	// freed as well. It returns the lease it ended, and false (with no
+	// error) when nothing held name.
+	Break(ctx context.Context, name string) (broken LockInfo, ok bool, err error)
 }
 
 // MaxRenewBatch is the most leases one RenewMany call takes.

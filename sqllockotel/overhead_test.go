@@ -71,6 +71,14 @@ func (m *memLocks) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Durat
 	return ok, nil
 }
 
+func (m *memLocks) Break(_ context.Context, name string) (dialect.LockInfo, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.held[name]
+	delete(m.held, name)
+	return dialect.LockInfo{Name: l.Name, Owner: l.Owner, Token: l.Token, Holds: 1}, ok, nil
+}
+
 func (m *memLocks) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error) { return true, nil }
 func (m *memLocks) List(context.Context) ([]dialect.LockInfo, error)            { return nil, nil }
 

@@ -8,6 +8,7 @@
 //	sqllock leader [--json] [--watch] NAME           print the leader of the election NAME
 //	sqllock migrate [flags] up|down|version|force V  manage the lock schema
 //	sqllock locks [--json] [--watch SECONDS]         list held locks of every strategy
+//	sqllock unlock [--force] NAME                    break the lock NAME, fenced
 //	sqllock reap [--batch N]                         delete expired lock rows once
 //	sqllock demo [--stock N] [--buyers N]            the overselling shop, with and without locks
 //	sqllock bench [--ops N] [--handoffs N]           latency and hand-off on your database
@@ -83,6 +84,7 @@ func init() {
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
+		{"unlock", "[--dsn DSN] [--force] NAME", "break the lock NAME: end its holder's lease now, fenced", unlockFlags},
 		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
@@ -363,6 +365,23 @@ the period: a replica that starts late still finds the lock taken):
   */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n --min-hold 4m report -- /usr/local/bin/report
 As flock(1) would say it, waiting up to 10 seconds:
   sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
+`,
+	"unlock": `Breaks the lock NAME of the lock table (run's default strategy): its
+holder's lease ends now, and a lock kept taken by --min-hold is freed too.
+The name keeps its fencing token, so the next holder's SQLLOCK_TOKEN is
+larger than the broken holder's, and that holder's guarded writes are
+refused from now on. The broken holder learns of it at its next renewal
+(within a third of its --ttl): a sqllock run holding NAME stops its command
+as for any lost lock (SIGTERM to its process group, SIGKILL after --grace)
+and exits 76.
+
+On a terminal, unlock shows the holder (owner, token, time left, end of
+the minimum hold) and asks before breaking; otherwise it needs --force. It
+prints the lease it broke.
+
+Exit status: 0 when the lock was broken; 1 when nothing held NAME (or the
+answer was no); 64 usage; 69 database unreachable, schema missing or
+dirty.
 `,
 	"doctor": `Looks at the database as sqllock uses it and prints a line per check:
 the server's kind and version; whether a pooler stands between (PostgreSQL:

@@ -29,7 +29,9 @@
 // Lock table: Acquire inserts, re-enters (same token, one more hold),
 // takes over expired and released rows (a larger token, one hold) and
 // refuses another owner's live lease (0, the lease untouched); Remaining
-// with and without a row.
+// with and without a row; Break ends a live lease (or a minimum hold) so
+// that its guard, renewal and release fail and the next token is larger,
+// and is announced as a release.
 //
 // Each lease table (lock table; version table, where the dialect has one):
 // tokens only grow per name across release, expiry, takeover and Reap (the
@@ -228,6 +230,7 @@ func Exercise(t *testing.T, h Harness) {
 	run("PoolExhausted", checkPoolExhausted)
 	run("Acquire", checkAcquire)
 	run("Remaining", checkRemaining)
+	run("Break", checkBreak)
 	run("ReapLimit", checkReapLimit)
 	run("ReapConcurrent", checkReapConcurrent)
 

@@ -123,6 +123,12 @@ func checkNotifier(t *testing.T, e *env) {
 	e.release(tb, w, true)
 	announced(s, w.Name)
 	announced(s2, w.Name)
+	b := waited(tb, "notify-broken")
+	if _, ok, err := cat.Locks.Break(e.ctx, b.Name); err != nil || !ok {
+		t.Fatalf("Break(%q): %v, %v", b.Name, ok, err)
+	}
+	announced(s, b.Name)
+	announced(s2, b.Name)
 
 	if cat.AnnouncesVersions {
 		vt := e.table(Versions)

@@ -96,7 +96,26 @@ ON DUPLICATE KEY UPDATE
   expires_at  = IF(%[1]s.owner = :owner AND %[1]s.holds > 0, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now,
 		clockToken("f.token", now), clockToken(locks+".token", "VALUES(acquired_at)")))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
+	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
+FROM %[1]s WHERE name = :name AND expires_at > %[2]s`, locks, now, micros("acquired_at"), micros("expires_at")))
+	s.Break = breakSQL(locks, true)
 	return s
+}
+
+// breakSQL ends the live lease (:name, :owner, :token) of the lock table
+// locks, as a last release past its minimum hold does. With ring, its
+// number, the insert id, is 2 when the row was waited for, so that the
+// runner rings the waiters' bells as after a release; else it is the rows
+// changed (the expiry always changes).
+func breakSQL(locks string, ring bool) sqlrun.SQL {
+	const where = `WHERE name = :name AND owner = :owner AND token = :token AND expires_at > ` + now
+	if !ring {
+		return sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s
+%s`, locks, released, where))
+	}
+	return sqlrun.XID(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s,
+  token = token + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
+%s`, locks, released, where))
 }
 
 // versionSQL declares the version table's statements. Both swaps change a

@@ -209,7 +209,8 @@ func (t *tidb) tables() error {
 
 	ls := lockSQL(locks, floor)
 	ls.LeaseSQL = tidbLeaseSQL(locks, "token")
-	ls.Acquire = sqlrun.SQL{} // tidbLocks.Acquire
+	ls.Acquire = sqlrun.SQL{}         // tidbLocks.Acquire
+	ls.Break = breakSQL(locks, false) // TiDB's waiters poll
 	vs := versionSQL(versions, versionFloor)
 	vs.LeaseSQL = tidbLeaseSQL(versions, "version")
 	vs.Create = sqlrun.SQL{} // tidbVersions.Create

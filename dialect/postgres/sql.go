@@ -107,6 +107,17 @@ FROM %[1]s l WHERE l.name = :name`, locks))
   RETURNING name, holds = 0 AND waiters AND expires_at <= now() AS wake
 )
 SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`, locks, releasedExpiry, durable))
+	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[2]s, %[3]s,
+  (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+FROM %[1]s WHERE name = :name AND expires_at > now()`, locks, micros("acquired_at"), micros("expires_at")))
+	// A break frees the row as a last release past its minimum hold does,
+	// and announces it the same way.
+	s.Break = sqlrun.Q(fmt.Sprintf(`WITH b AS (
+  UPDATE %s SET holds = 0, expires_at = '-infinity'
+  WHERE name = :name AND owner = :owner AND token = :token AND expires_at > now() AND %s
+  RETURNING name, waiters
+)
+SELECT count(*) FROM b LEFT JOIN LATERAL (SELECT pg_notify(:channel, b.name) WHERE b.waiters) n ON true`, locks, durable))
 	return s
 }
 

@@ -84,6 +84,10 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
 RETURNING token`, now))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
+	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
+FROM sqllock_locks WHERE name = :name AND expires_at > %[1]s`, now))
+	s.Break = sqlrun.X(fmt.Sprintf(`UPDATE sqllock_locks SET holds = 0, expires_at = %s
+WHERE name = :name AND owner = :owner AND token = :token AND expires_at > %s`, released, now))
 	return s
 }
 

@@ -129,8 +129,13 @@ func (t *LeaseTable) undo(name, owner string) func(ctx context.Context, n int64)
 
 // List implements dialect.LeaseTable.
 func (t *LeaseTable) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	return t.infos(ctx, &t.list, &Params{})
+}
+
+// infos runs st, which selects the columns of LeaseSQL.List.
+func (t *LeaseTable) infos(ctx context.Context, st *Stmt, p *Params) ([]dialect.LockInfo, error) {
 	var out []dialect.LockInfo
-	err := t.run.Each(ctx, &t.list, &Params{}, func(rows *sql.Rows) error {
+	err := t.run.Each(ctx, st, p, func(rows *sql.Rows) error {
 		var (
 			li                           dialect.LockInfo
 			name, owner                  []byte
@@ -160,18 +165,51 @@ type LockSQL struct {
 	// Remaining selects the microseconds the lease on :name has left (0
 	// if none), and no row when there is no row.
 	Remaining SQL
+	// Holder selects, with List's columns, the row of :name if its lease
+	// is live (held, or released within its minimum hold), else no row.
+	Holder SQL
+	// Break ends the live lease (:name, :owner, :token) now, keeping the
+	// row and its token: no hold is left and the row expires as a
+	// release past its minimum hold leaves it. Its number is 0 when no
+	// such live lease is left, else as Release's (2 to ring
+	// Runner.AfterRelease).
+	Break SQL
 }
 
 // LockTable implements dialect.LockTable.
 type LockTable struct {
 	LeaseTable
-	acquire, remaining Stmt
+	acquire, remaining, holder, brk Stmt
 }
 
 // NewLockTable compiles s; a compile error is kept in c.
 func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
 	return &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
-		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining)}
+		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining),
+		holder: c.Compile(s.Holder), brk: c.Compile(s.Break)}
+}
+
+// Break implements dialect.LockTable: it reads the holder's lease, then
+// ends that lease, scoped to its (name, owner, token); if the lease changed
+// hands in between (released, taken over), it reads the new holder's.
+func (t *LockTable) Break(ctx context.Context, name string) (dialect.LockInfo, bool, error) {
+	for {
+		held, err := t.infos(ctx, &t.holder, &Params{Name: name})
+		if err != nil || len(held) == 0 {
+			return dialect.LockInfo{}, false, err
+		}
+		li := held[0]
+		n, err := t.run.Int(ctx, &t.brk, &Params{Name: name, Owner: li.Owner, Token: li.Token, Channel: t.channel})
+		if n == 2 {
+			t.run.afterRelease(ctx, name)
+		}
+		if err != nil {
+			return dialect.LockInfo{}, false, err
+		}
+		if n != 0 {
+			return li, true, nil
+		}
+	}
 }
 
 // Acquire implements dialect.LockTable.

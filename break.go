@@ -1,0 +1,28 @@
+package sqllock
+
+import "context"
+
+// Break ends the lease on name now, whoever holds it, and frees the lock:
+// the way out when a holder is stuck or a minimum hold was set by mistake.
+// It keeps the name's token floor, so the next acquisition's token is
+// larger than the broken one; the broken holder's guarded writes are
+// refused from then on, and it learns of the loss at its next renewal (its
+// lock's context is cancelled with ErrLockLost). A lock released within
+// its minimum hold is freed too.
+//
+// Break returns the lease it ended, with ok false (and no error) when
+// nothing held name. Each break is logged at level WARN through
+// TableOptions.Logger.
+func (t *Table) Break(ctx context.Context, name string) (broken LockInfo, ok bool, err error) {
+	if err := ValidateName(name); err != nil {
+		return LockInfo{}, false, err
+	}
+	broken, ok, err = t.locks.Break(ctx, name)
+	if err != nil || !ok {
+		return LockInfo{}, false, err
+	}
+	t.room.kick(name)
+	t.ev.log.WarnContext(ctx, "sqllock: lock broken", "strategy", t.ev.strategy, "name", name,
+		"owner", broken.Owner, "token", broken.Token, "holds", broken.Holds, "expires_in", broken.ExpiresIn)
+	return broken, true, nil
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sqllock/sqllock"
+)
+
+// unlockFlags is the unlock command: it breaks the lock table's lease on
+// NAME (sqllock.Table.Break), after asking on a terminal.
+func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	force := boolFlag(fs, "f,force", "break the lock without asking; needed when standard input is not a terminal")
+	return func(ctx context.Context, args []string, stdout io.Writer) error {
+		if len(args) != 1 {
+			return usageError{msg: "unlock takes one lock name"}
+		}
+		name := args[0]
+		if err := sqllock.ValidateName(name); err != nil {
+			return usageError{msg: err.Error()}
+		}
+		ask := !*force
+		if ask && !isTerminal(os.Stdin) {
+			return usageError{msg: "standard input is not a terminal: give --force to break the lock without asking"}
+		}
+		t, err := openTarget(ctx, *dsn, *schema)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		if err := t.ready(ctx); err != nil {
+			return err
+		}
+		locks, err := sqllock.NewTable(t.d, sqllock.TableOptions{})
+		if err != nil {
+			return err
+		}
+		if ask {
+			li, ok, err := heldLock(ctx, locks, name)
+			switch {
+			case err != nil:
+				return t.breakFailed(err)
+			case !ok:
+				return notHeld(name)
+			}
+			fmt.Fprintf(os.Stderr, "Lock %q is %s.\nBreak it? [y/N] ", name, describeHolder(li))
+			if !confirmed(os.Stdin) {
+				return exitError{code: exitFailure, err: fmt.Errorf("lock %q left alone", name)}
+			}
+		}
+		li, ok, err := locks.Break(ctx, name)
+		switch {
+		case err != nil:
+			return t.breakFailed(err)
+		case !ok:
+			return notHeld(name)
+		}
+		fmt.Fprintf(stdout, "broke lock %q, %s; the next holder gets a larger token\n", name, describeHolder(li))
+		return nil
+	}
+}
+
+// heldLock returns name's lease as the lock table lists it, if it is live.
+func heldLock(ctx context.Context, locks *sqllock.Table, name string) (sqllock.LockInfo, bool, error) {
+	infos, err := locks.List(ctx)
+	if err != nil {
+		return sqllock.LockInfo{}, false, err
+	}
+	for _, li := range infos {
+		if li.Name == name && li.ExpiresIn > 0 {
+			return li, true, nil
+		}
+	}
+	return sqllock.LockInfo{}, false, nil
+}
+
+// describeHolder says who holds the lease li, or kept it past its release
+// by a minimum hold, and until when (database clock, local time zone).
+func describeHolder(li sqllock.LockInfo) string {
+	left := li.ExpiresIn.Round(time.Second)
+	until := li.ExpiresAt.Local().Format(time.DateTime)
+	if li.Holds == 0 {
+		return fmt.Sprintf("released by %q (token %d) but kept by its --min-hold until %s (%v left)", li.Owner, li.Token, until, left)
+	}
+	return fmt.Sprintf("held by %q (token %d) since %s, its lease renewed until %s (%v left)",
+		li.Owner, li.Token, li.AcquiredAt.Local().Format(time.DateTime), until, left)
+}
+
+// confirmed reads one line from r and reports whether it says yes.
+func confirmed(r io.Reader) bool {
+	line, _ := bufio.NewReader(r).ReadString('\n')
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return answer == "y" || answer == "yes"
+}
+
+// notHeld is unlock's outcome when nothing holds name (exit status 1).
+func notHeld(name string) error {
+	return exitError{code: exitFailure, err: fmt.Errorf("lock %q is not held", name)}
+}
+
+// breakFailed describes an error of the break for the operator: a database
+// that cannot be reached makes it unavailable (exit status 69).
+func (t *target) breakFailed(err error) error {
+	if errors.Is(err, sqllock.ErrUnavailable) {
+		return unavailable("%s: %s", t.dsn, message(err))
+	}
+	return t.fail(err)
+}

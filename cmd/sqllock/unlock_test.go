@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// runToken runs `sqllock run flags NAME` with a command that prints its
+// token, and returns the token and run's exit status.
+func (b backend) runToken(t *testing.T, name string, flags ...string) (int64, int) {
+	t.Helper()
+	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c", `echo "$SQLLOCK_TOKEN"`)
+	out, err := b.cmd(t, args...).Output()
+	code := exitStatus(err)
+	if code != 0 {
+		return 0, code
+	}
+	tok, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
+	if err != nil {
+		t.Fatalf("run printed %q, want its token", out)
+	}
+	return tok, code
+}
+
+// unlock runs `sqllock unlock args...` with standard input not a terminal,
+// and returns its standard output and exit status.
+func (b backend) unlock(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	c := b.cmd(t, append([]string{"unlock"}, args...)...)
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if stderr.Len() > 0 {
+		t.Logf("unlock %v: %s", args, stderr.String())
+	}
+	return string(out), exitStatus(err)
+}
+
+// A mistaken --min-hold 1h leaves the name taken after its job ended;
+// unlock --force frees it, and the next run's token is larger. Without a
+// terminal unlock needs --force; a name nobody holds exits 1.
+func TestUnlockMinHold(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		first, code := b.runToken(t, "nightly", "--min-hold", "1h")
+		if code != 0 {
+			t.Fatalf("run --min-hold 1h: exit %d", code)
+		}
+		if _, code := b.runToken(t, "nightly", "-n"); code != exitNotAcquired {
+			t.Fatalf("run -n within the minimum hold: exit %d, want 75", code)
+		}
+		if _, code := b.unlock(t, "nightly"); code != exitUsage {
+			t.Fatalf("unlock without a terminal or --force: exit %d, want 64", code)
+		}
+		out, code := b.unlock(t, "--force", "nightly")
+		if code != 0 || !strings.Contains(out, "--min-hold") || !strings.Contains(out, "token "+strconv.FormatInt(first, 10)) {
+			t.Fatalf("unlock --force: exit %d, printed %q; want 0 and the broken lease of token %d", code, out, first)
+		}
+		if _, code := b.unlock(t, "--force", "nightly"); code != exitFailure {
+			t.Fatalf("unlock of a free name: exit %d, want 1", code)
+		}
+		next, code := b.runToken(t, "nightly", "-n")
+		if code != 0 || next <= first {
+			t.Fatalf("run after unlock: exit %d, token %d; want 0 and a token > %d", code, next, first)
+		}
+		if _, code := b.unlock(t, "--force", ""); code != exitUsage {
+			t.Fatalf("unlock of an empty name: exit %d, want 64", code)
+		}
+	})
+}
+
+// A running holder whose lock is broken learns of it at its next renewal:
+// its command is stopped as for any lost lock, and run exits 76.
+func TestUnlockRunningHolder(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		h := b.hold(t, "busy", "--ttl", "3s", "--grace", "5s")
+		tok := <-h.token
+		out, code := b.unlock(t, "-f", "busy")
+		if code != 0 || !strings.Contains(out, "token "+strconv.FormatInt(tok, 10)) {
+			t.Fatalf("unlock -f: exit %d, printed %q; want 0 and the lease of token %d", code, out, tok)
+		}
+		if code := <-h.exit; code != exitLost {
+			t.Fatalf("broken holder: exit %d, want 76", code)
+		}
+		if next, code := b.runToken(t, "busy", "-n"); code != 0 || next <= tok {
+			t.Fatalf("run after unlock: exit %d, token %d; want 0 and a token > %d", code, next, tok)
+		}
+	})
+}
