@@ -212,7 +212,9 @@ type Bounds struct {
 // TryDoBounded is TryDo with per-run bounds b: the lock is held for at
 // least b.AtLeast and fn's context ends after b.AtMost. A negative bound
 // is ErrInvalidOptions; b.AtLeast on a read/write or pessimistic locker is
-// ErrUnsupported. Both are refused before anything is acquired.
+// ErrUnsupported. Both are refused before anything is acquired. A run that
+// re-enters an acquisition its owner holds (see WithOwner) sets the minimum
+// hold of that acquisition, applied by its last release.
 //
 //	// Every replica's cron starts it at 02:00; one replica runs it, for an
 //	// hour at most, and the name stays taken for 23 hours.
