@@ -51,11 +51,15 @@ func TestBatchedRenewal(t *testing.T) {
 		var batches, renewed atomic.Int64
 		d := renewCounting{e.d, &batches, &renewed}
 		// The TTL is long, so that no busy machine can make a renewal miss
-		// its trust window (acquiring the leases alone can take seconds);
-		// that the renewals work, the renewed counter shows. The interval
-		// sets the batch window (1/20 of it, at most 50ms), which a busy
-		// machine's late timers overrun less at 1s.
-		const n, ttl, every = 1500, time.Minute, time.Second
+		// its trust window: acquiring the leases alone can take many
+		// minutes on an overloaded machine (seen: 17 minutes on SQLite,
+		// whose one connection the renewals share with the 8 acquirers),
+		// and a lease is renewed only every interval while waiting its
+		// turn for a connection. That the renewals work, the renewed
+		// counter shows. The interval sets the batch window (1/20 of it,
+		// at most 50ms), which a busy machine's late timers overrun less
+		// at 1s.
+		const n, ttl, every = 1500, time.Hour, time.Second
 		l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
 		if err != nil {
 			t.Fatal(err)
