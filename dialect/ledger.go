@@ -17,8 +17,8 @@ type RunLedger interface {
 	// Now returns the database's time.
 	Now(ctx context.Context) (time.Time, error)
 	// Attempts returns, inside tx, the attempts of (job, occurrence),
-	// the first first, and the database's time.
-	Attempts(ctx context.Context, tx *sql.Tx, job, occurrence string) ([]RunRecord, time.Time, error)
+	// the first first.
+	Attempts(ctx context.Context, tx *sql.Tx, job, occurrence string) ([]RunRecord, error)
 	// Abandon marks, inside tx, the running attempts of (job, occurrence)
 	// abandoned, finished now, and returns how many it marked.
 	Abandon(ctx context.Context, tx *sql.Tx, job, occurrence string) (int, error)

@@ -68,18 +68,14 @@ func (l *RunLedger) Now(ctx context.Context) (time.Time, error) {
 }
 
 // Attempts implements dialect.RunLedger.
-func (l *RunLedger) Attempts(ctx context.Context, tx *sql.Tx, job, occurrence string) ([]dialect.RunRecord, time.Time, error) {
-	us, err := IntOn(ctx, tx, &l.now, &Params{})
-	if err != nil {
-		return nil, time.Time{}, l.run.Wrap(err)
-	}
+func (l *RunLedger) Attempts(ctx context.Context, tx *sql.Tx, job, occurrence string) ([]dialect.RunRecord, error) {
 	var rs []dialect.RunRecord
-	err = EachOn(ctx, tx, l.run.Wrap, &l.attempts, &Params{Job: job, Occurrence: occurrence}, func(rows *sql.Rows) error {
+	err := EachOn(ctx, tx, l.run.Wrap, &l.attempts, &Params{Job: job, Occurrence: occurrence}, func(rows *sql.Rows) error {
 		r, err := scanRun(rows)
 		rs = append(rs, r)
 		return err
 	})
-	return rs, micros(us), err
+	return rs, err
 }
 
 // Abandon implements dialect.RunLedger.
