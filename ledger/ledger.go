@@ -337,7 +337,7 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner string, sched dialect.JobSchedule, res *attempt) (claimed bool, err error) {
 	var gone []dialect.RunRecord // the attempts marked abandoned
 	err = l.inTx(ctx, lock, func(tx *sql.Tx) error {
-		prev, err := l.runs.Attempts(ctx, tx, r.Job, r.Occurrence)
+		prev, now, err := l.runs.Attempts(ctx, tx, r.Job, r.Occurrence)
 		if err != nil {
 			return err
 		}
@@ -365,11 +365,7 @@ func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner st
 			res.State, res.Attempt, res.Token = StateFailed, lastFail.Attempt, lastFail.Token
 			return nil
 		}
-		if failed > 0 && l.opts.RetryBackoff > 0 {
-			now, err := l.runs.Now(ctx)
-			if err != nil {
-				return err
-			}
+		if failed > 0 {
 			if left := lastFail.FinishedAt.Add(l.opts.RetryBackoff).Sub(now); left > 0 {
 				res.State, res.Attempt, res.Token, res.wait = StateFailed, lastFail.Attempt, lastFail.Token, left
 				return nil

@@ -51,7 +51,7 @@ func (e *env) attempts(rl dialect.RunLedger, job, occ string) []dialect.RunRecor
 	var rs []dialect.RunRecord
 	e.inTx(func(tx *sql.Tx) {
 		var err error
-		rs, err = rl.Attempts(e.ctx, tx, job, occ)
+		rs, _, err = rl.Attempts(e.ctx, tx, job, occ)
 		e.must(err, "Attempts")
 	})
 	return rs
