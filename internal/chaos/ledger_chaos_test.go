@@ -131,8 +131,9 @@ func (c ledgerReplica) run() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Long enough to wait out a dead runner's lease and take over.
-			rctx, rcancel := context.WithTimeout(context.Background(), 4*ledgerTTL+ledgerPeriod)
+			// Long enough to wait out a dead runner's lease and take over,
+			// on a machine slowed down by other work too.
+			rctx, rcancel := context.WithTimeout(context.Background(), 10*ledgerTTL+ledgerPeriod)
 			defer rcancel()
 			res, err := l.Run(rctx, ledgerJob, ledger.Every(ledgerPeriod), func(fctx context.Context, r *ledger.Run) error {
 				write(ledgerLine{Kind: "claimed", LedgerReport: LedgerReport{Replica: c.ID, Occurrence: r.Occurrence,
@@ -396,6 +397,18 @@ func runLedgerScenario(t *testing.T, kind string, dur time.Duration) {
 	v := CheckLedger(h)
 	for _, s := range v {
 		t.Error(s)
+		// What the runners of the occurrence, and of the ones next to it,
+		// were told.
+		occ, _, _ := strings.Cut(s, ": ")
+		at, err := time.Parse(ledger.TimeFormat, occ)
+		if err != nil {
+			continue
+		}
+		for _, r := range reps {
+			if o, err := time.Parse(ledger.TimeFormat, r.Occurrence); err == nil && o.Sub(at).Abs() <= ledgerPeriod {
+				t.Logf("  %s: %s told %+v", occ, r.Replica, r)
+			}
+		}
 	}
 	reportLedger(t, kind, dur, h, counts, len(v))
 }
