@@ -208,11 +208,18 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		return Result{}, err
 	}
 	var (
-		ran  bool
-		last attempt // our last attempt that ran fn
+		ran    bool
+		last   attempt // our last attempt that ran fn
+		lapsed int     // claims refused because the lease lapsed first
 	)
 	for {
 		a, err := l.attempt(ctx, job, key, sched, fn)
+		if err != nil && !a.Ran && errors.Is(err, sqllock.ErrLockLost) && lapsed < maxLapsed && ctx.Err() == nil {
+			// The lease lapsed between its grant and the claim (a stalled
+			// process): the claim wrote nothing, so ask again.
+			lapsed++
+			continue
+		}
 		switch {
 		case err != nil && ran && !a.Ran:
 			// A retry's claim failed: our last attempt stands.
@@ -240,6 +247,10 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		}
 	}
 }
+
+// maxLapsed is how many times Run asks again for an occurrence whose
+// lease lapsed before its claim was recorded.
+const maxLapsed = 3
 
 // attempt is the outcome of one claim of an occurrence, and of its run.
 type attempt struct {
