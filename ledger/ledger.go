@@ -179,7 +179,9 @@ type Result struct {
 // To run fn, Run claims the occurrence with a new attempt: it takes the
 // occurrence's lease on the lock table (a lease whose runner died is taken
 // over, with a greater token, and its attempt is marked abandoned), and
-// records the attempt in a transaction guarded by the lease. fn's ctx
+// records the attempt in a transaction guarded by the lease (if the lease
+// lapsed first, which only a stalled process sees, Run asks again, up to
+// three times). fn's ctx
 // carries ctx's values and ends with ctx, or, with cause
 // sqllock.ErrLockLost, when the lease is lost; its Err checks the lease's
 // trust window on the spot, as the lock's context does. When fn returns, Run records its outcome, again
