@@ -50,6 +50,8 @@ const (
 	KeyOp       = attribute.Key("sqllock.op")
 	KeyReason   = attribute.Key("sqllock.reason")
 	KeyToken    = attribute.Key("sqllock.token")
+	KeyJob      = attribute.Key("sqllock.job")       // a run ledger's job
+	KeyState    = attribute.Key("sqllock.run.state") // a run's: succeeded, failed, abandoned, running
 )
 
 // Options configure an Observer. The zero value of each field selects its
@@ -92,29 +94,40 @@ type Observer struct {
 	retries    metric.Int64Counter
 	reconnects metric.Int64Counter
 	listenLost metric.Int64Counter
+	runs       metric.Int64Counter
+	runTime    metric.Float64Histogram
+	takeovers  metric.Int64Counter
+	skipped    metric.Int64Counter
 
 	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
 	// per look-up.
 	mu       sync.RWMutex
 	gauges   map[gaugeKey]*gaugeSet
 	attrSets map[attrKey]*attrOpts // see lockAttrs
+	missed   map[jobKey]*atomic.Int64
 }
 
 var (
-	_ observe.AcquiredObserver = (*Observer)(nil)
-	_ observe.ReleasedObserver = (*Observer)(nil)
-	_ observe.LostObserver     = (*Observer)(nil)
-	_ observe.AcquireTracer    = (*Observer)(nil)
-	_ observe.ReleaseTracer    = (*Observer)(nil)
-	_ observe.GuardTracer      = (*Observer)(nil)
-	_ observe.HandoffObserver  = (*Observer)(nil)
-	_ observe.WaitingObserver  = (*Observer)(nil)
-	_ observe.RenewedObserver  = (*Observer)(nil)
-	_ observe.RenewBatchTracer = (*Observer)(nil)
-	_ observe.ListenerObserver = (*Observer)(nil)
-	_ observe.ReapObserver     = (*Observer)(nil)
-	_ observe.AttemptTracer    = (*Observer)(nil)
+	_ observe.AcquiredObserver   = (*Observer)(nil)
+	_ observe.ReleasedObserver   = (*Observer)(nil)
+	_ observe.LostObserver       = (*Observer)(nil)
+	_ observe.AcquireTracer      = (*Observer)(nil)
+	_ observe.ReleaseTracer      = (*Observer)(nil)
+	_ observe.GuardTracer        = (*Observer)(nil)
+	_ observe.HandoffObserver    = (*Observer)(nil)
+	_ observe.WaitingObserver    = (*Observer)(nil)
+	_ observe.RenewedObserver    = (*Observer)(nil)
+	_ observe.RenewBatchTracer   = (*Observer)(nil)
+	_ observe.ListenerObserver   = (*Observer)(nil)
+	_ observe.ReapObserver       = (*Observer)(nil)
+	_ observe.AttemptTracer      = (*Observer)(nil)
+	_ observe.RunObserver        = (*Observer)(nil)
+	_ observe.RunSkippedObserver = (*Observer)(nil)
+	_ observe.MissedObserver     = (*Observer)(nil)
 )
+
+// jobKey identifies a ledger's job across dialects.
+type jobKey struct{ dialect, job string }
 
 type gaugeKey struct{ strategy, dialect string }
 
@@ -139,7 +152,7 @@ func New(opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{tracer: tp.Tracer(ScopeName), names: opts.LockNames,
-		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts)}
+		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts), missed: make(map[jobKey]*atomic.Int64)}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -164,6 +177,10 @@ func New(opts Options) (*Observer, error) {
 	o.retries = counter("sqllock.retries", "{retry}", "Runs of InTx's or RetryOnConflict's function followed by another, by operation and reason.")
 	o.reconnects = counter("sqllock.listener.reconnects", "{connection}", "Listening connections that came up again after being lost.")
 	o.listenLost = counter("sqllock.listener.losses", "{connection}", "Listening connections lost.")
+	o.runs = counter("sqllock.runs", "{run}", "Attempts of run ledger occurrences ended, by job and state (succeeded, failed; abandoned: the attempt lost its lease).")
+	o.runTime = histogram("sqllock.run.duration", "Time from the claim of a run ledger attempt to its end, by job and state.")
+	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts claimed after an earlier attempt's runner died mid-run (recorded abandoned), by job.")
+	o.skipped = counter("sqllock.runs.skipped", "{call}", "Run ledger calls that ran nothing, by job and the occurrence's state (succeeded: done; running: elsewhere; failed: no attempt left).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
 		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -173,6 +190,7 @@ func New(opts Options) (*Observer, error) {
 	held := gauge("sqllock.locks.held", "{lock}", "Acquisitions held in this process.")
 	waiting := gauge("sqllock.waiters", "{call}", "Acquire calls waiting: the heads of the waiting rooms (lease strategies), the calls in the database's lock queue (pessimistic).")
 	up := gauge("sqllock.listener.up", "{connection}", "Waiting rooms whose listening connection delivers announcements.")
+	missed := gauge("sqllock.runs.missed", "{occurrence}", "Occurrences of a run ledger's periodic job that no replica claimed within the grace time, as the last check of the job found them.")
 	_, err := m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		o.mu.RLock()
 		defer o.mu.RUnlock()
@@ -182,8 +200,11 @@ func New(opts Options) (*Observer, error) {
 			obs.ObserveInt64(waiting, g.waiting.Load(), set)
 			obs.ObserveInt64(up, g.up.Load(), set)
 		}
+		for k, n := range o.missed {
+			obs.ObserveInt64(missed, n.Load(), metric.WithAttributes(KeyDialect.String(k.dialect), KeyJob.String(k.job)))
+		}
 		return nil
-	}, held, waiting, up)
+	}, held, waiting, up, missed)
 	errs = append(errs, err)
 	for _, err := range errs {
 		if err != nil {
@@ -467,4 +488,58 @@ func (o *Observer) EndAttempt(ctx context.Context, e observe.AttemptEnd) {
 		trace.SpanFromContext(ctx).SetAttributes(KeyReason.String(e.Retry))
 	}
 	endSpan(ctx, e.Err)
+}
+
+// runAttrs are the attributes of a metric about a run ledger's job: the
+// dialect, the job (jobs are few: a name per job, not per run) and the
+// state, if not "".
+func runAttrs(dialect, job, state string) attribute.Set {
+	if state == "" {
+		return attribute.NewSet(KeyDialect.String(dialect), KeyJob.String(job))
+	}
+	return attribute.NewSet(KeyDialect.String(dialect), KeyJob.String(job), KeyState.String(state))
+}
+
+// RunClaimed implements observe.RunObserver: it counts takeovers, and adds
+// an event to ctx's span.
+func (o *Observer) RunClaimed(ctx context.Context, e observe.RunClaimedEvent) {
+	if e.TookOver {
+		o.takeovers.Add(ctx, 1, metric.WithAttributeSet(runAttrs(e.Dialect, e.Job, "")))
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.AddEvent("sqllock.run.claimed", trace.WithAttributes(KeyJob.String(e.Job),
+			attribute.String("sqllock.run.occurrence", e.Occurrence), attribute.Int("sqllock.run.attempt", e.Attempt),
+			KeyToken.Int64(e.Token), attribute.Bool("sqllock.run.took_over", e.TookOver)))
+	}
+}
+
+// RunEnded implements observe.RunObserver: it counts the attempt by state
+// and records its duration.
+func (o *Observer) RunEnded(ctx context.Context, e observe.RunEndedEvent) {
+	set := metric.WithAttributeSet(runAttrs(e.Dialect, e.Job, e.State))
+	o.runs.Add(ctx, 1, set)
+	o.runTime.Record(ctx, e.Took.Seconds(), set)
+}
+
+// RunSkipped implements observe.RunSkippedObserver.
+func (o *Observer) RunSkipped(ctx context.Context, e observe.RunSkippedEvent) {
+	o.skipped.Add(ctx, 1, metric.WithAttributeSet(runAttrs(e.Dialect, e.Job, e.State)))
+}
+
+// Missed implements observe.MissedObserver: the job's gauge of missed
+// occurrences takes the check's count.
+func (o *Observer) Missed(_ context.Context, e observe.MissedEvent) {
+	k := jobKey{e.Dialect, e.Job}
+	o.mu.RLock()
+	n := o.missed[k]
+	o.mu.RUnlock()
+	if n == nil {
+		o.mu.Lock()
+		if n = o.missed[k]; n == nil {
+			n = new(atomic.Int64)
+			o.missed[k] = n
+		}
+		o.mu.Unlock()
+	}
+	n.Store(int64(e.Missed))
 }
