@@ -30,6 +30,8 @@ type Catalogue struct {
 	// Pessimistic holds row locks in open transactions (the pessimistic
 	// strategy and the transaction helper).
 	Pessimistic Pessimistic
+	// Runs is the run ledger's tables (package ledger).
+	Runs RunLedger
 
 	// Reasons says why a table is nil, by the name of its field
 	// ("Semaphores"); see Unsupported.

@@ -218,10 +218,11 @@ func (d *Dialect) tables() error {
 	}
 	d.semaphoreTables(c)
 	d.rwTables(c)
+	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
-		Elections: elections{d}, Pessimistic: rowLocks{d},
+		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
 	}
 	return c.Err

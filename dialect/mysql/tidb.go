@@ -77,6 +77,7 @@ func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 			"FairSemaphores": "semaphores are not supported on TiDB",
 			"RWLocks":        "read/write locks are not supported on TiDB",
 			"Elections":      "leader election is not offered on TiDB",
+			"Runs":           "the run ledger is not offered on TiDB",
 		},
 		NoSharedRowLock: true,
 	}

@@ -237,10 +237,12 @@ func (d *Dialect) tables() error {
 	}
 	d.semaphoreTables(c)
 	d.rwTables(c)
+	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
-		Elections: elections{d}, Pessimistic: rowLocks{d}, Notifier: d.hub, Busy: busy,
+		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
+		Notifier: d.hub, Busy: busy,
 	}
 	return c.Err
 }

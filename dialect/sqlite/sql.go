@@ -140,6 +140,7 @@ func (d *Dialect) tables() error {
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: elections{d},
+		Runs:         sqlrun.NewRunLedger(d.run, c, ledgerSQL()),
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		SingleWriter: true,
 	}

@@ -61,6 +61,17 @@ type Params struct {
 	Limit   int           // :limit
 	Channel string        // :channel, the notification channel
 	Ticket  int64         // :ticket, a waiter's ticket (see dialect.FairTable)
+	// The run ledger's (see LedgerSQL).
+	Job        string        // :job
+	Occurrence string        // :occurrence
+	Attempt    int           // :attempt
+	State      string        // :state
+	Error      string        // :error, a failed attempt's error text
+	Period     time.Duration // :period, in whole microseconds
+	Phase      time.Duration // :phase, in whole microseconds
+	Grace      time.Duration // :grace, in whole microseconds
+	Age        time.Duration // :age, in whole microseconds
+	From, To   string        // :from and :to, a range of occurrences
 	// Leases expands :names to a list of their names and :leases to a
 	// list of (name, owner, token) tuples, for IN (...).
 	Leases []dialect.Lease
@@ -70,6 +81,8 @@ type Params struct {
 var params = map[string]bool{
 	"name": false, "owner": false, "token": false, "version": false, "ttl": false, "minhold": false,
 	"limit": false, "channel": false, "ticket": false, "names": true, "leases": true,
+	"job": false, "occurrence": false, "attempt": false, "state": false, "error": false,
+	"period": false, "phase": false, "grace": false, "age": false, "from": false, "to": false,
 }
 
 // value returns the value of the scalar parameter name.
@@ -91,6 +104,28 @@ func (p *Params) value(name string) any {
 		return p.Limit
 	case "ticket":
 		return p.Ticket
+	case "job":
+		return p.Job
+	case "occurrence":
+		return p.Occurrence
+	case "attempt":
+		return p.Attempt
+	case "state":
+		return p.State
+	case "error":
+		return p.Error
+	case "period":
+		return p.Period.Microseconds()
+	case "phase":
+		return p.Phase.Microseconds()
+	case "grace":
+		return p.Grace.Microseconds()
+	case "age":
+		return p.Age.Microseconds()
+	case "from":
+		return p.From
+	case "to":
+		return p.To
 	}
 	return p.Channel
 }

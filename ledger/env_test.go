@@ -1,0 +1,108 @@
+package ledger_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/ledger"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(dbtest.Finish(m.Run()))
+}
+
+// env is one dialect on a private, migrated schema (PostgreSQL), database
+// (MySQL) or database file (SQLite).
+type env struct {
+	kind string
+	d    dialect.Dialect
+}
+
+var envs = []struct {
+	kind string
+	make func(t *testing.T) dialect.Dialect
+}{
+	{"postgres", func(t *testing.T) dialect.Dialect {
+		db, schema := dbtest.Postgres(t)
+		d, err := postgres.New(db, postgres.WithSchema(schema))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAtEnd(t, d)
+		return d
+	}},
+	{"mysql", func(t *testing.T) dialect.Dialect {
+		db, database := dbtest.MySQL(t)
+		d, err := mysql.New(db, mysql.WithDatabase(database))
+		if err != nil {
+			t.Fatal(err)
+		}
+		closeAtEnd(t, d)
+		return d
+	}},
+	{"sqlite", func(t *testing.T) dialect.Dialect {
+		dbtest.SQLite(t)
+		db, err := sqlite.Open(filepath.Join(t.TempDir(), "runs.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		d, err := sqlite.New(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}},
+}
+
+// closeAtEnd closes the dialect d when t ends.
+func closeAtEnd(t testing.TB, d interface{ Close(context.Context) error }) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := d.Close(ctx); err != nil {
+			t.Errorf("closing the dialect: %v", err)
+		}
+	})
+}
+
+// each runs fn against every dialect, migrated, in parallel subtests.
+func each(t *testing.T, fn func(t *testing.T, e *env)) {
+	t.Parallel()
+	for _, m := range envs {
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			d := m.make(t)
+			if err := sqllock.Migrate(ctxT(t), d); err != nil {
+				t.Fatalf("migrate: %v", err)
+			}
+			fn(t, &env{kind: m.kind, d: d})
+		})
+	}
+}
+
+// ctxT is the test's context with a deadline, so no test can hang.
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ledger returns a ledger on e.
+func (e *env) ledger(t *testing.T, opts ledger.Options) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.New(e.d, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}

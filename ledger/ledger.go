@@ -1,0 +1,467 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// State is the state of an attempt.
+type State string
+
+// The states of an attempt.
+const (
+	// StateRunning: claimed, its outcome not recorded yet. An attempt
+	// whose runner died stays running until the next claimer of its
+	// occurrence marks it abandoned.
+	StateRunning State = "running"
+	// StateSucceeded: its function returned nil, and the outcome was
+	// recorded while its lease was held.
+	StateSucceeded State = "succeeded"
+	// StateFailed: its function returned an error (recorded as Err).
+	StateFailed State = "failed"
+	// StateAbandoned: its lease ended before it recorded an outcome (its
+	// runner died, stopped or lost the database), and another runner took
+	// the occurrence over.
+	StateAbandoned State = "abandoned"
+)
+
+// MaxErrLen is the most bytes of a failed attempt's error text the ledger
+// keeps; a longer text is cut at a character boundary.
+const MaxErrLen = 4096
+
+// Options configure a Ledger. The zero value is usable.
+type Options struct {
+	// TTL is the lease of a running attempt (default 30s), renewed in the
+	// background every TTL/3 while its function runs: a runner that dies
+	// or stops lets another take the occurrence over within one TTL.
+	TTL time.Duration
+	// Retries is the number of further attempts an occurrence gets after
+	// failed ones (default 0: one attempt). Abandoned attempts do not
+	// count: a taken-over occurrence always gets a new attempt.
+	Retries int
+	// RetryBackoff is the least time, on the database clock, between a
+	// failed attempt's end and the next attempt of its occurrence. Run
+	// waits it out before its own retry; other replicas skip the
+	// occurrence until it has passed.
+	RetryBackoff time.Duration
+	// Wait makes Run wait, while another runner's attempt holds the
+	// occurrence, until that attempt ends (or ctx does): then Run
+	// returns the occurrence's state if it succeeded (or failed for good),
+	// and takes it over if its runner died. Without Wait, Run returns at
+	// once with Ran false and StateRunning.
+	Wait bool
+	// Owner names this ledger's runners in the ledger, followed by '/' and
+	// a number unique to each attempt (default: the host, the process ID
+	// and a random string, as sqllock names owners). At most
+	// sqllock.MaxNameLen-21 bytes.
+	Owner string
+	// Logger receives the ledger's log lines (default: none).
+	Logger *slog.Logger
+	// Observer is told of the ledger's events through the interfaces it
+	// implements among ClaimedObserver, SkippedObserver,
+	// AbandonedObserver and FinishedObserver; nil for none. It is passed to
+	// the lock table too (see sqllock.TableOptions.Observer).
+	Observer any
+}
+
+// Ledger runs the occurrences of periodic jobs at most once each to
+// success across the processes that share its database, and records every
+// attempt. It is safe for concurrent use.
+type Ledger struct {
+	d      dialect.Dialect
+	runs   dialect.RunLedger
+	locks  *sqllock.Table
+	opts   Options
+	log    *slog.Logger
+	owner  string
+	serial atomic.Uint64
+}
+
+// New returns a ledger on d's run ledger tables (see sqllock.Migrate),
+// whose attempts hold leases on d's lock table. It returns an error
+// wrapping sqllock.ErrUnsupported when d has no run ledger, and one
+// wrapping sqllock.ErrInvalidOptions for invalid options.
+func New(d dialect.Dialect, opts Options) (*Ledger, error) {
+	if d == nil {
+		return nil, fmt.Errorf("%w: ledger: nil dialect", sqllock.ErrInvalidOptions)
+	}
+	cat := d.Catalogue()
+	if cat.Runs == nil {
+		return nil, cat.Unsupported(d.Name(), "Runs")
+	}
+	if opts.Retries < 0 || opts.RetryBackoff < 0 {
+		return nil, fmt.Errorf("%w: ledger: Retries and RetryBackoff must not be negative", sqllock.ErrInvalidOptions)
+	}
+	owner := opts.Owner
+	if owner == "" {
+		owner = defaultOwner()
+	} else if err := sqllock.ValidateName(owner); err != nil || len(owner) > sqllock.MaxNameLen-21 {
+		return nil, fmt.Errorf("%w: ledger: Owner %q is not 1 to %d bytes of UTF-8 without NUL",
+			sqllock.ErrInvalidOptions, owner, sqllock.MaxNameLen-21)
+	}
+	locks, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: opts.Observer})
+	if err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Ledger{d: d, runs: cat.Runs, locks: locks, opts: opts, log: log, owner: owner}, nil
+}
+
+// Run is a claimed attempt of an occurrence, as its function sees it.
+type Run struct {
+	Job        string
+	Occurrence string
+	// Attempt counts the occurrence's attempts from 1.
+	Attempt int
+	// Token is the attempt's fencing token: greater than that of every
+	// earlier attempt of the occurrence.
+	Token int64
+	lock  *sqllock.Lock
+}
+
+// Guard makes tx safe to commit only while the attempt holds its
+// occurrence, as sqllock.Lock.Guard does: it returns an error wrapping
+// sqllock.ErrLockLost once the attempt's lease has ended (the occurrence
+// may then be another runner's), and the caller must roll tx back.
+func (r *Run) Guard(ctx context.Context, tx *sql.Tx) error {
+	return r.lock.Guard(ctx, tx)
+}
+
+// Result is what Run did.
+type Result struct {
+	// Ran says that Run called the function at least once.
+	Ran bool
+	// Occurrence is the occurrence's key.
+	Occurrence string
+	// State is the state of the last attempt Run made, or, when it made
+	// none, why: StateSucceeded (an attempt succeeded already),
+	// StateRunning (another runner's attempt holds the occurrence) or
+	// StateFailed (its attempts failed and no retry is due yet, or none is
+	// left). When Run could not record the outcome of its attempt because
+	// the attempt's lease ended, State is StateAbandoned.
+	State State
+	// Attempt and Token are those of the last attempt Run made, or of the
+	// attempt that decided State when it made none (0 if none did).
+	Attempt int
+	Token   int64
+}
+
+// Run runs fn for the occurrence occ of job, unless an attempt of it has
+// succeeded, another runner's attempt holds it (see Options.Wait), or its
+// failed attempts leave no retry due (see Options.Retries); skipping is
+// not an error: Run returns Ran false and the State that says why.
+//
+// To run fn, Run claims the occurrence with a new attempt: it takes the
+// occurrence's lease on the lock table (a lease whose runner died is taken
+// over, with a greater token, and its attempt is marked abandoned), and
+// records the attempt in a transaction guarded by the lease. fn's ctx is
+// the lease's context: it is cancelled, with cause sqllock.ErrLockLost, if
+// the lease is lost. When fn returns, Run records its outcome, again
+// guarded, and releases the lease. An error of fn is recorded (its text,
+// up to MaxErrLen bytes), and retried as Options.Retries and RetryBackoff
+// allow; if no retry succeeds, Run returns the last attempt's error,
+// wrapped. If the outcome cannot be recorded because the lease has ended,
+// Run returns an error wrapping sqllock.ErrLockLost (and State is
+// StateAbandoned): another runner may run the occurrence again.
+//
+// job must be a valid name (see sqllock.ValidateName); an invalid one,
+// or an invalid occurrence, is reported with sqllock.ErrInvalidName or
+// sqllock.ErrInvalidOptions.
+func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ctx context.Context, r *Run) error) (Result, error) {
+	if err := validateJob(job); err != nil {
+		return Result{}, err
+	}
+	if fn == nil {
+		return Result{}, fmt.Errorf("%w: ledger: nil function", sqllock.ErrInvalidOptions)
+	}
+	if err := occ.validate(); err != nil {
+		return Result{}, err
+	}
+	key, sched, err := l.occurrence(ctx, job, occ)
+	if err != nil {
+		return Result{}, err
+	}
+	var (
+		ran  bool
+		last attempt // our last attempt that ran fn
+	)
+	for {
+		a, err := l.attempt(ctx, job, key, sched, fn)
+		switch {
+		case err != nil && ran && !a.Ran:
+			// A retry's claim failed: our last attempt stands.
+			return last.Result, errors.Join(last.fnErr, err)
+		case err != nil:
+			return a.Result, err
+		case a.Ran:
+			ran, last = true, a
+		case !ran:
+			return a.Result, nil
+		case a.wait <= 0:
+			// Another runner's attempt, a success or no retry left
+			// decided the occurrence after our last attempt.
+			return last.Result, last.fnErr
+		}
+		if a.wait <= 0 {
+			return last.Result, last.fnErr
+		}
+		// A retry is due after the backoff (or what the database says is
+		// left of it).
+		t := time.NewTimer(a.wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last.Result, errors.Join(last.fnErr, context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+}
+
+// attempt is the outcome of one claim of an occurrence, and of its run.
+type attempt struct {
+	Result
+	fnErr error
+	// wait is how long until a retry is due, when the attempt failed (or
+	// none was made because a failed one's backoff has not passed) and
+	// the occurrence has retries left; 0 for none.
+	wait time.Duration
+	// abandoned counts the occurrence's abandoned attempts before this
+	// one.
+	abandoned int
+}
+
+// occurrence returns occ's key and the job's schedule.
+func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (string, dialect.JobSchedule, error) {
+	sched := dialect.JobSchedule{Job: job}
+	if !occ.every {
+		return occ.key, sched, nil
+	}
+	now, err := l.runs.Now(ctx)
+	if err != nil {
+		return "", sched, fmt.Errorf("ledger: read the database's time: %w", err)
+	}
+	sched.Period, sched.Phase, sched.Grace = occ.period, occ.phase, occ.grace
+	return nearest(now, occ.period, occ.phase).Format(TimeFormat), sched, nil
+}
+
+// attempt claims the occurrence key of job and, if it got it, runs fn and
+// records its outcome.
+func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.JobSchedule, fn func(context.Context, *Run) error) (attempt, error) {
+	res := attempt{Result: Result{Occurrence: key}}
+	name := leaseName(job, key)
+	owner := l.owner + "/" + strconv.FormatUint(l.serial.Add(1), 10)
+	octx := sqllock.WithOwner(ctx, owner)
+	var (
+		lock *sqllock.Lock
+		err  error
+	)
+	if l.opts.Wait {
+		lock, err = l.locks.Acquire(octx, name)
+	} else {
+		lock, err = l.locks.TryAcquire(octx, name)
+	}
+	if errors.Is(err, sqllock.ErrLocked) {
+		res.State = StateRunning
+		l.skipped(ctx, job, res.Result)
+		return res, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("ledger: %s %s: take the lease: %w", job, key, err)
+	}
+	defer func() {
+		if err := lock.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, sqllock.ErrLockLost) {
+			l.log.Warn("ledger: release of an attempt's lease failed; it ends by its TTL",
+				"job", job, "occurrence", key, "err", err)
+		}
+	}()
+
+	r := &Run{Job: job, Occurrence: key, Token: lock.Token(), lock: lock}
+	claimed, err := l.claim(ctx, lock, r, owner, sched, &res)
+	if err != nil || !claimed {
+		return res, err
+	}
+	res.Ran, res.Attempt, res.Token, res.State = true, r.Attempt, r.Token, StateRunning
+	l.claimed(ctx, r, owner)
+
+	res.fnErr = fn(lock.Context(), r)
+	state := StateSucceeded
+	if res.fnErr != nil {
+		state = StateFailed
+		res.fnErr = fmt.Errorf("ledger: %s %s attempt %d: %w", job, key, r.Attempt, res.fnErr)
+	}
+	if err := l.finish(ctx, lock, r, state, res.fnErr); err != nil {
+		if errors.Is(err, sqllock.ErrLockLost) {
+			res.State = StateAbandoned
+		}
+		return res, errors.Join(res.fnErr, err)
+	}
+	res.State = state
+	l.finished(ctx, r, owner, state, res.fnErr)
+	if state == StateFailed && r.Attempt-res.abandoned <= l.opts.Retries {
+		res.wait = max(l.opts.RetryBackoff, time.Microsecond)
+	}
+	return res, nil
+}
+
+// claim records r's attempt in a transaction guarded by lock, after
+// reading the occurrence's attempts: it marks those still running
+// abandoned (their leases have ended: lock holds the occurrence), and
+// claims nothing if one succeeded or the failed ones leave no retry due,
+// setting res's State, Attempt and Token (and wait) to say why.
+func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner string, sched dialect.JobSchedule, res *attempt) (claimed bool, err error) {
+	var gone []dialect.RunRecord // the attempts marked abandoned
+	err = l.inTx(ctx, lock, func(tx *sql.Tx) error {
+		prev, now, err := l.runs.Attempts(ctx, tx, r.Job, r.Occurrence)
+		if err != nil {
+			return err
+		}
+		var (
+			failed, abandoned int
+			running           []dialect.RunRecord
+			lastFail          dialect.RunRecord
+		)
+		for _, p := range prev {
+			switch State(p.State) {
+			case StateSucceeded:
+				res.State, res.Attempt, res.Token = StateSucceeded, p.Attempt, p.Token
+				return nil
+			case StateFailed:
+				failed++
+				lastFail = p
+			case StateRunning:
+				running = append(running, p)
+			case StateAbandoned:
+				abandoned++
+			}
+			r.Attempt = p.Attempt
+		}
+		if failed > l.opts.Retries {
+			res.State, res.Attempt, res.Token = StateFailed, lastFail.Attempt, lastFail.Token
+			return nil
+		}
+		if failed > 0 {
+			if left := lastFail.FinishedAt.Add(l.opts.RetryBackoff).Sub(now); left > 0 {
+				res.State, res.Attempt, res.Token, res.wait = StateFailed, lastFail.Attempt, lastFail.Token, left
+				return nil
+			}
+		}
+		if len(running) > 0 {
+			if _, err := l.runs.Abandon(ctx, tx, r.Job, r.Occurrence); err != nil {
+				return err
+			}
+		}
+		r.Attempt++
+		rec := dialect.RunRecord{Job: r.Job, Occurrence: r.Occurrence, Attempt: r.Attempt, Owner: owner, Token: r.Token}
+		if err := l.runs.Start(ctx, tx, rec, sched); err != nil {
+			return err
+		}
+		res.abandoned = abandoned + len(running)
+		claimed, gone = true, running
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("ledger: %s %s: claim: %w", r.Job, r.Occurrence, err)
+	}
+	if !claimed {
+		l.skipped(ctx, r.Job, res.Result)
+		return false, nil
+	}
+	l.abandoned(ctx, gone, r, owner)
+	return true, nil
+}
+
+// finish records r's outcome in a transaction guarded by lock.
+func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state State, fnErr error) error {
+	rec := dialect.RunRecord{Job: r.Job, Occurrence: r.Occurrence, Attempt: r.Attempt, Token: r.Token, State: string(state)}
+	if fnErr != nil {
+		rec.Err = truncate(fnErr.Error(), MaxErrLen)
+	}
+	err := l.inTx(context.WithoutCancel(ctx), lock, func(tx *sql.Tx) error {
+		ok, err := l.runs.Finish(ctx, tx, rec)
+		if err == nil && !ok {
+			// The row is not ours to finish any more: a takeover marked
+			// it abandoned after our lease ended.
+			return sqllock.ErrLockLost
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ledger: %s %s attempt %d: record %s: %w", r.Job, r.Occurrence, r.Attempt, state, err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction guarded by lock, and commits it.
+func (l *Ledger) inTx(ctx context.Context, lock *sqllock.Lock, fn func(tx *sql.Tx) error) error {
+	tx, err := l.d.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := lock.Guard(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// defaultOwner names a process's runners: its host, its process ID and a
+// random string.
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b[:])
+}
+
+// leaseName is the lock name of job's occurrence key: "run/job/key", or,
+// if that is too long, "run/#" and the hex SHA-256 of job and key.
+func leaseName(job, key string) string {
+	if name := "run/" + job + "/" + key; len(name) <= sqllock.MaxNameLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(job + "\x00" + key))
+	return "run/#" + hex.EncodeToString(sum[:])
+}
+
+// validateJob reports whether job is a valid job name.
+func validateJob(job string) error {
+	if err := sqllock.ValidateName(job); err != nil {
+		return fmt.Errorf("ledger: job %q: %w", job, err)
+	}
+	return nil
+}
+
+// truncate cuts s to at most n bytes, at a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
