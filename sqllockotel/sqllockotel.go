@@ -8,6 +8,7 @@
 //	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
 //	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Observer: obs})
 //	err = rowlock.InTx(ctx, d, rowlock.TxOptions{Retry: rowlock.RetryOptions{Observer: obs}}, fn)
+//	runs, err := ledger.New(d, ledger.Options{Observer: obs})
 //
 // One Observer serves any number of lockers, reapers and retry helpers; its
 // metrics tell them apart by the attributes sqllock.strategy and
@@ -31,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sqllock/sqllock/ledger"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -76,8 +78,9 @@ var durationBuckets = []float64{
 }
 
 // Observer records sqllock's events as OpenTelemetry metrics and spans. It
-// implements every interface of package observe, and is safe for concurrent
-// use.
+// implements every interface of package observe, and the run ledger's
+// observers of finished, abandoned, skipped and missed runs (package
+// ledger). It is safe for concurrent use.
 type Observer struct {
 	tracer trace.Tracer
 	names  bool
@@ -95,7 +98,6 @@ type Observer struct {
 	reconnects metric.Int64Counter
 	listenLost metric.Int64Counter
 	runs       metric.Int64Counter
-	runTime    metric.Float64Histogram
 	takeovers  metric.Int64Counter
 	skipped    metric.Int64Counter
 
@@ -103,31 +105,29 @@ type Observer struct {
 	// per look-up.
 	mu       sync.RWMutex
 	gauges   map[gaugeKey]*gaugeSet
-	attrSets map[attrKey]*attrOpts // see lockAttrs
-	missed   map[jobKey]*atomic.Int64
+	attrSets map[attrKey]*attrOpts    // see lockAttrs
+	missed   map[string]*atomic.Int64 // by run ledger job
 }
 
 var (
-	_ observe.AcquiredObserver   = (*Observer)(nil)
-	_ observe.ReleasedObserver   = (*Observer)(nil)
-	_ observe.LostObserver       = (*Observer)(nil)
-	_ observe.AcquireTracer      = (*Observer)(nil)
-	_ observe.ReleaseTracer      = (*Observer)(nil)
-	_ observe.GuardTracer        = (*Observer)(nil)
-	_ observe.HandoffObserver    = (*Observer)(nil)
-	_ observe.WaitingObserver    = (*Observer)(nil)
-	_ observe.RenewedObserver    = (*Observer)(nil)
-	_ observe.RenewBatchTracer   = (*Observer)(nil)
-	_ observe.ListenerObserver   = (*Observer)(nil)
-	_ observe.ReapObserver       = (*Observer)(nil)
-	_ observe.AttemptTracer      = (*Observer)(nil)
-	_ observe.RunObserver        = (*Observer)(nil)
-	_ observe.RunSkippedObserver = (*Observer)(nil)
-	_ observe.MissedObserver     = (*Observer)(nil)
+	_ observe.AcquiredObserver = (*Observer)(nil)
+	_ observe.ReleasedObserver = (*Observer)(nil)
+	_ observe.LostObserver     = (*Observer)(nil)
+	_ observe.AcquireTracer    = (*Observer)(nil)
+	_ observe.ReleaseTracer    = (*Observer)(nil)
+	_ observe.GuardTracer      = (*Observer)(nil)
+	_ observe.HandoffObserver  = (*Observer)(nil)
+	_ observe.WaitingObserver  = (*Observer)(nil)
+	_ observe.RenewedObserver  = (*Observer)(nil)
+	_ observe.RenewBatchTracer = (*Observer)(nil)
+	_ observe.ListenerObserver = (*Observer)(nil)
+	_ observe.ReapObserver     = (*Observer)(nil)
+	_ observe.AttemptTracer    = (*Observer)(nil)
+	_ ledger.FinishedObserver  = (*Observer)(nil)
+	_ ledger.AbandonedObserver = (*Observer)(nil)
+	_ ledger.SkippedObserver   = (*Observer)(nil)
+	_ ledger.MissedObserver    = (*Observer)(nil)
 )
-
-// jobKey identifies a ledger's job across dialects.
-type jobKey struct{ dialect, job string }
 
 type gaugeKey struct{ strategy, dialect string }
 
@@ -152,7 +152,7 @@ func New(opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{tracer: tp.Tracer(ScopeName), names: opts.LockNames,
-		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts), missed: make(map[jobKey]*atomic.Int64)}
+		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts), missed: make(map[string]*atomic.Int64)}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -177,9 +177,8 @@ func New(opts Options) (*Observer, error) {
 	o.retries = counter("sqllock.retries", "{retry}", "Runs of InTx's or RetryOnConflict's function followed by another, by operation and reason.")
 	o.reconnects = counter("sqllock.listener.reconnects", "{connection}", "Listening connections that came up again after being lost.")
 	o.listenLost = counter("sqllock.listener.losses", "{connection}", "Listening connections lost.")
-	o.runs = counter("sqllock.runs", "{run}", "Attempts of run ledger occurrences ended, by job and state (succeeded, failed; abandoned: the attempt lost its lease).")
-	o.runTime = histogram("sqllock.run.duration", "Time from the claim of a run ledger attempt to its end, by job and state.")
-	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts claimed after an earlier attempt's runner died mid-run (recorded abandoned), by job.")
+	o.runs = counter("sqllock.runs", "{run}", "Attempts of run ledger occurrences, by job and state: succeeded and failed as recorded by their runners; abandoned as taken over after their runner died.")
+	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts of a run ledger's job whose runner died mid-run, taken over by a later attempt, by job.")
 	o.skipped = counter("sqllock.runs.skipped", "{call}", "Run ledger calls that ran nothing, by job and the occurrence's state (succeeded: done; running: elsewhere; failed: no attempt left).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
@@ -200,8 +199,8 @@ func New(opts Options) (*Observer, error) {
 			obs.ObserveInt64(waiting, g.waiting.Load(), set)
 			obs.ObserveInt64(up, g.up.Load(), set)
 		}
-		for k, n := range o.missed {
-			obs.ObserveInt64(missed, n.Load(), metric.WithAttributes(KeyDialect.String(k.dialect), KeyJob.String(k.job)))
+		for job, n := range o.missed {
+			obs.ObserveInt64(missed, n.Load(), metric.WithAttributes(KeyJob.String(job)))
 		}
 		return nil
 	}, held, waiting, up, missed)
@@ -490,56 +489,46 @@ func (o *Observer) EndAttempt(ctx context.Context, e observe.AttemptEnd) {
 	endSpan(ctx, e.Err)
 }
 
-// runAttrs are the attributes of a metric about a run ledger's job: the
-// dialect, the job (jobs are few: a name per job, not per run) and the
-// state, if not "".
-func runAttrs(dialect, job, state string) attribute.Set {
+// runAttrs are the attributes of a metric about a run ledger's job: the job
+// (jobs are few: a name per job, not per run) and the state, if not "".
+func runAttrs(job string, state ledger.State) metric.MeasurementOption {
 	if state == "" {
-		return attribute.NewSet(KeyDialect.String(dialect), KeyJob.String(job))
+		return metric.WithAttributeSet(attribute.NewSet(KeyJob.String(job)))
 	}
-	return attribute.NewSet(KeyDialect.String(dialect), KeyJob.String(job), KeyState.String(state))
+	return metric.WithAttributeSet(attribute.NewSet(KeyJob.String(job), KeyState.String(string(state))))
 }
 
-// RunClaimed implements observe.RunObserver: it counts takeovers, and adds
-// an event to ctx's span.
-func (o *Observer) RunClaimed(ctx context.Context, e observe.RunClaimedEvent) {
-	if e.TookOver {
-		o.takeovers.Add(ctx, 1, metric.WithAttributeSet(runAttrs(e.Dialect, e.Job, "")))
-	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.AddEvent("sqllock.run.claimed", trace.WithAttributes(KeyJob.String(e.Job),
-			attribute.String("sqllock.run.occurrence", e.Occurrence), attribute.Int("sqllock.run.attempt", e.Attempt),
-			KeyToken.Int64(e.Token), attribute.Bool("sqllock.run.took_over", e.TookOver)))
-	}
+// RunFinished implements ledger.FinishedObserver: it counts the attempt by
+// its recorded state (succeeded or failed).
+func (o *Observer) RunFinished(ctx context.Context, e ledger.Event) {
+	o.runs.Add(ctx, 1, runAttrs(e.Job, e.State))
 }
 
-// RunEnded implements observe.RunObserver: it counts the attempt by state
-// and records its duration.
-func (o *Observer) RunEnded(ctx context.Context, e observe.RunEndedEvent) {
-	set := metric.WithAttributeSet(runAttrs(e.Dialect, e.Job, e.State))
-	o.runs.Add(ctx, 1, set)
-	o.runTime.Record(ctx, e.Took.Seconds(), set)
+// RunAbandoned implements ledger.AbandonedObserver: it counts the
+// abandoned attempt among the runs, and the takeover.
+func (o *Observer) RunAbandoned(ctx context.Context, e ledger.Event, _ ledger.Event) {
+	o.runs.Add(ctx, 1, runAttrs(e.Job, ledger.StateAbandoned))
+	o.takeovers.Add(ctx, 1, runAttrs(e.Job, ""))
 }
 
-// RunSkipped implements observe.RunSkippedObserver.
-func (o *Observer) RunSkipped(ctx context.Context, e observe.RunSkippedEvent) {
-	o.skipped.Add(ctx, 1, metric.WithAttributeSet(runAttrs(e.Dialect, e.Job, e.State)))
+// RunSkipped implements ledger.SkippedObserver.
+func (o *Observer) RunSkipped(ctx context.Context, e ledger.Event) {
+	o.skipped.Add(ctx, 1, runAttrs(e.Job, e.State))
 }
 
-// Missed implements observe.MissedObserver: the job's gauge of missed
+// RunsMissed implements ledger.MissedObserver: the job's gauge of missed
 // occurrences takes the check's count.
-func (o *Observer) Missed(_ context.Context, e observe.MissedEvent) {
-	k := jobKey{e.Dialect, e.Job}
+func (o *Observer) RunsMissed(_ context.Context, job string, missed []ledger.MissedRun) {
 	o.mu.RLock()
-	n := o.missed[k]
+	n := o.missed[job]
 	o.mu.RUnlock()
 	if n == nil {
 		o.mu.Lock()
-		if n = o.missed[k]; n == nil {
+		if n = o.missed[job]; n == nil {
 			n = new(atomic.Int64)
-			o.missed[k] = n
+			o.missed[job] = n
 		}
 		o.mu.Unlock()
 	}
-	n.Store(int64(e.Missed))
+	n.Store(int64(len(missed)))
 }
