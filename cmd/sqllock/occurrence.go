@@ -187,6 +187,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 	// The command could not start, or its outcome was not recorded.
 	return err
 }
+
 // skipReason says why res ran nothing, for -v.
 func skipReason(res ledger.Result) string {
 	switch res.State {
