@@ -70,13 +70,9 @@ func (b backend) runsJSON(t *testing.T, args ...string) runsView {
 // attempt, succeeded.
 func TestRunEveryOnce(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
-		if b.pooled {
-			if err := migrateCLI(t, b); err != nil {
-				t.Fatal(err)
-			}
-		}
 		runs := filepath.Join(t.TempDir(), "runs")
-		args := append(append([]string{"run", "-v"}, daily()...), "report", "--", "sh", "-c", `echo "$SQLLOCK_OCCURRENCE $SQLLOCK_ATTEMPT" >> "$RUNS"`)
+		every := daily()
+		args := append(append([]string{"run", "-v"}, every...), "report", "--", "sh", "-c", `echo "$SQLLOCK_OCCURRENCE $SQLLOCK_ATTEMPT" >> "$RUNS"`)
 		cmds := make([]*exec.Cmd, 5)
 		outs := make([]*bytes.Buffer, 5)
 		for i := range cmds {
@@ -113,7 +109,7 @@ func TestRunEveryOnce(t *testing.T) {
 			t.Fatalf("the job saw occurrence %q, runs shows %q", occ, v.Runs[0].Occurrence)
 		}
 		// A later replica of the same occurrence: not run, 0; 75 with -E.
-		out, err := b.cmd(t, append(append([]string{"run", "-E", "75"}, daily()...), "report", "--", "false")...).CombinedOutput()
+		out, err := b.cmd(t, append(append([]string{"run", "-E", "75"}, every...), "report", "--", "false")...).CombinedOutput()
 		if code := exitStatus(err); code != 75 || len(out) != 0 {
 			t.Fatalf("a late replica with -E 75: exit %d, want 75 and nothing printed: %s", code, out)
 		}
@@ -166,8 +162,7 @@ func TestRunOccurrenceRetries(t *testing.T) {
 // Until then, runs of the occurrence say it runs elsewhere.
 func TestRunOccurrenceTakeover(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		args := []string{"run", "--ttl", "2s", "--occurrence", "k", "nightly", "--", "sh", "-c"}
-		first := b.cmd(t, append(args, `echo "started $SQLLOCK_TOKEN"; sleep 3600; :`)...)
+		first := b.cmd(t, "run", "--ttl", "2s", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "started $SQLLOCK_TOKEN"; sleep 3600; :`)
 		stdout, err := first.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -191,7 +186,7 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 		}
 		var out []byte
 		if !waitFor(time.Minute, func() bool {
-			out, err = b.cmd(t, append(args[:len(args)-2], "-E", "75", "nightly", "--", "true")...).CombinedOutput()
+			out, err = b.cmd(t, "run", "--ttl", "2s", "-E", "75", "--occurrence", "k", "nightly", "--", "true").CombinedOutput()
 			if code := exitStatus(err); code != 75 {
 				return true
 			}
