@@ -393,7 +393,8 @@ func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state S
 	if fnErr != nil {
 		rec.Err = truncate(fnErr.Error(), MaxErrLen)
 	}
-	err := l.inTx(context.WithoutCancel(ctx), lock, func(tx *sql.Tx) error {
+	ctx = context.WithoutCancel(ctx) // the outcome is recorded even if the caller gave up
+	err := l.inTx(ctx, lock, func(tx *sql.Tx) error {
 		ok, err := l.runs.Finish(ctx, tx, rec)
 		if err == nil && !ok {
 			// The row is not ours to finish any more: a takeover marked

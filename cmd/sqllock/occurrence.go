@@ -116,6 +116,8 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		running bool
 	)
 	jobSigs := make(chan os.Signal, len(forwarded))
+	done := make(chan struct{})
+	defer close(done)
 	go func() {
 		for {
 			select {
@@ -129,7 +131,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 					}
 				}
 				mu.Unlock()
-			case <-ctx.Done():
+			case <-done:
 				return
 			}
 		}
