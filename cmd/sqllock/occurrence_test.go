@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -262,4 +263,26 @@ func TestRunOccurrenceUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, want 64 with one line of usage: %s", args, code, out)
 		}
 	}
+}
+
+// SIGINT while the job runs goes to the job and ends the run: the attempt
+// is recorded failed with the job's status (130), and no retry follows,
+// whatever --retries allows.
+func TestRunOccurrenceInterrupted(t *testing.T) {
+	needProc(t)
+	eachLedger(t, func(t *testing.T, b backend) {
+		name := "interrupted-" + b.kind // the job's processes are found by name
+		c := b.cmd(t, "run", "--occurrence", "k", "--retries", "3", "--retry-backoff", "0.1", name, "--", "sh", "-c", "sleep 3600; :")
+		j := startRunning(t, c, name)
+		if err := c.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if code := j.wait(); code != 130 {
+			t.Fatalf("exit %d, want 130:\n%s", code, j.out.String())
+		}
+		v := b.runsJSON(t, name)
+		if len(v.Runs) != 1 || v.Runs[0].State != "failed" || !strings.Contains(v.Runs[0].Error, "status 130") {
+			t.Fatalf("runs: %+v, want one attempt, failed with status 130", v.Runs)
+		}
+	})
 }
