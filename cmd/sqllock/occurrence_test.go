@@ -286,3 +286,36 @@ func TestRunOccurrenceInterrupted(t *testing.T) {
 		}
 	})
 }
+
+// runs --watch shows the runs again until interrupted, then exits 0.
+func TestRunsWatch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	c := exec.CommandContext(ctxT(t), bin, "runs", "--watch", "0.1")
+	c.Env = append(os.Environ(), "SQLLOCK_DSN=sqlite:"+filepath.Join(dir, "l.db"))
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	seen := 0
+	for seen < 2 && sc.Scan() {
+		if sc.Text() == "no runs recorded" {
+			seen++
+		}
+	}
+	if seen < 2 {
+		t.Fatal("runs --watch did not refresh")
+	}
+	if err := c.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() {
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatalf("runs --watch after SIGINT: %v", err)
+	}
+}
