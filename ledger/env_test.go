@@ -2,10 +2,13 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -17,7 +20,16 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(dbtest.Finish(m.Run()))
+	code := dbtest.Finish(m.Run())
+	if code == 0 {
+		// Every ledger's lease renewals, and every dialect's listener,
+		// have ended with their tests.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // env is one dialect on a private, migrated schema (PostgreSQL), database

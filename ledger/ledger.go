@@ -88,8 +88,12 @@ type Ledger struct {
 	opts   Options
 	log    *slog.Logger
 	owner  string
+	ttl    time.Duration
 	serial atomic.Uint64
 }
+
+// defaultTTL is Options.TTL's default.
+const defaultTTL = 30 * time.Second
 
 // New returns a ledger on d's run ledger tables (see sqllock.Migrate),
 // whose attempts hold leases on d's lock table. It returns an error
@@ -121,7 +125,11 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Ledger{d: d, runs: cat.Runs, locks: locks, opts: opts, log: log, owner: owner}, nil
+	ttl := opts.TTL
+	if ttl == 0 {
+		ttl = defaultTTL
+	}
+	return &Ledger{d: d, runs: cat.Runs, locks: locks, opts: opts, log: log, owner: owner, ttl: ttl}, nil
 }
 
 // Run is a claimed attempt of an occurrence, as its function sees it.
@@ -300,7 +308,9 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 	res.Ran, res.Attempt, res.Token, res.State = true, r.Attempt, r.Token, StateRunning
 	l.claimed(ctx, r, owner)
 
-	res.fnErr = fn(lock.Context(), r)
+	fctx, stop := runContext(ctx, lock.Context())
+	res.fnErr = fn(fctx, r)
+	stop()
 	state := StateSucceeded
 	if res.fnErr != nil {
 		state = StateFailed
@@ -393,7 +403,10 @@ func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state S
 	if fnErr != nil {
 		rec.Err = truncate(fnErr.Error(), MaxErrLen)
 	}
-	ctx = context.WithoutCancel(ctx) // the outcome is recorded even if the caller gave up
+	// The outcome is recorded even if ctx has ended meanwhile (the
+	// function's own ctx has ended with it), within one TTL.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
+	defer cancel()
 	err := l.inTx(ctx, lock, func(tx *sql.Tx) error {
 		ok, err := l.runs.Finish(ctx, tx, rec)
 		if err == nil && !ok {
@@ -424,6 +437,33 @@ func (l *Ledger) inTx(ctx context.Context, lock *sqllock.Lock, fn func(tx *sql.T
 		return err
 	}
 	return tx.Commit()
+}
+
+// runContext returns the context of an attempt's function: lease's (the
+// lock's context), also cancelled, with ctx's cause, when ctx ends. Its
+// Err asks lease's first, which checks the lease's trust window on the
+// spot. stop releases what ties it to ctx.
+func runContext(ctx, lease context.Context) (context.Context, func()) {
+	inner, cancel := context.WithCancelCause(lease)
+	unhook := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	return runCtx{inner, lease}, func() {
+		unhook()
+		cancel(nil)
+	}
+}
+
+// runCtx is the context of an attempt's function (see runContext).
+type runCtx struct {
+	context.Context
+	lease context.Context
+}
+
+// Err reports the lease's end, checked on the spot, before anything else.
+func (c runCtx) Err() error {
+	if err := c.lease.Err(); err != nil {
+		return err
+	}
+	return c.Context.Err()
 }
 
 // defaultOwner names a process's runners: its host, its process ID and a
