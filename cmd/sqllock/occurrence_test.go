@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sqllock/sqllock"
 )
 
 // eachLedger runs fn against PostgreSQL, MariaDB and SQLite (without the
@@ -25,21 +26,12 @@ func eachLedger(t *testing.T, fn func(t *testing.T, b backend)) {
 		t.Run(m.kind, func(t *testing.T) {
 			t.Parallel()
 			b := m.make(t)
-			if err := migrateCLI(t, b); err != nil {
+			if err := sqllock.Migrate(ctxT(t), b.d); err != nil {
 				t.Fatal(err)
 			}
 			fn(t, b)
 		})
 	}
-}
-
-// migrateCLI creates the schema with the binary itself.
-func migrateCLI(t *testing.T, b backend) error {
-	t.Helper()
-	if out, err := b.cmd(t, "migrate", "up").CombinedOutput(); err != nil {
-		return fmt.Errorf("migrate up: %v\n%s", err, out)
-	}
-	return nil
 }
 
 // daily returns the flags of an occurrence a day long whose time is now,
@@ -163,7 +155,7 @@ func TestRunOccurrenceRetries(t *testing.T) {
 // Until then, runs of the occurrence say it runs elsewhere.
 func TestRunOccurrenceTakeover(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		first := b.cmd(t, "run", "--ttl", "2s", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "started $SQLLOCK_TOKEN"; sleep 3600; :`)
+		first := b.cmd(t, "run", "--ttl", "1s", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "started $SQLLOCK_TOKEN"; sleep 3600; :`)
 		stdout, err := first.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -187,7 +179,7 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 		}
 		var out []byte
 		if !waitFor(time.Minute, func() bool {
-			out, err = b.cmd(t, "run", "--ttl", "2s", "-E", "75", "--occurrence", "k", "nightly", "--", "true").CombinedOutput()
+			out, err = b.cmd(t, "run", "--ttl", "1s", "-E", "75", "--occurrence", "k", "nightly", "--", "true").CombinedOutput()
 			if code := exitStatus(err); code != 75 {
 				return true
 			}
@@ -210,25 +202,25 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 // job that no replica claimed under MISSED, in the table and in JSON.
 func TestRunsMissed(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		if out, err := b.cmd(t, "run", "--every", "1s", "tick", "--", "true").CombinedOutput(); err != nil {
-			t.Fatalf("run --every 1s: %v\n%s", err, out)
+		if out, err := b.cmd(t, "run", "--every", "0.25", "tick", "--", "true").CombinedOutput(); err != nil {
+			t.Fatalf("run --every 0.25: %v\n%s", err, out)
 		}
 		var v runsView
 		if !waitFor(time.Minute, func() bool {
-			v = b.runsJSON(t, "--grace", "1s", "tick")
+			v = b.runsJSON(t, "--grace", "0.25", "tick")
 			return len(v.Missed) > 0
 		}) {
-			t.Fatalf("no occurrence of an idle 1 s job reported missed within a minute: %+v", v)
+			t.Fatalf("no occurrence of an idle 250 ms job reported missed within a minute: %+v", v)
 		}
 		if m := v.Missed[0]; m.Job != "tick" || m.Occurrence == v.Runs[0].Occurrence || m.Due.Before(v.Runs[0].StartedAt.Add(-time.Second)) {
 			t.Fatalf("missed %+v, want later occurrences of tick than the run %+v", m, v.Runs[0])
 		}
-		out, err := b.cmd(t, "runs", "--grace", "1s").Output()
+		out, err := b.cmd(t, "runs", "--grace", "0.25").Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := string(out)
-		for _, want := range []string{"JOB", "OCCURRENCE", "ATTEMPT", "STATE", "succeeded", "MISSED: ", "within --grace 1s", "DUE ("} {
+		for _, want := range []string{"JOB", "OCCURRENCE", "ATTEMPT", "STATE", "succeeded", "MISSED: ", "within --grace 250ms", "DUE ("} {
 			if !strings.Contains(s, want) {
 				t.Errorf("runs: no %q in\n%s", want, s)
 			}
@@ -267,11 +259,17 @@ func TestRunOccurrenceUsage(t *testing.T) {
 
 // SIGINT while the job runs goes to the job and ends the run: the attempt
 // is recorded failed with the job's status (130), and no retry follows,
-// whatever --retries allows.
+// whatever --retries allows. (On SQLite alone: nothing here depends on the
+// database.)
 func TestRunOccurrenceInterrupted(t *testing.T) {
 	needProc(t)
-	eachLedger(t, func(t *testing.T, b backend) {
-		name := "interrupted-" + b.kind // the job's processes are found by name
+	t.Parallel()
+	for _, m := range backends {
+		if m.kind != "sqlite" {
+			continue
+		}
+		b := m.make(t)
+		name := "interrupted" // the job's processes are found by name
 		c := b.cmd(t, "run", "--occurrence", "k", "--retries", "3", "--retry-backoff", "0.1", name, "--", "sh", "-c", "sleep 3600; :")
 		j := startRunning(t, c, name)
 		if err := c.Process.Signal(syscall.SIGINT); err != nil {
@@ -284,7 +282,7 @@ func TestRunOccurrenceInterrupted(t *testing.T) {
 		if len(v.Runs) != 1 || v.Runs[0].State != "failed" || !strings.Contains(v.Runs[0].Error, "status 130") {
 			t.Fatalf("runs: %+v, want one attempt, failed with status 130", v.Runs)
 		}
-	})
+	}
 }
 
 // runs --watch shows the runs again until interrupted, then exits 0.
