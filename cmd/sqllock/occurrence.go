@@ -139,10 +139,14 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 
 	code := 0 // the status of the last attempt's command
 	res, err := l.Run(ctx, r.name, o.occurrence(), func(held context.Context, run *ledger.Run) error {
-		r.logf("running occurrence %s of %q (attempt %d, token %d)", run.Occurrence, r.name, run.Attempt, run.Token)
 		mu.Lock()
+		if ctx.Err() != nil { // a signal came during the claim
+			mu.Unlock()
+			return context.Cause(ctx)
+		}
 		running = true
 		mu.Unlock()
+		r.logf("running occurrence %s of %q (attempt %d, token %d)", run.Occurrence, r.name, run.Attempt, run.Token)
 		c, err := r.supervise(held, run.Token, []string{
 			"SQLLOCK_OCCURRENCE=" + run.Occurrence,
 			"SQLLOCK_ATTEMPT=" + strconv.Itoa(run.Attempt),
@@ -176,15 +180,16 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 	case res.State == ledger.StateSucceeded:
 		r.logf("occurrence %s of %q succeeded (attempt %d)", res.Occurrence, r.name, res.Attempt)
 		return nil
-	case code == exitLost || res.State == ledger.StateAbandoned:
-		// The lease ended: the outcome could not be recorded, and
-		// another replica may run the occurrence again.
-		if code == exitLost {
-			return exitError{code: exitLost}
-		}
+	case code == exitLost:
+		return exitError{code: exitLost}
+	case res.State == ledger.StateAbandoned:
+		// The lease ended after the command: its outcome could not be
+		// recorded, and another replica may run the occurrence again.
 		return exitError{exitLost, fmt.Errorf("occurrence %s of %q: its outcome was not recorded: %v", res.Occurrence, r.name, message(err))}
 	case code != 0:
 		return exitError{code: code}
+	case errors.As(context.Cause(ctx), &ie): // before the command started
+		return exitError{ie.status(), ie}
 	}
 	// The command could not start, or its outcome was not recorded.
 	return err
