@@ -190,26 +190,35 @@ func locksFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if *watch == 0 {
 			return showLocks(ctx, t, stdout, *asJSON, false)
 		}
-		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		tick := time.NewTicker(*watch)
-		defer tick.Stop()
-		clear := !*asJSON && isTerminalWriter(stdout)
-		for {
-			if clear {
-				fmt.Fprint(stdout, "\033[H\033[2J")
-			}
-			if err := showLocks(ctx, t, stdout, *asJSON, true); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			select {
-			case <-ctx.Done():
+		return watchView(ctx, *watch, stdout, !*asJSON, func(ctx context.Context) error {
+			return showLocks(ctx, t, stdout, *asJSON, true)
+		})
+	}
+}
+
+// watchView calls show every interval until interrupted (SIGINT,
+// SIGTERM), and returns nil then, or show's error. On a terminal, if
+// clear, the screen is cleared before each view.
+func watchView(ctx context.Context, interval time.Duration, stdout io.Writer, clear bool, show func(context.Context) error) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	clear = clear && isTerminalWriter(stdout)
+	for {
+		if clear {
+			fmt.Fprint(stdout, "\033[H\033[2J")
+		}
+		if err := show(ctx); err != nil {
+			if ctx.Err() != nil {
 				return nil
-			case <-tick.C:
 			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
 		}
 	}
 }

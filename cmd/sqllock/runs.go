@@ -7,10 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -59,7 +56,7 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if err != nil {
 			return err
 		}
-		show := func(stamped bool) error {
+		show := func(ctx context.Context, stamped bool) error {
 			v, err := readRuns(ctx, l, job, *limit, *grace)
 			if err != nil {
 				return t.fail(err)
@@ -73,29 +70,9 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 			return v.writeTable(stdout)
 		}
 		if *watch == 0 {
-			return show(false)
+			return show(ctx, false)
 		}
-		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		tick := time.NewTicker(*watch)
-		defer tick.Stop()
-		clear := !*asJSON && isTerminalWriter(stdout)
-		for {
-			if clear {
-				fmt.Fprint(stdout, "\033[H\033[2J")
-			}
-			if err := show(true); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-tick.C:
-			}
-		}
+		return watchView(ctx, *watch, stdout, !*asJSON, func(ctx context.Context) error { return show(ctx, true) })
 	}
 }
 
