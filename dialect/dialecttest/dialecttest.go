@@ -92,6 +92,13 @@
 // lease) and read back as the leader only while that lease is live and
 // keeps the token it was proclaimed for; values travel byte for byte.
 //
+// The run ledger (dialect.Catalogue.Runs): attempts recorded running on
+// the database clock, finished once and only under their own token, with
+// their error text byte for byte; running attempts abandoned by
+// occurrence; job schedules listed when periodic, their history restarted
+// by a new period or phase; occurrences by range; reaping by age, at most
+// the batch asked for.
+//
 // Multi-name grants (dialect.Catalogue.Multi): a set is granted whole or
 // not at all (a refused set leaves its other names as they were), re-entered
 // by its owner, with tokens that follow the lock table's rules; ReleaseAll
@@ -268,6 +275,11 @@ func Exercise(t *testing.T, h Harness) {
 	if el := cat.Elections; el != nil && !electionsRefused(t, el) {
 		for _, c := range electionChecks {
 			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Elections) })
+		}
+	}
+	if cat.Runs != nil {
+		for _, c := range ledgerChecks {
+			run("Runs/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Runs) })
 		}
 	}
 	if cat.Multi != nil {

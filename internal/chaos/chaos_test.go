@@ -239,6 +239,9 @@ type config struct {
 	Worker                  string
 	Seed                    uint64
 	Pooler                  bool // through a transaction pooler
+	// Ledger, if set, makes the process a replica of the run ledger's
+	// scenario (ledger_chaos_test.go) instead of a worker.
+	Ledger *ledgerReplica `json:",omitempty"`
 }
 
 const (
@@ -327,6 +330,9 @@ func (c config) worker(l any, st *Store, rec *Recorder) *Worker {
 // takes turns until its standard input closes, writing its events to
 // standard output.
 func (c config) runChild() error {
+	if c.Ledger != nil {
+		return c.Ledger.run()
+	}
 	closeAll, l, st, err := c.open()
 	if err != nil {
 		return fmt.Errorf("chaos child: %w", err)
