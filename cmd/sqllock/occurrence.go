@@ -32,7 +32,7 @@ func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	fs.Var((*durationValue)(&o.every), "every", "run COMMAND once per `PERIOD` (a duration: 1h, 24h) across every replica that runs this line: the occurrence is the multiple of PERIOD nearest to the database's clock, so replicas whose timers differ by up to half a period agree; recorded in the run ledger (sqllock runs)")
 	fs.Var((*durationValue)(&o.phase), "phase", "with --every, the `OFFSET` of the occurrences from the multiples of PERIOD since the Unix epoch, UTC (--every 24h --phase 2h: daily at 02:00 UTC)")
 	fs.StringVar(&o.key, "occurrence", "", "run COMMAND once for the occurrence `KEY` (a scheduled time, a date, a release) across every replica; recorded in the run ledger (sqllock runs)")
-	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, attempts of an occurrence after a failed one: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
+	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
 	fs.Var((*durationValue)(&o.backoff), "retry-backoff", "with --retries, the `SECONDS` (or duration) after a failed attempt before the next one (database clock)")
 	return o
 }
