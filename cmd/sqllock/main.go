@@ -5,7 +5,7 @@
 //	sqllock run [flags] NAME [--] COMMAND [ARGS...]  run COMMAND while holding lock NAME
 //	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
 //	sqllock run --every 1h [flags] NAME -- COMMAND   run COMMAND once per hour across replicas
-//	sqllock runs [--json] [--watch SECONDS] [NAME]   recent runs of the run ledger, and missed ones
+//	sqllock runs [--json] [--watch SECONDS] [JOB]    recent runs of the run ledger, and missed ones
 //	sqllock elect [flags] NAME [--] COMMAND [ARGS...] run COMMAND while elected leader of NAME
 //	sqllock leader [--json] [--watch] NAME           print the leader of the election NAME
 //	sqllock migrate [flags] up|down|version|force V  manage the lock schema
