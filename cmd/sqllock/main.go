@@ -90,7 +90,7 @@ func init() {
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"unlock", "[--dsn DSN] [--force] NAME", "break the lock NAME: end its holder's lease now, fenced", unlockFlags},
-		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
+		{"reap", "[--dsn DSN] [--runs-older-than AGE]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
 		{"doctor", "[--dsn DSN] [--timeout SECONDS]", "check the database as sqllock uses it: server, pooler, schema, clock, wake-ups", doctorFlags},
@@ -494,7 +494,11 @@ operations and --strategy's values. Load it in the shell's startup file:
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
 table and optimistic locks and of idle pessimistic locks, in batches, and
-prints how many.
+prints how many. With --runs-older-than AGE it also deletes the run
+ledger's records of attempts that ended (or, still marked running,
+started) more than AGE ago, and prints how many; the occurrences before
+then no longer count as missed. Give an AGE longer than any run: the
+record of a run still going would go, and its outcome with it.
 `,
 	"bench": `Measures, for each strategy the database supports, uncontended
 TryAcquire+Release on distinct names (1 and 8 clients: operations per

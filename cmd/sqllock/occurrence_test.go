@@ -317,3 +317,33 @@ func TestRunsWatch(t *testing.T) {
 		t.Fatalf("runs --watch after SIGINT: %v", err)
 	}
 }
+
+// reap --runs-older-than deletes the records of runs that ended before
+// AGE; without it, reap keeps them.
+func TestReapRuns(t *testing.T) {
+	t.Parallel()
+	dsn := "SQLLOCK_DSN=sqlite:" + filepath.Join(t.TempDir(), "l.db")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctxT(t), bin, args...)
+		cmd.Env = append(os.Environ(), dsn)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	run("run", "--occurrence", "k", "job", "--", "true")
+	if out := run("reap"); strings.Contains(out, "run record") {
+		t.Fatalf("reap without --runs-older-than: %q", out)
+	}
+	if out := run("runs", "--json"); !strings.Contains(out, `"job": "job"`) {
+		t.Fatalf("runs after reap: %s, want the run kept", out)
+	}
+	if out := run("reap", "--runs-older-than", "1us"); !strings.Contains(out, "reaped 1 run record\n") {
+		t.Fatalf("reap --runs-older-than 1us: %q, want 1 run record", out)
+	}
+	if out := run("runs", "--json"); !strings.Contains(out, `"runs": []`) {
+		t.Fatalf("runs after reap --runs-older-than: %s, want none", out)
+	}
+}
