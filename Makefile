@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak
+.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on on every module's packages against both
@@ -49,6 +49,11 @@ chaos:
 DURATION ?= 30m
 soak:
 	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
+
+# The run ledger's chaos scenario (package ledger) for DURATION on each of
+# PostgreSQL, MariaDB and SQLite, side by side; make test runs it for 30s.
+soak-ledger:
+	SQLLOCK_CHAOS_LEDGER=$(DURATION) bash scripts/test.sh -run '^TestChaosLedger$$' -v -timeout 0 ./internal/chaos/
 
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
 # own per scenario, the chaos workload across a forced failover, and a

@@ -75,6 +75,9 @@
 //     start within it. [TryDoBounded] takes the hold's [Bounds] per run
 //     instead: at least so long (the minimum hold), at most so long (fn's
 //     context ends).
+//   - Package [github.com/sqllock/sqllock/ledger] runs each scheduled
+//     occurrence of a periodic job once to success across replicas, with
+//     takeover of a crashed run and a record of missed ones.
 //   - [WithOwner] makes acquisitions re-entrant for an explicit owner.
 //   - [ValidateName] checks a lock name ([MaxNameLen] bytes at most).
 //   - Package [github.com/sqllock/sqllock/rowlock] has the helpers for

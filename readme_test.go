@@ -146,6 +146,7 @@ var snippetImports = []string{
 	"github.com/sqllock/sqllock/dialect/mysql",
 	"github.com/sqllock/sqllock/dialect/postgres",
 	"github.com/sqllock/sqllock/dialect/sqlite",
+	"github.com/sqllock/sqllock/ledger",
 	"github.com/sqllock/sqllock/observe",
 	"github.com/sqllock/sqllock/rowlock",
 	"github.com/sqllock/sqllock/sqllockotel",

@@ -17,7 +17,8 @@ type RunLedger interface {
 	// Now returns the database's time.
 	Now(ctx context.Context) (time.Time, error)
 	// Attempts returns, inside tx, the attempts of (job, occurrence),
-	// the first first, and the database's time.
+	// the first first, and the database's time as it read them (zero
+	// when there are none).
 	Attempts(ctx context.Context, tx *sql.Tx, job, occurrence string) ([]RunRecord, time.Time, error)
 	// Abandon marks, inside tx, the running attempts of (job, occurrence)
 	// abandoned, finished now, and returns how many it marked.

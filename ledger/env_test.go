@@ -41,9 +41,9 @@ type env struct {
 
 var envs = []struct {
 	kind string
-	make func(t *testing.T) dialect.Dialect
+	make func(t testing.TB) dialect.Dialect
 }{
-	{"postgres", func(t *testing.T) dialect.Dialect {
+	{"postgres", func(t testing.TB) dialect.Dialect {
 		db, schema := dbtest.Postgres(t)
 		d, err := postgres.New(db, postgres.WithSchema(schema))
 		if err != nil {
@@ -52,7 +52,7 @@ var envs = []struct {
 		closeAtEnd(t, d)
 		return d
 	}},
-	{"mysql", func(t *testing.T) dialect.Dialect {
+	{"mysql", func(t testing.TB) dialect.Dialect {
 		db, database := dbtest.MySQL(t)
 		d, err := mysql.New(db, mysql.WithDatabase(database))
 		if err != nil {
@@ -61,7 +61,7 @@ var envs = []struct {
 		closeAtEnd(t, d)
 		return d
 	}},
-	{"sqlite", func(t *testing.T) dialect.Dialect {
+	{"sqlite", func(t testing.TB) dialect.Dialect {
 		dbtest.SQLite(t)
 		db, err := sqlite.Open(filepath.Join(t.TempDir(), "runs.db"))
 		if err != nil {

@@ -180,9 +180,10 @@ type Result struct {
 // To run fn, Run claims the occurrence with a new attempt: it takes the
 // occurrence's lease on the lock table (a lease whose runner died is taken
 // over, with a greater token, and its attempt is marked abandoned), and
-// records the attempt in a transaction guarded by the lease. fn's ctx is
-// the lease's context: it is cancelled, with cause sqllock.ErrLockLost, if
-// the lease is lost. When fn returns, Run records its outcome, again
+// records the attempt in a transaction guarded by the lease. fn's ctx
+// carries ctx's values and ends with ctx, or, with cause
+// sqllock.ErrLockLost, when the lease is lost; its Err checks the lease's
+// trust window on the spot, as the lock's context does. When fn returns, Run records its outcome, again
 // guarded, and releases the lease. An error of fn is recorded (its text,
 // up to MaxErrLen bytes), and retried as Options.Retries and RetryBackoff
 // allow; if no retry succeeds, Run returns the last attempt's error,
@@ -223,12 +224,10 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 			ran, last = true, a
 		case !ran:
 			return a.Result, nil
-		case a.wait <= 0:
-			// Another runner's attempt, a success or no retry left
-			// decided the occurrence after our last attempt.
-			return last.Result, last.fnErr
 		}
 		if a.wait <= 0 {
+			// Our last attempt succeeded or has no retry left, or another
+			// runner's attempt decided the occurrence after it.
 			return last.Result, last.fnErr
 		}
 		// A retry is due after the backoff (or what the database says is

@@ -18,8 +18,8 @@ func ledgerSQL(runs, jobs string) sqlrun.LedgerSQL {
 		micros("started_at"), micros("finished_at"))
 	return sqlrun.LedgerSQL{
 		Now: sqlrun.Q(`SELECT ` + micros(now)),
-		Attempts: sqlrun.Q(fmt.Sprintf(`SELECT %s FROM %s WHERE job = :job AND occurrence = :occurrence ORDER BY attempt`,
-			columns, runs)),
+		Attempts: sqlrun.Q(fmt.Sprintf(`SELECT %s, %s FROM %s WHERE job = :job AND occurrence = :occurrence ORDER BY attempt`,
+			columns, micros(now), runs)),
 		Abandon: sqlrun.X(fmt.Sprintf(`UPDATE %s SET state = 'abandoned', finished_at = %s
 WHERE job = :job AND occurrence = :occurrence AND state = 'running'`, runs, now)),
 		Insert: sqlrun.X(fmt.Sprintf(`INSERT INTO %s (job, occurrence, attempt, state, owner, token, started_at)

@@ -15,7 +15,8 @@ import (
 //
 //	Now          select the database's time
 //	Attempts     select :job's attempts of :occurrence, by attempt, as
-//	             Runs selects them
+//	             Runs selects them, and the database's time as a last
+//	             column
 //	Abandon      mark (:job, :occurrence)'s running attempts abandoned
 //	Insert       insert attempt :attempt of (:job, :occurrence), running,
 //	             with :owner and :token
@@ -69,17 +70,17 @@ func (l *RunLedger) Now(ctx context.Context) (time.Time, error) {
 
 // Attempts implements dialect.RunLedger.
 func (l *RunLedger) Attempts(ctx context.Context, tx *sql.Tx, job, occurrence string) ([]dialect.RunRecord, time.Time, error) {
-	us, err := IntOn(ctx, tx, &l.now, &Params{})
-	if err != nil {
-		return nil, time.Time{}, l.run.Wrap(err)
-	}
-	var rs []dialect.RunRecord
-	err = EachOn(ctx, tx, l.run.Wrap, &l.attempts, &Params{Job: job, Occurrence: occurrence}, func(rows *sql.Rows) error {
-		r, err := scanRun(rows)
-		rs = append(rs, r)
+	var (
+		rs  []dialect.RunRecord
+		now time.Time
+	)
+	err := EachOn(ctx, tx, l.run.Wrap, &l.attempts, &Params{Job: job, Occurrence: occurrence}, func(rows *sql.Rows) error {
+		var us int64
+		r, err := scanRun(rows, &us)
+		rs, now = append(rs, r), micros(us)
 		return err
 	})
-	return rs, micros(us), err
+	return rs, now, err
 }
 
 // Abandon implements dialect.RunLedger.
@@ -116,13 +117,14 @@ func (l *RunLedger) Runs(ctx context.Context, job string, limit int) ([]dialect.
 	return rs, err
 }
 
-// scanRun scans a row of LedgerSQL.Runs.
-func scanRun(rows *sql.Rows) (dialect.RunRecord, error) {
+// scanRun scans a row of LedgerSQL.Runs, and into more the columns after
+// Runs's.
+func scanRun(rows *sql.Rows, more ...any) (dialect.RunRecord, error) {
 	var (
 		r                 dialect.RunRecord
 		started, finished int64
 	)
-	err := rows.Scan(&r.Job, &r.Occurrence, &r.Attempt, &r.State, &r.Owner, &r.Token, &started, &finished, &r.Err)
+	err := rows.Scan(append([]any{&r.Job, &r.Occurrence, &r.Attempt, &r.State, &r.Owner, &r.Token, &started, &finished, &r.Err}, more...)...)
 	r.StartedAt = micros(started)
 	if finished != 0 {
 		r.FinishedAt = micros(finished)
