@@ -39,7 +39,7 @@ func ledgerMetrics(t *testing.T, e *db) {
 		t.Fatal(err)
 	}
 	m := &metrics{t: t, r: reader}
-	l, err := ledger.New(e.d, ledger.Options{TTL: time.Second, Observer: obs})
+	l, err := ledger.New(e.d, ledger.Options{Observer: obs})
 	if err != nil {
 		t.Fatal(err)
 	}

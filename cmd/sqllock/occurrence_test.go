@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -167,8 +168,8 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 		if !sc.Scan() || !strings.HasPrefix(sc.Text(), "started ") {
 			t.Fatalf("the first run's job did not start: %q", sc.Text())
 		}
-		if err := first.Process.Kill(); err != nil {
-			t.Fatal(err)
+		if err := first.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err) // done: it lost its lease already, on a starved machine
 		}
 		for sc.Scan() { // until the supervisor has ended the job
 		}
@@ -179,7 +180,7 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 		}
 		var out []byte
 		if !waitFor(time.Minute, func() bool {
-			out, err = b.cmd(t, "run", "--ttl", "1s", "-E", "75", "--occurrence", "k", "nightly", "--", "true").CombinedOutput()
+			out, err = b.cmd(t, "run", "-E", "75", "--occurrence", "k", "nightly", "--", "true").CombinedOutput()
 			if code := exitStatus(err); code != 75 {
 				return true
 			}

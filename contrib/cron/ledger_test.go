@@ -38,7 +38,7 @@ func TestOncePerScheduledTime(t *testing.T) {
 			var crons []*cron.Cron
 			for replica := range 3 {
 				rdb, rd := tdb.connect(t)
-				l, err := ledger.New(rd, ledger.Options{TTL: 3 * time.Second})
+				l, err := ledger.New(rd, ledger.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
