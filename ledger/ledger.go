@@ -180,7 +180,9 @@ type Result struct {
 // To run fn, Run claims the occurrence with a new attempt: it takes the
 // occurrence's lease on the lock table (a lease whose runner died is taken
 // over, with a greater token, and its attempt is marked abandoned), and
-// records the attempt in a transaction guarded by the lease. fn's ctx
+// records the attempt in a transaction guarded by the lease (if the lease
+// lapsed first, which only a stalled process sees, Run asks again, up to
+// three times). fn's ctx
 // carries ctx's values and ends with ctx, or, with cause
 // sqllock.ErrLockLost, when the lease is lost; its Err checks the lease's
 // trust window on the spot, as the lock's context does. When fn returns, Run records its outcome, again
@@ -209,11 +211,18 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		return Result{}, err
 	}
 	var (
-		ran  bool
-		last attempt // our last attempt that ran fn
+		ran    bool
+		last   attempt // our last attempt that ran fn
+		lapsed int     // claims refused because the lease lapsed first
 	)
 	for {
 		a, err := l.attempt(ctx, job, key, sched, fn)
+		if err != nil && !a.Ran && errors.Is(err, sqllock.ErrLockLost) && lapsed < maxLapsed && ctx.Err() == nil {
+			// The lease lapsed between its grant and the claim (a stalled
+			// process): the claim wrote nothing, so ask again.
+			lapsed++
+			continue
+		}
 		switch {
 		case err != nil && ran && !a.Ran:
 			// A retry's claim failed: our last attempt stands.
@@ -241,6 +250,10 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		}
 	}
 }
+
+// maxLapsed is how many times Run asks again for an occurrence whose
+// lease lapsed before its claim was recorded.
+const maxLapsed = 3
 
 // attempt is the outcome of one claim of an occurrence, and of its run.
 type attempt struct {

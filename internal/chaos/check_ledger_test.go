@@ -34,9 +34,24 @@ func goodLedger() LedgerHistory {
 	}
 }
 
+// occ2 is goodLedger's third occurrence.
+func occ2() string { return goodLedger().Attempts[3].Occurrence }
+
 func TestCheckLedgerPassesAGoodHistory(t *testing.T) {
-	if v := CheckLedger(goodLedger()); len(v) != 0 {
+	h := goodLedger()
+	if v := CheckLedger(h); len(v) != 0 {
 		t.Fatalf("violations: %v", v)
+	}
+	if up, left := LedgerLiveness(h); up != 0 || left != 0 {
+		t.Fatalf("liveness: %d missed while up, %d not taken over", up, left)
+	}
+}
+
+func TestLedgerLivenessCounts(t *testing.T) {
+	h := goodLedger()
+	h.Attempts = h.Attempts[:2] // occurrence 1 left abandoned, 2 without attempts
+	if up, left := LedgerLiveness(h); up != 1 || left != 1 {
+		t.Fatalf("liveness: %d missed while up, %d not taken over; want 1 and 1", up, left)
 	}
 }
 
@@ -67,14 +82,15 @@ func TestCheckLedgerCatchesBadHistories(t *testing.T) {
 		{"succeeded and missed", "reported missed, but has 1 attempts (the last succeeded)", func(h *LedgerHistory) {
 			h.Missed = append(h.Missed, h.Attempts[0].Occurrence)
 		}},
-		{"a dead run never taken over", "never taken over", func(h *LedgerHistory) {
+		{"a dead run never taken over", "is abandoned, although a was told it succeeded", func(h *LedgerHistory) {
 			h.Attempts = h.Attempts[:2]
 		}},
 		{"a running attempt followed by another", "is running, yet attempt 2 followed", func(h *LedgerHistory) {
 			h.Attempts[1].State = "running"
 		}},
-		{"missed while a replica was up", "no attempt, although a was up", func(h *LedgerHistory) {
-			h.Attempts = append(h.Attempts[:3:3], h.Attempts[5:]...) // occurrence 2 vanishes
+		{"missed although a replica asked", "no attempt, although c was answered", func(h *LedgerHistory) {
+			h.Attempts = h.Attempts[:3] // occurrence 2 vanishes
+			h.Reports = append(h.Reports, LedgerReport{Replica: "c", Occurrence: occ2(), State: "failed"})
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
