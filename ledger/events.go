@@ -47,6 +47,13 @@ type FinishedObserver interface {
 	RunFinished(ctx context.Context, e Event)
 }
 
+// MissedObserver is told, for each periodic job that Missed checks, of the
+// job's missed occurrences: an empty slice when it has none, so that a
+// gauge of them falls back to 0.
+type MissedObserver interface {
+	RunsMissed(ctx context.Context, job string, missed []MissedRun)
+}
+
 func (l *Ledger) claimed(ctx context.Context, r *Run, owner string) {
 	e := Event{Job: r.Job, Occurrence: r.Occurrence, Attempt: r.Attempt, Owner: owner, Token: r.Token, State: StateRunning}
 	l.log.Debug("ledger: claimed", "job", e.Job, "occurrence", e.Occurrence, "attempt", e.Attempt, "token", e.Token)
@@ -85,5 +92,11 @@ func (l *Ledger) finished(ctx context.Context, r *Run, owner string, state State
 	}
 	if o, ok := l.opts.Observer.(FinishedObserver); ok {
 		o.RunFinished(ctx, e)
+	}
+}
+
+func (l *Ledger) checkedMissed(ctx context.Context, job string, missed []MissedRun) {
+	if o, ok := l.opts.Observer.(MissedObserver); ok {
+		o.RunsMissed(ctx, job, missed)
 	}
 }

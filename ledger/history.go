@@ -103,6 +103,7 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 			last = last.Add(-j.Period)
 		}
 		if last.Before(first) {
+			l.checkedMissed(ctx, j.Job, nil)
 			continue
 		}
 		if n := int64(last.Sub(first) / j.Period); n >= MaxMissedWindow {
@@ -116,11 +117,13 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 		for _, o := range seen {
 			have[o] = true
 		}
+		n := len(missed)
 		for t := first; !t.After(last); t = t.Add(j.Period) {
 			if k := t.Format(TimeFormat); !have[k] {
 				missed = append(missed, MissedRun{Job: j.Job, Occurrence: k, At: t, Period: j.Period})
 			}
 		}
+		l.checkedMissed(ctx, j.Job, missed[n:])
 	}
 	return missed, nil
 }

@@ -73,8 +73,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer is told of the ledger's events through the interfaces it
 	// implements among ClaimedObserver, SkippedObserver,
-	// AbandonedObserver and FinishedObserver; nil for none. It is passed to
-	// the lock table too (see sqllock.TableOptions.Observer).
+	// AbandonedObserver, FinishedObserver and MissedObserver; nil for
+	// none. It is passed to the lock table too (see
+	// sqllock.TableOptions.Observer).
 	Observer any
 }
 

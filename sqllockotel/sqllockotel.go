@@ -8,6 +8,7 @@
 //	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
 //	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Observer: obs})
 //	err = rowlock.InTx(ctx, d, rowlock.TxOptions{Retry: rowlock.RetryOptions{Observer: obs}}, fn)
+//	runs, err := ledger.New(d, ledger.Options{Observer: obs})
 //
 // One Observer serves any number of lockers, reapers and retry helpers; its
 // metrics tell them apart by the attributes sqllock.strategy and
@@ -31,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/sqllock/sqllock/ledger"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -50,6 +52,8 @@ const (
 	KeyOp       = attribute.Key("sqllock.op")
 	KeyReason   = attribute.Key("sqllock.reason")
 	KeyToken    = attribute.Key("sqllock.token")
+	KeyJob      = attribute.Key("sqllock.job")       // a run ledger's job
+	KeyState    = attribute.Key("sqllock.run.state") // a run's: succeeded, failed, abandoned, running
 )
 
 // Options configure an Observer. The zero value of each field selects its
@@ -74,8 +78,9 @@ var durationBuckets = []float64{
 }
 
 // Observer records sqllock's events as OpenTelemetry metrics and spans. It
-// implements every interface of package observe, and is safe for concurrent
-// use.
+// implements every interface of package observe, and the run ledger's
+// observers of finished, abandoned, skipped and missed runs (package
+// ledger). It is safe for concurrent use.
 type Observer struct {
 	tracer trace.Tracer
 	names  bool
@@ -92,12 +97,16 @@ type Observer struct {
 	retries    metric.Int64Counter
 	reconnects metric.Int64Counter
 	listenLost metric.Int64Counter
+	runs       metric.Int64Counter
+	takeovers  metric.Int64Counter
+	skipped    metric.Int64Counter
 
 	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
 	// per look-up.
 	mu       sync.RWMutex
 	gauges   map[gaugeKey]*gaugeSet
-	attrSets map[attrKey]*attrOpts // see lockAttrs
+	attrSets map[attrKey]*attrOpts    // see lockAttrs
+	missed   map[string]*atomic.Int64 // by run ledger job
 }
 
 var (
@@ -114,6 +123,10 @@ var (
 	_ observe.ListenerObserver = (*Observer)(nil)
 	_ observe.ReapObserver     = (*Observer)(nil)
 	_ observe.AttemptTracer    = (*Observer)(nil)
+	_ ledger.FinishedObserver  = (*Observer)(nil)
+	_ ledger.AbandonedObserver = (*Observer)(nil)
+	_ ledger.SkippedObserver   = (*Observer)(nil)
+	_ ledger.MissedObserver    = (*Observer)(nil)
 )
 
 type gaugeKey struct{ strategy, dialect string }
@@ -139,7 +152,7 @@ func New(opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{tracer: tp.Tracer(ScopeName), names: opts.LockNames,
-		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts)}
+		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts), missed: make(map[string]*atomic.Int64)}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -164,6 +177,9 @@ func New(opts Options) (*Observer, error) {
 	o.retries = counter("sqllock.retries", "{retry}", "Runs of InTx's or RetryOnConflict's function followed by another, by operation and reason.")
 	o.reconnects = counter("sqllock.listener.reconnects", "{connection}", "Listening connections that came up again after being lost.")
 	o.listenLost = counter("sqllock.listener.losses", "{connection}", "Listening connections lost.")
+	o.runs = counter("sqllock.runs", "{run}", "Attempts of run ledger occurrences, by job and state: succeeded and failed as recorded by their runners; abandoned as taken over after their runner died.")
+	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts of a run ledger's job whose runner died mid-run, taken over by a later attempt, by job.")
+	o.skipped = counter("sqllock.runs.skipped", "{call}", "Run ledger calls that ran nothing, by job and the occurrence's state (succeeded: done; running: elsewhere; failed: no attempt left).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
 		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -173,6 +189,7 @@ func New(opts Options) (*Observer, error) {
 	held := gauge("sqllock.locks.held", "{lock}", "Acquisitions held in this process.")
 	waiting := gauge("sqllock.waiters", "{call}", "Acquire calls waiting: the heads of the waiting rooms (lease strategies), the calls in the database's lock queue (pessimistic).")
 	up := gauge("sqllock.listener.up", "{connection}", "Waiting rooms whose listening connection delivers announcements.")
+	missed := gauge("sqllock.runs.missed", "{occurrence}", "Occurrences of a run ledger's periodic job that no replica claimed within the grace time, as the last check of the job found them.")
 	_, err := m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		o.mu.RLock()
 		defer o.mu.RUnlock()
@@ -182,8 +199,11 @@ func New(opts Options) (*Observer, error) {
 			obs.ObserveInt64(waiting, g.waiting.Load(), set)
 			obs.ObserveInt64(up, g.up.Load(), set)
 		}
+		for job, n := range o.missed {
+			obs.ObserveInt64(missed, n.Load(), metric.WithAttributes(KeyJob.String(job)))
+		}
 		return nil
-	}, held, waiting, up)
+	}, held, waiting, up, missed)
 	errs = append(errs, err)
 	for _, err := range errs {
 		if err != nil {
@@ -467,4 +487,48 @@ func (o *Observer) EndAttempt(ctx context.Context, e observe.AttemptEnd) {
 		trace.SpanFromContext(ctx).SetAttributes(KeyReason.String(e.Retry))
 	}
 	endSpan(ctx, e.Err)
+}
+
+// runAttrs are the attributes of a metric about a run ledger's job: the job
+// (jobs are few: a name per job, not per run) and the state, if not "".
+func runAttrs(job string, state ledger.State) metric.MeasurementOption {
+	if state == "" {
+		return metric.WithAttributeSet(attribute.NewSet(KeyJob.String(job)))
+	}
+	return metric.WithAttributeSet(attribute.NewSet(KeyJob.String(job), KeyState.String(string(state))))
+}
+
+// RunFinished implements ledger.FinishedObserver: it counts the attempt by
+// its recorded state (succeeded or failed).
+func (o *Observer) RunFinished(ctx context.Context, e ledger.Event) {
+	o.runs.Add(ctx, 1, runAttrs(e.Job, e.State))
+}
+
+// RunAbandoned implements ledger.AbandonedObserver: it counts the
+// abandoned attempt among the runs, and the takeover.
+func (o *Observer) RunAbandoned(ctx context.Context, e ledger.Event, _ ledger.Event) {
+	o.runs.Add(ctx, 1, runAttrs(e.Job, ledger.StateAbandoned))
+	o.takeovers.Add(ctx, 1, runAttrs(e.Job, ""))
+}
+
+// RunSkipped implements ledger.SkippedObserver.
+func (o *Observer) RunSkipped(ctx context.Context, e ledger.Event) {
+	o.skipped.Add(ctx, 1, runAttrs(e.Job, e.State))
+}
+
+// RunsMissed implements ledger.MissedObserver: the job's gauge of missed
+// occurrences takes the check's count.
+func (o *Observer) RunsMissed(_ context.Context, job string, missed []ledger.MissedRun) {
+	o.mu.RLock()
+	n := o.missed[job]
+	o.mu.RUnlock()
+	if n == nil {
+		o.mu.Lock()
+		if n = o.missed[job]; n == nil {
+			n = new(atomic.Int64)
+			o.missed[job] = n
+		}
+		o.mu.Unlock()
+	}
+	n.Store(int64(len(missed)))
 }

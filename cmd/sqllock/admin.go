@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/ledger"
 )
 
 func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -190,26 +192,35 @@ func locksFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if *watch == 0 {
 			return showLocks(ctx, t, stdout, *asJSON, false)
 		}
-		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-		defer stop()
-		tick := time.NewTicker(*watch)
-		defer tick.Stop()
-		clear := !*asJSON && isTerminalWriter(stdout)
-		for {
-			if clear {
-				fmt.Fprint(stdout, "\033[H\033[2J")
-			}
-			if err := showLocks(ctx, t, stdout, *asJSON, true); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			select {
-			case <-ctx.Done():
+		return watchView(ctx, *watch, stdout, !*asJSON, func(ctx context.Context) error {
+			return showLocks(ctx, t, stdout, *asJSON, true)
+		})
+	}
+}
+
+// watchView calls show every interval until interrupted (SIGINT,
+// SIGTERM), and returns nil then, or show's error. On a terminal, if
+// clear, the screen is cleared before each view.
+func watchView(ctx context.Context, interval time.Duration, stdout io.Writer, clear bool, show func(context.Context) error) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	clear = clear && isTerminalWriter(stdout)
+	for {
+		if clear {
+			fmt.Fprint(stdout, "\033[H\033[2J")
+		}
+		if err := show(ctx); err != nil {
+			if ctx.Err() != nil {
 				return nil
-			case <-tick.C:
 			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
 		}
 	}
 }
@@ -292,9 +303,13 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
 	dsn, schema := dsnFlag(fs), schemaFlag(fs)
 	batch := fs.Int("batch", 1000, "rows deleted per statement")
+	runsAge := durationFlag(fs, "runs-older-than", 0, "also delete the run ledger's records of attempts (sqllock runs) that ended more than `AGE` ago, a duration (720h: 30 days) longer than any run; 0: keep them")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 0 {
 			return usageError{msg: "reap takes no arguments"}
+		}
+		if *runsAge < 0 {
+			return usageError{msg: "--runs-older-than must not be negative"}
 		}
 		t, err := openTarget(ctx, *dsn, *schema)
 		if err != nil {
@@ -313,6 +328,20 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 			return t.fail(err)
 		}
 		fmt.Fprintf(stdout, "reaped %d rows\n", n)
+		if *runsAge == 0 {
+			return nil
+		}
+		l, err := ledger.New(t.d, ledger.Options{})
+		if errors.Is(err, sqllock.ErrUnsupported) {
+			return usageError{msg: err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+		if n, err = l.Reap(ctx, *runsAge); err != nil {
+			return t.fail(err)
+		}
+		fmt.Fprintf(stdout, "reaped %s\n", count(n, "run record", "run records"))
 		return nil
 	}
 }

@@ -4,6 +4,8 @@
 //
 //	sqllock run [flags] NAME [--] COMMAND [ARGS...]  run COMMAND while holding lock NAME
 //	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
+//	sqllock run --every 1h [flags] NAME -- COMMAND   run COMMAND once per hour across replicas
+//	sqllock runs [--json] [--watch SECONDS] [JOB]    recent runs of the run ledger, and missed ones
 //	sqllock elect [flags] NAME [--] COMMAND [ARGS...] run COMMAND while elected leader of NAME
 //	sqllock leader [--json] [--watch] NAME           print the leader of the election NAME
 //	sqllock migrate [flags] up|down|version|force V  manage the lock schema
@@ -20,7 +22,9 @@
 // --dsn or SQLLOCK_DSN; with neither, commands refuse to run, except demo
 // and bench, which use an SQLite file in the user's state directory.
 //
-// Exit status: the command's own for run and elect; 3 for leader when the
+// Exit status: the command's own for run and elect (run --every and
+// --occurrence: 0, or -E, when another replica ran or runs the
+// occurrence); 3 for leader when the
 // election has no leader; 2 for doctor when a check found a problem; 64
 // for usage errors; 69 when the
 // database cannot be reached, has no schema or a dirty one; 75 (run -E)
@@ -81,11 +85,12 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
+		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [JOB]", "list the recent runs of sqllock run --every and --occurrence, and the missed ones", runsFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"unlock", "[--dsn DSN] [--force] NAME", "break the lock NAME: end its holder's lease now, fenced", unlockFlags},
-		{"reap", "[--dsn DSN]", "delete the rows of expired and released locks once", reapFlags},
+		{"reap", "[--dsn DSN] [--runs-older-than AGE]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
 		{"doctor", "[--dsn DSN] [--timeout SECONDS]", "check the database as sqllock uses it: server, pooler, schema, clock, wake-ups", doctorFlags},
@@ -295,8 +300,10 @@ MySQL the database is the schema.
 `
 
 // exitHelp lists the exit statuses of every command.
-const exitHelp = `Exit status: run exits with its command's status; 64 usage error; 69 database
-unreachable, schema missing or dirty; 75 lock not acquired (run -E); 130
+const exitHelp = `Exit status: run exits with its command's status (run --every and
+--occurrence: 0, or -E, when another replica ran or runs the occurrence);
+64 usage error; 69 database unreachable, schema missing or dirty; 75 lock
+not acquired (run -E); 130
 (128+N) interrupted by a signal while waiting; 76 lock lost while the
 command ran; 124 run --max-time passed; 127 command not found; 3 leader: no
 leader; 2 doctor: a check found a problem; 1 other errors.
@@ -354,17 +361,46 @@ busy, as if held under this one.
 
 Exit status: COMMAND's own (128+N if it died of signal N; 127 if it does not
 exist, 126 if it cannot be run); -E (default 75) if the lock was not
-acquired (-n and busy, or -w passed); 128+N if signal N (SIGINT: 130)
-interrupted the wait; 76 if it was lost; 124 after --max-time; 64 usage;
-69 database unreachable, schema missing or dirty.
+acquired (-n and busy, or -w passed); with --every or --occurrence, 0
+(or -E) if this replica did not run the occurrence (done, running
+elsewhere, no attempt left); 128+N if signal N (SIGINT: 130) interrupted
+the wait; 76 if it was lost; 124 after --max-time; 64 usage; 69 database
+unreachable, schema missing or dirty.
+
+With --every PERIOD (or --occurrence KEY) NAME is a job, and COMMAND runs
+once per occurrence across every replica that runs the line: the occurrence
+is the multiple of PERIOD (plus --phase) nearest to the database's clock,
+so replicas whose clocks or timers differ by up to half a period agree on
+it. The first replica claims it and runs COMMAND under a lease (--ttl); the
+others exit 0 at once (-v says why; -E gives another status), and so does
+any later run of an occurrence done already. The outcome is recorded in
+the run ledger (sqllock runs): succeeded, or failed with COMMAND's status.
+A runner that dies mid-run leaves an attempt the next run of the occurrence
+takes over once its lease ended (recorded abandoned, with a larger token).
+--retries N allows N more attempts of a failed occurrence, after
+--retry-backoff: this run waits and tries again, as may later ones. COMMAND
+also gets SQLLOCK_OCCURRENCE and SQLLOCK_ATTEMPT. From crontab, every
+replica the same line, the job once an hour:
+  0 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run --every 1h report -- /usr/local/bin/report
 
 With --min-hold the lock stays taken until that long after it was acquired
-(database clock), even if COMMAND ends sooner, and then frees itself. Only
-one of five machines runs the job, from crontab (a min-hold a little below
-the period: a replica that starts late still finds the lock taken):
+(database clock), even if COMMAND ends sooner, and then frees itself: a
+lock, not a record, for a job that must not run twice within a while:
   */5 * * * * SQLLOCK_DSN=postgres://cron@db/ops sqllock run -n --min-hold 4m report -- /usr/local/bin/report
 As flock(1) would say it, waiting up to 10 seconds:
   sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup
+`,
+	"runs": `Lists the latest attempts of the run ledger (sqllock run --every and
+--occurrence), newest first, of the job JOB or of every job: JOB,
+OCCURRENCE, ATTEMPT, STATE (running, succeeded, failed, abandoned: its
+runner died and the next one took over), OWNER (the runner), TOKEN,
+STARTED (wall clock, local time zone), DURATION ("so far" while it runs)
+and ERROR (a failed attempt's). Under MISSED follow the occurrences of
+jobs run with --every that no replica claimed within --grace of their
+time: the dead man's switch of a periodic job (the metric
+sqllock.runs.missed says the same to an alerting system). --json prints
+{"runs": [...], "missed": [...]}, times in RFC 3339, durations in
+milliseconds; --watch refreshes the view until interrupted.
 `,
 	"unlock": `Breaks the lock NAME of the lock table (run's default strategy): its
 holder's lease ends now, and a lock kept taken by --min-hold is freed too.
@@ -458,7 +494,11 @@ operations and --strategy's values. Load it in the shell's startup file:
 `,
 	"reap": `Runs one pass of the reaper: deletes the rows of expired and released
 table and optimistic locks and of idle pessimistic locks, in batches, and
-prints how many.
+prints how many. With --runs-older-than AGE it also deletes the run
+ledger's records of attempts that ended (or, still marked running,
+started) more than AGE ago, and prints how many; the occurrences before
+then no longer count as missed. Give an AGE longer than any run: the
+record of a run still going would go, and its outcome with it.
 `,
 	"bench": `Measures, for each strategy the database supports, uncontended
 TryAcquire+Release on distinct names (1 and 8 clients: operations per

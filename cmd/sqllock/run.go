@@ -29,7 +29,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	ttl := durationFlag(fs, "ttl", 30*time.Second, "lease length of table and optimistic locks, in `SECONDS` or as a duration; renewed every ttl/3 while the command runs")
 	noWait := boolFlag(fs, "n,no-wait", "do not wait: exit at once (status -E) if another process holds the lock")
 	timeout := durationFlag(fs, "w,timeout", 0, "wait at most `SECONDS` (or a duration such as 5m) for the lock, then exit with status -E (0: no limit)")
-	conflict := intFlag(fs, "E,conflict-exit-code", exitNotAcquired, "exit status when the lock is not acquired (busy, or the wait timed out)")
+	conflict := intFlag(fs, "E,conflict-exit-code", exitNotAcquired, "exit status when the lock is not acquired (busy, or the wait timed out); with --every or --occurrence, when this replica does not run the occurrence (done, running elsewhere, no attempt left), which exits 0 unless -E is given")
 	shell := stringFlag(fs, "c,command", "", "run `COMMAND` with /bin/sh -c instead of a command after NAME")
 	shared := boolFlag(fs, "s,shared", "take the lock in shared mode: shared holders run side by side and exclude exclusive ones (with --strategy table, the read side of the read/write lock; or --strategy pessimistic)")
 	exclusive := boolFlag(fs, "exclusive", "with --strategy table, take the write side of the read/write lock: it excludes every holder, and new --shared holders wait while it waits")
@@ -39,10 +39,26 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	maxPermits := maxFlag(fs)
 	fair := boolFlag(fs, "fair", "serve the runs waiting for NAME in the order they started waiting (FIFO), a release waking the next one alone: with --strategy table or --max; every run of the name must give it")
 	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
+	occ := occurrenceFlags(fs)
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		name, cmdArgs, err := commandLine(fs, "run", "lock name", args, *shell)
 		if err != nil {
 			return err
+		}
+		if occ.given(fs) {
+			if err := occ.check(fs, *grace, *maxTime); err != nil {
+				return err
+			}
+			code := 0
+			if isSet(fs, "E", "conflict-exit-code") {
+				code = *conflict
+			}
+			if code < 0 || code > 255 {
+				return usageError{msg: fmt.Sprintf("-E %d: an exit status is 0 to 255", code)}
+			}
+			r := &runner{name: name, argv: cmdArgs, strategy: "table", ttl: *ttl, grace: *grace, maxTime: *maxTime,
+				conflict: code, verbose: *verbose}
+			return r.runOccurrence(ctx, *dsn, *schema, occ)
 		}
 		switch {
 		case *noWait && isSet(fs, "w", "timeout"):
@@ -171,7 +187,7 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 // such as "releasing") on stderr and success (done) in verbose mode, and
 // returns the command's outcome.
 func (r *runner) superviseThen(ctx context.Context, lock *sqllock.Lock, sigs <-chan os.Signal, release func(context.Context) error, doing, done string) error {
-	code, err := r.supervise(lock, sigs)
+	code, err := r.supervise(lock.Context(), lock.Token(), nil, sigs)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if rerr := release(rctx); rerr != nil && !errors.Is(rerr, sqllock.ErrLockLost) {
@@ -387,17 +403,19 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 }
 
 // supervise runs the command, under a supervisor that keeps its process
-// group from outliving sqllock, while the lock is held, and returns its exit
-// status.
-func (r *runner) supervise(lock *sqllock.Lock, sigs <-chan os.Signal) (int, error) {
-	j, err := startJob(r.argv, []string{
+// group from outliving sqllock, while the lease of held (a lock's context,
+// ended with cause sqllock.ErrLockLost when it is lost) lasts, and returns
+// its exit status. The command's environment gets SQLLOCK_NAME,
+// SQLLOCK_TOKEN (token) and env.
+func (r *runner) supervise(held context.Context, token int64, env []string, sigs <-chan os.Signal) (int, error) {
+	j, err := startJob(r.argv, append([]string{
 		"SQLLOCK_NAME=" + r.name,
-		"SQLLOCK_TOKEN=" + strconv.FormatInt(lock.Token(), 10),
-	}, r.grace)
+		"SQLLOCK_TOKEN=" + strconv.FormatInt(token, 10),
+	}, env...), r.grace)
 	if err != nil {
 		return 0, err
 	}
-	lost := lock.Done()
+	lost := held.Done()
 	var (
 		killC   <-chan time.Time
 		maxC    <-chan time.Time
@@ -422,7 +440,7 @@ func (r *runner) supervise(lock *sqllock.Lock, sigs <-chan os.Signal) (int, erro
 			stop(s.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			if errors.Is(context.Cause(lock.Context()), sqllock.ErrLockLost) {
+			if errors.Is(context.Cause(held), sqllock.ErrLockLost) {
 				wasLost = true
 				fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran; stopping it (SIGTERM to its process group, SIGKILL after %v)\n", r.name, r.argv[0], r.grace)
 				stop(syscall.SIGTERM)

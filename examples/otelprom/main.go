@@ -1,6 +1,8 @@
 // Command otelprom exposes sqllock's metrics to Prometheus through the
 // OpenTelemetry Prometheus exporter, while a few workers contend for a
-// handful of locks and a reaper cleans up behind them.
+// handful of locks, a reaper cleans up behind them, and two replicas run a
+// job once per second through the run ledger, checking it for missed
+// occurrences.
 //
 //	go run ./examples/otelprom                                   # PostgreSQL at 127.0.0.1:5432
 //	go run ./examples/otelprom -dsn 'mysql://root@tcp(127.0.0.1:3306)/test'
@@ -38,6 +40,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/ledger"
 	"github.com/sqllock/sqllock/sqllockotel"
 )
 
@@ -123,6 +126,11 @@ func run(ctx context.Context, c config, d dialect.Dialect) error {
 		return err
 	}
 
+	runs, err := ledger.New(d, ledger.Options{TTL: 3 * time.Second, Observer: obs, Logger: logger})
+	if err != nil {
+		return err
+	}
+
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return err
@@ -138,6 +146,10 @@ func run(ctx context.Context, c config, d dialect.Dialect) error {
 
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = reaper.Run(ctx) })
+	for range 2 {
+		wg.Go(func() { runJob(ctx, runs) })
+	}
+	wg.Go(func() { checkMissed(ctx, runs) })
 	for i := range c.workers {
 		wg.Go(func() { work(ctx, locker, i, c) })
 	}
@@ -180,6 +192,56 @@ func work(ctx context.Context, locker *sqllock.Table, i int, c config) {
 		case <-ctx.Done():
 		}
 		_ = lock.Release(context.WithoutCancel(ctx))
+	}
+}
+
+// errJobFailed is the error of the runs of runJob's job that fail.
+var errJobFailed = errors.New("the job failed")
+
+// runJob is a replica of a job that runs once per second, whoever runs
+// it: it asks the ledger to run the current occurrence every 200 ms, so
+// that every occurrence is run once, by one of the replicas, and the other
+// calls skip it. One run in four fails.
+func runJob(ctx context.Context, runs *ledger.Ledger) {
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		_, err := runs.Run(ctx, "demo:every-second", ledger.Every(time.Second), func(ctx context.Context, r *ledger.Run) error {
+			select {
+			case <-time.After(rand.N(300 * time.Millisecond)): // the work
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			if rand.N(4) == 0 {
+				return errJobFailed
+			}
+			return nil
+		})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errJobFailed) {
+			fmt.Fprintf(os.Stderr, "demo:every-second: %v\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// checkMissed checks the ledger's periodic jobs for missed occurrences
+// every second: each check sets the sqllock.runs.missed gauge of each job.
+func checkMissed(ctx context.Context, runs *ledger.Ledger) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if _, err := runs.Missed(ctx, "", 0); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "missed runs: %v\n", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
 	}
 }
 

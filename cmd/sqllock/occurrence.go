@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/ledger"
+)
+
+// occurrenceOptions are the flags of run that make it a run of the ledger:
+// once per occurrence across every replica, rather than once at a time.
+type occurrenceOptions struct {
+	every   time.Duration
+	phase   time.Duration
+	key     string
+	retries int
+	backoff time.Duration
+}
+
+// occurrenceFlags adds run's --every, --phase, --occurrence, --retries and
+// --retry-backoff to fs.
+func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
+	o := &occurrenceOptions{}
+	fs.Var((*durationValue)(&o.every), "every", "run COMMAND once per `PERIOD` (a duration: 1h, 24h) across every replica that runs this line: the occurrence is the multiple of PERIOD nearest to the database's clock, so replicas whose timers differ by up to half a period agree; recorded in the run ledger (sqllock runs)")
+	fs.Var((*durationValue)(&o.phase), "phase", "with --every, the `OFFSET` of the occurrences from the multiples of PERIOD since the Unix epoch, UTC (--every 24h --phase 2h: daily at 02:00 UTC)")
+	fs.StringVar(&o.key, "occurrence", "", "run COMMAND once for the occurrence `KEY` (a scheduled time, a date, a release) across every replica; recorded in the run ledger (sqllock runs)")
+	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
+	fs.Var((*durationValue)(&o.backoff), "retry-backoff", "with --retries, the `SECONDS` (or duration) after a failed attempt before the next one (database clock)")
+	return o
+}
+
+// given reports whether run was asked to run an occurrence.
+func (o *occurrenceOptions) given(fs *flag.FlagSet) bool {
+	return isSet(fs, "every", "occurrence")
+}
+
+// check refuses the flags that contradict a run of the ledger, or each
+// other. grace and maxTime are run's --grace and --max-time.
+func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration) error {
+	switch {
+	case isSet(fs, "every") && isSet(fs, "occurrence"):
+		return usageError{msg: "--every and --occurrence contradict each other: give one"}
+	case isSet(fs, "every") && o.every <= 0:
+		return usageError{msg: "--every must be positive"}
+	case isSet(fs, "phase") && !isSet(fs, "every"):
+		return usageError{msg: "--phase needs --every"}
+	case o.phase < 0 || (o.every > 0 && o.phase >= o.every):
+		return usageError{msg: fmt.Sprintf("--phase %v: want 0 or more, below --every %v", o.phase, o.every)}
+	case isSet(fs, "occurrence") && o.key == "":
+		return usageError{msg: "--occurrence needs a KEY"}
+	case o.retries < 0 || o.backoff < 0:
+		return usageError{msg: "--retries and --retry-backoff must not be negative"}
+	case isSet(fs, "retry-backoff") && o.retries == 0:
+		return usageError{msg: "--retry-backoff needs --retries"}
+	case grace < 0 || maxTime < 0:
+		return usageError{msg: "--grace and --max-time must not be negative"}
+	}
+	for _, f := range [][]string{{"n", "no-wait"}, {"w", "timeout"}, {"strategy"}, {"s", "shared"}, {"exclusive"}, {"max"}, {"fair"}, {"min-hold"}} {
+		if isSet(fs, f...) {
+			name := "--" + f[len(f)-1]
+			return usageError{msg: name + " does not go with --every or --occurrence: a run of the ledger never waits, and an occurrence runs once, on the lock table, whenever its replicas start"}
+		}
+	}
+	return nil
+}
+
+// occurrence is the ledger's occurrence of the flags.
+func (o *occurrenceOptions) occurrence() ledger.Occurrence {
+	if o.every > 0 {
+		return ledger.Every(o.every).Phase(o.phase)
+	}
+	return ledger.Key(o.key)
+}
+
+// runOccurrence runs the command for the occurrence of the flags, unless
+// it is done, runs elsewhere or has no attempt left, and records its
+// outcome in the run ledger; the ledger tries a failed occurrence again
+// after --retry-backoff while --retries allow. A signal is passed on to
+// the command while it runs, and ends the run: no attempt follows.
+func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occurrenceOptions) error {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+
+	t, err := openTarget(ctx, dsn, schema)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	if err := t.ready(ctx); err != nil {
+		return err
+	}
+	r.target = t
+	l, err := ledger.New(t.d, ledger.Options{TTL: r.ttl, Retries: o.retries, RetryBackoff: o.backoff})
+	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
+		return usageError{msg: err.Error()}
+	}
+	if err != nil {
+		return err
+	}
+
+	// A signal ends the run (the claim, or the wait for a retry) and goes
+	// to the command if one runs.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		mu      sync.Mutex
+		running bool
+	)
+	jobSigs := make(chan os.Signal, len(forwarded))
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				cancel(interruptedError{s, fmt.Sprintf("interrupted by %v while running %q", s, r.name)})
+				mu.Lock()
+				if running {
+					select {
+					case jobSigs <- s:
+					default:
+					}
+				}
+				mu.Unlock()
+			case <-done:
+				return
+			}
+		}
+	}()
+
+	code := 0 // the status of the last attempt's command
+	res, err := l.Run(ctx, r.name, o.occurrence(), func(held context.Context, run *ledger.Run) error {
+		mu.Lock()
+		if ctx.Err() != nil { // a signal came during the claim
+			mu.Unlock()
+			return context.Cause(ctx)
+		}
+		running = true
+		mu.Unlock()
+		r.logf("running occurrence %s of %q (attempt %d, token %d)", run.Occurrence, r.name, run.Attempt, run.Token)
+		c, err := r.supervise(held, run.Token, []string{
+			"SQLLOCK_OCCURRENCE=" + run.Occurrence,
+			"SQLLOCK_ATTEMPT=" + strconv.Itoa(run.Attempt),
+		}, jobSigs)
+		mu.Lock()
+		running = false
+		mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if code = c; c != 0 {
+			r.logf("occurrence %s of %q: attempt %d failed with status %d", run.Occurrence, r.name, run.Attempt, c)
+			return fmt.Errorf("%s exited with status %d", r.argv[0], c)
+		}
+		return nil
+	})
+	var ie interruptedError
+	switch {
+	case errors.Is(err, sqllock.ErrInvalidName) || errors.Is(err, sqllock.ErrInvalidOptions):
+		return usageError{msg: err.Error()}
+	case !res.Ran && errors.As(context.Cause(ctx), &ie):
+		return exitError{ie.status(), ie}
+	case !res.Ran && err != nil:
+		return t.fail(err)
+	case !res.Ran:
+		r.logf("occurrence %s of %q not run here: %s", res.Occurrence, r.name, skipReason(res))
+		if r.conflict != 0 {
+			return exitError{code: r.conflict}
+		}
+		return nil
+	case res.State == ledger.StateSucceeded:
+		r.logf("occurrence %s of %q succeeded (attempt %d)", res.Occurrence, r.name, res.Attempt)
+		return nil
+	case code == exitLost:
+		return exitError{code: exitLost}
+	case res.State == ledger.StateAbandoned:
+		// The lease ended after the command: its outcome could not be
+		// recorded, and another replica may run the occurrence again.
+		return exitError{exitLost, fmt.Errorf("occurrence %s of %q: its outcome was not recorded: %v", res.Occurrence, r.name, message(err))}
+	case code != 0:
+		return exitError{code: code}
+	case errors.As(context.Cause(ctx), &ie): // before the command started
+		return exitError{ie.status(), ie}
+	}
+	// The command could not start, or its outcome was not recorded.
+	return err
+}
+
+// skipReason says why res ran nothing, for -v.
+func skipReason(res ledger.Result) string {
+	switch res.State {
+	case ledger.StateSucceeded:
+		return fmt.Sprintf("done already (attempt %d, token %d)", res.Attempt, res.Token)
+	case ledger.StateRunning:
+		return fmt.Sprintf("running elsewhere (attempt %d, token %d)", res.Attempt, res.Token)
+	case ledger.StateFailed:
+		return fmt.Sprintf("attempt %d failed, and no attempt is left for now", res.Attempt)
+	}
+	return string(res.State)
+}
