@@ -4,6 +4,7 @@ import (
 	"context"
 	"log"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +15,11 @@ import (
 
 // Three cron schedulers in one process, each with a pool and a run ledger
 // of its own and no minimum hold anywhere, fire the same job every second,
-// skew apart: each run, up to the tenth, is recorded exactly once, keyed
-// by its scheduled time, and the ledger shows one succeeded attempt per
-// run.
+// skew apart: the job runs once per scheduled time, up to the tenth — the
+// ledger shows one succeeded attempt per run, and the job ran as often as
+// the ledger has runs. (A scheduler that fires more than a period late, on
+// a loaded machine, keys its run by a later time, so how many seconds had
+// no run is logged, not asserted.)
 func TestOncePerScheduledTime(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
@@ -24,11 +27,8 @@ func TestOncePerScheduledTime(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			tdb := newTestDB(t, kind)
-			db, d := tdb.connect(t)
-			if _, err := db.Exec("CREATE TABLE runs (slot BIGINT PRIMARY KEY, replica INT NOT NULL)"); err != nil {
-				t.Fatal(err)
-			}
-			duplicates := make(chan error, 100)
+			_, d := tdb.connect(t)
+			var ran atomic.Int64
 			logger := cron.PrintfLogger(log.New(os.Stderr, "", log.LstdFlags))
 			parser := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
 			schedule, err := parser.Parse("* * * * * *")
@@ -37,7 +37,7 @@ func TestOncePerScheduledTime(t *testing.T) {
 			}
 			var crons []*cron.Cron
 			for replica := range 3 {
-				rdb, rd := tdb.connect(t)
+				_, rd := tdb.connect(t)
 				l, err := ledger.New(rd, ledger.Options{})
 				if err != nil {
 					t.Fatal(err)
@@ -49,13 +49,8 @@ func TestOncePerScheduledTime(t *testing.T) {
 				offset := time.Duration(replica) * skew
 				c := cron.New(cron.WithParser(parser))
 				c.Schedule(schedule, cron.FuncJob(func() {
-					slot := time.Now().Truncate(time.Second).UnixMilli()
 					time.Sleep(offset) // this replica's schedule fires late
-					wrap(cron.FuncJob(func() {
-						if err := record(ctx, rdb, tdb, slot, replica); err != nil {
-							duplicates <- err
-						}
-					})).Run()
+					wrap(cron.FuncJob(func() { ran.Add(1) })).Run()
 				}))
 				crons = append(crons, c)
 			}
@@ -63,29 +58,15 @@ func TestOncePerScheduledTime(t *testing.T) {
 				c.Start()
 			}
 			const runs = 10
-			end := time.Now().Add(60 * time.Second)
-			for n := 0; n < runs; {
+			end := time.Now().Add(5 * time.Minute) // a hang, not a measure
+			for ran.Load() < runs {
 				if time.Now().After(end) {
-					t.Fatalf("%d runs, not %d, within a minute", n, runs)
+					t.Fatalf("%d runs, not %d, within 5 minutes", ran.Load(), runs)
 				}
 				time.Sleep(100 * time.Millisecond)
-				if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM runs").Scan(&n); err != nil {
-					t.Fatal(err)
-				}
 			}
 			for _, c := range crons {
 				<-c.Stop().Done()
-			}
-			close(duplicates)
-			for err := range duplicates {
-				t.Errorf("a run ran twice: %v", err)
-			}
-			var first, last, n int64
-			if err := db.QueryRowContext(ctx, "SELECT MIN(slot), MAX(slot), COUNT(*) FROM runs").Scan(&first, &last, &n); err != nil {
-				t.Fatal(err)
-			}
-			if want := (last-first)/time.Second.Milliseconds() + 1; n != want {
-				t.Errorf("%d runs scheduled from %d to %d, want %d", n, first, last, want)
 			}
 			l, err := ledger.New(d, ledger.Options{})
 			if err != nil {
@@ -102,8 +83,13 @@ func TestOncePerScheduledTime(t *testing.T) {
 				}
 				seen[in.Occurrence] = true
 			}
-			if int64(len(seen)) != n {
-				t.Errorf("%d occurrences in the ledger, %d runs recorded", len(seen), n)
+			if n := ran.Load(); int64(len(seen)) != n {
+				t.Errorf("%d occurrences in the ledger, the job ran %d times", len(seen), n)
+			}
+			if len(infos) > 0 {
+				first, _ := time.Parse(ledger.TimeFormat, infos[len(infos)-1].Occurrence)
+				last, _ := time.Parse(ledger.TimeFormat, infos[0].Occurrence)
+				t.Logf("%d runs over %v of schedule", len(seen), last.Sub(first)+time.Second)
 			}
 		})
 	}
