@@ -22,6 +22,13 @@ import (
 // that the dialect keeps while anyone waits. The room is subscribed to the
 // notifier while it has waiters, and keeps nothing for a name once nobody
 // waits for it.
+//
+// A room is a dialect.Claimer: a notifier that addresses its wake-ups
+// offers a release to one room, whose head tries alone, rather than to
+// every room of every locker waiting for the name. A head that claimed a
+// release and cannot use it — it gave up, its attempt failed, or a queue's
+// rule refused it — passes it on (Subscription.Pass), so that the other
+// rooms are not left asleep until the released lease would have ended.
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
 	maxBackoff time.Duration
@@ -88,6 +95,9 @@ type waiter struct {
 	// Guarded by the room's mu.
 	wokeAt time.Time
 	wokeBy string
+	// claimed: a release claimed for this waiter (see waitRoom.Claim) is
+	// not yet taken by an attempt. Guarded by the room's mu.
+	claimed bool
 }
 
 // newWaitRoom returns the waiting room of a locker, which wakes its
@@ -160,7 +170,10 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		}
 		r.ev.waiting(ctx, ln.name, 1)
 		defer r.ev.waiting(ctx, ln.name, -1)
-		if lock, left, err = try(); !errors.Is(err, ErrLocked) {
+		claimed := r.takeClaim(w)
+		lock, left, err = try()
+		r.passUnused(ln.name, claimed, q != nil, err)
+		if !errors.Is(err, ErrLocked) {
 			return lock, err
 		}
 	}
@@ -192,7 +205,9 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 			backoff = minBackoff
 		}
 		tried := time.Now()
+		claimed := r.takeClaim(w)
 		lock, left, err = try()
+		r.passUnused(ln.name, claimed, q != nil, err)
 		if !errors.Is(err, ErrLocked) {
 			if at, by := r.woke(w, time.Time{}); by != "" && err == nil {
 				r.ev.handoff(ctx, lock, by, at)
@@ -203,6 +218,35 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		if r.hooks != nil {
 			r.hooks.retried(ln.name)
 		}
+	}
+}
+
+var _ dialect.Claimer = (*waitRoom)(nil)
+
+// takeClaim reports whether a release was claimed for w, which the
+// attempt about to start takes.
+func (r *waitRoom) takeClaim(w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	claimed := w.claimed
+	w.claimed = false
+	return claimed
+}
+
+// passUnused passes on a release claimed for an attempt (see Claim) that
+// ended in err without a grant: an error, or a refusal by a queue's rule
+// (queued), which grants the lock to another waiter that must be woken. A
+// plain refusal is not passed on: someone else holds the lock, and its
+// release will be announced.
+func (r *waitRoom) passUnused(name string, claimed, queued bool, err error) {
+	if !claimed || err == nil || errors.Is(err, ErrLocked) && !queued {
+		return
+	}
+	r.mu.Lock()
+	sub := r.sub
+	r.mu.Unlock()
+	if sub != nil {
+		sub.Pass(name)
 	}
 }
 
@@ -266,9 +310,12 @@ func (r *waitRoom) join(ln line, seen uint64) *waiter {
 	return w
 }
 
-// leave takes w out of line ln, handing the turn on if w was the head.
+// leave takes w out of line ln, handing the turn on if w was the head,
+// with a release claimed for w and not taken: the next head tries at once,
+// or, if w was the last, the release is passed on to other rooms.
 func (r *waitRoom) leave(ln line, w *waiter) {
 	r.mu.Lock()
+	sub, pass := r.sub, false
 	q := r.queues[ln]
 	for i, x := range q {
 		if x != w {
@@ -277,7 +324,11 @@ func (r *waitRoom) leave(ln line, w *waiter) {
 		q = append(q[:i], q[i+1:]...)
 		if i == 0 && len(q) > 0 {
 			close(q[0].turn)
+			q[0].claimed = q[0].claimed || w.claimed
+		} else if i == 0 {
+			pass = w.claimed
 		}
+		w.claimed = false
 		break
 	}
 	if len(q) == 0 {
@@ -290,6 +341,9 @@ func (r *waitRoom) leave(ln line, w *waiter) {
 	}
 	r.mu.Unlock()
 	r.reconcile()
+	if pass && sub != nil {
+		sub.Pass(ln.name)
+	}
 }
 
 // waitedLocked reports whether anyone waits for name, in either line. r.mu
@@ -351,8 +405,9 @@ func (r *waitRoom) kickLocked(name, source string) {
 	r.kickLineLocked(line{name: name, shared: true}, source)
 }
 
-func (r *waitRoom) kickLineLocked(ln line, source string) {
-	if q := r.queues[ln]; len(q) > 0 {
+func (r *waitRoom) kickLineLocked(ln line, source string) *waiter {
+	q := r.queues[ln]
+	if len(q) > 0 {
 		// A release through this locker is local even if its announcement
 		// came first; the wake-up dates from the first.
 		if source != "" && (q[0].wokeBy == "" || source == observe.HandoffLocal) {
@@ -365,7 +420,9 @@ func (r *waitRoom) kickLineLocked(ln line, source string) {
 		case q[0].wake <- struct{}{}:
 		default:
 		}
+		return q[0]
 	}
+	return nil
 }
 
 // woke returns and clears the release behind w's pending wake-up, if it
@@ -423,6 +480,30 @@ func (r *waitRoom) Released(name string) {
 		}
 		r.kickLocked(name, observe.HandoffNotice)
 	}
+}
+
+// Claim implements dialect.Claimer: it wakes the heads waiting for name,
+// if any. It claims the release when it woke a head waiting for the lock
+// alone (not for a share of it: a read/write lock's readers are all let
+// in, and the release is offered to other rooms too), which will pass it
+// on if it cannot use it.
+func (r *waitRoom) Claim(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releases++
+	if !r.waitedLocked(name) {
+		return false
+	}
+	if r.hooks != nil {
+		r.hooks.notified(name)
+	}
+	r.kickLineLocked(line{name: name, shared: true}, observe.HandoffNotice)
+	w := r.kickLineLocked(line{name: name}, observe.HandoffNotice)
+	if w == nil {
+		return false
+	}
+	w.claimed = true
+	return true
 }
 
 // Lost implements dialect.Subscriber: heads poll, every MaxBackoff at the

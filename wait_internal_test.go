@@ -36,6 +36,7 @@ func (s *listeningSub) Listening() bool { return true }
 func (s *listeningSub) Unsubscribe()    { s.once.Do(func() { s.n.subs.Add(-1) }) }
 func (s *listeningSub) Watch(string)    {}
 func (s *listeningSub) Unwatch(string)  {}
+func (s *listeningSub) Pass(string)     {}
 
 // newTestRoom returns a waiting room on n that logs nothing.
 func newTestRoom(n dialect.Notifier) *waitRoom {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/dialect"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -361,3 +363,80 @@ type nop struct{}
 func (nop) Ready()          {}
 func (nop) Released(string) {}
 func (nop) Lost(error)      {}
+
+// claimer is a recorder that is a dialect.Claimer, and claims a release
+// when take says so.
+type claimer struct {
+	recorder
+	take bool
+}
+
+func (c claimer) Claim(name string) bool {
+	c.recorder <- "claim " + name
+	return c.take
+}
+
+// A name's release is offered to the Claimers watching it, oldest watch
+// first, until one claims it; other subscribers hear every release, and
+// every subscriber a ticket's wake-up. Pass offers the release to the
+// Claimers after the passer, or to all once it no longer watches.
+func TestClaimersTakeTurns(t *testing.T) {
+	f := newFake()
+	h := New(f.listen, time.Hour)
+	defer closeHub(t, h)
+	plain := newRecorder()
+	declines, first, second := claimer{newRecorder(), false}, claimer{newRecorder(), true}, claimer{newRecorder(), true}
+	rs := []recorder{plain, declines.recorder, first.recorder, second.recorder}
+	var subs []dialect.Subscription
+	for _, s := range []dialect.Subscriber{plain, declines, first, second} {
+		sub := h.Subscribe(s)
+		defer sub.Unsubscribe()
+		subs = append(subs, sub)
+	}
+	c := f.next(t)
+	for _, r := range rs {
+		r.expect(t, "ready")
+	}
+	for _, sub := range subs {
+		sub.Watch("n")
+	}
+	quiet := func() {
+		t.Helper()
+		for _, r := range rs {
+			r.quiet(t)
+		}
+	}
+	c.names <- "n"
+	plain.expect(t, "released n")
+	declines.expect(t, "claim n")
+	first.expect(t, "claim n")
+	quiet()
+
+	subs[2].Pass("n")
+	second.expect(t, "claim n")
+	quiet()
+	subs[3].Pass("n") // nobody watches after it
+	quiet()
+
+	subs[2].Unwatch("n")
+	c.names <- "n"
+	plain.expect(t, "released n")
+	declines.expect(t, "claim n")
+	second.expect(t, "claim n")
+	quiet()
+	subs[2].Pass("n") // no longer watching: offered to all
+	declines.expect(t, "claim n")
+	second.expect(t, "claim n")
+	quiet()
+
+	c.names <- "other" // watched by nobody
+	plain.expect(t, "released other")
+	quiet()
+
+	ticket := dialect.TicketWake(7)
+	c.names <- ticket
+	for _, r := range rs {
+		r.expect(t, "released "+ticket)
+	}
+	quiet()
+}
