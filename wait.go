@@ -75,6 +75,9 @@ type queue interface {
 	join(ctx context.Context) (time.Duration, error)
 	// leave gives the place up, unless the lock was granted to it.
 	leave(ctx context.Context)
+	// place returns the waiter's place in the queue once it joined (its
+	// ticket's id, which orders it among the name's), or 0.
+	place() int64
 }
 
 // line is one queue of a waiting room. A name has one line, or two for a
@@ -98,6 +101,9 @@ type waiter struct {
 	// claimed: a release claimed for this waiter (see waitRoom.Claim) is
 	// not yet taken by an attempt. Guarded by the room's mu.
 	claimed bool
+	// rank is the waiter's place in the database's queue, if it took one
+	// (see queue.place), else 0. Guarded by the room's mu.
+	rank int64
 }
 
 // newWaitRoom returns the waiting room of a locker, which wakes its
@@ -147,6 +153,9 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 			return nil, err
 		}
 		w = r.join(ln, seen)
+		r.mu.Lock()
+		w.rank = q.place()
+		r.mu.Unlock()
 		r.enqueue.Unlock()
 		defer q.leave(ctx)
 	}
@@ -504,6 +513,17 @@ func (r *waitRoom) Claim(name string) bool {
 	}
 	w.claimed = true
 	return true
+}
+
+// Rank implements dialect.Claimer: the place in the database's queue of
+// the head waiting for name alone, if it took one.
+func (r *waitRoom) Rank(name string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q := r.queues[line{name: name}]; len(q) > 0 {
+		return q[0].rank
+	}
+	return 0
 }
 
 // Lost implements dialect.Subscriber: heads poll, every MaxBackoff at the

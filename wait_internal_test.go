@@ -248,6 +248,7 @@ type noQueue struct{}
 
 func (noQueue) join(context.Context) (time.Duration, error) { return -1, nil }
 func (noQueue) leave(context.Context)                       {}
+func (noQueue) place() int64                                { return 0 }
 
 // A release claimed for a head (waitRoom.Claim) that cannot use it is
 // passed on to other rooms: when the attempt it wakes fails, when a

@@ -42,8 +42,9 @@ type Subscriber interface {
 
 // A Claimer is a Subscriber whose wake-ups are addressed: a Notifier tells
 // the release of a name that a Claimer watches (see Subscription.Watch) to
-// one Claimer at a time, rather than to all, as Claim, in the order in
-// which they began to watch the name, until one claims it. A Claimer is
+// one Claimer at a time, rather than to all, as Claim, until one claims
+// it: by rank (see Rank), then in the order in which they began to watch
+// the name. A Claimer is
 // told the releases of names it does not watch, and dialect.TicketWake
 // announcements, by Released as any Subscriber is. A Claimer that claimed
 // a release and could not use it (its waiter gave up, or was refused by a
@@ -56,6 +57,11 @@ type Claimer interface {
 	// passes it to the next Claimer watching name. It is called as the
 	// Subscriber's methods are.
 	Claim(name string) bool
+	// Rank returns the place in a queue of the Claimer's first waiter
+	// for name (a FIFO ticket's id): a release is offered to lower ranks
+	// first. 0 means none, as for a lock granted to whoever asks: such
+	// Claimers come after those with a rank. It is called as Claim is.
+	Rank(name string) int64
 }
 
 // Subscription is a Subscriber's registration with a Notifier. It is safe

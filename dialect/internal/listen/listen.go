@@ -198,18 +198,41 @@ func (h *Hub) deliver(name string) {
 }
 
 // offer offers a release of name to the Claimers watching it, one at a
-// time, until one claims it: those after the subscription after in the
-// order of their watches, or all if after is nil or does not watch name.
-// h.mu is held.
+// time, until one claims it: by rank, then in the order of their watches
+// (see dialect.Claimer); only those after the subscription after, if it
+// watches name. h.mu is held.
 func (h *Hub) offer(name string, after *subscription) {
 	h.wmu.Lock()
-	subs := slices.Clone(h.watchers[name])
+	watching := slices.Clone(h.watchers[name])
 	h.wmu.Unlock()
-	if i := slices.Index(subs, after); i >= 0 {
+	type ranked struct {
+		sub  *subscription
+		rank int64
+	}
+	subs := make([]ranked, 0, len(watching))
+	for _, sub := range watching {
+		if _, in := h.subs[sub]; in {
+			subs = append(subs, ranked{sub, sub.claimer.Rank(name)})
+		}
+	}
+	slices.SortStableFunc(subs, func(a, b ranked) int {
+		switch {
+		case a.rank == b.rank:
+			return 0
+		case a.rank == 0:
+			return 1
+		case b.rank == 0:
+			return -1
+		case a.rank < b.rank:
+			return -1
+		}
+		return 1
+	})
+	if i := slices.IndexFunc(subs, func(r ranked) bool { return r.sub == after }); i >= 0 {
 		subs = subs[i+1:]
 	}
-	for _, sub := range subs {
-		if _, in := h.subs[sub]; in && sub.claimer.Claim(name) {
+	for _, r := range subs {
+		if r.sub.claimer.Claim(name) {
 			return
 		}
 	}
