@@ -153,9 +153,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 			return nil, err
 		}
 		w = r.join(ln, seen)
-		r.mu.Lock()
-		w.rank = q.place()
-		r.mu.Unlock()
+		r.ranked(w, q)
 		r.enqueue.Unlock()
 		defer q.leave(ctx)
 	}
@@ -181,10 +179,11 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		defer r.ev.waiting(ctx, ln.name, -1)
 		claimed := r.takeClaim(w)
 		lock, left, err = try()
-		r.passUnused(ln.name, claimed, q != nil, err)
+		r.passUnused(ln.name, claimed, err)
 		if !errors.Is(err, ErrLocked) {
 			return lock, err
 		}
+		r.ranked(w, q)
 	}
 	for {
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -216,7 +215,8 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		tried := time.Now()
 		claimed := r.takeClaim(w)
 		lock, left, err = try()
-		r.passUnused(ln.name, claimed, q != nil, err)
+		r.passUnused(ln.name, claimed, err)
+		r.ranked(w, q)
 		if !errors.Is(err, ErrLocked) {
 			if at, by := r.woke(w, time.Time{}); by != "" && err == nil {
 				r.ev.handoff(ctx, lock, by, at)
@@ -243,12 +243,12 @@ func (r *waitRoom) takeClaim(w *waiter) bool {
 }
 
 // passUnused passes on a release claimed for an attempt (see Claim) that
-// ended in err without a grant: an error, or a refusal by a queue's rule
-// (queued), which grants the lock to another waiter that must be woken. A
-// plain refusal is not passed on: someone else holds the lock, and its
-// release will be announced.
-func (r *waitRoom) passUnused(name string, claimed, queued bool, err error) {
-	if !claimed || err == nil || errors.Is(err, ErrLocked) && !queued {
+// ended in an error. A refusal is not passed on: someone else holds the
+// lock, and its release will be announced; or, in a FIFO queue, an older
+// ticket is owed the lock, and none of this process's other waiters,
+// whose tickets are younger (see Rank), would be granted it either.
+func (r *waitRoom) passUnused(name string, claimed bool, err error) {
+	if !claimed || err == nil || errors.Is(err, ErrLocked) {
 		return
 	}
 	r.mu.Lock()
@@ -257,6 +257,18 @@ func (r *waitRoom) passUnused(name string, claimed, queued bool, err error) {
 	if sub != nil {
 		sub.Pass(name)
 	}
+}
+
+// ranked records w's place in q, a queue or nil, for Rank: a ticket found
+// lost during an attempt is replaced by a younger one.
+func (r *waitRoom) ranked(w *waiter, q queue) {
+	if q == nil {
+		return
+	}
+	rank := q.place()
+	r.mu.Lock()
+	w.rank = rank
+	r.mu.Unlock()
 }
 
 // refusedFor makes a refusal that says how long the server refuses grants
