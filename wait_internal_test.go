@@ -261,8 +261,18 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 	r := newTestRoom(n)
 	ctx := t.Context()
 	failed := errors.New("the statement failed")
+	// claim claims a release of name once a waiter queued for it (a
+	// release before would make it try again at once, unclaimed).
 	claim := func(name string) {
-		testutil.Eventually(ctx, t, "a head to claim "+name, func() bool { return r.Claim(name) })
+		t.Helper()
+		testutil.Eventually(ctx, t, "a waiter for "+name, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.queues[line{name: name}]) == 1
+		})
+		if !r.Claim(name) {
+			t.Fatalf("Claim(%q) = false with a waiter queued", name)
+		}
 	}
 	passes := func(want ...string) {
 		t.Helper()
@@ -327,16 +337,14 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 		})
 		done <- err
 	}()
-	testutil.Eventually(ctx, t, "a head waiting", func() bool {
+	testutil.Eventually(ctx, t, "a waiter for left", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return len(r.queues[line{name: "left"}]) == 1
 	})
 	r.Released("left")
 	<-inTry
-	if !r.Claim("left") {
-		t.Fatal("Claim: the head attempting was not woken")
-	}
+	claim("left")
 	close(proceed)
 	if err := <-done; !errors.Is(err, failed) {
 		t.Fatalf("wait: %v, want %v", err, failed)
