@@ -26,9 +26,9 @@ import (
 // A room is a dialect.Claimer: a notifier that addresses its wake-ups
 // offers a release to one room, whose head tries alone, rather than to
 // every room of every locker waiting for the name. A head that claimed a
-// release and cannot use it — it gave up, its attempt failed, or a queue's
-// rule refused it — passes it on (Subscription.Pass), so that the other
-// rooms are not left asleep until the released lease would have ended.
+// release and cannot use it — it gave up, or its attempt failed — passes
+// it on (Subscription.Pass), so that the other rooms are not left asleep
+// until the released lease would have ended.
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
 	maxBackoff time.Duration
@@ -181,6 +181,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		lock, left, err = try()
 		r.passUnused(ln.name, claimed, err)
 		if !errors.Is(err, ErrLocked) {
+			r.granted(w, err)
 			return lock, err
 		}
 		r.ranked(w, q)
@@ -218,6 +219,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		r.passUnused(ln.name, claimed, err)
 		r.ranked(w, q)
 		if !errors.Is(err, ErrLocked) {
+			r.granted(w, err)
 			if at, by := r.woke(w, time.Time{}); by != "" && err == nil {
 				r.ev.handoff(ctx, lock, by, at)
 			}
@@ -256,6 +258,15 @@ func (r *waitRoom) passUnused(name string, claimed bool, err error) {
 	r.mu.Unlock()
 	if sub != nil {
 		sub.Pass(name)
+	}
+}
+
+// granted drops a release claimed for w while its attempt ran, if the
+// attempt ended in a grant (err nil): the release came before the grant,
+// which took it. Otherwise it is passed on as w leaves.
+func (r *waitRoom) granted(w *waiter, err error) {
+	if err == nil {
+		r.takeClaim(w)
 	}
 }
 

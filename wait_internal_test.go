@@ -254,7 +254,7 @@ func (noQueue) place() int64                                { return 0 }
 // passed on to other rooms: when the attempt it wakes fails, and when the
 // head leaves before an attempt took it. A refusal keeps it: the new
 // holder's release will be announced, or, in a queue, an older ticket is
-// owed the lock.
+// owed the lock; so does a grant, which took it.
 func TestClaimedReleaseIsPassedOn(t *testing.T) {
 	t.Parallel()
 	n := &alwaysListening{passed: make(chan string, 8)}
@@ -322,32 +322,39 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 		passes()
 	}
 
-	// Claimed during an attempt woken otherwise, which fails: the head
-	// leaves with the release untaken.
-	inTry, proceed := make(chan struct{}), make(chan struct{})
-	go func() {
-		calls := 0
-		_, err := r.wait(ctx, "left", func() (*Lock, time.Duration, error) {
-			if calls++; calls == 1 {
-				return nil, -1, ErrLocked
-			}
-			close(inTry)
-			<-proceed
-			return nil, 0, failed
+	// Claimed during an attempt woken otherwise: if the attempt fails, the
+	// head leaves with the release untaken; if it is granted, the grant
+	// took the release.
+	for _, outcome := range []error{failed, nil} {
+		inTry, proceed := make(chan struct{}), make(chan struct{})
+		go func() {
+			calls := 0
+			_, err := r.wait(ctx, "during", func() (*Lock, time.Duration, error) {
+				if calls++; calls == 1 {
+					return nil, -1, ErrLocked
+				}
+				close(inTry)
+				<-proceed
+				return nil, 0, outcome
+			})
+			done <- err
+		}()
+		testutil.Eventually(ctx, t, "a waiter for during", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.queues[line{name: "during"}]) == 1
 		})
-		done <- err
-	}()
-	testutil.Eventually(ctx, t, "a waiter for left", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(r.queues[line{name: "left"}]) == 1
-	})
-	r.Released("left")
-	<-inTry
-	claim("left")
-	close(proceed)
-	if err := <-done; !errors.Is(err, failed) {
-		t.Fatalf("wait: %v, want %v", err, failed)
+		r.Released("during")
+		<-inTry
+		claim("during")
+		close(proceed)
+		if err := <-done; !errors.Is(err, outcome) {
+			t.Fatalf("wait: %v, want %v", err, outcome)
+		}
+		if outcome != nil {
+			passes("during")
+		} else {
+			passes()
+		}
 	}
-	passes("left")
 }
