@@ -234,6 +234,9 @@ func (w *fairWaiter) join(ctx context.Context) (time.Duration, error) {
 	return w.wait(ctx), nil
 }
 
+// place implements queue: the ticket's id.
+func (w *fairWaiter) place() int64 { return w.ticket.ID }
+
 // requeues bounds the tickets one wait takes in place of tickets found
 // not live.
 const requeues = 3

@@ -135,6 +135,7 @@ func (never) Listening() bool { return false }
 func (never) Unsubscribe()    {}
 func (never) Watch(string)    {}
 func (never) Unwatch(string)  {}
+func (never) Pass(string)     {}
 
 // Without a listener, waiters poll: a release is still seen, if later.
 func TestNoListenerDegradesToPolling(t *testing.T) {

@@ -22,6 +22,13 @@ import (
 // that the dialect keeps while anyone waits. The room is subscribed to the
 // notifier while it has waiters, and keeps nothing for a name once nobody
 // waits for it.
+//
+// A room is a dialect.Claimer: a notifier that addresses its wake-ups
+// offers a release to one room, whose head tries alone, rather than to
+// every room of every locker waiting for the name. A head that claimed a
+// release and cannot use it — it gave up, or its attempt failed — passes
+// it on (Subscription.Pass), so that the other rooms are not left asleep
+// until the released lease would have ended.
 type waitRoom struct {
 	notifier   dialect.Notifier // nil: poll only
 	maxBackoff time.Duration
@@ -68,6 +75,9 @@ type queue interface {
 	join(ctx context.Context) (time.Duration, error)
 	// leave gives the place up, unless the lock was granted to it.
 	leave(ctx context.Context)
+	// place returns the waiter's place in the queue once it joined (its
+	// ticket's id, which orders it among the name's), or 0.
+	place() int64
 }
 
 // line is one queue of a waiting room. A name has one line, or two for a
@@ -88,6 +98,12 @@ type waiter struct {
 	// Guarded by the room's mu.
 	wokeAt time.Time
 	wokeBy string
+	// claimed: a release claimed for this waiter (see waitRoom.Claim) is
+	// not yet taken by an attempt. Guarded by the room's mu.
+	claimed bool
+	// rank is the waiter's place in the database's queue, if it took one
+	// (see queue.place), else 0. Guarded by the room's mu.
+	rank int64
 }
 
 // newWaitRoom returns the waiting room of a locker, which wakes its
@@ -137,6 +153,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 			return nil, err
 		}
 		w = r.join(ln, seen)
+		r.ranked(w, q)
 		r.enqueue.Unlock()
 		defer q.leave(ctx)
 	}
@@ -160,9 +177,14 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		}
 		r.ev.waiting(ctx, ln.name, 1)
 		defer r.ev.waiting(ctx, ln.name, -1)
-		if lock, left, err = try(); !errors.Is(err, ErrLocked) {
+		claimed := r.takeClaim(w)
+		lock, left, err = try()
+		r.passUnused(ln.name, claimed, err)
+		if !errors.Is(err, ErrLocked) {
+			r.granted(w, err)
 			return lock, err
 		}
+		r.ranked(w, q)
 	}
 	for {
 		wait := backoff/2 + rand.N(backoff/2+1)
@@ -192,8 +214,12 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 			backoff = minBackoff
 		}
 		tried := time.Now()
+		claimed := r.takeClaim(w)
 		lock, left, err = try()
+		r.passUnused(ln.name, claimed, err)
+		r.ranked(w, q)
 		if !errors.Is(err, ErrLocked) {
+			r.granted(w, err)
 			if at, by := r.woke(w, time.Time{}); by != "" && err == nil {
 				r.ev.handoff(ctx, lock, by, at)
 			}
@@ -204,6 +230,56 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 			r.hooks.retried(ln.name)
 		}
 	}
+}
+
+var _ dialect.Claimer = (*waitRoom)(nil)
+
+// takeClaim reports whether a release was claimed for w, which the
+// attempt about to start takes.
+func (r *waitRoom) takeClaim(w *waiter) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	claimed := w.claimed
+	w.claimed = false
+	return claimed
+}
+
+// passUnused passes on a release claimed for an attempt (see Claim) that
+// ended in an error. A refusal is not passed on: someone else holds the
+// lock, and its release will be announced; or, in a FIFO queue, an older
+// ticket is owed the lock, and none of this process's other waiters,
+// whose tickets are younger (see Rank), would be granted it either.
+func (r *waitRoom) passUnused(name string, claimed bool, err error) {
+	if !claimed || err == nil || errors.Is(err, ErrLocked) {
+		return
+	}
+	r.mu.Lock()
+	sub := r.sub
+	r.mu.Unlock()
+	if sub != nil {
+		sub.Pass(name)
+	}
+}
+
+// granted drops a release claimed for w while its attempt ran, if the
+// attempt ended in a grant (err nil): the release came before the grant,
+// which took it. Otherwise it is passed on as w leaves.
+func (r *waitRoom) granted(w *waiter, err error) {
+	if err == nil {
+		r.takeClaim(w)
+	}
+}
+
+// ranked records w's place in q, a queue or nil, for Rank: a ticket found
+// lost during an attempt is replaced by a younger one.
+func (r *waitRoom) ranked(w *waiter, q queue) {
+	if q == nil {
+		return
+	}
+	rank := q.place()
+	r.mu.Lock()
+	w.rank = rank
+	r.mu.Unlock()
 }
 
 // refusedFor makes a refusal that says how long the server refuses grants
@@ -266,9 +342,12 @@ func (r *waitRoom) join(ln line, seen uint64) *waiter {
 	return w
 }
 
-// leave takes w out of line ln, handing the turn on if w was the head.
+// leave takes w out of line ln, handing the turn on if w was the head,
+// with a release claimed for w and not taken: the next head tries at once,
+// or, if w was the last, the release is passed on to other rooms.
 func (r *waitRoom) leave(ln line, w *waiter) {
 	r.mu.Lock()
+	sub, pass := r.sub, false
 	q := r.queues[ln]
 	for i, x := range q {
 		if x != w {
@@ -277,7 +356,11 @@ func (r *waitRoom) leave(ln line, w *waiter) {
 		q = append(q[:i], q[i+1:]...)
 		if i == 0 && len(q) > 0 {
 			close(q[0].turn)
+			q[0].claimed = q[0].claimed || w.claimed
+		} else if i == 0 {
+			pass = w.claimed
 		}
+		w.claimed = false
 		break
 	}
 	if len(q) == 0 {
@@ -290,6 +373,9 @@ func (r *waitRoom) leave(ln line, w *waiter) {
 	}
 	r.mu.Unlock()
 	r.reconcile()
+	if pass && sub != nil {
+		sub.Pass(ln.name)
+	}
 }
 
 // waitedLocked reports whether anyone waits for name, in either line. r.mu
@@ -351,8 +437,9 @@ func (r *waitRoom) kickLocked(name, source string) {
 	r.kickLineLocked(line{name: name, shared: true}, source)
 }
 
-func (r *waitRoom) kickLineLocked(ln line, source string) {
-	if q := r.queues[ln]; len(q) > 0 {
+func (r *waitRoom) kickLineLocked(ln line, source string) *waiter {
+	q := r.queues[ln]
+	if len(q) > 0 {
 		// A release through this locker is local even if its announcement
 		// came first; the wake-up dates from the first.
 		if source != "" && (q[0].wokeBy == "" || source == observe.HandoffLocal) {
@@ -365,7 +452,9 @@ func (r *waitRoom) kickLineLocked(ln line, source string) {
 		case q[0].wake <- struct{}{}:
 		default:
 		}
+		return q[0]
 	}
+	return nil
 }
 
 // woke returns and clears the release behind w's pending wake-up, if it
@@ -423,6 +512,41 @@ func (r *waitRoom) Released(name string) {
 		}
 		r.kickLocked(name, observe.HandoffNotice)
 	}
+}
+
+// Claim implements dialect.Claimer: it wakes the heads waiting for name,
+// if any. It claims the release when it woke a head waiting for the lock
+// alone (not for a share of it: a read/write lock's readers are all let
+// in, and the release is offered to other rooms too), which will pass it
+// on if it cannot use it.
+func (r *waitRoom) Claim(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releases++
+	if !r.waitedLocked(name) {
+		return false
+	}
+	if r.hooks != nil {
+		r.hooks.notified(name)
+	}
+	r.kickLineLocked(line{name: name, shared: true}, observe.HandoffNotice)
+	w := r.kickLineLocked(line{name: name}, observe.HandoffNotice)
+	if w == nil {
+		return false
+	}
+	w.claimed = true
+	return true
+}
+
+// Rank implements dialect.Claimer: the place in the database's queue of
+// the head waiting for name alone, if it took one.
+func (r *waitRoom) Rank(name string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q := r.queues[line{name: name}]; len(q) > 0 {
+		return q[0].rank
+	}
+	return 0
 }
 
 // Lost implements dialect.Subscriber: heads poll, every MaxBackoff at the

@@ -2,15 +2,18 @@ package sqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // alwaysListening is a dialect.Notifier whose announcements always arrive;
@@ -18,6 +21,7 @@ import (
 type alwaysListening struct {
 	subs      atomic.Int64
 	announced atomic.Uint64
+	passed    chan string // what subscriptions pass on (see Pass), if set
 }
 
 func (n *alwaysListening) Announced() uint64 { return n.announced.Load() }
@@ -36,6 +40,11 @@ func (s *listeningSub) Listening() bool { return true }
 func (s *listeningSub) Unsubscribe()    { s.once.Do(func() { s.n.subs.Add(-1) }) }
 func (s *listeningSub) Watch(string)    {}
 func (s *listeningSub) Unwatch(string)  {}
+func (s *listeningSub) Pass(name string) {
+	if s.n.passed != nil {
+		s.n.passed <- name
+	}
+}
 
 // newTestRoom returns a waiting room on n that logs nothing.
 func newTestRoom(n dialect.Notifier) *waitRoom {
@@ -230,6 +239,122 @@ func TestLostWarnsOnce(t *testing.T) {
 	for lv, n := range want {
 		if h.n[lv] != n {
 			t.Errorf("%d records at %v, want %d (all: %v)", h.n[lv], lv, n, h.n)
+		}
+	}
+}
+
+// noQueue is a queue (as a fair waiter's) that the test needs not see.
+type noQueue struct{}
+
+func (noQueue) join(context.Context) (time.Duration, error) { return -1, nil }
+func (noQueue) leave(context.Context)                       {}
+func (noQueue) place() int64                                { return 0 }
+
+// A release claimed for a head (waitRoom.Claim) that cannot use it is
+// passed on to other rooms: when the attempt it wakes fails, and when the
+// head leaves before an attempt took it. A refusal keeps it: the new
+// holder's release will be announced, or, in a queue, an older ticket is
+// owed the lock; so does a grant, which took it.
+func TestClaimedReleaseIsPassedOn(t *testing.T) {
+	t.Parallel()
+	n := &alwaysListening{passed: make(chan string, 8)}
+	r := newTestRoom(n)
+	ctx := t.Context()
+	failed := errors.New("the statement failed")
+	// claim claims a release of name once a waiter queued for it (a
+	// release before would make it try again at once, unclaimed).
+	claim := func(name string) {
+		t.Helper()
+		testutil.Eventually(ctx, t, "a waiter for "+name, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.queues[line{name: name}]) == 1
+		})
+		if !r.Claim(name) {
+			t.Fatalf("Claim(%q) = false with a waiter queued", name)
+		}
+	}
+	passes := func(want ...string) {
+		t.Helper()
+		var got []string
+		for len(n.passed) > 0 {
+			got = append(got, <-n.passed)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("passed on %q, want %q", got, want)
+		}
+	}
+	// The attempt fails.
+	done := make(chan error, 1)
+	go func() {
+		calls := 0
+		_, err := r.wait(ctx, "failing", func() (*Lock, time.Duration, error) {
+			if calls++; calls == 1 {
+				return nil, -1, ErrLocked
+			}
+			return nil, 0, failed
+		})
+		done <- err
+	}()
+	claim("failing")
+	if err := <-done; !errors.Is(err, failed) {
+		t.Fatalf("wait: %v, want %v", err, failed)
+	}
+	passes("failing")
+
+	// A plain refusal, then a grant; and a queue's refusal, then a grant.
+	for _, q := range []queue{nil, noQueue{}} {
+		go func() {
+			calls := 0
+			_, err := r.waitQueued(ctx, line{name: "refused"}, q, func() (*Lock, time.Duration, error) {
+				if calls++; calls <= 2 {
+					return nil, -1, ErrLocked
+				}
+				return nil, 0, nil
+			})
+			done <- err
+		}()
+		claim("refused")
+		claim("refused")
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		passes()
+	}
+
+	// Claimed during an attempt woken otherwise: if the attempt fails, the
+	// head leaves with the release untaken; if it is granted, the grant
+	// took the release.
+	for _, outcome := range []error{failed, nil} {
+		inTry, proceed := make(chan struct{}), make(chan struct{})
+		go func() {
+			calls := 0
+			_, err := r.wait(ctx, "during", func() (*Lock, time.Duration, error) {
+				if calls++; calls == 1 {
+					return nil, -1, ErrLocked
+				}
+				close(inTry)
+				<-proceed
+				return nil, 0, outcome
+			})
+			done <- err
+		}()
+		testutil.Eventually(ctx, t, "a waiter for during", func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(r.queues[line{name: "during"}]) == 1
+		})
+		r.Released("during")
+		<-inTry
+		claim("during")
+		close(proceed)
+		if err := <-done; !errors.Is(err, outcome) {
+			t.Fatalf("wait: %v, want %v", err, outcome)
+		}
+		if outcome != nil {
+			passes("during")
+		} else {
+			passes()
 		}
 	}
 }

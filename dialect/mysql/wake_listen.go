@@ -140,10 +140,19 @@ func (b *bells) detach(bell bellID) {
 // ringLoop sleeps on conn until rung, announces the rung names, and sleeps
 // again, until ctx ends or a statement fails. Every sleep period it
 // refreshes the bell's registrations and deletes expired ones of others.
+//
+// A bell registered for one name alone announces it as soon as it is
+// woken, before it reads its rings: a round trip less on a hand-off's
+// path. The read then announces that name again only if it was rung more
+// than once since it was last seen.
 func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, released func(string)) error {
 	sleep := fmt.Sprintf(b.stmts.sleep, bell.id, bell.tag, int(bellSleep.Seconds()))
 	refreshed := time.Now()
 	check := true // rung names may wait
+	var (
+		early string               // announced on waking, before the read ("": none)
+		seen  = map[string]int64{} // the rings seen, by name, as recorded
+	)
 	for {
 		if check {
 			// Announced before they are recorded as seen, which is off
@@ -151,10 +160,18 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			// announced again.
 			names, counts, err := b.takeRung(ctx, conn, bell)
 			if err == nil {
-				for _, name := range names {
-					released(name)
+				for i, name := range names {
+					if name != early || counts[i] != seen[name]+1 {
+						released(name)
+					}
 				}
-				err = b.see(ctx, conn, bell, names, counts)
+				early = ""
+				if err = b.see(ctx, conn, bell, names, counts); err == nil {
+					clear(seen)
+					for i, name := range names {
+						seen[name] = counts[i]
+					}
+				}
 			}
 			switch {
 			case interrupted(err):
@@ -194,8 +211,26 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			return errors.New("mysql: the bell's anchor connection was lost")
 		default:
 			check = !r.Valid || r.Int64 != 0 // 0: waited its time; NULL: woken; 2: rung
+			if name, ok := b.only(bell); ok && check {
+				early = name
+				released(name)
+			}
 		}
 	}
+}
+
+// only returns the name bell is registered for, if it is registered for
+// one name alone.
+func (b *bells) only(bell bellID) (string, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.bell != bell || len(b.registered) != 1 {
+		return "", false
+	}
+	for name := range b.registered {
+		return name, true
+	}
+	return "", false
 }
 
 // refresh extends bell's registrations. Some may be gone: deleted as

@@ -44,6 +44,7 @@ func (unheard) Listening() bool { return false }
 func (unheard) Unsubscribe()    {}
 func (unheard) Watch(string)    {}
 func (unheard) Unwatch(string)  {}
+func (unheard) Pass(string)     {}
 
 // Announced implements dialect.Notifier.
 func (d bellNotifier) Announced() uint64 { return d.bells.hub.Announced() }
@@ -56,12 +57,14 @@ type watching struct {
 	names map[string]bool // nil once unsubscribed
 }
 
-// Watch implements dialect.Subscription.
+// Watch implements dialect.Subscription: the process's bell is
+// registered for name, and the subscriber lined up for its wake-ups.
 func (w *watching) Watch(name string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.names != nil && !w.names[name] {
 		w.names[name] = true
+		w.Subscription.Watch(name)
 		w.b.watch(name)
 	}
 }
@@ -72,6 +75,7 @@ func (w *watching) Unwatch(name string) {
 	defer w.mu.Unlock()
 	if w.names[name] {
 		delete(w.names, name)
+		w.Subscription.Unwatch(name)
 		w.b.unwatch(name)
 	}
 }

@@ -4,11 +4,17 @@
 // subscribes, reconnecting after failures with a growing pause, tells the
 // subscribers when it is ready or lost, and stops it a linger period after
 // the last subscriber left, or when the Hub is closed.
+//
+// A Hub addresses the wake-ups of its Claimers (dialect.Claimer): a name's
+// release is offered to the Claimers watching the name one at a time, in
+// the order in which they began to watch it, until one claims it; other
+// subscribers are told every release.
 package listen
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +59,12 @@ type Hub struct {
 	drained chan struct{} // closed once closed and active == 0
 
 	announced atomic.Uint64 // see Announced
+
+	// wmu guards the Claimers' watches. Subscriptions watch while their
+	// subscriber's own locks are held, and the Hub calls the subscribers
+	// under mu: mu may be held when wmu is taken, never the reverse.
+	wmu      sync.Mutex
+	watchers map[string][]*subscription // Claimers watching a name, oldest watch first
 }
 
 // listener is one run of the listening goroutine.
@@ -65,7 +77,8 @@ type listener struct {
 // linger after the last one left: subscribers that take turns do not make
 // it reconnect at every turn.
 func New(listen Func, linger time.Duration) *Hub {
-	return &Hub{listen: listen, linger: linger, subs: make(map[*subscription]struct{}), drained: make(chan struct{})}
+	return &Hub{listen: listen, linger: linger, subs: make(map[*subscription]struct{}), drained: make(chan struct{}),
+		watchers: make(map[string][]*subscription)}
 }
 
 var _ dialect.Notifier = (*Hub)(nil)
@@ -76,6 +89,7 @@ func (h *Hub) Announced() uint64 { return h.announced.Load() }
 // Subscribe implements dialect.Notifier.
 func (h *Hub) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	sub := &subscription{h: h, s: s}
+	sub.claimer, _ = s.(dialect.Claimer)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -164,13 +178,63 @@ func (h *Hub) ready(l *listener) {
 }
 
 // deliver passes an announcement on, also from a listener being stopped:
-// it is news all the same.
+// it is news all the same. A name's release goes to every subscriber that
+// is not a Claimer, and to one Claimer watching the name (see offer); a
+// ticket's wake-up (dialect.TicketWake), addressed already, to every
+// subscriber.
 func (h *Hub) deliver(name string) {
 	h.announced.Add(1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	_, ticket := dialect.ParseTicketWake(name)
 	for sub := range h.subs {
-		sub.s.Released(name)
+		if sub.claimer == nil || ticket {
+			sub.s.Released(name)
+		}
+	}
+	if !ticket {
+		h.offer(name, nil)
+	}
+}
+
+// offer offers a release of name to the Claimers watching it, one at a
+// time, until one claims it: by rank, then in the order of their watches
+// (see dialect.Claimer); only those after the subscription after, if it
+// watches name. h.mu is held.
+func (h *Hub) offer(name string, after *subscription) {
+	h.wmu.Lock()
+	watching := slices.Clone(h.watchers[name])
+	h.wmu.Unlock()
+	type ranked struct {
+		sub  *subscription
+		rank int64
+	}
+	subs := make([]ranked, 0, len(watching))
+	for _, sub := range watching {
+		if _, in := h.subs[sub]; in {
+			subs = append(subs, ranked{sub, sub.claimer.Rank(name)})
+		}
+	}
+	slices.SortStableFunc(subs, func(a, b ranked) int {
+		switch {
+		case a.rank == b.rank:
+			return 0
+		case a.rank == 0:
+			return 1
+		case b.rank == 0:
+			return -1
+		case a.rank < b.rank:
+			return -1
+		}
+		return 1
+	})
+	if i := slices.IndexFunc(subs, func(r ranked) bool { return r.sub == after }); i >= 0 {
+		subs = subs[i+1:]
+	}
+	for _, r := range subs {
+		if r.sub.claimer.Claim(name) {
+			return
+		}
 	}
 }
 
@@ -249,8 +313,11 @@ func (h *Hub) finishedLocked() {
 
 // subscription is a subscriber's registration with a Hub.
 type subscription struct {
-	h *Hub
-	s dialect.Subscriber
+	h       *Hub
+	s       dialect.Subscriber
+	claimer dialect.Claimer // s, if it is one
+
+	watched map[string]bool // guarded by h.wmu
 }
 
 // Listening implements dialect.Subscription.
@@ -275,11 +342,58 @@ func (sub *subscription) Unsubscribe() {
 	if len(h.subs) == 0 && h.current != nil {
 		h.arm()
 	}
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	for name := range sub.watched {
+		h.unwatch(sub, name)
+	}
 }
 
-// Watch implements dialect.Subscription: a Hub announces every release, so
-// there is nothing to register.
-func (sub *subscription) Watch(string) {}
+// Watch implements dialect.Subscription: a Claimer's watch lines it up for
+// name's releases; for another subscriber, which a Hub tells every
+// release, it does nothing.
+func (sub *subscription) Watch(name string) {
+	if sub.claimer == nil {
+		return
+	}
+	h := sub.h
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if sub.watched[name] {
+		return
+	}
+	if sub.watched == nil {
+		sub.watched = make(map[string]bool)
+	}
+	sub.watched[name] = true
+	h.watchers[name] = append(h.watchers[name], sub)
+}
 
-// Unwatch implements dialect.Subscription; it does nothing.
-func (sub *subscription) Unwatch(string) {}
+// Unwatch implements dialect.Subscription.
+func (sub *subscription) Unwatch(name string) {
+	h := sub.h
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if sub.watched[name] {
+		h.unwatch(sub, name)
+	}
+}
+
+// unwatch takes sub out of name's Claimers. h.wmu is held.
+func (h *Hub) unwatch(sub *subscription, name string) {
+	delete(sub.watched, name)
+	ws := slices.DeleteFunc(h.watchers[name], func(x *subscription) bool { return x == sub })
+	if len(ws) == 0 {
+		delete(h.watchers, name)
+	} else {
+		h.watchers[name] = ws
+	}
+}
+
+// Pass implements dialect.Subscription.
+func (sub *subscription) Pass(name string) {
+	h := sub.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.offer(name, sub)
+}

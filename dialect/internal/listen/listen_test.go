@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/sqllock/sqllock/dialect"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -361,3 +363,116 @@ type nop struct{}
 func (nop) Ready()          {}
 func (nop) Released(string) {}
 func (nop) Lost(error)      {}
+
+// claimer is a recorder that is a dialect.Claimer, of rank rank, and
+// claims a release when take says so.
+type claimer struct {
+	recorder
+	take bool
+	rank int64
+}
+
+func (c claimer) Claim(name string) bool {
+	c.recorder <- "claim " + name
+	return c.take
+}
+
+func (c claimer) Rank(string) int64 { return c.rank }
+
+// A name's release is offered to the Claimers watching it, oldest watch
+// first, until one claims it; other subscribers hear every release, and
+// every subscriber a ticket's wake-up. Pass offers the release to the
+// Claimers after the passer, or to all once it no longer watches.
+func TestClaimersTakeTurns(t *testing.T) {
+	f := newFake()
+	h := New(f.listen, time.Hour)
+	defer closeHub(t, h)
+	plain := newRecorder()
+	declines, first, second := claimer{newRecorder(), false, 0}, claimer{newRecorder(), true, 0}, claimer{newRecorder(), true, 0}
+	rs := []recorder{plain, declines.recorder, first.recorder, second.recorder}
+	var subs []dialect.Subscription
+	for _, s := range []dialect.Subscriber{plain, declines, first, second} {
+		sub := h.Subscribe(s)
+		defer sub.Unsubscribe()
+		subs = append(subs, sub)
+	}
+	c := f.next(t)
+	for _, r := range rs {
+		r.expect(t, "ready")
+	}
+	for _, sub := range subs {
+		sub.Watch("n")
+	}
+	quiet := func() {
+		t.Helper()
+		for _, r := range rs {
+			r.quiet(t)
+		}
+	}
+	c.names <- "n"
+	plain.expect(t, "released n")
+	declines.expect(t, "claim n")
+	first.expect(t, "claim n")
+	quiet()
+
+	subs[2].Pass("n")
+	second.expect(t, "claim n")
+	quiet()
+	subs[3].Pass("n") // nobody watches after it
+	quiet()
+
+	subs[2].Unwatch("n")
+	c.names <- "n"
+	plain.expect(t, "released n")
+	declines.expect(t, "claim n")
+	second.expect(t, "claim n")
+	quiet()
+	subs[2].Pass("n") // no longer watching: offered to all
+	declines.expect(t, "claim n")
+	second.expect(t, "claim n")
+	quiet()
+
+	c.names <- "other" // watched by nobody
+	plain.expect(t, "released other")
+	quiet()
+
+	ticket := dialect.TicketWake(7)
+	c.names <- ticket
+	for _, r := range rs {
+		r.expect(t, "released "+ticket)
+	}
+	quiet()
+}
+
+// Claimers with a rank (a FIFO ticket) are offered a release first, lowest
+// rank first, whatever the order of their watches; those without come
+// after, in the order of their watches.
+func TestClaimersByRank(t *testing.T) {
+	f := newFake()
+	h := New(f.listen, time.Hour)
+	defer closeHub(t, h)
+	unranked, late, early := claimer{newRecorder(), false, 0}, claimer{newRecorder(), false, 9}, claimer{newRecorder(), true, 3}
+	rs := []recorder{unranked.recorder, late.recorder, early.recorder}
+	var subs []dialect.Subscription
+	for _, s := range []claimer{unranked, late, early} {
+		sub := h.Subscribe(s)
+		defer sub.Unsubscribe()
+		sub.Watch("n")
+		subs = append(subs, sub)
+	}
+	c := f.next(t)
+	for _, r := range rs {
+		r.expect(t, "ready")
+	}
+	c.names <- "n"
+	early.expect(t, "claim n")
+	for _, r := range rs {
+		r.quiet(t)
+	}
+	subs[2].Pass("n")
+	late.expect(t, "claim n")
+	unranked.expect(t, "claim n")
+	for _, r := range rs {
+		r.quiet(t)
+	}
+}

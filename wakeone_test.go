@@ -1,0 +1,134 @@
+package sqllock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
+)
+
+// failing is a dialect whose lock table's acquire statements fail while
+// fail is set: a woken waiter that cannot be granted.
+type failing struct {
+	dialect.Dialect
+	fail *atomic.Bool
+}
+
+func (d failing) Catalogue() dialect.Catalogue {
+	cat := d.Dialect.Catalogue()
+	cat.Locks = failingLocks{cat.Locks, d.fail}
+	return cat
+}
+
+type failingLocks struct {
+	dialect.LockTable
+	fail *atomic.Bool
+}
+
+var errAcquireFailed = errors.New("the acquire statement failed")
+
+func (l failingLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
+	if l.fail.Load() {
+		return 0, errAcquireFailed
+	}
+	return l.LockTable.Acquire(ctx, p)
+}
+
+// A release wakes the waiter of one locker, the one that began to wait
+// first, not every locker's; a woken waiter whose attempt fails passes the
+// wake-up on to the next, and the last stays asleep until it is its turn.
+// Polling is slowed to ten minutes, so a waiter that acquires within the
+// test was woken.
+func TestReleaseWakesOneLocker(t *testing.T) {
+	t.Parallel()
+	for _, m := range envs {
+		if m.kind == "sqlite" {
+			continue // no wake-ups between processes
+		}
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			e := m.make(t)
+			ctx := ctxT(t)
+			slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+			holder, err := sqllock.NewTable(e.d, slow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fail := new(atomic.Bool)
+			var (
+				lockers []*sqllock.Table
+				probes  []*sqllock.RoomProbe
+				got     []<-chan *sqllock.Lock
+			)
+			for i := range 3 {
+				var d dialect.Dialect = e.d
+				if i == 0 {
+					d = failing{e.d, fail}
+				}
+				l, err := sqllock.NewTable(d, slow)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lockers, probes = append(lockers, l), append(probes, sqllock.ProbeRoom(l))
+			}
+			// A waiter on another name gets the listener going first: the
+			// waiters of "one" then make no attempt unwoken before the
+			// release (a new listener wakes every waiter).
+			w, err := holder.TryAcquire(ctx, "warm-up")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Release(ctx)
+			warm, err := sqllock.NewTable(e.d, slow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, stopWarm := context.WithCancel(ctx)
+			warmed := acquireAsync(wctx, warm, "warm-up")
+			defer func() { stopWarm(); <-warmed }()
+			waitRoom(t, warm, "warm-up", "listener ready", func(up bool, waiting int) bool { return up && waiting == 1 })
+			k, err := holder.TryAcquire(ctx, "one")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, l := range lockers {
+				got = append(got, acquireAsync(ctx, l, "one"))
+				waitRoom(t, l, "one", "a waiter", func(_ bool, waiting int) bool { return waiting == 1 })
+				if i == 0 && e.d.Catalogue().WatchesNames {
+					// The registration of the name is announced once.
+					testutil.Eventually(ctx, t, "the registration's announcement", func() bool { return probes[0].Retries("one") == 1 })
+				}
+			}
+			fail.Store(true)
+			if err := k.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if k := <-got[0]; k != nil {
+				t.Fatal("the failing waiter acquired")
+			}
+			k = <-got[1]
+			if k == nil {
+				t.Fatal("the second waiter failed")
+			}
+			if probes[1].Notified("one") == 0 {
+				t.Fatal("the second waiter acquired unwoken")
+			}
+			if _, waiting := sqllock.RoomState(lockers[2], "one"); probes[2].Notified("one") != 0 || waiting != 1 {
+				t.Fatalf("the third waiter: %d wake-ups, %d waiting; want 0 and 1", probes[2].Notified("one"), waiting)
+			}
+			if err := k.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			k = <-got[2]
+			if k == nil {
+				t.Fatal("the third waiter failed")
+			}
+			_ = k.Release(ctx)
+		})
+	}
+}
