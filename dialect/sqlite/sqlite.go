@@ -138,6 +138,7 @@ type Dialect struct {
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
 	wake       *waker // wake-ups between processes (wake.go)
+	noWakeups  bool   // the catalogue has no Notifier (WithoutWakeups)
 	logger     *slog.Logger
 	cat        dialect.Catalogue
 }
@@ -152,6 +153,14 @@ type Option func(*Dialect)
 // is slog.Default().
 func WithLogger(l *slog.Logger) Option {
 	return func(d *Dialect) { d.logger = l }
+}
+
+// WithoutWakeups makes the dialect's waiters poll, as they did before
+// wake-ups existed, for a process that must keep no socket or goroutine of
+// its own. The dialect's releases still wake the waiters of other
+// processes.
+func WithoutWakeups() Option {
+	return func(d *Dialect) { d.noWakeups = true }
 }
 
 // New returns the dialect for db, a pool opened with the "sqlite" driver of
