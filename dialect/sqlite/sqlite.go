@@ -149,8 +149,7 @@ var _ dialect.Dialect = (*Dialect)(nil)
 type Option func(*Dialect)
 
 // WithLogger sets the logger of the dialect's wake-ups, which say at debug
-// level why waiters in other processes poll (see Catalogue). The default
-// is slog.Default().
+// level why this process's waiters poll (see Catalogue). Default: none.
 func WithLogger(l *slog.Logger) Option {
 	return func(d *Dialect) { d.logger = l }
 }
@@ -178,7 +177,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 		o(d)
 	}
 	if d.logger == nil {
-		d.logger = slog.Default()
+		d.logger = slog.New(slog.DiscardHandler)
 	}
 	d.wake = newWaker(db, d.logger)
 	d.run.AfterRelease = d.wake.ring

@@ -26,9 +26,11 @@ import (
 	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
+	testutil.ChildMain(waiterEnv, waiter.run)
 	os.Exit(dbtest.Finish(m.Run()))
 }
 
