@@ -149,9 +149,11 @@ func (d *Dialect) tables() error {
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: elections{d},
-		Reasons:  map[string]string{"Pessimistic": "SQLite has no row locks"},
-		Notifier: d.wake, WatchesNames: true, AnnouncesVersions: true,
+		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		SingleWriter: true,
+	}
+	if !d.noWakeups {
+		d.cat.Notifier, d.cat.WatchesNames, d.cat.AnnouncesVersions = d.wake, true, true
 	}
 	return c.Err
 }
