@@ -20,6 +20,12 @@
 // strategy on, and this dialect supports the lock-table and optimistic
 // strategies only. The same whole-database lock is what makes Guard sound
 // here; see Dialect.Guard.
+//
+// A release wakes the waiters of the other processes of the host through
+// Unix datagram sockets in a directory beside the database file, named
+// after it with "-wake"; where no socket can be bound (an in-memory
+// database, a directory the process may not write, Windows), waiters poll.
+// See Dialect.Catalogue, and close the dialect (Dialect.Close) when done.
 package sqlite
 
 import (

@@ -53,7 +53,7 @@ type waker struct {
 	watched map[string]int
 	// pending are names newly watched, to be announced once by the
 	// listener (see Subscription.Watch); kick tells it of them.
-	pending []string
+	pending map[string]bool
 	kick    chan struct{}
 	// quiet records that the last attempt to listen fell back to polling
 	// and was logged.
@@ -61,7 +61,8 @@ type waker struct {
 }
 
 func newWaker(db *sql.DB, logger *slog.Logger) *waker {
-	w := &waker{db: db, logger: logger, watched: make(map[string]int), kick: make(chan struct{}, 1)}
+	w := &waker{db: db, logger: logger, watched: make(map[string]int), pending: make(map[string]bool),
+		kick: make(chan struct{}, 1)}
 	w.hub = listen.New(w.listen, wakeLinger)
 	return w
 }
@@ -184,12 +185,16 @@ func (w *waker) listen(ctx context.Context, ready func(), released func(name str
 // errNoFile is why a database without a file has no wake-ups.
 var errNoFile = fmt.Errorf("the database has no file (in memory)")
 
-// takePending returns and clears the names watched since the last call.
+// takePending returns and clears the names watched since the last call
+// and watched still.
 func (w *waker) takePending() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	p := w.pending
-	w.pending = nil
+	p := make([]string, 0, len(w.pending))
+	for name := range w.pending {
+		p = append(p, name)
+	}
+	clear(w.pending)
 	return p
 }
 
@@ -200,7 +205,7 @@ func (w *waker) watch(name string) {
 	defer w.mu.Unlock()
 	w.watched[name]++
 	if w.watched[name] == 1 {
-		w.pending = append(w.pending, name)
+		w.pending[name] = true
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -214,6 +219,7 @@ func (w *waker) unwatch(name string) {
 	defer w.mu.Unlock()
 	if w.watched[name]--; w.watched[name] <= 0 {
 		delete(w.watched, name)
+		delete(w.pending, name)
 	}
 }
 
