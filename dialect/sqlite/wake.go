@@ -34,8 +34,9 @@ import (
 const (
 	// wakeSuffix names the wake-up directory after the database file.
 	wakeSuffix = "-wake"
-	// wakeLinger is how long the socket stays after the last waiter left.
-	wakeLinger = 500 * time.Millisecond
+	// wakeLinger is how long the socket stays after the last waiter left:
+	// binding another is cheap (no connection), so not long.
+	wakeLinger = 100 * time.Millisecond
 	// pathTimeout bounds the query of the database file's path.
 	pathTimeout = 5 * time.Second
 )
@@ -70,7 +71,7 @@ func newWaker(db *sql.DB, logger *slog.Logger) *waker {
 var _ dialect.Notifier = (*waker)(nil)
 
 // Subscribe implements dialect.Notifier. While any locker built on the
-// dialect has waiters (and for half a second after), the dialect keeps a
+// dialect has waiters (and for a tenth of a second after), the dialect keeps a
 // socket in the wake-up directory and a goroutine reading it. Close stops
 // them. Only the names the subscription watches are announced.
 func (w *waker) Subscribe(s dialect.Subscriber) dialect.Subscription {
