@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -98,11 +99,8 @@ func (w *waker) path(ctx context.Context) (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, pathTimeout)
 	defer cancel()
-	var (
-		seq        int
-		name, file string
-	)
-	if err := w.db.QueryRowContext(ctx, `SELECT seq, name, file FROM pragma_database_list WHERE name = 'main'`).Scan(&seq, &name, &file); err != nil {
+	var file string
+	if err := w.db.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&file); err != nil {
 		return "", fmt.Errorf("sqlite: reading the database file's path: %w", err)
 	}
 	if file != "" {
@@ -148,7 +146,7 @@ func (w *waker) listen(ctx context.Context, ready func(), released func(name str
 		w.quiet = true
 		w.mu.Unlock()
 		if !logged {
-			w.logger.Debug("sqllock: sqlite: waiters in other processes poll: no wake-up socket",
+			w.logger.Debug("sqllock: sqlite: no wake-up socket: this process's waiters poll",
 				"dir", dir, "err", err)
 		}
 		for {
@@ -184,7 +182,7 @@ func (w *waker) listen(ctx context.Context, ready func(), released func(name str
 }
 
 // errNoFile is why a database without a file has no wake-ups.
-var errNoFile = fmt.Errorf("the database has no file (in memory)")
+var errNoFile = errors.New("the database has no file (in memory)")
 
 // takePending returns and clears the names watched since the last call
 // and watched still.
