@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/observe"
@@ -301,5 +302,48 @@ func BenchmarkProcessHandoff(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)/2])/float64(time.Millisecond), "p50-ms")
 			b.ReportMetric(float64(lat[len(lat)*99/100])/float64(time.Millisecond), "p99-ms")
 		})
+	}
+}
+
+// A ticket given up (a fair waiter that stopped waiting) is announced, so
+// that the next ticket's waiter, which may be asleep until that ticket's
+// end, looks again.
+func TestDequeueAnnounced(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	_, d := migrated(t)
+	s := &announcements{ready: make(chan struct{}, 1), released: make(chan string, 16)}
+	sub := d.Catalogue().Notifier.Subscribe(s)
+	defer sub.Unsubscribe()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case name := <-s.released:
+			return name
+		case <-ctx.Done():
+			t.Fatalf("never: %s", what)
+			return ""
+		}
+	}
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		t.Fatal("never: Ready")
+	}
+	sub.Watch("queued")
+	if name := next("the registration"); name != "queued" {
+		t.Fatalf("announced %q, want the registration of %q", name, "queued")
+	}
+	fair := d.Catalogue().Fair
+	tk, err := fair.Enqueue(ctx, dialect.AcquireParams{Name: "queued", Owner: "gone", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fair.Dequeue(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	if name := next("the ticket given up"); name != "queued" {
+		t.Fatalf("announced %q, want %q", name, "queued")
 	}
 }
