@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -181,6 +182,14 @@ func await(t testing.TB, out *bufio.Scanner, prefix string) string {
 	return ""
 }
 
+// needWakeups skips t where the system has no wake-up sockets (Windows):
+// there the catalogue has no Notifier and waiters poll.
+func needWakeups(t *testing.T) {
+	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
+		t.Skip("no wake-ups on " + runtime.GOOS + ": waiters poll")
+	}
+}
+
 // migrated returns a fresh, migrated database file and its dialect,
 // closed when t ends.
 func migrated(t testing.TB) (string, *sqlite.Dialect) {
@@ -207,6 +216,7 @@ func migrated(t testing.TB) (string, *sqlite.Dialect) {
 // A release is announced to a process that watches the name.
 func TestReleaseAnnouncedToOtherProcess(t *testing.T) {
 	t.Parallel()
+	needWakeups(t)
 	const limit = 2 * time.Minute
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
@@ -234,6 +244,7 @@ func TestReleaseAnnouncedToOtherProcess(t *testing.T) {
 // context ends it).
 func TestWakeupAcrossProcesses(t *testing.T) {
 	t.Parallel()
+	needWakeups(t)
 	const limit = 2 * time.Minute
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
@@ -310,6 +321,7 @@ func BenchmarkProcessHandoff(b *testing.B) {
 // end, looks again.
 func TestDequeueAnnounced(t *testing.T) {
 	t.Parallel()
+	needWakeups(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	_, d := migrated(t)

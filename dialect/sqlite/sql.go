@@ -152,7 +152,7 @@ func (d *Dialect) tables() error {
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		SingleWriter: true,
 	}
-	if !d.noWakeups {
+	if hasWakeups && !d.noWakeups {
 		d.cat.Notifier, d.cat.WatchesNames, d.cat.AnnouncesVersions = d.wake, true, true
 	}
 	return c.Err
@@ -162,8 +162,10 @@ func (d *Dialect) tables() error {
 // (Pessimistic). Releases of the lock and version tables (lock sets and
 // broken leases included) reach the waiters of other processes of the host
 // through sockets beside the database file (wake.go; Notifier, which
-// announces the names its subscriptions watch); the waiters of semaphores
-// and read/write locks poll. Every write, a grant among them, holds the
+// announces the names its subscriptions watch), as do fair tickets given
+// up; the waiters of semaphores and read/write locks poll. Without Unix
+// datagram sockets (Windows), or with WithoutWakeups, there is no Notifier
+// and all waiters poll. Every write, a grant among them, holds the
 // database's single write lock (SingleWriter).
 func (d *Dialect) Catalogue() dialect.Catalogue { return d.cat }
 

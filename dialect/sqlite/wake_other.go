@@ -4,7 +4,11 @@ package sqlite
 
 import "errors"
 
-// errNoSockets is why this system has no wake-ups: waiters poll.
+// hasWakeups says whether this system has the sockets of the wake-ups: it
+// has not, so the catalogue has no Notifier and waiters poll.
+const hasWakeups = false
+
+// errNoSockets is why this system has no wake-ups.
 var errNoSockets = errors.New("wake-ups need Unix datagram sockets, which this system lacks")
 
 // socket is never bound here.

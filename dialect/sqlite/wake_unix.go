@@ -13,6 +13,9 @@ import (
 	"syscall"
 )
 
+// hasWakeups says whether this system has the sockets of the wake-ups.
+const hasWakeups = true
+
 // socketSuffix ends the name of every socket of the wake-up directory.
 const socketSuffix = ".sock"
 
