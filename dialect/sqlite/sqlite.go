@@ -196,8 +196,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 // Close removes the dialect's wake-up socket, if it has one, and waits
 // until its goroutine has ended or ctx ends (then it returns ctx's error).
 // The *sql.DB belongs to the caller and stays open; lockers on the dialect
-// keep working, but their waiters in other processes' releases poll.
-// Calling it again does no harm.
+// keep working, but their waiters poll. Calling it again does no harm.
 func (d *Dialect) Close(ctx context.Context) error {
 	return d.wake.close(ctx)
 }
