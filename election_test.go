@@ -403,6 +403,7 @@ func TestElectionObserveNoLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	defer d.Close(context.Background()) // its wake-up socket's goroutine, which Observe started
 	ctx := ctxT(t)
 	el := newElection(t, d, sqllock.ElectionOptions{TTL: time.Minute, MaxBackoff: 10 * time.Millisecond})
 	octx, stop := context.WithCancel(ctx)

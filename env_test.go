@@ -117,6 +117,7 @@ var envs = []envMaker{
 		if err != nil {
 			t.Fatal(err)
 		}
+		closeAtEnd(t, d)
 		return migrated(t, &env{kind: "sqlite", db: db, d: d, ns: path, s: tableStrategy})
 	}},
 }

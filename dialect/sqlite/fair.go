@@ -9,8 +9,9 @@ import (
 // FIFO queues (sqllock.Options.Fair). A grant is a short transaction whose
 // first statement is the lock table's Acquire under the queue's rule, so
 // that it takes the write lock at once (a read first would have to upgrade
-// it), then deletes the ticket. SQLite has no notifications: fair waiters
-// poll, and the queue's rule grants the lock to the oldest ticket alone.
+// it), then deletes the ticket. A release or a ticket given up wakes the
+// waiting processes (wake.go), whose heads look again, and the queue's rule
+// grants the lock to the oldest ticket alone.
 
 // fairSQL declares the queue's statements.
 func fairSQL() sqlrun.FairSQL {
@@ -41,7 +42,9 @@ ELSE coalesce(
   (SELECT min(t.expires_at) - %[2]s FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s AND t.id < :ticket),
   (SELECT l.expires_at - %[2]s FROM sqllock_locks l WHERE l.name = :name AND l.expires_at > %[2]s),
   0) END`, tickets, now)),
-		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		// A ticket given up may have kept the next one waiting: 2 rings
+		// the waiting processes, whose heads look again.
+		Dequeue: sqlrun.Q(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket RETURNING 2`, tickets)),
 		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + :ttl
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 	}

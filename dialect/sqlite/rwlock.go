@@ -12,7 +12,7 @@ import (
 // row, which is kept.
 func rwLockSQL() sqlrun.RWLockSQL {
 	const heads, holders = "sqllock_rwlock_heads", "sqllock_rwlock_holders"
-	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token")}
+	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", false)}
 	s.Head = sqlrun.X(`INSERT INTO ` + heads + ` (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`)
 	s.LockHead = sqlrun.Q(fmt.Sprintf(`SELECT intent_owner, max(intent_expires_at - %s, 0), waiters FROM %s WHERE name = :name`, now, heads))
 	s.Holders = sqlrun.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))

@@ -13,7 +13,7 @@ import (
 // which is never deleted.
 func semaphoreSQL() sqlrun.SemaphoreSQL {
 	const sems, holders = "sqllock_semaphores", "sqllock_semaphore_holders"
-	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token")}
+	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", false)}
 	s.Head = []sqlrun.SQL{sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 0)
 ON CONFLICT (name) DO UPDATE SET lim = lim
 RETURNING lim`, sems))}

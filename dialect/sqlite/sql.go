@@ -30,7 +30,10 @@ const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
     ELSE ` + released + ` END`
 
 // leaseSQL declares the lease statements of table, whose token column is
-// token.
+// token. With rings, the release selects 2 when it frees the row at once (a
+// minimum hold still ahead keeps it taken) and 1 when it drops a hold
+// otherwise, so that the runner rings the wake-ups (wake.go); without, it
+// reports the rows it changed.
 //
 // The guard needs no FOR SHARE, which SQLite does not have: a takeover is a
 // write, and SQLite lets one transaction at a time write to the database.
@@ -51,13 +54,17 @@ const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
 // holds. One that never writes has nothing to commit; its reads come from
 // one snapshot in which the lease was live. The transaction must belong to
 // the same database file as the locks.
-func leaseSQL(table, token string) sqlrun.LeaseSQL {
+func leaseSQL(table, token string, rings bool) sqlrun.LeaseSQL {
+	release := sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry))
+	if rings {
+		release = sqlrun.Q(release.Text + "\nRETURNING CASE WHEN holds = 0 AND expires_at = " + released + " THEN 2 ELSE 1 END")
+	}
 	return sqlrun.LeaseSQL{
 		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
 RETURNING name, owner, %[2]s`, table, token, now)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
+		Release: release,
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
@@ -72,7 +79,7 @@ FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, n
 // the row as it was. The upsert returns no row when the WHERE refuses it:
 // held by another owner.
 func lockSQL() sqlrun.LockSQL {
-	s := sqlrun.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token")}
+	s := sqlrun.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token", true)}
 	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
 VALUES (:name, :owner, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + :ttl)
 ON CONFLICT (name) DO UPDATE SET
@@ -86,8 +93,10 @@ RETURNING token`, now))
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
 FROM sqllock_locks WHERE name = :name AND expires_at > %[1]s`, now))
-	s.Break = sqlrun.X(fmt.Sprintf(`UPDATE sqllock_locks SET holds = 0, expires_at = %s
-WHERE name = :name AND owner = :owner AND token = :token AND expires_at > %s`, released, now))
+	// A broken lease frees the row at once: 2 rings the wake-ups.
+	s.Break = sqlrun.Q(fmt.Sprintf(`UPDATE sqllock_locks SET holds = 0, expires_at = %s
+WHERE name = :name AND owner = :owner AND token = :token AND expires_at > %s
+RETURNING 2`, released, now))
 	return s
 }
 
@@ -95,7 +104,7 @@ WHERE name = :name AND owner = :owner AND token = :token AND expires_at > %s`, r
 func versionSQL() sqlrun.VersionSQL {
 	const versions = "sqllock_versions"
 	return sqlrun.VersionSQL{
-		LeaseSQL: leaseSQL(versions, "version"),
+		LeaseSQL: leaseSQL(versions, "version", true),
 		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s, max(expires_at - %[2]s, 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
 		// A new row starts above the version floor, which the trigger of
@@ -144,13 +153,21 @@ func (d *Dialect) tables() error {
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		SingleWriter: true,
 	}
+	if hasWakeups && !d.noWakeups {
+		d.cat.Notifier, d.cat.WatchesNames, d.cat.AnnouncesVersions = d.wake, true, true
+	}
 	return c.Err
 }
 
 // Catalogue implements dialect.Dialect. SQLite has no row locks
-// (Pessimistic) and announces no releases: waiters, in this process and
-// others, poll. Every write, a grant among them, holds the database's
-// single write lock (SingleWriter).
+// (Pessimistic). Releases of the lock and version tables (lock sets and
+// broken leases included) reach the waiters of other processes of the host
+// through sockets beside the database file (wake.go; Notifier, which
+// announces the names its subscriptions watch), as do fair tickets given
+// up; the waiters of semaphores and read/write locks poll. Without Unix
+// datagram sockets (Windows), or with WithoutWakeups, there is no Notifier
+// and all waiters poll. Every write, a grant among them, holds the
+// database's single write lock (SingleWriter).
 func (d *Dialect) Catalogue() dialect.Catalogue { return d.cat }
 
 // Reap implements dialect.Dialect: a batch of the lock table, then one of

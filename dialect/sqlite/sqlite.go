@@ -20,6 +20,12 @@
 // strategy on, and this dialect supports the lock-table and optimistic
 // strategies only. The same whole-database lock is what makes Guard sound
 // here; see Dialect.Guard.
+//
+// A release wakes the waiters of the other processes of the host through
+// Unix datagram sockets in a directory beside the database file, named
+// after it with "-wake"; where no socket can be bound (an in-memory
+// database, a directory the process may not write, Windows), waiters poll.
+// See Dialect.Catalogue, and close the dialect (Dialect.Close) when done.
 package sqlite
 
 import (
@@ -29,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -121,7 +128,9 @@ func dsn(path string) string {
 var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 
 // Dialect is the SQLite dialect. Create it with New. A Dialect is safe for
-// concurrent use; it starts no goroutines and holds no connection.
+// concurrent use. It holds no connection; while its lockers have waiters it
+// keeps a socket beside the database file and a goroutine reading it (see
+// Close).
 type Dialect struct {
 	db       *sql.DB
 	run      *sqlrun.Runner
@@ -134,15 +143,35 @@ type Dialect struct {
 	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
 	// releaseAll is ReleaseAll's statement (multi.go).
 	releaseAll sqlrun.Stmt
+	wake       *waker // wake-ups between processes (wake.go)
+	noWakeups  bool   // the catalogue has no Notifier (WithoutWakeups)
+	logger     *slog.Logger
 	cat        dialect.Catalogue
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)
 
+// Option configures a Dialect.
+type Option func(*Dialect)
+
+// WithLogger sets the logger of the dialect's wake-ups, which say at debug
+// level why this process's waiters poll (see Catalogue). Default: none.
+func WithLogger(l *slog.Logger) Option {
+	return func(d *Dialect) { d.logger = l }
+}
+
+// WithoutWakeups makes the dialect's waiters poll, as they did before
+// wake-ups existed, for a process that must keep no socket or goroutine of
+// its own. The dialect's releases still wake the waiters of other
+// processes.
+func WithoutWakeups() Option {
+	return func(d *Dialect) { d.noWakeups = true }
+}
+
 // New returns the dialect for db, a pool opened with the "sqlite" driver of
-// modernc.org/sqlite, preferably by Open. It has no options: one database
-// file is one namespace, with no schema to choose.
-func New(db *sql.DB) (*Dialect, error) {
+// modernc.org/sqlite, preferably by Open. One database file is one
+// namespace, with no schema to choose.
+func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if db == nil {
 		return nil, dialect.ErrNilDB
 	}
@@ -150,10 +179,26 @@ func New(db *sql.DB) (*Dialect, error) {
 		return nil, fmt.Errorf("sqlite: the pool's driver is %T, not modernc.org/sqlite's", db.Driver())
 	}
 	d := &Dialect{db: db, run: &sqlrun.Runner{DB: db, Wrap: wrap}}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.logger == nil {
+		d.logger = slog.New(slog.DiscardHandler)
+	}
+	d.wake = newWaker(db, d.logger)
+	d.run.AfterRelease = d.wake.ring
 	if err := d.tables(); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// Close removes the dialect's wake-up socket, if it has one, and waits
+// until its goroutine has ended or ctx ends (then it returns ctx's error).
+// The *sql.DB belongs to the caller and stays open; lockers on the dialect
+// keep working, but their waiters poll. Calling it again does no harm.
+func (d *Dialect) Close(ctx context.Context) error {
+	return d.wake.close(ctx)
 }
 
 // Name returns "sqlite".

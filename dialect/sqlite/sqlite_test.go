@@ -26,9 +26,11 @@ import (
 	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
+	testutil.ChildMain(waiterEnv, waiter.run)
 	os.Exit(dbtest.Finish(m.Run()))
 }
 
@@ -46,10 +48,7 @@ func TestConformance(t *testing.T) {
 func newEnv(t *testing.T) *dialecttest.Env {
 	path := filepath.Join(t.TempDir(), "locks.db")
 	db := open(t, path)
-	d, err := sqlite.New(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := newDialect(t, db)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	if err := sqllock.Migrate(ctx, d); err != nil {
@@ -62,11 +61,7 @@ func newEnv(t *testing.T) *dialecttest.Env {
 			if maxConns > 0 {
 				db.SetMaxOpenConns(maxConns)
 			}
-			d, err := sqlite.New(db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return d
+			return newDialect(t, db)
 		},
 		Expire: func(ctx context.Context, tb dialecttest.Table, name string) error {
 			// Times are microseconds since the Unix epoch.
@@ -110,6 +105,21 @@ func newEnv(t *testing.T) *dialecttest.Env {
 		},
 		Waiting: func(context.Context) (int, error) { return db.Stats().InUse, nil },
 	}
+}
+
+// newDialect returns the dialect of db, closed when t ends.
+func newDialect(t *testing.T, db *sql.DB) *sqlite.Dialect {
+	t.Helper()
+	d, err := sqlite.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := d.Close(context.Background()); err != nil {
+			t.Errorf("closing the dialect: %v", err)
+		}
+	})
+	return d
 }
 
 func open(t *testing.T, path string) *sql.DB {

@@ -33,7 +33,9 @@ type FairSQL struct {
 	// dialect.FairTable.Wait), or -1 when the ticket is not live.
 	Wait SQL
 	// Dequeue deletes :ticket, waking the next ticket's process if it was
-	// the oldest and the lock is free.
+	// the oldest and the lock is free; or, for a dialect whose statement
+	// cannot wake it, its number is 2 so that Runner.AfterRelease rings
+	// :name's waiting processes.
 	Dequeue SQL
 	// Renew extends the tickets of :leases (their tokens are the tickets'
 	// ids; :names their names) to :ttl from now.
@@ -87,9 +89,13 @@ func (t *tickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect
 	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
 }
 
-// Dequeue implements dialect.FairTable and dialect.FairSemaphoreTable.
+// Dequeue implements dialect.FairTable and dialect.FairSemaphoreTable. A
+// number of 2 calls Runner.AfterRelease for the ticket's name.
 func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	_, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
+	n, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
+	if n == 2 {
+		t.run.afterRelease(ctx, tk.Name)
+	}
 	return err
 }
 
