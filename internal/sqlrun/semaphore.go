@@ -40,7 +40,7 @@ type SemaphoreSQL struct {
 	// token granted (0 when refused, -1 when a grant of :name committed
 	// since its snapshot began: it is run again) and the limit the name's
 	// holders use (:limit when it has none).
-	Grant                              SQL
+	Grant                             SQL
 	Draw, Expire, Take, Why, SetLimit SQL
 	// Remaining selects the microseconds until :name's first holder's
 	// lease ends (0 or less: look again at once, as when a permit is
@@ -56,11 +56,11 @@ type SemaphoreSQL struct {
 type SemaphoreTable struct {
 	LeaseTable
 	// inOne: an acquire is the one statement grant.
-	inOne                                     bool
+	inOne                                    bool
 	grant, draw, expire, take, why, setLimit Stmt
-	remaining                                 Stmt
-	isolation                                 sql.IsolationLevel
-	announces                                 bool
+	remaining                                Stmt
+	isolation                                sql.IsolationLevel
+	announces                                bool
 }
 
 // NewSemaphoreTable compiles s; a compile error is kept in c.
