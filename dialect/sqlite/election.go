@@ -25,6 +25,12 @@ FROM sqllock_locks l JOIN sqllock_lock_values v ON v.name = l.name AND v.token =
 WHERE l.name = ? AND l.holds > 0 AND l.expires_at > ` + now
 )
 
+// Campaign implements dialect.Elections: the lock table's acquire that
+// also stores the value.
+func (d elections) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
+	return d.locks.Campaign(ctx, p, value)
+}
+
 // Proclaim implements dialect.Elections.
 func (d elections) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	return d.run.Proclaim(ctx, proclaimSQL, value, l.Name, l.Owner, l.Token)

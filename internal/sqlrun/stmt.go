@@ -61,6 +61,7 @@ type Params struct {
 	Limit   int           // :limit
 	Channel string        // :channel, the notification channel
 	Ticket  int64         // :ticket, a waiter's ticket (see dialect.FairTable)
+	Value   string        // :value, an election's value (see dialect.Elections)
 	// Leases expands :names to a list of their names and :leases to a
 	// list of (name, owner, token) tuples, for IN (...).
 	Leases []dialect.Lease
@@ -69,7 +70,7 @@ type Params struct {
 // params lists the names a statement may use; list ones expand.
 var params = map[string]bool{
 	"name": false, "owner": false, "token": false, "version": false, "ttl": false, "minhold": false,
-	"limit": false, "channel": false, "ticket": false, "names": true, "leases": true,
+	"limit": false, "channel": false, "ticket": false, "value": false, "names": true, "leases": true,
 }
 
 // value returns the value of the scalar parameter name.
@@ -91,6 +92,8 @@ func (p *Params) value(name string) any {
 		return p.Limit
 	case "ticket":
 		return p.Ticket
+	case "value":
+		return p.Value
 	}
 	return p.Channel
 }

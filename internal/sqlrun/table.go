@@ -174,19 +174,26 @@ type LockSQL struct {
 	// such live lease is left, else as Release's (2 to ring
 	// Runner.AfterRelease).
 	Break SQL
+	// Campaign, if set, is Acquire that also stores :value as the value of
+	// the lease it grants or re-enters (see dialect.Elections.Campaign).
+	Campaign SQL
 }
 
 // LockTable implements dialect.LockTable.
 type LockTable struct {
 	LeaseTable
-	acquire, remaining, holder, brk Stmt
+	acquire, remaining, holder, brk, campaign Stmt
 }
 
 // NewLockTable compiles s; a compile error is kept in c.
 func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
-	return &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
+	t := &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
 		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining),
 		holder: c.Compile(s.Holder), brk: c.Compile(s.Break)}
+	if s.Campaign.Text != "" {
+		t.campaign = c.Compile(s.Campaign)
+	}
+	return t
 }
 
 // Break implements dialect.LockTable: it reads the holder's lease, then
@@ -215,6 +222,14 @@ func (t *LockTable) Break(ctx context.Context, name string) (dialect.LockInfo, b
 // Acquire implements dialect.LockTable.
 func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	return t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel},
+		t.undo(p.Name, p.Owner))
+}
+
+// Campaign grants as Acquire does, and stores value as the lease's value
+// in the same statement (see dialect.Elections.Campaign); the table's
+// LockSQL must have a Campaign.
+func (t *LockTable) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
+	return t.run.GrantInt(ctx, &t.campaign, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel, Value: value},
 		t.undo(p.Name, p.Owner))
 }
 
