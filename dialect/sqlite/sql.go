@@ -73,37 +73,25 @@ FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, n
 // held by another owner.
 func lockSQL() sqlrun.LockSQL {
 	s := sqlrun.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token")}
-	s.Acquire = lockAcquire(false)
-	s.Campaign = lockAcquire(true)
+	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+VALUES (:name, :owner, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + :ttl)
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
+  owner       = excluded.owner,
+  expires_at  = excluded.expires_at
+WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
+RETURNING token`, now))
+	// A campaign's value goes to the values' table in the grant's
+	// transaction (see election.go).
+	s.Proclaim = sqlrun.X(proclaimSQL)
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
 FROM sqllock_locks WHERE name = :name AND expires_at > %[1]s`, now))
 	s.Break = sqlrun.X(fmt.Sprintf(`UPDATE sqllock_locks SET holds = 0, expires_at = %s
 WHERE name = :name AND owner = :owner AND token = :token AND expires_at > %s`, released, now))
 	return s
-}
-
-// lockAcquire is the lock table's acquire (see lockSQL); with value, it
-// also stores :value as the value of the lease it grants or re-enters,
-// with the lease's token, computed by the same expression, as value_token.
-func lockAcquire(value bool) sqlrun.SQL {
-	const newToken = "(SELECT token + 1 FROM sqllock_token_floor WHERE id = 1)"
-	token := fmt.Sprintf("CASE WHEN l.expires_at <= %s THEN l.token + 1 ELSE l.token END", now)
-	cols, vals, sets := "", "", ""
-	if value {
-		cols, vals = ", value, value_token", ", :value, "+newToken
-		sets = ",\n  value       = excluded.value,\n  value_token = " + token
-	}
-	return sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at%[4]s)
-VALUES (:name, :owner, %[2]s, 1, %[1]s, %[1]s + :ttl%[5]s)
-ON CONFLICT (name) DO UPDATE SET
-  token       = %[3]s,
-  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner       = excluded.owner,
-  expires_at  = excluded.expires_at%[6]s
-WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
-RETURNING token`, now, newToken, token, cols, vals, sets))
 }
 
 // versionSQL declares the version table's statements.
