@@ -158,11 +158,12 @@ ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(GREATEST(token + 1, TIMESTAMPDIFF
 				take: `INSERT INTO ` + h + ` (name, owner, token, holds, acquired_at, expires_at, waiters)
 SELECT ?, ?, LAST_INSERT_ID(?), 1, t.at, t.at + INTERVAL ? MICROSECOND, s.waiters
 FROM (SELECT ` + now + ` AS at) AS t JOIN ` + s + ` s ON s.name = ?
-WHERE s.lim = ? AND (SELECT COUNT(*) FROM ` + h + ` h WHERE h.name = ? AND h.expires_at > t.at) < ?
+  JOIN (SELECT COUNT(*) AS n FROM ` + h + ` h WHERE h.name = ? AND h.expires_at > ` + now + `) AS c
+WHERE s.lim = ? AND c.n < ?
 ON DUPLICATE KEY UPDATE token = IF(` + ended + `, LAST_INSERT_ID(VALUES(token)), 0), holds = 1,
   acquired_at = VALUES(acquired_at), waiters = VALUES(waiters), expires_at = VALUES(expires_at)`,
 				takeArgs: func(name, owner string, tok, ttl int64, limit int) []any {
-					return []any{name, owner, tok, ttl, name, limit, name, limit}
+					return []any{name, owner, tok, ttl, name, name, limit, limit}
 				},
 				release: `UPDATE ` + h + ` SET holds = holds - 1, expires_at = IF(holds > 0, expires_at, '1000-01-01 00:00:00')
 WHERE name = ? AND owner = ? AND token = ? AND holds > 0`}

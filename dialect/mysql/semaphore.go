@@ -45,15 +45,16 @@ FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, 
 // owner's row is released but kept by a minimum hold. The head row,
 // locked by the transaction, gives its waiters hint to a new permit.
 // MySQL assigns left to right: expires_at, last, still reads the row's
-// own expiry.
+// own expiry. The live holders are counted in a derived table: MySQL
+// refuses a subquery on the table an INSERT writes, but not its FROM.
 func semaphoreTake(sems, holders, free string) sqlrun.SQL {
 	ended := holders + ".expires_at <= VALUES(acquired_at)"
 	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters)
 SELECT :name, :owner, LAST_INSERT_ID(:token), 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters
 FROM (SELECT %[3]s AS at) AS t JOIN %[2]s s ON s.name = :name
-WHERE s.lim = :limit AND (
-  (%[4]s AND (SELECT COUNT(*) FROM %[1]s h WHERE h.name = :name AND h.expires_at > t.at) < :limit)
-  OR EXISTS (SELECT 1 FROM %[1]s h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > t.at))
+  JOIN (SELECT COUNT(*) AS n, COALESCE(MAX(h.owner = :owner AND h.holds > 0), 0) AS mine
+    FROM %[1]s h WHERE h.name = :name AND h.expires_at > %[3]s) AS c
+WHERE s.lim = :limit AND ((%[4]s AND c.n < :limit) OR c.mine)
 ON DUPLICATE KEY UPDATE
   token       = IF(%[5]s, LAST_INSERT_ID(VALUES(token)),
                   IF(%[1]s.holds > 0, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
