@@ -22,8 +22,7 @@ import (
 //
 //	Draw      lock :name's head row, creating it with :limit, and draw
 //	          the name's next token: its number
-//	Expire    delete :name's holder rows of other owners than :owner
-//	          whose lease has ended
+//	Expire    delete :name's holder rows whose lease has ended
 //	Take      grant (:name, :owner) a permit with :token, if :name's limit
 //	          is :limit and a permit is free under it (its own row, if
 //	          ended, is taken over), or re-enter its live row (one more
@@ -36,10 +35,12 @@ import (
 type SemaphoreSQL struct {
 	LeaseSQL
 	// Grant, if set, is the whole acquire in one statement, with no
-	// transaction: it grants as Take does and selects two numbers, the
-	// token granted (0 when refused, -1 when a grant of :name committed
-	// since its snapshot began: it is run again) and the limit the name's
-	// holders use (:limit when it has none).
+	// transaction: it grants as Take does (setting the head row's limit
+	// when the name has no holder, and deleting the rows of the name's
+	// ended leases when it grants a new permit) and selects two numbers,
+	// the token granted (0 when refused, -1 when a grant of :name
+	// committed since its snapshot began: it is run again) and the limit
+	// the name's holders use (:limit when it has none).
 	Grant                             SQL
 	Draw, Expire, Take, Why, SetLimit SQL
 	// Remaining selects the microseconds until :name's first holder's
