@@ -207,11 +207,13 @@ WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
 			b.Fatal(err)
 		}
 		// TiDB's dialect: an upsert (its conditions read only the old
-		// row, as TiDB evaluates them), then the read of the token.
+		// row, as TiDB evaluates them), then the read of the token; the
+		// clock is the dialect's, which no session setting moves.
+		const now = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)"
 		t := fmt.Sprintf("`%s`.sqllock_locks", database)
 		q := fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT ?, ?, f.token + 1, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-FROM `+"`%[2]s`"+`.sqllock_token_floor f WHERE f.id = 1 FOR UPDATE
+SELECT ?, ?, f.token + 1, 1, n.at, n.at + INTERVAL ? MICROSECOND
+FROM `+"`%[2]s`"+`.sqllock_token_floor f JOIN (SELECT `+now+` AS at) AS n WHERE f.id = 1 FOR UPDATE
 ON DUPLICATE KEY UPDATE
   token = IF(%[1]s.expires_at <= VALUES(acquired_at), %[1]s.token + 1, %[1]s.token),
   acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
@@ -219,7 +221,7 @@ ON DUPLICATE KEY UPDATE
   owner = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(owner), %[1]s.owner),
   expires_at = IF(%[1]s.expires_at <= VALUES(acquired_at) OR %[1]s.owner = VALUES(owner), VALUES(expires_at), %[1]s.expires_at)`,
 			t, database)
-		read := fmt.Sprintf(`SELECT token FROM %s WHERE name = ? AND owner = ? AND holds > 0`, t)
+		read := fmt.Sprintf(`SELECT token FROM %s WHERE name = ? AND owner = ? AND holds > 0 AND expires_at > %s`, t, now)
 		acquire = func(ctx context.Context, name, owner string) (int64, error) {
 			if _, err := db.ExecContext(ctx, q, name, owner, int64(30e6)); err != nil {
 				return 0, err
