@@ -16,7 +16,21 @@ import (
 //
 //	go test -run '^$' -bench TryAcquireRelease -benchtime 3s .
 func BenchmarkTryAcquireRelease(b *testing.B) {
-	for _, kind := range benchtest.Kinds {
+	benchTryAcquireRelease(b, benchtest.Kinds...)
+}
+
+// BenchmarkTryAcquireReleaseTiDB is BenchmarkTryAcquireRelease on the
+// TiDB server named by SQLLOCK_TEST_TIDB_DSN (skipped without it). Run, on
+// a server started as scripts/test-tidb.sh starts it:
+//
+//	SQLLOCK_TEST_TIDB_DSN='root@tcp(127.0.0.1:PORT)/test' go test -run '^$' -bench TryAcquireReleaseTiDB -benchtime 300x .
+func BenchmarkTryAcquireReleaseTiDB(b *testing.B) {
+	benchTryAcquireRelease(b, "tidb")
+}
+
+// benchTryAcquireRelease runs BenchmarkTryAcquireRelease on kinds.
+func benchTryAcquireRelease(b *testing.B, kinds ...string) {
+	for _, kind := range kinds {
 		db, d, raw := benchtest.OpenTable(b, kind)
 		locker, err := sqllock.NewTable(d, sqllock.TableOptions{})
 		if err != nil {

@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -61,6 +60,7 @@ func NewElection(d dialect.Dialect, opts ElectionOptions) (*Election, error) {
 	if cat.Elections == nil {
 		return nil, cat.Unsupported(d.Name(), "Elections")
 	}
+	t.campaigns = cat.Elections
 	return &Election{table: t, el: cat.Elections, notifier: cat.Notifier, watches: cat.WatchesNames}, nil
 }
 
@@ -89,10 +89,10 @@ func ValidateValue(value string) error {
 // end of the leader's lease, or after a bounded backoff.
 //
 // Each call campaigns as a new owner identity, whatever WithOwner says: two
-// campaigns never share a leadership. Campaign is two statements: the
-// lease's grant, and the proclamation of value, which succeeds only while
-// the lease granted is live; until it has, Leader and Observe report no
-// leader.
+// campaigns never share a leadership. The lease's grant stores value in
+// the same statement: a campaign that wins costs one statement, as
+// Table.TryAcquire does, and Leader and Observe report its value from the
+// grant on.
 func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadership, error) {
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -104,21 +104,16 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 	if err != nil {
 		return nil, err
 	}
-	lock, err := e.table.Acquire(context.WithValue(ctx, ownerKey{}, owner), name)
+	// The grant stores the value in its own statement (see Table.tryOnce).
+	lock, err := e.table.Acquire(context.WithValue(context.WithValue(ctx, ownerKey{}, owner), valueKey{}, value), name)
 	if err != nil {
 		return nil, err
 	}
-	lead := &Leadership{lock: lock, el: e.el, value: value}
-	if err := lead.proclaim(ctx, value); err != nil {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.table.opts.TTL)
-		defer cancel()
-		if rerr := lock.Release(rctx); rerr != nil && !errors.Is(rerr, ErrLockLost) {
-			err = errors.Join(err, rerr)
-		}
-		return nil, fmt.Errorf("sqllock: campaign %q: %w", name, err)
-	}
-	return lead, nil
+	return &Leadership{lock: lock, el: e.el, value: value}, nil
 }
+
+// valueKey is the context key of the value a Campaign's grant stores.
+type valueKey struct{}
 
 // Leader returns the current leader of the election name, read from the
 // database, or ErrNoLeader if it has none.

@@ -15,9 +15,9 @@ import (
 )
 
 // BenchmarkElectionCampaignResign measures an uncontended Campaign+Resign
-// (grant, proclamation, release: three statements) on distinct names, next
-// to the lock table's TryAcquire+Release (two statements) on the same pool,
-// interleaved in one run. It reports election-ns/op, table-ns/op and ratio
+// (the grant that stores the value, and the release: two statements) on
+// distinct names, next to the lock table's TryAcquire+Release (two
+// statements) on the same pool, interleaved in one run. It reports election-ns/op, table-ns/op and ratio
 // = table time / election time. Run:
 //
 //	go test -run '^$' -bench ElectionCampaignResign -benchtime 2000x .

@@ -21,8 +21,8 @@ const MaxSemaphoreLimit = math.MaxInt32
 // releases and reaping), a context cancelled with ErrLockLost if the lease
 // is lost, and Guard. Renewal is batched with the locker's other leases. A
 // crashed holder stops renewing and its permit returns once its lease has
-// expired: the next acquire of the name drops expired holders before it
-// counts them.
+// expired: an acquire counts live leases only (and a grant deletes the
+// rows of ended ones).
 //
 // The limit is the caller's: a name's limit is set by the acquire that finds
 // it without holders, and while any holder remains, an acquire asking for

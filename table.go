@@ -31,6 +31,9 @@ type Table struct {
 	locks dialect.LockTable
 	fair  *fairQueue             // with Fair (fair.go)
 	multi dialect.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
+	// campaigns, set on an Election's table, grants with the value that
+	// Campaign puts on the context (election.go).
+	campaigns dialect.Elections
 }
 
 var _ Locker = (*Table)(nil)
@@ -76,8 +79,12 @@ const maxTransientRetries = 3
 // row as waited for, so that its release is announced).
 func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
 	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.opts.TTL}
-	return attemptLease(ctx, name, waiting, t.opts.Logger, observe.StrategyTable,
-		func() (int64, error) { return t.locks.Acquire(ctx, p) },
+	acquire := func() (int64, error) { return t.locks.Acquire(ctx, p) }
+	if t.campaigns != nil {
+		value, _ := ctx.Value(valueKey{}).(string)
+		acquire = func() (int64, error) { return t.campaigns.Campaign(ctx, p, value) }
+	}
+	return attemptLease(ctx, name, waiting, t.opts.Logger, observe.StrategyTable, acquire,
 		func() (time.Duration, bool, error) { return t.locks.Remaining(ctx, name) })
 }
 

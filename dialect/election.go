@@ -12,6 +12,10 @@ import (
 // gives it a new token, so a value proclaimed for an earlier token is never
 // read as the new holder's.
 type Elections interface {
+	// Campaign grants a lease as LockTable.Acquire does, and stores value
+	// as the value of the lease it grants (or re-enters), in the same
+	// statement: a Campaign's lease is a leader from its grant on.
+	Campaign(ctx context.Context, p AcquireParams, value string) (token int64, err error)
 	// Proclaim stores value as the value of the live lease l, in one
 	// guarded statement that changes nothing unless l is still live (not
 	// expired, released or taken over; on PostgreSQL, granted on the

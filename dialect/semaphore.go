@@ -31,11 +31,13 @@ type SemaphoreParams struct {
 type SemaphoreTable interface {
 	LeaseTable
 	// Acquire grants p.Owner one of p.Limit permits of p.Name, in one
-	// short transaction that serialises the grants of p.Name (a database
-	// with one writer at a time, SQLite, serialises all grants): it drops the name's expired holders, re-enters a
-	// holder of the same owner (same token, one more hold), or, if fewer
-	// than p.Limit holders remain, adds p.Owner with a new token, larger
-	// than every token granted on p.Name before. It returns 0 when the
+	// statement or one short transaction that serialises the grants of
+	// p.Name (a database with one writer at a time, SQLite, serialises
+	// all grants): it re-enters a live permit of the same owner (same
+	// token, one more hold), or, if fewer than p.Limit of the name's
+	// leases are live, grants p.Owner a permit with a new token, larger
+	// than every token granted on p.Name before; a new permit's grant
+	// deletes the rows of the name's ended leases. It returns 0 when the
 	// semaphore is full, and an error wrapping ErrLimitMismatch when the
 	// name's holders were granted under another limit. Expiry is computed
 	// from the database clock. If ctx ends meanwhile, the transaction is

@@ -18,6 +18,7 @@ var electionChecks = []struct {
 	{"ProclaimAndRead", checkProclaimAndRead},
 	{"StaleLeases", checkProclaimStale},
 	{"Values", checkElectionValues},
+	{"Campaign", checkCampaign},
 }
 
 // electionsRefused reports whether el refuses elections on this server
@@ -136,5 +137,56 @@ func checkElectionValues(t *testing.T, e *env, el dialect.Elections) {
 		if info, ok := e.leader(el, name); !ok || info.Value != v {
 			t.Fatalf("value %.20q read back as %.20q (found: %v)", v, info.Value, ok)
 		}
+	}
+}
+
+// campaign runs Campaign for owner on name and returns the lease, or a
+// zero token when refused.
+func (e *env) campaign(el dialect.Elections, name, owner, value string) dialect.Lease {
+	e.t.Helper()
+	token, err := el.Campaign(e.ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: long}, value)
+	e.must(err, "Campaign "+name+" for "+owner)
+	return dialect.Lease{Name: name, Owner: owner, Token: token}
+}
+
+// Campaign grants as the lock table's acquire does and stores the value
+// with the lease it grants, in a new row and in a takeover (read back as
+// the new term's), or re-enters; a refused campaign changes nothing.
+func checkCampaign(t *testing.T, e *env, el dialect.Elections) {
+	tb := e.table(Locks)
+	l := e.campaign(el, "svc", "a", "a:1")
+	if l.Token <= 0 {
+		t.Fatalf("Campaign on a free name: token %d", l.Token)
+	}
+	if info, ok := e.leader(el, "svc"); !ok || info.Owner != "a" || info.Term != l.Token || info.Value != "a:1" {
+		t.Fatalf("Leader after Campaign = %+v, %v; want owner a, term %d, value a:1", info, ok, l.Token)
+	}
+	if m := e.campaign(el, "svc", "b", "b:1"); m.Token != 0 {
+		t.Fatalf("Campaign while another owner leads: token %d, want 0", m.Token)
+	}
+	if info, _ := e.leader(el, "svc"); info.Owner != "a" || info.Value != "a:1" {
+		t.Fatalf("Leader after a refused Campaign = %+v; want a's, value a:1", info)
+	}
+	if r := e.campaign(el, "svc", "a", "a:2"); r.Token != l.Token {
+		t.Fatalf("Campaign re-entered with token %d, want %d", r.Token, l.Token)
+	}
+	if info, _ := e.leader(el, "svc"); info.Term != l.Token || info.Value != "a:2" {
+		t.Fatalf("Leader after a re-entering Campaign = %+v; want term %d, value a:2", info, l.Token)
+	}
+	e.expire(tb, "svc")
+	m := e.campaign(el, "svc", "b", "b:1") // the takeover: a new token
+	if m.Token <= l.Token {
+		t.Fatalf("Campaign's takeover: token %d, want above %d", m.Token, l.Token)
+	}
+	if info, ok := e.leader(el, "svc"); !ok || info.Owner != "b" || info.Term != m.Token || info.Value != "b:1" {
+		t.Fatalf("Leader after a takeover by Campaign = %+v, %v; want owner b, term %d, value b:1", info, ok, m.Token)
+	}
+	e.release(tb, m, true)
+	if info, ok := e.leader(el, "svc"); ok {
+		t.Fatalf("Leader of a released lease: %+v", info)
+	}
+	n := e.campaign(el, "svc", "c", "c:1") // the takeover of a released row
+	if info, ok := e.leader(el, "svc"); !ok || info.Term != n.Token || n.Token <= m.Token || info.Value != "c:1" {
+		t.Fatalf("Leader after Campaign took a released row = %+v, %v; want term %d above %d, value c:1", info, ok, n.Token, m.Token)
 	}
 }

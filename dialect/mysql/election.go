@@ -38,6 +38,12 @@ func (d *Dialect) electionSQL(ctx context.Context) (proclaim, leader string, err
 	return proclaim, leader, nil
 }
 
+// Campaign implements dialect.Elections: the lock table's acquire that
+// also stores the value.
+func (d elections) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
+	return d.locks.Campaign(ctx, p, value)
+}
+
 // Proclaim implements dialect.Elections.
 func (d elections) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	text, _, err := d.electionSQL(ctx)

@@ -21,7 +21,7 @@ import (
 // committed, as does the oldest ticket given up while another waits.
 
 // fairSemaphoreSQL declares the statements of the semaphores' queue.
-func fairSemaphoreSQL(holders, tickets string) sqlrun.FairSemaphoreSQL {
+func fairSemaphoreSQL(sems, holders, tickets string) sqlrun.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
 	return sqlrun.FairSemaphoreSQL{
@@ -32,8 +32,8 @@ func fairSemaphoreSQL(holders, tickets string) sqlrun.FairSemaphoreSQL {
     AND (:ticket = 0 OR t.id < :ticket))
   OR EXISTS (SELECT 1 FROM %[2]s h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[3]s)`,
 			tickets, holders, now)),
-		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT COUNT(*) FROM %s t WHERE t.name = :name AND t.expires_at > %s
-  AND (:ticket = 0 OR t.id < :ticket)`, tickets, now)),
+		Take: semaphoreTake(sems, holders, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t WHERE t.name = :name AND t.expires_at > %s
+    AND (:ticket = 0 OR t.id < :ticket))`, tickets, now)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),

@@ -9,39 +9,61 @@ import (
 )
 
 // semaphoreTables compiles the semaphores' statements. An acquire is one READ
-// COMMITTED transaction: its first statements lock the name's head row, and
-// each later statement reads what the grants before it committed. A
-// token is the larger of the name's previous token plus one and the
-// grant's time in microseconds on the server's real clock (see epoch.go),
-// kept in the head row, which is never deleted. A release that frees a
-// permit of a name some process waits for rings that process's bell, as
-// the lock table's does (see wake.go): the waiters hint is kept on the
-// head row, and copied by each grant into the holder row it adds. The
-// TiDB dialect does not offer semaphores.
+// COMMITTED transaction: its first statement locks the name's head row
+// and draws the token, and each later statement reads what the grants
+// before it committed. A token is the larger of the name's previous token
+// plus one and the grant's time in microseconds on the server's real clock
+// (see epoch.go), kept in the head row, which is never deleted. A release
+// that frees a permit of a name some process waits for rings that
+// process's bell, as the lock table's does (see wake.go): the waiters hint
+// is kept on the head row, and copied by each grant into the holder row it
+// adds. The TiDB dialect does not offer semaphores.
 
 // semaphoreSQL declares the semaphore tables' statements.
 func semaphoreSQL(sems, holders string) sqlrun.SemaphoreSQL {
 	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted, Announces: true}
-	s.Head = []sqlrun.SQL{
-		sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 0) ON DUPLICATE KEY UPDATE lim = lim`, sems)),
-		sqlrun.Q(fmt.Sprintf(`SELECT lim FROM %s WHERE name = :name FOR UPDATE`, sems)),
-	}
+	// The insert id is the token drawn.
+	s.Draw = sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, LAST_INSERT_ID(%s))
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(%s)`, sems, clockToken("0", now), clockToken("token", now)))
 	s.Expire = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
-	s.Mine = sqlrun.Q(fmt.Sprintf(`SELECT holds, token FROM %s WHERE name = :name AND owner = :owner FOR UPDATE`, holders))
-	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1,
-  expires_at = GREATEST(expires_at, %s + INTERVAL :ttl MICROSECOND)
-WHERE name = :name AND owner = :owner`, holders, now))
-	s.Count = sqlrun.Q(fmt.Sprintf(`SELECT COUNT(*) FROM %s WHERE name = :name`, holders))
+	s.Take = semaphoreTake(sems, holders, "TRUE")
+	s.Why = sqlrun.Q(fmt.Sprintf(`SELECT s.lim, (SELECT COUNT(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
+FROM %s s WHERE s.name = :name`, holders, now, sems))
 	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
-	// The insert id is the new token.
-	s.Token = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`, sems, clockToken("token", now)))
-	// The head row, locked by the transaction, gives its waiters hint.
-	s.Insert = sqlrun.X(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters)
-SELECT :name, :owner, :token, 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters
-FROM (SELECT %[2]s AS at) AS t JOIN %[3]s s ON s.name = :name`, holders, now, sems))
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT TIMESTAMPDIFF(MICROSECOND, %s, MIN(expires_at)) FROM %s
-WHERE name = :name HAVING COUNT(*) > 0`, now, holders))
+	// A free permit (a holder row of an ended lease stays until the next
+	// grant or the reaper deletes it) means: look again at once.
+	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT IF(COUNT(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name), 0,
+  TIMESTAMPDIFF(MICROSECOND, %[1]s, MIN(expires_at)))
+FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, holders, sems))
 	return s
+}
+
+// semaphoreTake is the grant of a permit under the head row's lock, with
+// the further condition free on a new permit. The insert id is the token
+// granted: :token for a new row, or for the owner's row of an ended lease,
+// which it takes over; the row's own token for a re-entry; 0 when the
+// owner's row is released but kept by a minimum hold. The head row,
+// locked by the transaction, gives its waiters hint to a new permit.
+// MySQL assigns left to right: expires_at, last, still reads the row's
+// own expiry. The live holders are counted in a derived table: MySQL
+// refuses a subquery on the table an INSERT writes, but not its FROM.
+func semaphoreTake(sems, holders, free string) sqlrun.SQL {
+	ended := holders + ".expires_at <= VALUES(acquired_at)"
+	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters)
+SELECT :name, :owner, LAST_INSERT_ID(:token), 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters
+FROM (SELECT %[3]s AS at) AS t JOIN %[2]s s ON s.name = :name
+  JOIN (SELECT COUNT(*) AS n, COALESCE(MAX(h.owner = :owner AND h.holds > 0), 0) AS mine
+    FROM %[1]s h WHERE h.name = :name AND h.expires_at > %[3]s) AS c
+WHERE s.lim = :limit AND ((%[4]s AND c.n < :limit) OR c.mine)
+ON DUPLICATE KEY UPDATE
+  token       = IF(%[5]s, LAST_INSERT_ID(VALUES(token)),
+                  IF(%[1]s.holds > 0, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
+  holds       = IF(%[5]s, 1, IF(%[1]s.holds > 0, %[1]s.holds + 1, 0)),
+  acquired_at = IF(%[5]s, VALUES(acquired_at), %[1]s.acquired_at),
+  waiters     = IF(%[5]s, VALUES(waiters), %[1]s.waiters),
+  expires_at  = IF(%[5]s, VALUES(expires_at),
+                  IF(%[1]s.holds > 0, GREATEST(%[1]s.expires_at, VALUES(expires_at)), %[1]s.expires_at))`,
+		holders, sems, now, free, ended))
 }
 
 // semaphoreTables compiles the semaphore statements.
@@ -49,7 +71,7 @@ func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sems, holders, tickets := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_tickets"
 	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
-	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(holders, tickets))
+	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(sems, holders, tickets))
 	d.reap.semTickets = reapTicketsSQL(tickets)
 	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))

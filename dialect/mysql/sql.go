@@ -84,22 +84,43 @@ func lockSQL(locks, floor string) sqlrun.LockSQL {
 	// A token is at least the grant's time in microseconds (see
 	// clockToken): the one guard MySQL offers against a failover to a
 	// replica that lacks the last grants.
-	s.Acquire = sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, LAST_INSERT_ID(%[4]s), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
+	s.Acquire = lockAcquire(locks, floor, false)
+	s.Campaign = lockAcquire(locks, floor, true)
+	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
+	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
+FROM %[1]s WHERE name = :name AND expires_at > %[2]s`, locks, now, micros("acquired_at"), micros("expires_at")))
+	s.Break = breakSQL(locks, true)
+	return s
+}
+
+// lockAcquire is the lock table's acquire (see lockSQL); with value, it
+// also stores :value as the value of the lease it grants or re-enters,
+// with the lease's token as value_token: on a new row, read back with
+// LAST_INSERT_ID() from the token's LAST_INSERT_ID(expr) before it; on an
+// existing row, assigned first, while the conditions still read the row's
+// own columns, from the same expression as the token's.
+func lockAcquire(locks, floor string, value bool) sqlrun.SQL {
+	cols, vals, sets := "", "", ""
+	if value {
+		cols = ", value, value_token"
+		vals = ", :value, LAST_INSERT_ID()"
+		sets = fmt.Sprintf(`
+  value       = IF(%[1]s.expires_at <= VALUES(acquired_at) OR (%[1]s.owner = :owner AND %[1]s.holds > 0), VALUES(value), %[1]s.value),
+  value_token = IF(%[1]s.expires_at <= VALUES(acquired_at), %[2]s,
+                  IF(%[1]s.owner = :owner AND %[1]s.holds > 0, %[1]s.token, %[1]s.value_token)),`,
+			locks, clockToken(locks+".token", "VALUES(acquired_at)"))
+	}
+	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at%[6]s)
+SELECT :name, :owner, LAST_INSERT_ID(%[4]s), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND%[7]s
 FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
-ON DUPLICATE KEY UPDATE
+ON DUPLICATE KEY UPDATE%[8]s
   token       = IF(%[1]s.expires_at <= VALUES(acquired_at), LAST_INSERT_ID(%[5]s),
                   IF(%[1]s.owner = :owner AND %[1]s.holds > 0, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),
   holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = :owner AND %[1]s.holds > 0, %[1]s.holds + 1, %[1]s.holds)),
   owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), :owner, %[1]s.owner),
   acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
   expires_at  = IF(%[1]s.owner = :owner AND %[1]s.holds > 0, VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now,
-		clockToken("f.token", now), clockToken(locks+".token", "VALUES(acquired_at)")))
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
-	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
-FROM %[1]s WHERE name = :name AND expires_at > %[2]s`, locks, now, micros("acquired_at"), micros("expires_at")))
-	s.Break = breakSQL(locks, true)
-	return s
+		clockToken("f.token", now), clockToken(locks+".token", "VALUES(acquired_at)"), cols, vals, sets))
 }
 
 // breakSQL ends the live lease (:name, :owner, :token) of the lock table

@@ -19,10 +19,10 @@ import (
 // tidb holds what differs on TiDB, which speaks MySQL's protocol but not
 // all of its semantics, in a dialect made by NewTiDB:
 //
-//   - The lock table's Acquire and the version table's Create are short
-//     transactions (a locking read of the name's row, and of the floor when
-//     the row is new, then one write; 4 round trips instead of 1), as TiDB's
-//     LAST_INSERT_ID(expr) cannot carry a token out of an upsert.
+//   - The lock table's Acquire is two statements, an upsert and the read
+//     of the token it granted, as TiDB's LAST_INSERT_ID(expr) cannot carry
+//     a token out of an upsert; the version table's Create is a short
+//     transaction (a locking read of the floor, then the insert).
 //   - Release decrements the hold count without relying on the order of
 //     UPDATE assignments, which TiDB evaluates on the old row.
 //   - Guard locks the lease's row exclusively (FOR UPDATE): TiDB has no
@@ -159,10 +159,10 @@ func wrapTiDB(err error) error {
 
 // tidbSQL are the TiDB dialect's own statements, with ? placeholders.
 type tidbSQL struct {
-	// The lock table's Acquire: read (and lock) the name's row; for a new
-	// row, read (and lock) the floor and insert; else take the row over or
-	// re-enter it.
-	lockRead, lockFloor, lockInsert, lockTake, lockReenter string
+	// The lock table's Acquire: the upsert that inserts, takes over or
+	// re-enters; the read of the token of the lease granted; and the
+	// release of a grant whose token could not be read.
+	lockUpsert, lockToken, lockUndo string
 	// The version table's Create: read (and lock) the floor, insert.
 	versionFloor, versionInsert string
 }
@@ -218,11 +218,27 @@ func (t *tidb) tables() error {
 
 	const lease = `, 1, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`
 	q := &tidbSQL{
-		lockRead:    fmt.Sprintf(`SELECT owner, token, expires_at <= %s, holds > 0 FROM %s WHERE name = ? FOR UPDATE`, now, locks),
-		lockFloor:   fmt.Sprintf(`SELECT token FROM %s WHERE id = 1 FOR UPDATE`, floor),
-		lockInsert:  fmt.Sprintf(`INSERT INTO %s (name, owner, token, holds, acquired_at, expires_at) VALUES (?, ?, ?`+lease, locks),
-		lockTake:    fmt.Sprintf(`UPDATE %s SET owner = ?, token = token + 1, holds = 1, acquired_at = %s, expires_at = %s + INTERVAL ? MICROSECOND WHERE name = ?`, locks, now, now),
-		lockReenter: fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = %s + INTERVAL ? MICROSECOND WHERE name = ?`, locks, now),
+		// A new row starts one above the token floor, read under a lock
+		// that the reaper must wait for (TiDB has no shared one). Every
+		// condition reads the row as it was: TiDB evaluates each
+		// assignment on the old row, MySQL on the row as the assignments
+		// before it left it, so each condition reads only columns not
+		// yet assigned, but for expires_at's, whose owner and holds read
+		// after their assignment still tell a grant from a refusal.
+		lockUpsert: fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
+SELECT ?, ?, f.token + 1, 1, t.at, t.at + INTERVAL ? MICROSECOND
+FROM %[2]s f JOIN (SELECT %[3]s AS at) AS t WHERE f.id = 1 FOR UPDATE
+ON DUPLICATE KEY UPDATE
+  token       = IF(%[1]s.expires_at <= VALUES(acquired_at), %[1]s.token + 1, %[1]s.token),
+  acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
+  holds       = IF(%[1]s.expires_at <= VALUES(acquired_at), 1,
+                  IF(%[1]s.owner = VALUES(owner) AND %[1]s.holds > 0, %[1]s.holds + 1, %[1]s.holds)),
+  owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(owner), %[1]s.owner),
+  expires_at  = IF(%[1]s.expires_at <= VALUES(acquired_at) OR (%[1]s.owner = VALUES(owner) AND %[1]s.holds > 0),
+                  VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now),
+		lockToken: fmt.Sprintf(`SELECT token FROM %s WHERE name = ? AND owner = ? AND holds > 0 AND expires_at > %s`, locks, now),
+		lockUndo: fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at, %[2]s), holds = holds - 1
+WHERE name = ? AND owner = ? AND holds > 0`, locks, released),
 
 		versionFloor:  fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, versionFloor),
 		versionInsert: fmt.Sprintf(`INSERT INTO %s (name, owner, version, holds, acquired_at, expires_at) VALUES (?, ?, ?`+lease, versions),
@@ -241,46 +257,45 @@ func (t *tidb) tables() error {
 	return c.Err
 }
 
-// Acquire implements dialect.LockTable in a transaction: the name's row is
-// read and locked; a missing row is inserted one above the token floor
-// (read and locked too, so that the reaper cannot raise it meanwhile; a
-// concurrent first insert makes it try again); an
-// expired or released row is taken over with the next token; the held
-// lease of p.Owner is re-entered; another owner's live lease, or a row
-// kept live by a minimum hold, gives 0.
+// Acquire implements dialect.LockTable in two statements, outside a
+// transaction: the upsert inserts a missing row one above the token floor,
+// takes an expired or released row over with the next token, or re-enters
+// the held lease of p.Owner, and changes nothing when another owner's live
+// lease, or a minimum hold, keeps the row; then, if it changed a row, the
+// token of p.Owner's live lease is read. Leases are granted for at least
+// a TTL: the lease read is the one the upsert granted. Should the read
+// fail, the hold granted is released again.
 func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	ttl := p.TTL.Microseconds()
-	return l.t.grantTx(ctx, func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error) {
-		var (
-			owner []byte
-			token int64
-			free  bool
-			held  bool // some hold is unreleased (a minimum hold keeps a row live with none)
-		)
-		err := tx.QueryRowContext(ctx, mark+l.q.lockRead, p.Name).Scan(&owner, &token, &free, &held)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			var floor int64
-			if err := tx.QueryRowContext(ctx, mark+l.q.lockFloor).Scan(&floor); err != nil {
-				return 0, err
-			}
-			err := execOne(ctx, tx, mark+l.q.lockInsert, p.Name, p.Owner, floor+1, ttl)
-			if isDuplicate(err) {
-				// Another acquirer inserted the row first (MySQL does
-				// not lock a missing row at READ COMMITTED; TiDB does):
-				// the next try reads it.
-				return 0, fmt.Errorf("%w: %w", dialect.ErrTransient, err)
-			}
-			return floor + 1, err
-		case err != nil:
+	var granted bool
+	run := func(ctx context.Context, q sqlrun.Querier, mark string) (int64, error) {
+		granted = false
+		res, err := q.ExecContext(ctx, mark+l.q.lockUpsert, p.Name, p.Owner, p.TTL.Microseconds())
+		if err != nil {
 			return 0, err
-		case free:
-			return token + 1, execOne(ctx, tx, mark+l.q.lockTake, p.Owner, ttl, p.Name)
-		case held && string(owner) == p.Owner:
-			return token, execOne(ctx, tx, mark+l.q.lockReenter, ttl, p.Name)
 		}
-		return 0, nil
-	})
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			return 0, err
+		}
+		granted = true
+		var token int64
+		err = q.QueryRowContext(ctx, mark+l.q.lockToken, p.Name, p.Owner).Scan(&token)
+		if errors.Is(err, sql.ErrNoRows) { // refused (a driver counting rows found, not changed)
+			return 0, nil
+		}
+		return token, err
+	}
+	for try := 1; ; try++ {
+		n, err := l.t.d.run.Grant(ctx, sqlrun.Grant{Run: run})
+		if err != nil && granted {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlrun.UndoTimeout)
+			_, uerr := l.t.d.db.ExecContext(uctx, l.q.lockUndo, p.Name, p.Owner)
+			cancel()
+			return 0, errors.Join(err, wrapTiDB(uerr))
+		}
+		if err == nil || try == maxGrantTries || ctx.Err() != nil || !errors.Is(err, dialect.ErrTransient) {
+			return n, err
+		}
+	}
 }
 
 // Create implements dialect.VersionTable in a transaction: the version

@@ -33,6 +33,12 @@ func (d *Dialect) electionSQL() (proclaim, leader string) {
 	return electionSQL(locks, durable(d.syncCommit))
 }
 
+// Campaign implements dialect.Elections: the lock table's acquire that
+// also stores the value.
+func (d elections) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
+	return d.locks.Campaign(ctx, p, value)
+}
+
 // Proclaim implements dialect.Elections.
 func (d elections) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
 	text, _ := d.electionSQL()

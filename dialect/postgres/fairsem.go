@@ -46,13 +46,17 @@ func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 // fairSemaphoreSQL declares the statements of the semaphores' queue.
 // Ticket ids are drawn from the lock tickets' identity (see the
 // migration), named by pg_get_serial_sequence.
-func fairSemaphoreSQL(sems, holders, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
+func fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint`, tickets)
 	return sqlrun.FairSemaphoreSQL{
 		Channel: waker,
-		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.name = :name AND t.expires_at > now()
-  AND (:ticket::bigint = 0 OR t.id < :ticket::bigint)`, tickets)),
-		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
+		// The semaphore's grant, refusing a new permit while a live
+		// ticket comes first, and deleting the ticket it grants.
+		Grant: semaphoreGrant(sems, holders, seq, durable, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t
+    WHERE t.name = :name AND t.expires_at > now() AND (:ticket::bigint = 0 OR t.id < :ticket::bigint))`, tickets),
+			fmt.Sprintf(`, used AS (
+  DELETE FROM %s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM ins)
+)`, tickets)),
 		// Run once the change it follows committed.
 		Chain: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
 			wakeOldest(tickets, ":name", "0", freePermit(sems, holders, ":name")))),

@@ -2,46 +2,91 @@ package postgres
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // semaphoreSQL declares the semaphore tables' statements. An acquire is
-// one READ COMMITTED transaction: its first statement locks the name's head
-// row, and each later statement reads what the grants before it committed.
-// Tokens come from a sequence, with the timeline in their high bits (see
-// epoch.go); a holder of an earlier timeline is dropped like an expired
-// one. Releases of names someone waited for are announced with NOTIFY, on
-// the channel of the lock table.
+// one statement (see semaphoreGrant). Tokens come from a sequence, with
+// the timeline in their high bits (see epoch.go); a holder of an earlier
+// timeline counts as ended. Releases of names someone waited for are
+// announced with NOTIFY, on the channel of the lock table.
 func semaphoreSQL(sems, holders, seq, channel, durable string) sqlrun.SemaphoreSQL {
-	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Isolation: sql.LevelReadCommitted, Announces: true}
+	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Announces: true}
 	s.Channel = channel
-	s.Head = []sqlrun.SQL{sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS s (name, lim) SELECT :name, :limit WHERE %[2]s
-ON CONFLICT (name) DO UPDATE SET lim = s.lim
-RETURNING lim`, sems, durable))}
-	s.Expire = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (expires_at <= now() OR NOT %s)`, holders, onTimeline("token")))
-	s.Mine = sqlrun.Q(fmt.Sprintf(`SELECT holds, token FROM %s WHERE name = :name AND owner = :owner`, holders))
-	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
-WHERE name = :name AND owner = :owner`, holders, ttl))
-	s.Count = sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s WHERE name = :name`, holders))
-	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
-	s.Token = sqlrun.Q(fmt.Sprintf(`SELECT %s + nextval('%s')`, epoch, seq))
-	s.Insert = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name, owner, token, holds, acquired_at, expires_at)
-VALUES (:name, :owner, :token, 1, now(), %s)`, holders, ttl))
+	s.Grant = semaphoreGrant(sems, holders, seq, durable, "true", "")
 	// The first ask of a waiter sets the hint and answers 0: a release
 	// that committed before the hint did announced nothing, so the
-	// waiter looks again at once; later releases are announced.
+	// waiter looks again at once; later releases are announced. So does
+	// a free permit (the holder rows of ended leases stay until a grant
+	// or the reaper deletes them).
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`WITH hint AS (
   UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters RETURNING 1
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
-  WHEN min(expires_at) <= now() THEN 0 -- a permit is free (a released row is at -infinity)
-  ELSE (extract(epoch FROM min(expires_at) - now()) * 1000000)::bigint END
-FROM %[2]s WHERE name = :name HAVING count(*) > 0`, sems, holders))
+  WHEN count(*) FILTER (WHERE h.expires_at > now()) < (SELECT s.lim FROM %[1]s s WHERE s.name = :name) THEN 0
+  ELSE (extract(epoch FROM min(h.expires_at) FILTER (WHERE h.expires_at > now()) - now()) * 1000000)::bigint END
+FROM %[2]s h WHERE h.name = :name HAVING count(*) > 0`, sems, holders))
 	s.Release = semaphoreRelease(sems, holders, durable, "")
 	return s
+}
+
+// semaphoreGrant is the acquire of a permit in one statement, under the
+// further condition free on a new permit, and with the data-modifying
+// CTEs more, which may read the CTE ins (the new permit's row).
+//
+// Its CTEs read the statement's snapshot, taken before it locks anything:
+// the holder rows (h) and the head row (s) as they were when it began.
+// From them it decides (v): re-enter the owner's live permit, grant a new
+// one, or refuse. A refusal, and a re-entry, hold under that snapshot: a
+// grant or a release committed since is ordered after the statement. A
+// new permit is granted only if no grant of the name committed since
+// the snapshot: every grant writes the head row, and the statement's
+// upsert of the head row (head) writes it only if its version (xmin) is
+// still the one in the snapshot; it then holds the row's lock until it
+// commits, so that the grants of a name take turns. Otherwise the
+// statement selects -1, and the caller runs it again, on a snapshot
+// that sees that grant. The token is drawn after the head row's lock,
+// so it exceeds every token granted on the name before.
+//
+// A grant also deletes the holder rows of ended leases of the name (gone)
+// but its own owner's, whose row it takes over (ins).
+func semaphoreGrant(sems, holders, seq, durable, free, more string) sqlrun.SQL {
+	live := fmt.Sprintf(`expires_at > now() AND %s`, onTimeline("token"))
+	return sqlrun.Q(fmt.Sprintf(`WITH h AS (
+  SELECT owner, holds, %[5]s AS live FROM %[2]s WHERE name = :name
+), s AS (
+  SELECT xmin AS version, lim FROM %[1]s WHERE name = :name
+), v AS (
+  SELECT (SELECT count(*) FROM h WHERE h.live) AS n, (SELECT s.lim FROM s) AS lim,
+    EXISTS (SELECT 1 FROM h WHERE h.owner = :owner AND h.live) AS mine
+), head AS (
+  INSERT INTO %[1]s AS x (name, lim)
+  SELECT :name, :limit::integer FROM v
+  WHERE NOT v.mine AND v.n < :limit::integer AND (v.n = 0 OR v.lim = :limit::integer) AND %[8]s
+  ON CONFLICT (name) DO UPDATE SET lim = EXCLUDED.lim WHERE x.xmin = (SELECT s.version FROM s)
+  RETURNING name
+), gone AS (
+  DELETE FROM %[2]s WHERE name = (SELECT name FROM head) AND owner <> :owner AND NOT (%[5]s)
+), ins AS (
+  INSERT INTO %[2]s AS y (name, owner, token, holds, acquired_at, expires_at)
+  SELECT head.name, :owner, %[4]s + nextval('%[3]s'), 1, now(), %[6]s FROM head
+  ON CONFLICT (name, owner) DO UPDATE SET token = EXCLUDED.token, holds = 1,
+    acquired_at = EXCLUDED.acquired_at, expires_at = EXCLUDED.expires_at
+  RETURNING token
+), re AS (
+  UPDATE %[2]s SET holds = holds + 1, expires_at = greatest(expires_at, %[6]s)
+  WHERE name = :name AND owner = :owner AND holds > 0 AND %[5]s
+    AND (SELECT v.mine AND v.lim = :limit::integer FROM v)
+  RETURNING token
+)%[9]s
+SELECT CASE WHEN v.mine THEN coalesce((SELECT token FROM re), 0)
+    WHEN EXISTS (SELECT 1 FROM ins) THEN (SELECT token FROM ins)
+    WHEN v.n < :limit::integer AND (v.n = 0 OR v.lim = :limit::integer) AND %[8]s THEN -1
+    ELSE 0 END,
+  CASE WHEN v.n = 0 THEN :limit::integer ELSE v.lim END
+FROM v WHERE %[7]s`, sems, holders, seq, epoch, live, ttl, durable, free, more))
 }
 
 // semaphoreRelease is the release of a permit, which announces a freed
@@ -73,7 +118,7 @@ func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sqlrun.Qualify(d.schema, quote, &sems, &holders, &seq, &tickets, &lockTickets)
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders, seq, d.channel, durable(d.syncCommit)))
 	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c,
-		fairSemaphoreSQL(sems, holders, tickets, lockTickets, d.waker, durable(d.syncCommit)))
+		fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable(d.syncCommit)))
 	d.reapSems = c.Compile(reapSemaphoresSQL(holders))
 	d.reapSemTickets = c.Compile(reapTicketsSQL(tickets))
 }

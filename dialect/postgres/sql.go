@@ -72,17 +72,8 @@ func lockSQL(locks, seq, channel, durable string) sqlrun.LockSQL {
 	// fence's subquery reads it once, and a takeover adds the same epoch,
 	// read back from the excluded row's token, to its own draw. A live
 	// lease of an earlier timeline is not re-entered: it is lost.
-	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
-FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
-ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= now() THEN %[6]s + nextval('%[2]s') ELSE l.token END,
-  holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
-  owner       = EXCLUDED.owner,
-  expires_at  = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.holds > 0 AND %[7]s IN (0, %[6]s))
-RETURNING token`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.token"), epochOf("l.token"), durable))
+	s.Acquire = lockAcquire(locks, seq, durable, false)
+	s.Campaign = lockAcquire(locks, seq, durable, true)
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT
 	// reads the statement's snapshot, but the hint's UPDATE the latest
@@ -119,6 +110,35 @@ FROM %[1]s WHERE name = :name AND expires_at > now()`, locks, micros("acquired_a
 )
 SELECT count(*) FROM b LEFT JOIN LATERAL (SELECT pg_notify(:channel, b.name) WHERE b.waiters) n ON true`, locks, durable))
 	return s
+}
+
+// lockAcquire is the lock table's acquire (see lockSQL); with value, it
+// also stores :value as the value of the lease it grants or re-enters,
+// with the lease's token as value_token. The token of a takeover is drawn
+// in the token column's assignment, and value_token's, which PostgreSQL
+// evaluates after it (in column order: value_token was added later),
+// reads it back with currval.
+func lockAcquire(locks, seq, durable string, value bool) sqlrun.SQL {
+	cols, vals, sets := "", "", ""
+	if value {
+		cols = ", value, value_token"
+		vals = fmt.Sprintf(", :value::text, fence.epoch + currval('%s')", seq)
+		sets = fmt.Sprintf(`,
+  value       = EXCLUDED.value,
+  value_token = CASE WHEN l.expires_at <= now() THEN %s + currval('%s') ELSE l.token END`, epochOf("EXCLUDED.token"), seq)
+	}
+	return sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at%[9]s)
+SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s%[10]s
+FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
+ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= now() THEN %[6]s + nextval('%[2]s') ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
+  owner       = EXCLUDED.owner,
+  expires_at  = EXCLUDED.expires_at%[11]s
+WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.holds > 0 AND %[7]s IN (0, %[6]s))
+RETURNING token`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.token"), epochOf("l.token"), durable,
+		cols, vals, sets))
 }
 
 // versionSQL declares the version table's statements.

@@ -23,8 +23,8 @@ func fairSemaphoreSQL() sqlrun.FairSemaphoreSQL {
     AND (:ticket = 0 OR t.id < :ticket))
   OR EXISTS (SELECT 1 FROM sqllock_semaphore_holders h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[2]s)`,
 			tickets, now)),
-		Ahead: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s t WHERE t.name = :name AND t.expires_at > %s
-  AND (:ticket = 0 OR t.id < :ticket)`, tickets, now)),
+		Take: semaphoreTake(fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t WHERE t.name = :name AND t.expires_at > %s
+    AND (:ticket = 0 OR t.id < :ticket))`, tickets, now)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + :ttl) RETURNING id`,
 			tickets, now)),

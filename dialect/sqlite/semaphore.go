@@ -14,20 +14,42 @@ import (
 func semaphoreSQL() sqlrun.SemaphoreSQL {
 	const sems, holders = "sqllock_semaphores", "sqllock_semaphore_holders"
 	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", false)}
-	s.Head = []sqlrun.SQL{sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 0)
-ON CONFLICT (name) DO UPDATE SET lim = lim
-RETURNING lim`, sems))}
+	s.Draw = sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 1)
+ON CONFLICT (name) DO UPDATE SET token = token + 1
+RETURNING token`, sems))
 	s.Expire = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
-	s.Mine = sqlrun.Q(fmt.Sprintf(`SELECT holds, token FROM %s WHERE name = :name AND owner = :owner`, holders))
-	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = max(expires_at, %s + :ttl)
-WHERE name = :name AND owner = :owner`, holders, now))
-	s.Count = sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM %s WHERE name = :name`, holders))
+	s.Take = semaphoreTake("true")
+	s.Why = sqlrun.Q(fmt.Sprintf(`SELECT s.lim, (SELECT count(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
+FROM %s s WHERE s.name = :name`, holders, now, sems))
 	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
-	s.Token = sqlrun.Q(fmt.Sprintf(`UPDATE %s SET token = token + 1 WHERE name = :name RETURNING token`, sems))
-	s.Insert = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name, owner, token, holds, acquired_at, expires_at)
-VALUES (:name, :owner, :token, 1, %[2]s, %[2]s + :ttl)`, holders, now))
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT min(expires_at) - %s FROM %s WHERE name = :name HAVING count(*) > 0`, now, holders))
+	// A free permit (a holder row of an ended lease stays until the next
+	// grant or the reaper deletes it) means: look again at once.
+	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN count(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name) THEN 0
+  ELSE min(expires_at) - %[1]s END
+FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING count(*) > 0`, now, holders, sems))
 	return s
+}
+
+// semaphoreTake is the grant of a permit in the acquire's transaction,
+// with the further condition free on a new permit. It returns the token
+// granted: :token for a new row, or for the owner's row of an ended lease,
+// which it takes over; the row's own token for a re-entry; no row when
+// the owner's row is released but kept by a minimum hold.
+func semaphoreTake(free string) sqlrun.SQL {
+	return sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_semaphore_holders AS x (name, owner, token, holds, acquired_at, expires_at)
+SELECT :name, :owner, :token, 1, t.at, t.at + :ttl
+FROM (SELECT %[1]s AS at) AS t JOIN sqllock_semaphores s ON s.name = :name
+WHERE s.lim = :limit AND (
+  (%[2]s AND (SELECT count(*) FROM sqllock_semaphore_holders h WHERE h.name = :name AND h.expires_at > t.at) < :limit)
+  OR EXISTS (SELECT 1 FROM sqllock_semaphore_holders h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > t.at))
+ON CONFLICT (name, owner) DO UPDATE SET
+  token       = CASE WHEN x.expires_at <= excluded.acquired_at THEN excluded.token ELSE x.token END,
+  holds       = CASE WHEN x.expires_at <= excluded.acquired_at THEN 1 ELSE x.holds + 1 END,
+  acquired_at = CASE WHEN x.expires_at <= excluded.acquired_at THEN excluded.acquired_at ELSE x.acquired_at END,
+  expires_at  = CASE WHEN x.expires_at <= excluded.acquired_at THEN excluded.expires_at
+                ELSE max(x.expires_at, excluded.expires_at) END
+WHERE x.expires_at <= excluded.acquired_at OR x.holds > 0
+RETURNING token`, now, free))
 }
 
 // reapSemaphoresSQL deletes a batch of expired and released holder rows.

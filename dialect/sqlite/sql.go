@@ -90,6 +90,9 @@ ON CONFLICT (name) DO UPDATE SET
   expires_at  = excluded.expires_at
 WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
 RETURNING token`, now))
+	// A campaign's value goes to the values' table in the grant's
+	// transaction (see election.go).
+	s.Proclaim = sqlrun.X(proclaimSQL)
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
 FROM sqllock_locks WHERE name = :name AND expires_at > %[1]s`, now))

@@ -107,7 +107,7 @@ func ReportRatio(b *testing.B, raw, ours time.Duration) {
 // table on ctx: what BenchmarkTryAcquireRelease times.
 type TryAcquireRelease func(ctx context.Context, name string) error
 
-// OpenTable opens a database of kind (one of Kinds) of b's own, migrates
+// OpenTable opens a database of kind (one of Kinds, or "tidb") of b's own, migrates
 // its lock table and returns its pool, its dialect, and the same
 // acquire and release as a [sqllock.Table] issues them, as bare statements.
 func OpenTable(b *testing.B, kind string) (*sql.DB, dialect.Dialect, TryAcquireRelease) {
@@ -200,6 +200,37 @@ RETURNING token`, "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)")
 		}
 		releaseQ = `UPDATE sqllock_locks SET holds = holds - 1, expires_at = CASE WHEN holds = 1 THEN 0 ELSE expires_at END
 WHERE name = ? AND owner = ? AND token = ? AND holds > 0`
+	case "tidb":
+		var database string
+		db, database = dbtest.TiDB(b)
+		if d, err = mysql.NewTiDB(db, mysql.WithDatabase(database)); err != nil {
+			b.Fatal(err)
+		}
+		// TiDB's dialect: an upsert (its conditions read only the old
+		// row, as TiDB evaluates them), then the read of the token; the
+		// clock is the dialect's, which no session setting moves.
+		const now = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)"
+		t := fmt.Sprintf("`%s`.sqllock_locks", database)
+		q := fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
+SELECT ?, ?, f.token + 1, 1, n.at, n.at + INTERVAL ? MICROSECOND
+FROM `+"`%[2]s`"+`.sqllock_token_floor f JOIN (SELECT `+now+` AS at) AS n WHERE f.id = 1 FOR UPDATE
+ON DUPLICATE KEY UPDATE
+  token = IF(%[1]s.expires_at <= VALUES(acquired_at), %[1]s.token + 1, %[1]s.token),
+  acquired_at = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(acquired_at), %[1]s.acquired_at),
+  holds = IF(%[1]s.expires_at <= VALUES(acquired_at), 1, IF(%[1]s.owner = VALUES(owner), %[1]s.holds + 1, %[1]s.holds)),
+  owner = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(owner), %[1]s.owner),
+  expires_at = IF(%[1]s.expires_at <= VALUES(acquired_at) OR %[1]s.owner = VALUES(owner), VALUES(expires_at), %[1]s.expires_at)`,
+			t, database)
+		read := fmt.Sprintf(`SELECT token FROM %s WHERE name = ? AND owner = ? AND holds > 0 AND expires_at > %s`, t, now)
+		acquire = func(ctx context.Context, name, owner string) (int64, error) {
+			if _, err := db.ExecContext(ctx, q, name, owner, int64(30e6)); err != nil {
+				return 0, err
+			}
+			var tok int64
+			err := db.QueryRowContext(ctx, read, name, owner).Scan(&tok)
+			return tok, err
+		}
+		releaseQ = fmt.Sprintf("UPDATE %s SET expires_at = IF(holds > 1, expires_at, '1000-01-01 00:00:00'), holds = holds - 1 WHERE name = ? AND owner = ? AND token = ? AND holds > 0", t)
 	default:
 		b.Fatalf("benchtest: unknown kind %q", kind)
 	}

@@ -13,29 +13,39 @@ import (
 // SemaphoreSQL declares the statements of the semaphore tables: a head row
 // per name (its limit, and for dialects without a sequence the name's last
 // token) and a holder row per (name, owner), whose lease statements are
-// LeaseSQL's. An acquire runs them in one transaction, in which the head
-// row's lock serialises the grants of a name:
+// LeaseSQL's. A holder row counts as a holder while its lease is live;
+// rows of ended leases stay until a grant of the name or the reaper
+// deletes them.
 //
-//	Head...   lock :name's head row, creating it with :limit; the last
-//	          statement selects the row's limit
-//	Expire    delete :name's holders whose lease has expired
-//	Mine      select holds and token of (:name, :owner)'s holder row
-//	Reenter   add a hold to (:name, :owner)'s row and extend it to :ttl
-//	Count     select the number of :name's holder rows
-//	SetLimit  set the head row's limit to :limit
-//	Token     give the next token of :name as its number
-//	Insert    insert (:name, :owner) with :token, one hold, for :ttl
+// An acquire is either one statement, Grant, or a short transaction in
+// which the head row's lock serialises the grants of a name:
 //
-// Every holder row left after Expire counts as a holder, whatever its
-// expiry by the time Count runs: a lease that was live when Expire ran may
-// have been renewed since, by a renewal that Count cannot see yet.
+//	Draw      lock :name's head row, creating it with :limit, and draw
+//	          the name's next token: its number
+//	Expire    delete :name's holder rows whose lease has ended
+//	Take      grant (:name, :owner) a permit with :token, if :name's limit
+//	          is :limit and a permit is free under it (its own row, if
+//	          ended, is taken over), or re-enter its live row (one more
+//	          hold, the row's token); its number is the token granted, 0
+//	          when refused
+//	Why       after a refusal: select the head row's limit and the number
+//	          of :name's live holders
+//	SetLimit  set the head row's limit to :limit, when Why found no
+//	          holder; Take runs once more
 type SemaphoreSQL struct {
 	LeaseSQL
-	Head                                                  []SQL
-	Expire, Mine, Reenter, Count, SetLimit, Token, Insert SQL
+	// Grant, if set, is the whole acquire in one statement, with no
+	// transaction: it grants as Take does (setting the head row's limit
+	// when the name has no holder, and deleting the rows of the name's
+	// ended leases when it grants a new permit) and selects two numbers,
+	// the token granted (0 when refused, -1 when a grant of :name
+	// committed since its snapshot began: it is run again) and the limit
+	// the name's holders use (:limit when it has none).
+	Grant                             SQL
+	Draw, Expire, Take, Why, SetLimit SQL
 	// Remaining selects the microseconds until :name's first holder's
-	// lease ends (0 or less: look again at once), and no row when it has
-	// no holder.
+	// lease ends (0 or less: look again at once, as when a permit is
+	// free), and no row when it has no holder.
 	Remaining SQL
 	// Isolation is the isolation level of the acquire's transaction.
 	Isolation sql.IsolationLevel
@@ -46,22 +56,23 @@ type SemaphoreSQL struct {
 // SemaphoreTable implements dialect.SemaphoreTable.
 type SemaphoreTable struct {
 	LeaseTable
-	head                                                  []Stmt
-	expire, mine, reenter, count, setLimit, token, insert Stmt
-	remaining                                             Stmt
-	isolation                                             sql.IsolationLevel
-	announces                                             bool
+	// inOne: an acquire is the one statement grant.
+	inOne                                    bool
+	grant, draw, expire, take, why, setLimit Stmt
+	remaining                                Stmt
+	isolation                                sql.IsolationLevel
+	announces                                bool
 }
 
 // NewSemaphoreTable compiles s; a compile error is kept in c.
 func NewSemaphoreTable(run *Runner, c *Compiler, s SemaphoreSQL) *SemaphoreTable {
-	t := &SemaphoreTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
-		expire: c.Compile(s.Expire), mine: c.Compile(s.Mine), reenter: c.Compile(s.Reenter),
-		count: c.Compile(s.Count), setLimit: c.Compile(s.SetLimit), token: c.Compile(s.Token),
-		insert: c.Compile(s.Insert), remaining: c.Compile(s.Remaining),
-		isolation: s.Isolation, announces: s.Announces}
-	for _, h := range s.Head {
-		t.head = append(t.head, c.Compile(h))
+	t := &SemaphoreTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL), inOne: s.Grant.Text != "",
+		remaining: c.Compile(s.Remaining), isolation: s.Isolation, announces: s.Announces}
+	if t.inOne {
+		t.grant = c.Compile(s.Grant)
+	} else {
+		t.draw, t.expire, t.take = c.Compile(s.Draw), c.Compile(s.Expire), c.Compile(s.Take)
+		t.why, t.setLimit = c.Compile(s.Why), c.Compile(s.SetLimit)
 	}
 	return t
 }
@@ -76,14 +87,14 @@ func (t *SemaphoreTable) Remaining(ctx context.Context, name string) (time.Durat
 	return time.Duration(max(us, 0)) * time.Microsecond, ok, err
 }
 
-// Acquire implements dialect.SemaphoreTable. Its transaction runs as a
-// grant (see Runner.Grant).
+// Acquire implements dialect.SemaphoreTable. It runs as a grant (see
+// Runner.Grant).
 func (t *SemaphoreTable) Acquire(ctx context.Context, p dialect.SemaphoreParams) (int64, error) {
 	return t.acquire(ctx, p, nil, 0)
 }
 
-// acquire runs the acquire's transaction, under the queue q's rule for
-// ticket when q is not nil.
+// acquire grants a permit, under the queue q's rule for ticket when q is
+// not nil (q's statements replace grant and take).
 func (t *SemaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams, q *FairSemaphoreTable, ticket int64) (int64, error) {
 	if q != nil && q.hasFirst {
 		if t.run.Check != nil {
@@ -92,24 +103,57 @@ func (t *SemaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams,
 			}
 		}
 		// A refusal costs one statement and no transaction. The check is
-		// repeated in the transaction (Ahead).
+		// repeated in the grant.
 		ok, err := t.run.Int(ctx, &q.first, &Params{Name: p.Name, Owner: p.Owner, Ticket: ticket})
 		if err != nil || ok == 0 {
 			return 0, err
 		}
 	}
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Limit: p.Limit, Channel: t.channel, Ticket: ticket}
+	grant, take, consume := &t.grant, &t.take, (*Stmt)(nil)
+	if q != nil {
+		grant, take = &q.grant, &q.take
+		if ticket != 0 && !t.inOne {
+			consume = &q.consume
+		}
+	}
+	undo := t.undo(p.Name, p.Owner)
+	if t.inOne {
+		for {
+			var token, limit int64
+			token, err := t.run.Grant(ctx, Grant{
+				Run: func(ctx context.Context, q Querier, prefix string) (int64, error) {
+					text, args := grant.bind(params)
+					err := q.QueryRowContext(ctx, prefix+text, args...).Scan(&token, &limit)
+					return token, err
+				},
+				Undo: undo,
+			})
+			switch {
+			case err != nil:
+				return 0, err
+			case token > 0:
+				return token, nil
+			case token == 0 && limit != int64(p.Limit):
+				return 0, &errLimit{limit, int64(p.Limit)}
+			case token == 0:
+				return 0, nil
+			}
+			// A grant of the name committed since the statement's
+			// snapshot began: run it again, on a snapshot that sees it.
+		}
+	}
 	var mismatch *errLimit
 	token, err := t.run.Grant(ctx, Grant{
 		InTx: true, TxOptions: &sql.TxOptions{Isolation: t.isolation},
 		Run: func(ctx context.Context, tx Querier, prefix string) (int64, error) {
-			n, err := t.grant(ctx, tx, prefix, params, q)
+			n, err := t.grantInTx(ctx, tx, prefix, params, take, consume)
 			if errors.As(err, &mismatch) { // the table's answer, not the driver's
 				return 0, ErrRollback
 			}
 			return n, err
 		},
-		Undo: t.undo(p.Name, p.Owner),
+		Undo: undo,
 	})
 	if err == nil && mismatch != nil {
 		return 0, mismatch
@@ -127,110 +171,68 @@ func (e *errLimit) Error() string {
 
 func (e *errLimit) Unwrap() error { return dialect.ErrLimitMismatch }
 
-// grant runs the statements of the acquire's transaction in tx, under the
-// queue q's rule for p.Ticket when q is not nil.
-func (t *SemaphoreTable) grant(ctx context.Context, tx Querier, prefix string, p *Params, q *FairSemaphoreTable) (int64, error) {
-	row := func(st *Stmt, dest ...any) (bool, error) {
-		text, args := st.bind(p)
-		err := tx.QueryRowContext(ctx, prefix+text, args...).Scan(dest...)
-		if errors.Is(err, sql.ErrNoRows) {
-			return false, nil
-		}
-		return err == nil, err
-	}
-	var limit int64
-	for i := range t.head {
-		if i < len(t.head)-1 {
-			if _, err := intOn(ctx, tx, prefix, &t.head[i], p); err != nil {
-				return 0, err
-			}
-			continue
-		}
-		if _, err := row(&t.head[i], &limit); err != nil {
-			return 0, err
-		}
+// grantInTx runs the statements of the acquire's transaction in tx: Draw,
+// Expire, take, and after a grant to a ticket, consume (if not nil); after
+// a refusal, Why, and if the name has no holder under another limit,
+// SetLimit and take once more.
+func (t *SemaphoreTable) grantInTx(ctx context.Context, tx Querier, prefix string, p *Params, take, consume *Stmt) (int64, error) {
+	var err error
+	if p.Token, err = intOn(ctx, tx, prefix, &t.draw, p); err != nil {
+		return 0, err
 	}
 	if _, err := intOn(ctx, tx, prefix, &t.expire, p); err != nil {
 		return 0, err
 	}
-	var holds, token int64
-	mine, err := row(&t.mine, &holds, &token)
+	token, err := intOn(ctx, tx, prefix, take, p)
 	if err != nil {
 		return 0, err
 	}
-	if mine {
-		if holds == 0 {
-			// Released within its minimum hold: nobody, this owner
-			// included, takes the permit back before it ends.
-			return 0, nil
-		}
-		if limit != int64(p.Limit) {
-			return 0, &errLimit{limit, int64(p.Limit)}
-		}
-		if _, err := intOn(ctx, tx, prefix, &t.reenter, p); err != nil {
+	if token == 0 {
+		var limit, holders int64
+		text, args := t.why.bind(p)
+		if err := tx.QueryRowContext(ctx, prefix+text, args...).Scan(&limit, &holders); err != nil {
 			return 0, err
 		}
-		return token, nil
-	}
-	var n int64
-	if _, err := row(&t.count, &n); err != nil {
-		return 0, err
-	}
-	if limit != int64(p.Limit) {
-		if n > 0 {
+		switch {
+		case limit == int64(p.Limit):
+			return 0, nil // full
+		case holders > 0:
 			return 0, &errLimit{limit, int64(p.Limit)}
 		}
 		if _, err := intOn(ctx, tx, prefix, &t.setLimit, p); err != nil {
 			return 0, err
 		}
-	}
-	if n >= int64(p.Limit) {
-		// Full; the expired holders dropped stay dropped.
-		return 0, nil
-	}
-	if q != nil {
-		// The head row's lock keeps the queue's grants of the name in
-		// turn: a ticket committed after this count came after the
-		// caller, whose Acquire it cannot precede.
-		var ahead int64
-		if _, err := row(&q.ahead, &ahead); err != nil {
-			return 0, err
-		}
-		if ahead > 0 {
-			return 0, nil
-		}
-	}
-	if p.Token, err = intOn(ctx, tx, prefix, &t.token, p); err != nil {
-		return 0, err
-	}
-	if _, err := intOn(ctx, tx, prefix, &t.insert, p); err != nil {
-		return 0, err
-	}
-	if q != nil && p.Ticket != 0 {
-		if _, err := intOn(ctx, tx, prefix, &q.consume, p); err != nil {
+		if token, err = intOn(ctx, tx, prefix, take, p); err != nil || token == 0 {
 			return 0, err
 		}
 	}
-	return p.Token, nil
+	if consume != nil {
+		if _, err := intOn(ctx, tx, prefix, consume, p); err != nil {
+			return 0, err
+		}
+	}
+	return token, nil
 }
 
 // FairSemaphoreSQL declares the statements of the semaphore tables' queue
 // of tickets (see dialect.FairSemaphoreTable). Tickets travel as :ticket,
 // a semaphore's limit as :limit, and the waker of the enqueueing process
-// as :channel. A grant is the semaphore's acquire with two more steps:
+// as :channel. A grant is the semaphore's acquire under the queue's rule:
 //
-//	Ahead    after Count, when a permit is free: select the number of
-//	         :name's live tickets before :ticket (all of them for 0); the
-//	         caller is refused unless it is 0
-//	Consume  after Insert, for a ticket: delete :ticket
+//	Grant    the semaphore's Grant, which also refuses a new permit while
+//	         a live ticket of :name comes before :ticket (any, for 0), and
+//	         deletes :ticket when it grants one
+//	Take     for a semaphore without Grant: its Take, which also refuses
+//	         a new permit while a live ticket of :name comes before
+//	         :ticket (any, for 0); Consume then deletes :ticket
 //
-// First, if set, runs before the transaction: it selects 1 when no live
+// First, if set, runs before the grant: it selects 1 when no live
 // ticket of :name comes before :ticket (0: none), or when :owner holds a
 // live permit of :name (re-entry), else 0, so that the waiters a ring wakes
 // but the queue does not serve are refused by one statement, without a
 // transaction.
 type FairSemaphoreSQL struct {
-	First, Ahead, Consume SQL
+	Grant, Take, First, Consume SQL
 	// Chain, if set, hands freed permits on: it wakes the process of
 	// :name's oldest live ticket if a permit is free, and selects the
 	// number of tickets it woke; or, for a dialect that cannot address a
@@ -267,8 +269,8 @@ type FairSemaphoreSQL struct {
 type FairSemaphoreTable struct {
 	*SemaphoreTable
 	tickets
-	ahead, chain Stmt
-	hasChain     bool
+	grant, take, chain Stmt
+	hasChain           bool
 }
 
 var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
@@ -276,9 +278,14 @@ var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
 // NewFairSemaphoreTable compiles s for the queue of sems; a compile error
 // is kept in c.
 func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL) *FairSemaphoreTable {
-	t := &FairSemaphoreTable{SemaphoreTable: sems, ahead: c.Compile(s.Ahead), hasChain: s.Chain.Text != "",
+	t := &FairSemaphoreTable{SemaphoreTable: sems, hasChain: s.Chain.Text != "",
 		tickets: newTickets(sems.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
 			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel})}
+	if sems.inOne {
+		t.grant = c.Compile(s.Grant)
+	} else {
+		t.take = c.Compile(s.Take)
+	}
 	if t.hasChain {
 		t.chain = c.Compile(s.Chain)
 	}

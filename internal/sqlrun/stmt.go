@@ -72,6 +72,7 @@ type Params struct {
 	Grace      time.Duration // :grace, in whole microseconds
 	Age        time.Duration // :age, in whole microseconds
 	From, To   string        // :from and :to, a range of occurrences
+	Value      string        // :value, an election's value (see dialect.Elections)
 	// Leases expands :names to a list of their names and :leases to a
 	// list of (name, owner, token) tuples, for IN (...).
 	Leases []dialect.Lease
@@ -80,7 +81,7 @@ type Params struct {
 // params lists the names a statement may use; list ones expand.
 var params = map[string]bool{
 	"name": false, "owner": false, "token": false, "version": false, "ttl": false, "minhold": false,
-	"limit": false, "channel": false, "ticket": false, "names": true, "leases": true,
+	"limit": false, "channel": false, "ticket": false, "value": false, "names": true, "leases": true,
 	"job": false, "occurrence": false, "attempt": false, "state": false, "error": false,
 	"period": false, "phase": false, "grace": false, "age": false, "from": false, "to": false,
 }
@@ -126,6 +127,8 @@ func (p *Params) value(name string) any {
 		return p.From
 	case "to":
 		return p.To
+	case "value":
+		return p.Value
 	}
 	return p.Channel
 }

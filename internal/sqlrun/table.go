@@ -174,19 +174,34 @@ type LockSQL struct {
 	// such live lease is left, else as Release's (2 to ring
 	// Runner.AfterRelease).
 	Break SQL
+	// Campaign, if set, is Acquire that also stores :value as the value of
+	// the lease it grants or re-enters (see dialect.Elections.Campaign).
+	// For a dialect that keeps values in a table of their own, Campaign
+	// is instead Acquire, then Proclaim, which stores :value for the
+	// lease (:name, :owner, :token), in one transaction.
+	Campaign, Proclaim SQL
 }
 
 // LockTable implements dialect.LockTable.
 type LockTable struct {
 	LeaseTable
-	acquire, remaining, holder, brk Stmt
+	acquire, remaining, holder, brk, campaign, proclaim Stmt
+	// campaignInTx: Campaign is Acquire and Proclaim in a transaction.
+	campaignInTx bool
 }
 
 // NewLockTable compiles s; a compile error is kept in c.
 func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
-	return &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
+	t := &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
 		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining),
 		holder: c.Compile(s.Holder), brk: c.Compile(s.Break)}
+	if s.Campaign.Text != "" {
+		t.campaign = c.Compile(s.Campaign)
+	}
+	if t.campaignInTx = s.Proclaim.Text != ""; t.campaignInTx {
+		t.proclaim = c.Compile(s.Proclaim)
+	}
+	return t
 }
 
 // Break implements dialect.LockTable: it reads the holder's lease, then
@@ -216,6 +231,36 @@ func (t *LockTable) Break(ctx context.Context, name string) (dialect.LockInfo, b
 func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
 	return t.run.GrantInt(ctx, &t.acquire, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel},
 		t.undo(p.Name, p.Owner))
+}
+
+// Campaign grants as Acquire does, and stores value as the lease's value
+// in the same statement (see dialect.Elections.Campaign); the table's
+// LockSQL must have a Campaign.
+func (t *LockTable) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
+	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel, Value: value}
+	if !t.campaignInTx {
+		return t.run.GrantInt(ctx, &t.campaign, params, t.undo(p.Name, p.Owner))
+	}
+	return t.run.Grant(ctx, Grant{InTx: true,
+		Run: func(ctx context.Context, q Querier, prefix string) (int64, error) {
+			token, err := intOn(ctx, q, prefix, &t.acquire, params)
+			if err != nil || token == 0 {
+				return 0, err
+			}
+			params.Token = token
+			_, err = intOn(ctx, q, prefix, &t.proclaim, params)
+			return token, err
+		},
+		Undo: t.undo(p.Name, p.Owner)})
+}
+
+// Proclaim stores value as the value of the live lease l with the
+// table's Proclaim statement, and reports whether l was live.
+func (t *LockTable) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+	p := t.params(l)
+	p.Value = value
+	n, err := t.run.Int(ctx, &t.proclaim, p)
+	return n == 1, err
 }
 
 // Remaining implements dialect.LockTable.
