@@ -92,6 +92,7 @@ type Observer struct {
 	retries    metric.Int64Counter
 	reconnects metric.Int64Counter
 	listenLost metric.Int64Counter
+	broken     metric.Int64Counter
 
 	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
 	// per look-up.
@@ -114,6 +115,7 @@ var (
 	_ observe.ListenerObserver = (*Observer)(nil)
 	_ observe.ReapObserver     = (*Observer)(nil)
 	_ observe.AttemptTracer    = (*Observer)(nil)
+	_ observe.BreakObserver    = (*Observer)(nil)
 )
 
 type gaugeKey struct{ strategy, dialect string }
@@ -164,6 +166,7 @@ func New(opts Options) (*Observer, error) {
 	o.retries = counter("sqllock.retries", "{retry}", "Runs of InTx's or RetryOnConflict's function followed by another, by operation and reason.")
 	o.reconnects = counter("sqllock.listener.reconnects", "{connection}", "Listening connections that came up again after being lost.")
 	o.listenLost = counter("sqllock.listener.losses", "{connection}", "Listening connections lost.")
+	o.broken = counter("sqllock.lock.broken", "{lock}", "Leases ended by a break (Table.Break, sqllock unlock).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
 		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -467,4 +470,14 @@ func (o *Observer) EndAttempt(ctx context.Context, e observe.AttemptEnd) {
 		trace.SpanFromContext(ctx).SetAttributes(KeyReason.String(e.Retry))
 	}
 	endSpan(ctx, e.Err)
+}
+
+// Broken implements observe.BreakObserver: it counts the break, and records
+// a span for the audit trail.
+func (o *Observer) Broken(ctx context.Context, e observe.BrokenEvent) {
+	o.broken.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", "").add...)
+	_, span := o.startLockSpan(ctx, "sqllock.break", e.LockEvent)
+	span.SetAttributes(attribute.String("sqllock.owner", e.Owner), attribute.Int("sqllock.holds", e.Holds),
+		attribute.Float64("sqllock.left", e.Left.Seconds()))
+	span.End()
 }
