@@ -299,7 +299,8 @@ func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lock
 // while that transaction runs; several shared holders share a MultiXact ID
 // that only the pgrowlocks extension resolves, so those rows are not shown,
 // and the mode is read from the session's last statement
-// (postgresRowLockMode).
+// (postgresRowLockMode): the locking read, or the lock's keep-alive, which
+// names the mode too.
 // MariaDB shows row locks (information_schema.INNODB_LOCKS) only while some
 // transaction waits for them, so only contended locks are listed; MySQL 8
 // has no such view here (errNoLockView).
@@ -354,9 +355,10 @@ JOIN pg_stat_activity a ON a.pid = l.pid`
 
 // postgresRowLockMode tells the mode of the row lock a session holds from
 // its last statement, the only trace PostgreSQL keeps without the
-// pgrowlocks extension: "shared" for a locking read FOR SHARE, "exclusive"
-// for one without, "unknown" once the session ran another statement (a
-// keep-alive ping, say).
+// pgrowlocks extension: the locking read or sqllock's keep-alive, which both
+// name the row-lock table and say FOR SHARE for a shared lock. "unknown"
+// once the session ran another statement (the holder's own, on the lock's
+// transaction).
 func postgresRowLockMode(query string) string {
 	switch {
 	case !strings.Contains(query, "sqllock_rowlocks"):

@@ -240,7 +240,7 @@ func (d *Dialect) tables() error {
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
-		Elections: elections{d}, Pessimistic: rowLocks{d}, Notifier: d.hub, Busy: busy,
+		Elections: elections{d}, Pessimistic: rowLocks{d}, Notifier: d.hub, Busy: busy, Ping: ping,
 	}
 	return c.Err
 }
