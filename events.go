@@ -248,6 +248,9 @@ func (e *events) listening(up, reconnect bool, err error) {
 // broken reports the lease li ended by a break, always logged at level
 // WARN: a break is an operator's act.
 func (e *events) broken(ctx context.Context, li LockInfo) {
+	if e == nil {
+		return
+	}
 	if e.obs.broken != nil {
 		e.obs.broken.Broken(ctx, observe.BrokenEvent{LockEvent: observe.LockEvent{Strategy: e.strategy, Dialect: e.dialect,
 			Name: li.Name, Owner: li.Owner, Token: li.Token}, Holds: li.Holds, Left: li.ExpiresIn})
