@@ -12,7 +12,8 @@ import "context"
 //
 // Break returns the lease it ended, with ok false (and no error) when
 // nothing held name. Each break is logged at level WARN through
-// TableOptions.Logger.
+// TableOptions.Logger and reported to TableOptions.Observer if it
+// implements observe.BreakObserver.
 func (t *Table) Break(ctx context.Context, name string) (broken LockInfo, ok bool, err error) {
 	if err := ValidateName(name); err != nil {
 		return LockInfo{}, false, err
@@ -22,7 +23,6 @@ func (t *Table) Break(ctx context.Context, name string) (broken LockInfo, ok boo
 		return LockInfo{}, false, err
 	}
 	t.room.kick(name)
-	t.ev.log.WarnContext(ctx, "sqllock: lock broken", "strategy", t.ev.strategy, "name", name,
-		"owner", broken.Owner, "token", broken.Token, "holds", broken.Holds, "expires_in", broken.ExpiresIn)
+	t.ev.broken(ctx, broken)
 	return broken, true, nil
 }

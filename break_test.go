@@ -3,15 +3,18 @@ package sqllock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // Break ends another process's lease at once: its guarded writes are
 // refused, its lock's context ends with ErrLockLost at the next renewal,
-// the next holder's token is larger, and the break is logged.
+// the next holder's token is larger, and the break is logged and reported
+// to the observer.
 func TestBreak(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
@@ -20,7 +23,8 @@ func TestBreak(t *testing.T) {
 			t.Fatal(err)
 		}
 		logs := newLogRecorder()
-		admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{Logger: logs.logger()})
+		var obs breakRecorder
+		admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{Logger: logs.logger(), Observer: &obs})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,6 +44,10 @@ func TestBreak(t *testing.T) {
 			t.Fatalf("Break = %+v, %v, %v; want the lease of %q, token %d", broken, ok, err, k.Owner(), k.Token())
 		}
 		logs.wait(t, ctx, "sqllock: lock broken")
+		if got := obs.events(); len(got) != 1 || got[0].Name != "break" || got[0].Owner != k.Owner() ||
+			got[0].Token != k.Token() || got[0].Holds != 1 || got[0].Strategy != observe.StrategyTable || got[0].Left <= 0 {
+			t.Fatalf("observed breaks %+v, want the one of %q, token %d", got, k.Owner(), k.Token())
+		}
 
 		tx, err := e.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -67,4 +75,22 @@ func TestBreak(t *testing.T) {
 			t.Fatalf("token after a break: %d, want > %d", next.Token(), k.Token())
 		}
 	})
+}
+
+// breakRecorder is an observer that records the breaks it is told of.
+type breakRecorder struct {
+	mu     sync.Mutex
+	broken []observe.BrokenEvent
+}
+
+func (r *breakRecorder) Broken(_ context.Context, e observe.BrokenEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.broken = append(r.broken, e)
+}
+
+func (r *breakRecorder) events() []observe.BrokenEvent {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]observe.BrokenEvent(nil), r.broken...)
 }

@@ -147,16 +147,7 @@ func scanLines(t *testing.T, file string, fn func(n int, line string)) {
 // before NAME where the command takes one: the examples follow the CLI.
 func TestDocCommandLinesMatchHelp(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds cmd/sqllock")
-	}
-	if out, err := exec.Command("go", "env", "GOWORK").Output(); err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Skip("cmd/sqllock is a module of its own: needs the workspace (go.work)")
-	}
-	bin := filepath.Join(t.TempDir(), "sqllock")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/sqllock").CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/sqllock: %v\n%s", err, out)
-	}
+	bin := sqllockCLI(t)
 	helps := map[string]cliHelp{}
 	help := func(cmd string) (cliHelp, bool) {
 		if h, ok := helps[cmd]; ok {
@@ -243,7 +234,11 @@ func parseHelp(out string) cliHelp {
 type commandLine struct {
 	line int
 	args []string // after "sqllock"
+	text string   // the shell text from "sqllock" on, without a trailing comment
 }
+
+// trailingComment is a shell comment after a command.
+var trailingComment = regexp.MustCompile(`\s+#\s.*$`)
 
 // commandLines returns the sqllock command lines of the fenced blocks of a
 // Markdown file, split into words as a shell would, up to a pipe, a
@@ -265,7 +260,8 @@ func commandLines(t *testing.T, file string) []commandLine {
 		words := shellWords(line)
 		for i, w := range words {
 			if w == "sqllock" {
-				out = append(out, commandLine{line: n, args: words[i+1:]})
+				text := line[strings.Index(line, "sqllock"):]
+				out = append(out, commandLine{line: n, args: words[i+1:], text: trailingComment.ReplaceAllString(text, "")})
 				return
 			}
 		}

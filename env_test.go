@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 	testutil.ChildMain(childEnv, childConfig.run) // a child process of a SQLite test
 	code := m.Run()
 	nonNilDB.Close()
+	removeCLI()
 	os.Exit(dbtest.Finish(code))
 }
 

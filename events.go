@@ -18,7 +18,7 @@ import (
 // Log records use these keys throughout (documented in
 // docs/observability.md):
 // strategy, name, owner, token, wait, held, reentered, freed, margin,
-// cause, reason, err.
+// cause, reason, holds, expires_in, err.
 type events struct {
 	strategy string
 	dialect  string
@@ -40,6 +40,7 @@ type observers struct {
 	renewed    observe.RenewedObserver
 	renewBatch observe.RenewBatchTracer
 	listener   observe.ListenerObserver
+	broken     observe.BreakObserver
 }
 
 func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe.Observer) *events {
@@ -61,6 +62,7 @@ func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe
 	e.obs.renewed, _ = obs.(observe.RenewedObserver)
 	e.obs.renewBatch, _ = obs.(observe.RenewBatchTracer)
 	e.obs.listener, _ = obs.(observe.ListenerObserver)
+	e.obs.broken, _ = obs.(observe.BreakObserver)
 	return e
 }
 
@@ -241,4 +243,18 @@ func (e *events) listening(up, reconnect bool, err error) {
 	if reconnect {
 		e.log.Info("sqllock: listening again; waiters are woken by announcements", "strategy", e.strategy)
 	}
+}
+
+// broken reports the lease li ended by a break, always logged at level
+// WARN: a break is an operator's act.
+func (e *events) broken(ctx context.Context, li LockInfo) {
+	if e == nil {
+		return
+	}
+	if e.obs.broken != nil {
+		e.obs.broken.Broken(ctx, observe.BrokenEvent{LockEvent: observe.LockEvent{Strategy: e.strategy, Dialect: e.dialect,
+			Name: li.Name, Owner: li.Owner, Token: li.Token}, Holds: li.Holds, Left: li.ExpiresIn})
+	}
+	e.log.WarnContext(ctx, "sqllock: lock broken", "strategy", e.strategy, "name", li.Name,
+		"owner", li.Owner, "token", li.Token, "holds", li.Holds, "expires_in", li.ExpiresIn)
 }

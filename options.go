@@ -41,8 +41,9 @@ type TableOptions struct {
 	// Observer receives lock events through the interfaces of package
 	// observe it implements: AcquiredObserver, ReleasedObserver,
 	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
-	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer
-	// and ListenerObserver. Package sqllockotel provides one that records
+	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer,
+	// ListenerObserver and BreakObserver (Table.Break). Package sqllockotel
+	// provides one that records
 	// OpenTelemetry metrics and traces. Default: none.
 	Observer observe.Observer
 }

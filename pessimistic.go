@@ -92,7 +92,8 @@ type Pessimistic struct {
 	opts   PessimisticOptions
 	owners *ownerSource
 	ev     *events
-	busy   func(driverConn any) bool // the dialect's dialect.Catalogue.Busy; nil if none
+	busy   func(driverConn any) bool                                    // the dialect's dialect.Catalogue.Busy; nil if none
+	ping   func(ctx context.Context, driverConn any, shared bool) error // dialect.Catalogue.Ping; nil if none
 
 	mu      sync.Mutex
 	held    map[leaseKey]*rowHold
@@ -135,7 +136,7 @@ func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, e
 			return nil, err
 		}
 	}
-	p := &Pessimistic{d: cat.Pessimistic, db: d.DB(), busy: cat.Busy, opts: opts, owners: newOwnerSource(), ev: newEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
+	p := &Pessimistic{d: cat.Pessimistic, db: d.DB(), busy: cat.Busy, ping: cat.Ping, opts: opts, owners: newOwnerSource(), ev: newEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
 		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}
 	return p, nil
 }
@@ -322,7 +323,7 @@ func (h *rowHold) ping() {
 	h.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
-	err := pingRaw(ctx, h.rl.Conn, h.p.busy)
+	err := h.pingRaw(ctx)
 	cancel()
 
 	h.mu.Lock()
@@ -345,18 +346,21 @@ func (h *rowHold) ping() {
 	h.lose(err)
 }
 
-// pingRaw pings conn's driver connection. Conn.PingContext cannot be used
-// while a transaction is open on conn: on a dead connection it would wait
-// for the transaction to end before reporting. A connection that busy (if
-// not nil) reports in the middle of the holder's statement is not pinged:
-// that would break it, and the statement shows it alive.
-func pingRaw(ctx context.Context, conn *sql.Conn, busy func(driverConn any) bool) error {
+// pingRaw pings the lock's driver connection, with the dialect's ping if
+// it has one. Conn.PingContext cannot be used while a transaction is open
+// on the connection: on a dead one it would wait for the transaction to end
+// before reporting. A connection that the dialect's busy reports in the
+// middle of the holder's statement is not pinged: that would break it, and
+// the statement shows it alive.
+func (h *rowHold) pingRaw(ctx context.Context) error {
 	var perr error
-	err := conn.Raw(func(dc any) error {
-		if busy != nil && busy(dc) {
+	err := h.rl.Conn.Raw(func(dc any) error {
+		if h.p.busy != nil && h.p.busy(dc) {
 			return nil
 		}
-		if p, ok := dc.(driver.Pinger); ok {
+		if h.p.ping != nil {
+			perr = h.p.ping(ctx, dc, h.shared)
+		} else if p, ok := dc.(driver.Pinger); ok {
 			perr = p.Ping(ctx)
 		}
 		return nil
@@ -502,7 +506,7 @@ func (h *rowHold) closeConn(ctx context.Context) {
 func (h *rowHold) sessionGone() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), h.pingTimeout())
 	defer cancel()
-	return pingRaw(ctx, h.rl.Conn, h.p.busy) != nil
+	return h.pingRaw(ctx) != nil
 }
 
 // guard checks the lock's session with a statement on its transaction: a

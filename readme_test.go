@@ -249,3 +249,112 @@ func exportImporter(t *testing.T) types.Importer {
 		return os.Open(file)
 	})
 }
+
+// optionsPackages are the directories of the packages whose *Options
+// types TestOptionsFieldsDocumented checks.
+var optionsPackages = []string{".", "rowlock", "sqllockotel"}
+
+// sameFields is how an options type's doc says that its fields are
+// documented on another's.
+var sameFields = regexp.MustCompile(`the fields are those of\s+(\w+Options)`)
+
+// fieldRef is a reference to an options field in prose or code:
+// TableOptions.MinHold, or TableOptions{MinHold: ...}.
+var fieldRef = regexp.MustCompile(`\b(\w*Options)(?:\.|\{)([A-Z]\w*)\b`)
+
+// Every exported field of every options type (TableOptions, TxOptions,
+// sqllockotel.Options, ...) has a doc comment, or is a documented field of
+// the type whose doc says "the fields are those of TableOptions"; and every
+// field that the
+// README, docs/ and the packages' comments name as TypeOptions.Field (or
+// TypeOptions{Field: ...}) exists.
+func TestOptionsFieldsDocumented(t *testing.T) {
+	t.Parallel()
+	fields := map[string]map[string]bool{} // type -> its exported fields
+	documented := map[string]bool{}        // "Type.Field" with a doc comment
+	type borrowed struct {
+		pos        token.Position
+		typ, field string
+		from       string // the type whose fields these are
+	}
+	var borrowers []borrowed
+	var sources []string
+	for _, dir := range optionsPackages {
+		fset := token.NewFileSet()
+		pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, pkg := range pkgs {
+			for name, f := range pkg.Files {
+				sources = append(sources, name)
+				ast.Inspect(f, func(n ast.Node) bool {
+					gd, ok := n.(*ast.GenDecl)
+					if !ok || gd.Tok != token.TYPE {
+						return true
+					}
+					for _, spec := range gd.Specs {
+						ts := spec.(*ast.TypeSpec)
+						doc := gd.Doc.Text() + ts.Doc.Text()
+						if !ts.Name.IsExported() || !strings.HasSuffix(ts.Name.Name, "Options") {
+							continue
+						}
+						st, ok := ts.Type.(*ast.StructType)
+						if !ok {
+							continue
+						}
+						if fields[ts.Name.Name] != nil {
+							t.Fatalf("two options types named %s: make fieldRef's look-up tell them apart", ts.Name.Name)
+						}
+						fields[ts.Name.Name] = map[string]bool{}
+						from := sameFields.FindStringSubmatch(strings.Join(strings.Fields(doc), " "))
+						for _, f := range st.Fields.List {
+							for _, id := range f.Names {
+								if !id.IsExported() {
+									continue
+								}
+								fields[ts.Name.Name][id.Name] = true
+								switch {
+								case f.Doc.Text() != "" || f.Comment.Text() != "":
+									documented[ts.Name.Name+"."+id.Name] = true
+								case from != nil:
+									borrowers = append(borrowers, borrowed{fset.Position(id.Pos()), ts.Name.Name, id.Name, from[1]})
+								default:
+									t.Errorf("%s: %s.%s has no doc comment", fset.Position(id.Pos()), ts.Name.Name, id.Name)
+								}
+							}
+						}
+					}
+					return false
+				})
+			}
+		}
+	}
+	if len(fields) < 8 {
+		t.Fatalf("found %d options types, expected more: is the parsing broken?", len(fields))
+	}
+	for _, b := range borrowers {
+		if !documented[b.from+"."+b.field] {
+			t.Errorf("%s: %s.%s has no doc comment, and %s, whose fields its type's doc says these are, has no documented %s",
+				b.pos, b.typ, b.field, b.from, b.field)
+		}
+	}
+	checked := 0
+	for _, file := range append(append(docFiles(t), "CONTRIBUTING.md", "ARCHITECTURE.md"), sources...) {
+		scanLines(t, file, func(n int, line string) {
+			for _, m := range fieldRef.FindAllStringSubmatch(line, -1) {
+				typ, field := m[1], m[2]
+				if fields[typ] == nil {
+					continue // another package's options (slog.HandlerOptions, ...)
+				}
+				checked++
+				if !fields[typ][field] {
+					t.Errorf("%s:%d: %s.%s: %s has no such field", file, n, typ, field, typ)
+				}
+			}
+		})
+	}
+	if checked < 20 {
+		t.Fatalf("checked %d field references, expected more: is the extraction broken?", checked)
+	}
+}

@@ -58,6 +58,12 @@ type Catalogue struct {
 	// it) is in the middle of a statement, its rows not all read: a ping
 	// then would break the connection, so keep-alives skip it.
 	Busy func(driverConn any) bool
+	// Ping, if not nil, is the keep-alive of a connection holding a
+	// Pessimistic row lock (shared or not), in place of the driver's Ping:
+	// it fails as the driver's does on a dead connection, and may leave a
+	// trace of the lock's mode where the server shows sessions (PostgreSQL's
+	// pg_stat_activity, which sqllock locks reads).
+	Ping func(ctx context.Context, driverConn any, shared bool) error
 
 	// SingleWriter says that the database lets one transaction at a time
 	// write (SQLite): a transaction that holds a guarded lease's row keeps

@@ -218,3 +218,14 @@ type AttemptEnd struct {
 	// or empty if none does.
 	Retry string
 }
+
+// BrokenEvent describes a lease ended by a break.
+type BrokenEvent struct {
+	// LockEvent is the broken acquisition: its owner and token.
+	LockEvent
+	// Holds counts its unreleased holds; 0 for a lock released within its
+	// minimum hold.
+	Holds int
+	// Left is the time its lease had left, on the database's clock.
+	Left time.Duration
+}

@@ -117,3 +117,10 @@ type AttemptTracer interface {
 	StartAttempt(ctx context.Context, e Attempt) context.Context
 	EndAttempt(ctx context.Context, e AttemptEnd)
 }
+
+// BreakObserver is told of each lease ended by sqllock.Table.Break (the
+// sqllock unlock command): an operator's act, worth an audit trail.
+type BreakObserver interface {
+	// Broken reports a lease ended by a break. ctx is the breaking call's.
+	Broken(ctx context.Context, e BrokenEvent)
+}

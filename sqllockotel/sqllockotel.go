@@ -100,6 +100,7 @@ type Observer struct {
 	runs       metric.Int64Counter
 	takeovers  metric.Int64Counter
 	skipped    metric.Int64Counter
+	broken     metric.Int64Counter
 
 	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
 	// per look-up.
@@ -127,6 +128,7 @@ var (
 	_ ledger.AbandonedObserver = (*Observer)(nil)
 	_ ledger.SkippedObserver   = (*Observer)(nil)
 	_ ledger.MissedObserver    = (*Observer)(nil)
+	_ observe.BreakObserver    = (*Observer)(nil)
 )
 
 type gaugeKey struct{ strategy, dialect string }
@@ -180,6 +182,7 @@ func New(opts Options) (*Observer, error) {
 	o.runs = counter("sqllock.runs", "{run}", "Attempts of run ledger occurrences, by job and state: succeeded and failed as recorded by their runners; abandoned as taken over after their runner died.")
 	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts of a run ledger's job whose runner died mid-run, taken over by a later attempt, by job.")
 	o.skipped = counter("sqllock.runs.skipped", "{call}", "Run ledger calls that ran nothing, by job and the occurrence's state (succeeded: done; running: elsewhere; failed: no attempt left).")
+	o.broken = counter("sqllock.lock.broken", "{lock}", "Leases ended by a break (Table.Break, sqllock unlock).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
 		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -531,4 +534,14 @@ func (o *Observer) RunsMissed(_ context.Context, job string, missed []ledger.Mis
 		o.mu.Unlock()
 	}
 	n.Store(int64(len(missed)))
+}
+
+// Broken implements observe.BreakObserver: it counts the break, and records
+// a span for the audit trail.
+func (o *Observer) Broken(ctx context.Context, e observe.BrokenEvent) {
+	o.broken.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", "").add...)
+	_, span := o.startLockSpan(ctx, "sqllock.break", e.LockEvent)
+	span.SetAttributes(attribute.String("sqllock.owner", e.Owner), attribute.Int("sqllock.holds", e.Holds),
+		attribute.Float64("sqllock.left", e.Left.Seconds()))
+	span.End()
 }

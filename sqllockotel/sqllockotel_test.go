@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -725,5 +726,60 @@ WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 	}
 	if h := m.hist("sqllock.handoff.latency", name("n"), sqllockotel.KeySource.String(observe.HandoffLocal)); h.count != 0 {
 		t.Errorf("local hand-offs of n: %+v, want none (another locker released it)", h)
+	}
+}
+
+// A break is counted, with the broken lease's strategy and dialect, and
+// recorded as a span with its owner's token.
+func TestBroken(t *testing.T) {
+	t.Parallel()
+	e := openDB(t, "postgres")
+	ctx := t.Context()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	obs, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp, LockNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "stuck")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(context.WithoutCancel(ctx)) // ErrLockLost
+	if _, ok, err := admin.Break(ctx, "free"); ok || err != nil {
+		t.Fatalf("Break of a free name: %v, %v; want not held", ok, err)
+	}
+	if _, ok, err := admin.Break(ctx, "stuck"); !ok || err != nil {
+		t.Fatalf("Break: %v, %v; want broken", ok, err)
+	}
+	m := (&metrics{t: t, r: reader}).collect()
+	if n := m.int("sqllock.lock.broken", table, sqllockotel.KeyDialect.String(e.d.Name()), name("stuck")); n != 1 {
+		t.Errorf("breaks of stuck counted: %d, want 1", n)
+	}
+	if n := m.int("sqllock.lock.broken"); n != 1 {
+		t.Errorf("breaks counted: %d, want 1", n)
+	}
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "sqllock.break" {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 1 || !slices.Contains(spans[0].Attributes(), sqllockotel.KeyToken.Int64(k.Token())) {
+		t.Errorf("break spans %v, want one with token %d", spans, k.Token())
 	}
 }

@@ -293,9 +293,9 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 	switch {
 	case skipped != nil:
 	case t.d.Name() == "postgres" && slices.ContainsFunc(rows, func(r lockRow) bool { return r.Strategy == "pessimistic" }):
-		fmt.Fprintln(w, "(pessimistic: one holder per row, its mode read from its session's last statement, \"unknown\" once it ran another; rows held shared by several sessions are not listed)")
+		fmt.Fprintln(w, "(pessimistic: one holder per row, its mode read from its session's last statement, the lock's or its keep-alive's, \"unknown\" after one of the holder's own; rows held shared by several sessions are not listed)")
 	case t.d.Catalogue().Pessimistic != nil && t.d.Name() == "mysql":
-		fmt.Fprintln(w, "(pessimistic: the server shows a row lock only while someone waits for it; uncontended locks are not listed)")
+		fmt.Fprintln(w, "(pessimistic, on MariaDB: the server shows a row lock only while someone waits for it; uncontended locks are not listed. MySQL 8 shows them all)")
 	}
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -51,29 +53,31 @@ func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		defer s.shop.Drop(context.WithoutCancel(ctx))
 		fmt.Fprintf(stdout, "A shop on %s has %d hairdryers; %d buyers order one each at the same moment.\n\n", t.d.Name(), *stock, *buyers)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "STRATEGY\tSOLD\tREFUSED\tSTOCK LEFT\tRETRIES/WAITS\tTIME\tRESULT")
-		for _, sc := range s.scenarios() {
-			var extra atomic.Int64
+		fmt.Fprintln(tw, "STRATEGY\tSOLD\tREFUSED\tSTOCK LEFT\tWAITED\tRETRIED\tTIME\tRESULT")
+		var naive shop.Result
+		scenarios := s.scenarios()
+		for _, sc := range scenarios {
+			var n tally
 			res, err := s.shop.Run(ctx, *stock, *buyers, func(ctx context.Context, buyer int) (int, error) {
-				return 1, sc.buy(ctx, buyer, &extra)
+				return 1, sc.buy(ctx, buyer, &n)
 			})
 			if err != nil {
 				return t.fail(fmt.Errorf("demo %s: %w", sc.name, err))
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%v\t%s\n", sc.name, res.Sold, res.Refused, res.Left, extra.Load(), res.Took.Round(time.Millisecond), res.Verdict())
+			if sc.name == "no lock" {
+				naive = res
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%v\t%s\n", sc.name, res.Sold, res.Refused, res.Left,
+				tallied(&n.waited, sc.waits), tallied(&n.retried, sc.retries), res.Took.Round(time.Millisecond), res.Verdict())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprint(stdout, `
-no lock:     each buyer reads the stock, thinks, then writes stock - 1: buyers who
-             read the same stock all sell, so the shop can sell what it does not have.
-table:       buyers take turns under a lock row (RETRIES/WAITS: buyers who had to wait).
-optimistic:  the write checks the version read; a moved version means read again
-             (RETRIES/WAITS: failed version checks).
-pessimistic: SELECT ... FOR UPDATE in a transaction: buyers queue for the row in the
-             database (RETRIES/WAITS: runs repeated after a deadlock; not on SQLite).
-`)
+		fmt.Fprintf(stdout, "\n%s\n", oversoldNote(naive))
+		fmt.Fprintln(stdout)
+		for _, sc := range scenarios {
+			fmt.Fprintf(stdout, "%-12s %s\n", sc.name+":", strings.ReplaceAll(sc.about, "\n", "\n"+strings.Repeat(" ", 13)))
+		}
 		return nil
 	}
 }
@@ -97,28 +101,62 @@ func (s *demo) setup(ctx context.Context) error {
 type scenario struct {
 	name string
 	// buy makes buyer's purchase of one item, or returns shop.ErrSoldOut,
-	// and counts retries or waits in extra.
-	buy func(ctx context.Context, buyer int, extra *atomic.Int64) error
+	// and counts its waits and retries in n.
+	buy func(ctx context.Context, buyer int, n *tally) error
+	// waits and retries say which counts of n buy keeps.
+	waits, retries bool
+	about          string // what it does, and its counts, under the table
+}
+
+// tally counts what the buyers of one scenario went through.
+type tally struct {
+	waited  atomic.Int64 // buyers who found the lock held and waited for it
+	retried atomic.Int64 // runs of a buyer's code repeated (failed version checks, deadlocks)
+}
+
+// tallied shows n, or "-" for a count the scenario does not keep.
+func tallied(n *atomic.Int64, kept bool) string {
+	if !kept {
+		return "-"
+	}
+	return strconv.FormatInt(n.Load(), 10)
+}
+
+// oversoldNote explains the no-lock row: why its stock left is what it is.
+func oversoldNote(r shop.Result) string {
+	if r.Sold <= r.Initial {
+		return fmt.Sprintf("No lock: this run happened not to oversell (%d sold of %d); run it again, or raise --think.", r.Sold, r.Initial)
+	}
+	return fmt.Sprintf("No lock: buyers read the stock before others wrote it, and each wrote back what it read minus one: STOCK LEFT (%d) is the last write, not %d - %d, and %d were sold that did not exist.",
+		r.Left, r.Initial, r.Sold, r.Sold-r.Initial)
 }
 
 func (s *demo) scenarios() []scenario {
-	list := []scenario{{"no lock", s.buyUnlocked}}
+	list := []scenario{
+		{name: "no lock", buy: s.buyUnlocked, about: "read the stock, think, write what was read minus one."},
+		{name: "one UPDATE", buy: s.buyOneStatement, about: "UPDATE ... SET stock = stock - 1 WHERE id = 1 AND stock >= 1: the database\n" +
+			"checks and writes in one statement. No lock is needed when one row says it all."},
+	}
 	if l, err := sqllock.NewTable(s.d, sqllock.TableOptions{}); err == nil {
-		list = append(list, scenario{"table", func(ctx context.Context, buyer int, waits *atomic.Int64) error {
-			return s.buyLocked(ctx, l, buyer, waits)
-		}})
+		list = append(list, scenario{name: "table", waits: true, buy: func(ctx context.Context, buyer int, n *tally) error {
+			return s.buyLocked(ctx, l, buyer, n)
+		}, about: "the no-lock code under a lock (sqllock.Table). WAITED: buyers who found it held."})
 	}
 	if s.d.Catalogue().Versions != nil {
-		list = append(list, scenario{"optimistic", s.buyOptimistic})
+		list = append(list, scenario{name: "optimistic", retries: true, buy: s.buyOptimistic,
+			about: "the write checks the version it read (rowlock.RetryOnConflict).\n" +
+				"RETRIED: checks that failed, each followed by a new read."})
 	}
 	if s.d.Catalogue().Pessimistic != nil {
-		list = append(list, scenario{"pessimistic", s.buyPessimistic})
+		list = append(list, scenario{name: "pessimistic", retries: true, buy: s.buyPessimistic,
+			about: "SELECT ... FOR UPDATE in a transaction (rowlock.InTx): buyers queue for the row\n" +
+				"in the database (not counted). RETRIED: runs repeated after a deadlock."})
 	}
 	return list
 }
 
 // buyUnlocked is the naive code: read, think, write what was read minus one.
-func (s *demo) buyUnlocked(ctx context.Context, buyer int, _ *atomic.Int64) error {
+func (s *demo) buyUnlocked(ctx context.Context, buyer int, _ *tally) error {
 	var stock int
 	if err := s.db.QueryRowContext(ctx, s.shop.Q("SELECT stock FROM {products} WHERE id = 1")).Scan(&stock); err != nil {
 		return err
@@ -130,11 +168,35 @@ func (s *demo) buyUnlocked(ctx context.Context, buyer int, _ *atomic.Int64) erro
 	return s.order(ctx, s.db, buyer, stock-1)
 }
 
-// buyLocked is the same code inside a lock on the product.
-func (s *demo) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, waits *atomic.Int64) error {
+// buyOneStatement checks and decrements the stock in one statement, in the
+// transaction that records the order: no read before the write, so no
+// window between them and no lock.
+func (s *demo) buyOneStatement(ctx context.Context, buyer int, _ *tally) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, s.shop.Q("UPDATE {products} SET stock = stock - ? WHERE id = 1 AND stock >= ?"), 1, 1)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return shop.ErrSoldOut
+	}
+	if err := s.shop.Order(ctx, tx, buyer, 1); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// buyLocked is the no-lock code inside a lock on the product.
+func (s *demo) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, n *tally) error {
 	lock, err := l.TryAcquire(ctx, "demo:hairdryer")
 	if errors.Is(err, sqllock.ErrLocked) {
-		waits.Add(1)
+		n.waited.Add(1)
 		lock, err = l.Acquire(ctx, "demo:hairdryer")
 	}
 	if err != nil {
@@ -146,11 +208,11 @@ func (s *demo) buyLocked(ctx context.Context, l sqllock.Locker, buyer int, waits
 
 // buyOptimistic reads stock and version, and writes only if the version has
 // not moved, retrying on conflict.
-func (s *demo) buyOptimistic(ctx context.Context, buyer int, retries *atomic.Int64) error {
+func (s *demo) buyOptimistic(ctx context.Context, buyer int, n *tally) error {
 	attempts := 0
 	return rowlock.RetryOnConflict(ctx, rowlock.RetryOptions{Attempts: 100}, func(ctx context.Context) error {
 		if attempts++; attempts > 1 {
-			retries.Add(1)
+			n.retried.Add(1)
 		}
 		var stock int
 		var version int64

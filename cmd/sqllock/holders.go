@@ -299,7 +299,8 @@ func leaseRows(rows []lockRow, strategy string, infos []dialect.LockInfo) []lock
 // while that transaction runs; several shared holders share a MultiXact ID
 // that only the pgrowlocks extension resolves, so those rows are not shown,
 // and the mode is read from the session's last statement
-// (postgresRowLockMode).
+// (postgresRowLockMode): the locking read, or the lock's keep-alive, which
+// names the mode too.
 // MariaDB shows row locks (information_schema.INNODB_LOCKS) only while some
 // transaction waits for them, so only contended locks are listed; MySQL 8
 // has no such view here (errNoLockView).
@@ -354,9 +355,10 @@ JOIN pg_stat_activity a ON a.pid = l.pid`
 
 // postgresRowLockMode tells the mode of the row lock a session holds from
 // its last statement, the only trace PostgreSQL keeps without the
-// pgrowlocks extension: "shared" for a locking read FOR SHARE, "exclusive"
-// for one without, "unknown" once the session ran another statement (a
-// keep-alive ping, say).
+// pgrowlocks extension: the locking read or sqllock's keep-alive, which both
+// name the row-lock table and say FOR SHARE for a shared lock. "unknown"
+// once the session ran another statement (the holder's own, on the lock's
+// transaction).
 func postgresRowLockMode(query string) string {
 	switch {
 	case !strings.Contains(query, "sqllock_rowlocks"):
@@ -368,11 +370,19 @@ func postgresRowLockMode(query string) string {
 }
 
 func listMySQLRowLocks(ctx context.Context, d *mysql.Dialect) ([]lockRow, error) {
+	return mysqlRowLocks(ctx, d.DB(), d.Database())
+}
+
+// mysqlRowLocks lists the row locks held on the row-lock table of database
+// ("": the connection's) from MariaDB's information_schema.INNODB_LOCKS, or
+// where the server has no such table (MySQL 8) from
+// performance_schema.data_locks.
+func mysqlRowLocks(ctx context.Context, db *sql.DB, database string) ([]lockRow, error) {
 	table := "CONCAT('`', DATABASE(), '`.`sqllock_rowlocks`')"
 	args := []any{}
-	if db := d.Database(); db != "" {
+	if database != "" {
 		table = "?"
-		args = append(args, "`"+db+"`.`sqllock_rowlocks`")
+		args = append(args, "`"+database+"`.`sqllock_rowlocks`")
 	}
 	q := `SELECT l.lock_data, l.lock_mode, t.trx_mysql_thread_id, COALESCE(p.host, ''), TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)),
 	(SELECT COUNT(*) FROM information_schema.INNODB_TRX w
@@ -384,19 +394,62 @@ JOIN information_schema.INNODB_TRX t ON t.trx_id = l.lock_trx_id
 LEFT JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id
 WHERE l.lock_table = ` + table + ` AND l.lock_type = 'RECORD'
 	AND l.lock_id NOT IN (SELECT trx_requested_lock_id FROM information_schema.INNODB_TRX WHERE trx_requested_lock_id IS NOT NULL)`
-	rs, err := d.DB().QueryContext(ctx, q, args...)
-	if err != nil {
-		var me *gomysql.MySQLError
-		if errors.As(err, &me) {
-			switch me.Number {
-			case 1109: // unknown table: MySQL 8
-				return nil, fmt.Errorf("%w (MySQL 8: performance_schema.data_locks is not read)", errNoLockView)
-			case 1227: // access denied
-				return nil, fmt.Errorf("%w: reading information_schema.INNODB_LOCKS needs the PROCESS privilege", errNoLockView)
-			}
-		}
+	rs, err := db.QueryContext(ctx, q, args...)
+	switch mysqlErrorNumber(err) {
+	case 0:
+	case 1109: // unknown table: MySQL 8
+		return mysqlDataLocks(ctx, db, database)
+	case 1227: // access denied
+		return nil, fmt.Errorf("%w: reading information_schema.INNODB_LOCKS needs the PROCESS privilege", errNoLockView)
+	default:
 		return nil, fmt.Errorf("listing pessimistic locks: %w", err)
 	}
+	return scanMySQLRowLocks(rs)
+}
+
+// mysqlDataLocks lists the row locks held on the row-lock table of database
+// from MySQL 8's performance_schema.data_locks, which (unlike MariaDB's
+// INNODB_LOCKS) lists every granted lock, contended or not.
+func mysqlDataLocks(ctx context.Context, db *sql.DB, database string) ([]lockRow, error) {
+	var name any // NULL: the connection's database
+	if database != "" {
+		name = database
+	}
+	const q = `SELECT l.LOCK_DATA, l.LOCK_MODE, t.trx_mysql_thread_id, COALESCE(p.HOST, ''), TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)),
+	(SELECT COUNT(*) FROM performance_schema.data_lock_waits w WHERE w.BLOCKING_ENGINE_LOCK_ID = l.ENGINE_LOCK_ID)
+FROM performance_schema.data_locks l
+JOIN information_schema.INNODB_TRX t ON t.trx_id = l.ENGINE_TRANSACTION_ID
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE l.OBJECT_SCHEMA = COALESCE(?, DATABASE()) AND l.OBJECT_NAME = 'sqllock_rowlocks'
+	AND l.LOCK_TYPE = 'RECORD' AND l.LOCK_STATUS = 'GRANTED'`
+	rs, err := db.QueryContext(ctx, q, name)
+	switch mysqlErrorNumber(err) {
+	case 0:
+	case 1142, 1227: // SELECT denied, access denied
+		return nil, fmt.Errorf("%w: reading performance_schema.data_locks needs SELECT on it, and information_schema.INNODB_TRX the PROCESS privilege", errNoLockView)
+	default:
+		return nil, fmt.Errorf("listing pessimistic locks: %w", err)
+	}
+	return scanMySQLRowLocks(rs)
+}
+
+// mysqlErrorNumber is the server's error number of err, 0 for no error, -1
+// for an error the server did not number.
+func mysqlErrorNumber(err error) int {
+	var me *gomysql.MySQLError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &me):
+		return int(me.Number)
+	}
+	return -1
+}
+
+// scanMySQLRowLocks reads the rows of mysqlRowLocks's and mysqlDataLocks's
+// queries: lock data, lock mode, the holder's connection, its host, how long
+// its transaction has run (µs), and the number of waiters.
+func scanMySQLRowLocks(rs *sql.Rows) ([]lockRow, error) {
 	defer rs.Close()
 	var rows []lockRow
 	for rs.Next() {
@@ -411,7 +464,7 @@ WHERE l.lock_table = ` + table + ` AND l.lock_type = 'RECORD'
 		}
 		name, ok := lockDataName(data)
 		if !ok {
-			continue
+			continue // the supremum pseudo-record, say
 		}
 		r.Name, r.Strategy, r.Holds = name, "pessimistic", 1
 		r.Mode = "exclusive"
@@ -429,15 +482,17 @@ WHERE l.lock_table = ` + table + ` AND l.lock_type = 'RECORD'
 	return rows, rs.Err()
 }
 
-// lockDataName decodes INNODB_LOCKS.lock_data of the row-lock table's
-// VARBINARY key: 0x followed by hex digits, or a quoted string.
+// lockDataName decodes the lock data (INNODB_LOCKS.lock_data,
+// data_locks.LOCK_DATA) of the row-lock table's VARBINARY key: 0x followed
+// by hex digits, or a quoted string; not a pseudo-record.
 func lockDataName(data string) (string, bool) {
 	if h, ok := strings.CutPrefix(data, "0x"); ok {
 		b, err := hex.DecodeString(h)
 		return string(b), err == nil
 	}
-	if s, err := strconv.Unquote(`"` + strings.Trim(data, "'") + `"`); err == nil {
-		return s, true
+	if len(data) < 2 || data[0] != '\'' || data[len(data)-1] != '\'' {
+		return "", false // the supremum pseudo-record, say
 	}
-	return "", false
+	s, err := strconv.Unquote(`"` + data[1:len(data)-1] + `"`)
+	return s, err == nil
 }

@@ -120,9 +120,8 @@ func TestLocksEveryKind(t *testing.T) {
 }
 
 // A PostgreSQL pessimistic lock held shared is listed as shared, one held
-// exclusively as exclusive, while their sessions' last statement tells;
-// "unknown" once a keep-alive ping (every second) ran since: never the
-// other mode.
+// exclusively as exclusive, also once their keep-alive pings (every
+// second) replaced the locking statement as their sessions' last.
 func TestLocksPessimisticMode(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		if b.kind != "postgres" {
@@ -130,14 +129,28 @@ func TestLocksPessimisticMode(t *testing.T) {
 		}
 		<-b.hold(t, "shr", "--strategy", "pessimistic", "--shared").token
 		<-b.hold(t, "exc", "--strategy", "pessimistic").token
+		// Both sessions of this test's row-lock table have pinged.
+		q := `SELECT count(DISTINCT a.pid) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
+	AND l.locktype = 'relation' AND l.relation = $1::regclass WHERE a.query LIKE '-- sqllock_rowlocks %'`
+		pinged := func() bool {
+			var n int
+			err := b.d.DB().QueryRowContext(ctxT(t), q, `"`+b.ns+`".sqllock_rowlocks`).Scan(&n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n == 2
+		}
+		if !waitFor(time.Minute, pinged) {
+			t.Fatal("the holders' keep-alives never ran")
+		}
 		modes := map[string]string{}
 		for _, r := range b.locksJSON(t) {
 			if r.Strategy == "pessimistic" {
 				modes[r.Name] = r.Mode
 			}
 		}
-		if (modes["shr"] != "shared" && modes["shr"] != "unknown") || (modes["exc"] != "exclusive" && modes["exc"] != "unknown") {
-			t.Fatalf("pessimistic modes %v, want shr shared and exc exclusive (or unknown after a keep-alive)", modes)
+		if modes["shr"] != "shared" || modes["exc"] != "exclusive" {
+			t.Fatalf("pessimistic modes after a keep-alive %v, want shr shared and exc exclusive", modes)
 		}
 		out, err := b.cmd(t, "locks").Output()
 		if err != nil || !strings.Contains(string(out), "its mode read from its session's last statement") {

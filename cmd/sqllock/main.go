@@ -476,8 +476,10 @@ its time left for a lock a finished run keeps by --min-hold. Names and
 owners with control characters are quoted. Pessimistic locks are row locks
 of open transactions: PostgreSQL shows their holding session (one holder;
 several shared holders are not resolved; the mode is read from the
-session's last statement); MariaDB shows only those some transaction waits
-for; MySQL 8 is not read. A footnote says what is not shown. --json prints
+session's last statement, which the lock's keep-alive names it in too);
+MariaDB shows only those some transaction waits
+for; MySQL 8 shows all (performance_schema.data_locks). A footnote says
+what is not shown. --json prints
 times in RFC 3339 and durations in milliseconds (held_for_ms,
 expires_in_ms; min_hold_until, limit, value where they apply); --watch
 refreshes the view until interrupted.

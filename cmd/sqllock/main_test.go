@@ -549,6 +549,20 @@ func TestDemo(t *testing.T) {
 		if !hasRow(string(out), "no lock", "") {
 			t.Errorf("demo: no unlocked row:\n%s", out)
 		}
+		// The one-statement update is correct with no lock; one column per
+		// count; the no-lock row explained.
+		if !hasRow(string(out), "one UPDATE", "correct") {
+			t.Errorf("demo: no correct one-statement row:\n%s", out)
+		}
+		if !strings.Contains(string(out), " WAITED  RETRIED ") || strings.Contains(string(out), "RETRIES/WAITS") {
+			t.Errorf("demo: want a WAITED and a RETRIED column:\n%s", out)
+		}
+		if !strings.Contains(string(out), "\nNo lock: ") {
+			t.Errorf("demo: the no-lock row is not explained:\n%s", out)
+		}
+		if hasRow(string(out), "no lock", "OVERSOLD by 3") && !strings.Contains(string(out), "is the last write, not 2 - 5, and 3 were sold") {
+			t.Errorf("demo: the overselling is not explained:\n%s", out)
+		}
 	})
 }
 

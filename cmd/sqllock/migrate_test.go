@@ -156,8 +156,8 @@ func TestMigrateDownRefusesWhileHeld(t *testing.T) {
 		h := b.hold(t, "busy", "--ttl", "60s")
 		<-h.token
 		out, err := b.cmd(t, "migrate", "down").CombinedOutput()
-		if code := exitStatus(err); code != exitFailure || !strings.Contains(string(out), `"busy"`) || !strings.Contains(string(out), "--force") {
-			t.Fatalf("migrate down while held: exit %d, want 1 naming the lock and --force:\n%s", code, out)
+		if code := exitStatus(err); code != exitFailure || !strings.Contains(string(out), `1 lock held ("busy")`) || !strings.Contains(string(out), "--force") {
+			t.Fatalf("migrate down while held: exit %d, want 1 naming the lock (\"1 lock held\") and --force:\n%s", code, out)
 		}
 		h.stdin.Close()
 		if code := <-h.exit; code != 0 {

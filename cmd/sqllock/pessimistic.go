@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"sync/atomic"
 	"time"
 
 	"github.com/sqllock/sqllock"
@@ -21,12 +20,12 @@ func newPessimistic(d dialect.Dialect) (sqllock.Locker, error) {
 
 // buyPessimistic locks the product row (SELECT ... FOR UPDATE) in a
 // transaction, so that buyers queue in the database; InTx runs it again
-// after a deadlock, counted in retries.
-func (s *demo) buyPessimistic(ctx context.Context, buyer int, retries *atomic.Int64) error {
+// after a deadlock, counted in n.retried.
+func (s *demo) buyPessimistic(ctx context.Context, buyer int, n *tally) error {
 	runs := 0
 	return rowlock.InTx(ctx, s.d, rowlock.TxOptions{LockTimeout: time.Minute}, func(ctx context.Context, tx *sql.Tx) error {
 		if runs++; runs > 1 {
-			retries.Add(1)
+			n.retried.Add(1)
 		}
 		var stock int
 		if err := tx.QueryRowContext(ctx, s.shop.Q("SELECT stock FROM {products} WHERE id = 1 FOR UPDATE")).Scan(&stock); err != nil {

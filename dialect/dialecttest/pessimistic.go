@@ -21,6 +21,7 @@ var rowLockChecks = []struct {
 	{"CancelWait", checkRowLockCancelWait},
 	{"LockTimeout", checkLockTimeout},
 	{"KilledSession", checkKilledSession},
+	{"Ping", checkRowLockPing},
 }
 
 // rowLocks is a pessimistic dialect on a pool of the subtest's own, whose
@@ -266,6 +267,50 @@ func checkKilledSession(t *testing.T, e *env, _ dialect.Pessimistic) {
 	if err := holder.Tx.Commit(); err == nil {
 		t.Error("the killed holder's commit succeeded")
 	}
+	_ = holder.Close(e.ctx)
+	e.must(next.Tx.Rollback(), "rollback")
+	e.must(next.Close(e.ctx), "close")
+}
+
+// Catalogue.Ping, where the dialect has one, succeeds on the connection of
+// a live lock in either mode, and fails on one whose session was killed.
+func checkRowLockPing(t *testing.T, e *env, _ dialect.Pessimistic) {
+	ping := e.Dialect.Catalogue().Ping
+	if ping == nil {
+		t.Skip("the dialect's keep-alives are its driver's Ping")
+	}
+	pingConn := func(rl *dialect.RowLock, shared bool) error {
+		var err error
+		if rerr := rl.Conn.Raw(func(dc any) error { err = ping(e.ctx, dc, shared); return nil }); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+	d := e.rowLocks().d // a pool of its own, which a killed connection cannot harm
+	modes := []bool{false}
+	if !e.Dialect.Catalogue().NoSharedRowLock {
+		modes = append(modes, true)
+	}
+	for _, shared := range modes {
+		rl, err := d.LockRow(e.ctx, dialect.RowLockParams{Name: "ping", Shared: shared})
+		e.must(err, "LockRow")
+		e.must(pingConn(rl, shared), "Ping of a live lock's connection")
+		e.must(rl.Tx.Rollback(), "rollback")
+		e.must(rl.Close(e.ctx), "close")
+	}
+	if e.Kill == nil {
+		return
+	}
+	holder, err := d.LockRow(e.ctx, dialect.RowLockParams{Name: "ping"})
+	e.must(err, "LockRow")
+	e.must(e.Kill(e.ctx, holder.Tx), "Kill")
+	// The next holder's grant says the killed session is gone.
+	next, err := d.LockRow(e.ctx, dialect.RowLockParams{Name: "ping", Wait: true})
+	e.must(err, "LockRow after the holder was killed")
+	if err := pingConn(holder, false); err == nil {
+		t.Error("Ping of a killed session's connection succeeded")
+	}
+	_ = holder.Tx.Rollback() // fails: the session is gone
 	_ = holder.Close(e.ctx)
 	e.must(next.Tx.Rollback(), "rollback")
 	e.must(next.Close(e.ctx), "close")

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
@@ -102,6 +103,45 @@ func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 
 // Classify implements dialect.Pessimistic.
 func (d rowLocks) Classify(err error) error { return wrap(err) }
+
+// Keep-alive statements of pessimistic locks: comments, which the server
+// runs as pgx's Ping does ("-- ping"), and which stay as the session's last
+// statement in pg_stat_activity, naming the row-lock table and the lock's
+// mode as the locking statement did.
+const (
+	pingShared    = "-- sqllock_rowlocks FOR SHARE"
+	pingExclusive = "-- sqllock_rowlocks FOR UPDATE"
+)
+
+// ping implements dialect.Catalogue.Ping: pgx's stdlib Ping with a
+// statement that names the lock's mode. As that Ping, it closes a
+// connection it finds failing and reports driver.ErrBadConn. Another driver
+// (a test double) gets its own Ping.
+func ping(ctx context.Context, driverConn any, shared bool) error {
+	c, ok := driverConn.(interface {
+		Conn() *pgx.Conn
+		Close() error
+	})
+	if !ok {
+		if p, ok := driverConn.(driver.Pinger); ok {
+			return p.Ping(ctx)
+		}
+		return nil
+	}
+	pc := c.Conn().PgConn()
+	if pc.IsClosed() {
+		return driver.ErrBadConn
+	}
+	q := pingExclusive
+	if shared {
+		q = pingShared
+	}
+	if err := pc.Exec(ctx, q).Close(); err != nil {
+		_ = c.Close()
+		return driver.ErrBadConn
+	}
+	return nil
+}
 
 // busy reports whether driverConn, a pgx connection, is in the middle of a
 // statement: its results not all read (see dialect.Catalogue.Busy).

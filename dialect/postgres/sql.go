@@ -262,7 +262,7 @@ func (d *Dialect) tables() error {
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
-		Notifier: d.hub, Busy: busy,
+		Notifier: d.hub, Busy: busy, Ping: ping,
 	}
 	return c.Err
 }

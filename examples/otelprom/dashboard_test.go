@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
@@ -38,7 +39,7 @@ var labelName = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
 // Every metric and label name the Grafana dashboard and the alerting rules
 // use is in a real scrape of the exporter as this example runs it, on
 // PostgreSQL, once its locks were lost (their rows deleted behind the
-// holders) and its listening connection cut. With promtool installed (the
+// holders), broken, and its listening connection cut. With promtool installed (the
 // Debian package prometheus), the rules and the dashboard's queries are
 // checked by it too.
 func TestDashboardAndAlertsMatchScrape(t *testing.T) {
@@ -52,10 +53,11 @@ func TestDashboardAndAlertsMatchScrape(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	addr := make(chan string, 1)
+	lockers := make(chan *sqllock.Table, 1)
 	// Holds longer than a renewal interval (TTL/3 = 1s), so that leases are
 	// renewed, and lost once their rows are gone.
 	c := config{addr: "127.0.0.1:0", workers: 4, locks: 1, hold: 3 * time.Second,
-		ready: func(a string) { addr <- a }}
+		ready: func(a string) { addr <- a }, breaker: func(l *sqllock.Table) { lockers <- l }}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, c, d) }()
 	var url string
@@ -65,8 +67,9 @@ func TestDashboardAndAlertsMatchScrape(t *testing.T) {
 	case err := <-done:
 		t.Fatalf("run: %v", err)
 	}
-	// Every fifth second, lose the locks held then and the listening
-	// connection; scrape every second until every name is there.
+	locker := <-lockers // made before the address is ready
+	// Every fifth second, break the lock, lose the locks held then and the
+	// listening connection; scrape every second until every name is there.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for n := 1; ; n++ {
@@ -88,6 +91,9 @@ func TestDashboardAndAlertsMatchScrape(t *testing.T) {
 		}
 		if n%5 != 0 {
 			continue
+		}
+		if _, _, err := locker.Break(ctx, "demo:0"); err != nil && ctx.Err() == nil {
+			t.Fatal(err)
 		}
 		for _, q := range []string{
 			`DELETE FROM "` + schema + `".sqllock_locks`,

@@ -52,6 +52,9 @@ type config struct {
 	locks   int           // distinct lock names
 	hold    time.Duration // the longest a worker holds a lock
 	ready   func(addr string)
+	// breaker, if set, is given the workers' locker once it is made, for a
+	// test to break its locks as an operator would.
+	breaker func(*sqllock.Table)
 }
 
 func main() {
@@ -120,6 +123,9 @@ func run(ctx context.Context, c config, d dialect.Dialect) error {
 	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 3 * time.Second, Observer: obs, Logger: logger})
 	if err != nil {
 		return err
+	}
+	if c.breaker != nil {
+		c.breaker(locker)
 	}
 	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Interval: 2 * time.Second, Observer: obs, Logger: logger})
 	if err != nil {
