@@ -48,17 +48,7 @@ func BenchmarkAcquireAllRelease(b *testing.B) {
 			}
 			closeAtEnd(b, pd)
 			d = pd
-			acquire = fmt.Sprintf(`INSERT INTO "%[1]s".sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT $1, $2, fence.epoch + nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
-FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1)),
-  ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint << 44 AS epoch) AS fence
-ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= now() THEN (EXCLUDED.token >> 44 << 44) + nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
-  holds = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
-  owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.token >> 44 IN (0, EXCLUDED.token >> 44))
-RETURNING token`, schema)
+			acquire = benchtest.PostgresAcquire(schema)
 			args = func(name, owner string) []any { return []any{name, owner, int64(30e6)} }
 			release = func(n int) string {
 				var tuples []string
@@ -102,15 +92,7 @@ ON DUPLICATE KEY UPDATE
 				b.Fatal(err)
 			}
 			d = sd
-			acquire = fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
-ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
-  holds = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner = excluded.owner, expires_at = excluded.expires_at
-WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
-RETURNING token`, "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)")
+			acquire = benchtest.SQLiteAcquire
 			args = func(name, owner string) []any { return []any{name, owner, int64(30e6)} }
 			release = func(n int) string {
 				return fmt.Sprintf(`UPDATE sqllock_locks SET holds = holds - 1, expires_at = CASE WHEN holds = 1 THEN 0 ELSE expires_at END

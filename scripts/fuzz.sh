@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh: runs every fuzz target of every package, in every module
 # (scripts/modules.sh), for FUZZTIME (default 10s) each (`make fuzz` runs
-# it; go test -fuzz takes one target per package per run) and fails if any
-# target found a failing input.
-# FUZZFLAGS adds go test flags to each run (e.g. FUZZFLAGS=-parallel=1 for
+# it) and fails if any target found a failing input.
+#
+# Fuzzing instruments every package a test binary links, the largest
+# dependencies too (modernc.org/sqlite): each package with targets is
+# built so once (go test -c -fuzz), and its targets run one after the
+# other from that binary (go test -fuzz takes one target a run, and would
+# link the binary again for each), in the package's directory, with go
+# test's corpus cache ($GOCACHE/fuzz).
+# FUZZFLAGS adds test flags to each run (e.g. FUZZFLAGS=-parallel=1 for
 # one fuzzing worker instead of one per core, when other work shares the
-# machine).
+# machine); -test. is prefixed to a flag that lacks it.
 #
 # One failure is not a finding and is not counted as one. Go 1.26's fuzzing
 # coordinator can fail a target with a bare "context deadline exceeded" as
@@ -21,7 +27,19 @@ cd "$(dirname "$0")/.."
 
 fuzztime=${FUZZTIME:-10s}
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+bins=$(mktemp -d "${TMPDIR:-/tmp}/sqllock-fuzz.XXXXXX")
+trap 'rm -rf "$out" "$bins"' EXIT
+cachedir=$(go env GOCACHE)/fuzz
+
+# FUZZFLAGS, as the test binary's flags.
+flags=()
+for f in ${FUZZFLAGS:-}; do
+	case $f in
+	-test.* | --test.* | [!-]*) flags+=("$f") ;;
+	--*) flags+=("-test.${f#--}") ;;
+	*) flags+=("-test.${f#-}") ;;
+	esac
+done
 
 # corpus PKGDIR TARGET: the names of the target's stored inputs.
 corpus() {
@@ -59,13 +77,24 @@ n=0
 while read -r pkg dir target; do
 	n=$((n + 1))
 	{
+		bin=$bins/${pkg//\//_}.test
+		if [ ! -e "$bin" ]; then
+			echo "== building $pkg for fuzzing (go test -c -fuzz)"
+			if ! go test -c -fuzz=. -o "$bin" "$pkg"; then
+				fail=1
+				touch "$bin" # not built again for its other targets
+				continue
+			fi
+		fi
+		[ -x "$bin" ] || continue
 		echo "== $target ($pkg)"
 		before=$(corpus "$dir" "$target")
-		go test -run='^$' -fuzz="^$target\$" -fuzztime="$fuzztime" ${FUZZFLAGS:-} "$pkg" 2>&1 | tee "$out"
+		(cd "$dir" && "$bin" -test.paniconexit0 -test.run='^$' -test.fuzz="^$target\$" -test.fuzztime="$fuzztime" \
+			-test.fuzzcachedir="$cachedir/$pkg" ${flags[@]+"${flags[@]}"}) 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" = 0 ] && continue
 		if [ "$(corpus "$dir" "$target")" = "$before" ] && coordinator_race "$target"; then
 			echo "== $target: the fuzzing coordinator's deadline error (go.dev/issue/75804), no input failed; replaying the corpus"
-			if go test -run="^$target\$" "$pkg"; then
+			if (cd "$dir" && "$bin" -test.paniconexit0 -test.run="^$target\$"); then
 				echo "== $target: corpus passes; counted as passed"
 				continue
 			fi

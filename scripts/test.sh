@@ -676,12 +676,25 @@ fi
 # So the packages run in two steps: everything else, then the chaos suite.
 # The timeout only catches a hung test: cmd/sqllock alone takes 9 minutes
 # on the quiet machine and about twice that on a busy one.
+#
+# go test starts the packages in the order given, two at a time (-p, the
+# cores): the longest ones (the command's, then the core's) go first, so
+# that the rest fill the other core beside them instead of leaving one
+# of them alone at the end.
 chaos_pkg=github.com/sqllock/sqllock/internal/chaos
+longest=(github.com/sqllock/sqllock/cmd/sqllock github.com/sqllock/sqllock)
 mapfile -t all_pkgs < <(go list "${pkgs[@]}")
 rest=()
 chaos=()
+for p in "${longest[@]}"; do
+	[[ " ${all_pkgs[*]} " != *" $p "* ]] || rest+=("$p")
+done
 for p in "${all_pkgs[@]}"; do
-	if [ "$p" = "$chaos_pkg" ]; then chaos=("$p"); else rest+=("$p"); fi
+	if [ "$p" = "$chaos_pkg" ]; then
+		chaos=("$p")
+	elif [[ " ${longest[*]} " != *" $p "* ]]; then
+		rest+=("$p")
+	fi
 done
 
 # The chaos suite's summary (operations, faults, violations per scenario),

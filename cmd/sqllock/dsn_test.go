@@ -61,31 +61,51 @@ printf '\n--name--\n%s' "$SQLLOCK_NAME"`
 // with a one-line error. No name is ever run as shell code. Afterwards no
 // lock is held and the tables answer.
 func TestBadInputRunNames(t *testing.T) {
-	each(t, func(t *testing.T, b backend) {
+	eachStrategy(t, func(t *testing.T, b backend, strategy string) {
 		dir := t.TempDir() // where a name run as shell code would leave "pwned"
-		for _, strategy := range strategies(b) {
-			for _, name := range hostileRunNames {
-				cmd := fastExit(b.cmd(t, "run", "--strategy", strategy, "--no-wait", name, "--", "sh", "-c", runProbe, bin, strategy))
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr, cmd.Dir = &stdout, &stderr, dir
-				code := exitStatus(cmd.Run())
-				if sqllock.ValidateName(name) != nil {
-					if code != exitUsage || !oneLineUsage(stderr.String()) {
-						t.Errorf("%s: run %q: exit %d, want %d with a one-line error:\n%s", strategy, name, code, exitUsage, stderr.String())
-					}
-					continue
+		for _, name := range hostileRunNames {
+			cmd := fastExit(b.cmd(t, "run", "--strategy", strategy, "--no-wait", name, "--", "sh", "-c", runProbe, bin, strategy))
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr, cmd.Dir = &stdout, &stderr, dir
+			code := exitStatus(cmd.Run())
+			if sqllock.ValidateName(name) != nil {
+				if code != exitUsage || !oneLineUsage(stderr.String()) {
+					t.Errorf("%s: run %q: exit %d, want %d with a one-line error:\n%s", strategy, name, code, exitUsage, stderr.String())
 				}
-				if code != 0 {
-					t.Fatalf("%s: run %q: exit %d\n%s", strategy, name, code, stderr.String())
-				}
-				checkRunProbe(t, strategy, name, stdout.String())
+				continue
 			}
+			if code != 0 {
+				t.Fatalf("%s: run %q: exit %d\n%s", strategy, name, code, stderr.String())
+			}
+			checkRunProbe(t, strategy, name, stdout.String())
 		}
 		if _, err := os.Stat(filepath.Join(dir, "pwned")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("a lock name ran as shell code: %v", err)
 		}
 		checkNothingHeld(t, b)
 	})
+}
+
+// eachStrategy is each with a subtest for every strategy the backend
+// supports, each on a backend of its own: the strategies' runs go in
+// parallel, and a listing of what is held sees one strategy's locks.
+func eachStrategy(t *testing.T, fn func(t *testing.T, b backend, strategy string)) {
+	t.Parallel()
+	for _, m := range backends {
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			for _, strategy := range strategies(backend{kind: m.kind}) {
+				t.Run(strategy, func(t *testing.T) {
+					t.Parallel()
+					b := m.make(t)
+					if err := sqllock.Migrate(ctxT(t), b.d); err != nil {
+						t.Fatal(err)
+					}
+					fn(t, b, strategy)
+				})
+			}
+		})
+	}
 }
 
 // fastExit removes, for cmd and the processes it starts, the race

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"os/exec"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -19,8 +21,9 @@ func output(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// --version prints the main module's version as the build recorded it
-// (what go version -m reads from the binary), and the Go release.
+// --version prints the main module's version and the library module's as
+// the build recorded them (what go version -m reads from the binary), and
+// the Go release.
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	info, err := exec.CommandContext(ctxT(t), "go", "version", "-m", bin).Output()
@@ -31,10 +34,41 @@ func TestVersion(t *testing.T) {
 	if m == nil {
 		t.Fatalf("go version -m shows no main module:\n%s", info)
 	}
-	want := "sqllock " + string(m[1]) + " " + runtime.Version() + "\n"
+	// The library's line, and its replacement's after it if any.
+	lib := regexp.MustCompile(`(?m)^\tdep\tgithub\.com/sqllock/sqllock\t(\S+).*$(?:\n\t=>\t\S+\t([^\t\n]*))?`).FindSubmatch(info)
+	if lib == nil {
+		t.Fatalf("go version -m shows no library module:\n%s", info)
+	}
+	libVersion := string(lib[1])
+	if lib[2] != nil {
+		libVersion = cmp.Or(string(lib[2]), "(devel)")
+	}
+	want := "sqllock " + string(m[1]) + " (library " + libVersion + ") " + runtime.Version() + "\n"
 	for _, flag := range []string{"--version", "-V", "version"} {
 		if got := output(t, flag); got != want {
 			t.Errorf("sqllock %s = %q, want %q", flag, got, want)
+		}
+	}
+}
+
+// libraryVersion reads the library module's version from the build
+// information: its replacement's when replaced, (devel) when unknown.
+func TestLibraryVersion(t *testing.T) {
+	t.Parallel()
+	other := &debug.Module{Path: "github.com/sqllock/sqllock/sqllockotel", Version: "v9.9.9"}
+	for _, c := range []struct {
+		name string
+		deps []*debug.Module
+		want string
+	}{
+		{"required", []*debug.Module{other, {Path: libraryPath, Version: "v1.2.3"}}, "v1.2.3"},
+		{"replaced by a version", []*debug.Module{{Path: libraryPath, Version: "v1.2.3", Replace: &debug.Module{Path: "example.com/fork", Version: "v1.2.4"}}}, "v1.2.4"},
+		{"replaced by a directory", []*debug.Module{{Path: libraryPath, Version: "v1.2.3", Replace: &debug.Module{Path: "../sqllock"}}}, "(devel)"},
+		{"workspace module", []*debug.Module{{Path: libraryPath, Version: "(devel)"}}, "(devel)"},
+		{"absent", []*debug.Module{other}, "(devel)"},
+	} {
+		if got := libraryVersion(&debug.BuildInfo{Deps: c.deps}); got != c.want {
+			t.Errorf("%s: libraryVersion = %q, want %q", c.name, got, c.want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,6 +34,18 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if fuzzing() {
+		// The fuzz targets call the command's functions, not the binary.
+		os.Exit(dbtest.Finish(m.Run()))
+	}
+	// The tests spend their time waiting on the binary's processes, their
+	// leases and the databases more than on this process's CPU: unless
+	// -parallel says otherwise, more of them run at once than go test's
+	// default (GOMAXPROCS).
+	if !flagSet("test.parallel") {
+		_ = flag.Set("test.parallel", strconv.Itoa(3*runtime.GOMAXPROCS(0)))
+	}
 	dir, err := os.MkdirTemp("", "sqllock-cli")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,6 +59,19 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(dbtest.Finish(code))
+}
+
+// fuzzing says whether this process is a fuzzing run (go test -fuzz) or
+// one of its workers, each of which runs TestMain.
+func fuzzing() bool {
+	return flag.Lookup("test.fuzz").Value.String() != "" || flag.Lookup("test.fuzzworker").Value.String() == "true"
+}
+
+// flagSet says whether the command line set the flag named name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // backend is a database the binary is run against: its DSN, migrated, and
@@ -291,39 +317,42 @@ func TestRunNoWaitExcludes(t *testing.T) {
 func TestRunAfterHolderKilled(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		for _, strategy := range strategies(b) {
-			name := "nightly-" + strategy
-			ttl := 2 * time.Second
-			if strategy == "pessimistic" {
-				ttl = time.Hour
-			}
-			h := b.hold(t, name, "--strategy", strategy, "--ttl", ttl.String())
-			tok := <-h.token
-			if err := h.cmd.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			killed := time.Now()
-			h.stdin.Close() // the orphaned command ends too, closing the output
-			<-h.exit
-			next := b.hold(t, name, "--strategy", strategy, "--timeout", "50s")
-			next.stdin.Close()
-			var got int64
-			select {
-			case got = <-next.token:
-			case code := <-next.exit:
-				t.Fatalf("%s: the next run exited %d without the lock, %v after the kill (TTL %v)", strategy, code, time.Since(killed), ttl)
-			}
-			if got <= tok {
-				t.Fatalf("%s: token %d after the killed holder's %d", strategy, got, tok)
-			}
-			// Not a measure of speed: a bound far above the TTL for a lease
-			// (the pessimistic run got the lock within its --timeout, far
-			// below its holder's TTL).
-			if waited := time.Since(killed); strategy != "pessimistic" && waited > 15*ttl {
-				t.Fatalf("%s: took the lock over %v after the kill, want within 15 × TTL %v", strategy, waited, ttl)
-			}
-			if code := <-next.exit; code != 0 {
-				t.Fatalf("%s: next run exited %d", strategy, code)
-			}
+			t.Run(strategy, func(t *testing.T) {
+				t.Parallel()
+				name := "nightly-" + strategy
+				ttl := 2 * time.Second
+				if strategy == "pessimistic" {
+					ttl = time.Hour
+				}
+				h := b.hold(t, name, "--strategy", strategy, "--ttl", ttl.String())
+				tok := <-h.token
+				if err := h.cmd.Process.Kill(); err != nil {
+					t.Fatal(err)
+				}
+				killed := time.Now()
+				h.stdin.Close() // the orphaned command ends too, closing the output
+				<-h.exit
+				next := b.hold(t, name, "--strategy", strategy, "--timeout", "50s")
+				next.stdin.Close()
+				var got int64
+				select {
+				case got = <-next.token:
+				case code := <-next.exit:
+					t.Fatalf("%s: the next run exited %d without the lock, %v after the kill (TTL %v)", strategy, code, time.Since(killed), ttl)
+				}
+				if got <= tok {
+					t.Fatalf("%s: token %d after the killed holder's %d", strategy, got, tok)
+				}
+				// Not a measure of speed: a bound far above the TTL for a lease
+				// (the pessimistic run got the lock within its --timeout, far
+				// below its holder's TTL).
+				if waited := time.Since(killed); strategy != "pessimistic" && waited > 15*ttl {
+					t.Fatalf("%s: took the lock over %v after the kill, want within 15 × TTL %v", strategy, waited, ttl)
+				}
+				if code := <-next.exit; code != 0 {
+					t.Fatalf("%s: next run exited %d", strategy, code)
+				}
+			})
 		}
 	})
 }

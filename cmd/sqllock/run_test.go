@@ -587,7 +587,12 @@ func TestDemoBoundsConnections(t *testing.T) {
 				t.Fatalf("%s: %v", q, err)
 			}
 		}
-		c := b.cmd(t, "demo", "--dsn", dsn, "--buyers", "200", "--stock", "5", "--think", "0", "--conns", strconv.Itoa(conns))
+		// The whole workload, 200 buyers a strategy on a few connections,
+		// gets a deadline of its own: on a loaded machine (a busy MariaDB
+		// above all) it can take longer than the minute of b.cmd.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+		defer cancel()
+		c := exec.CommandContext(ctx, bin, "demo", "--dsn", dsn, "--buyers", "200", "--stock", "5", "--think", "0", "--conns", strconv.Itoa(conns))
 		out, err := c.CombinedOutput()
 		if err != nil {
 			t.Fatalf("demo with 200 buyers on %d connections: %v\n%s", conns, err, out)

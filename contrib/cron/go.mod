@@ -7,7 +7,6 @@ module github.com/sqllock/sqllock/contrib/cron
 go 1.26.0
 
 require (
-	github.com/go-sql-driver/mysql v1.10.1
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/sqllock/sqllock v0.0.0-00010101000000-000000000000
 )
@@ -15,6 +14,7 @@ require (
 require (
 	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/golang-migrate/migrate/v4 v4.20.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

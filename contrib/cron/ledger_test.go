@@ -10,6 +10,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 	sqllockcron "github.com/sqllock/sqllock/contrib/cron"
+	"github.com/sqllock/sqllock/internal/dbtest/migrated"
 	"github.com/sqllock/sqllock/ledger"
 )
 
@@ -26,8 +27,8 @@ func TestOncePerScheduledTime(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			tdb := newTestDB(t, kind)
-			_, d := tdb.connect(t)
+			tdb := migrated.New(t, kind)
+			_, d := migrated.Connect(t, tdb)
 			var ran atomic.Int64
 			logger := cron.PrintfLogger(log.New(os.Stderr, "", log.LstdFlags))
 			parser := cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
@@ -37,7 +38,7 @@ func TestOncePerScheduledTime(t *testing.T) {
 			}
 			var crons []*cron.Cron
 			for replica := range 3 {
-				_, rd := tdb.connect(t)
+				_, rd := migrated.Connect(t, tdb)
 				l, err := ledger.New(rd, ledger.Options{})
 				if err != nil {
 					t.Fatal(err)

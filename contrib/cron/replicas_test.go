@@ -12,6 +12,8 @@ import (
 	"github.com/robfig/cron/v3"
 	"github.com/sqllock/sqllock"
 	sqllockcron "github.com/sqllock/sqllock/contrib/cron"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/dbtest/migrated"
 )
 
 // The replicas' settings: a job every second, whose schedules fire skew
@@ -35,8 +37,8 @@ func TestReplicas(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			tdb := newTestDB(t, kind)
-			db, _ := tdb.connect(t)
+			tdb := migrated.New(t, kind)
+			db, _ := migrated.Connect(t, tdb)
 			if _, err := db.Exec("CREATE TABLE runs (slot BIGINT PRIMARY KEY, replica INT NOT NULL)"); err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +46,7 @@ func TestReplicas(t *testing.T) {
 			logger := cron.PrintfLogger(log.New(os.Stderr, "", log.LstdFlags))
 			var crons []*cron.Cron
 			for replica := range 3 {
-				rdb, d := tdb.connect(t)
+				rdb, d := migrated.Connect(t, tdb)
 				table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 3 * time.Second, MinHold: minHold})
 				if err != nil {
 					t.Fatal(err)
@@ -101,7 +103,7 @@ func TestReplicas(t *testing.T) {
 }
 
 // record records the run scheduled at slot, by replica.
-func record(ctx context.Context, db *sql.DB, tdb testDB, slot int64, replica int) error {
-	_, err := db.ExecContext(ctx, tdb.q("INSERT INTO runs (slot, replica) VALUES (?, ?)"), slot, replica)
+func record(ctx context.Context, db *sql.DB, tdb dbtest.Target, slot int64, replica int) error {
+	_, err := db.ExecContext(ctx, tdb.Rebind("INSERT INTO runs (slot, replica) VALUES (?, ?)"), slot, replica)
 	return err
 }

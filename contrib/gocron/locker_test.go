@@ -21,7 +21,10 @@ func TestLockerRenewsAndHolds(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	const ttl = 2 * time.Second
+	// Long enough that no renewal of a loaded machine comes too late
+	// (renewals every TTL/3): the lease outlives its TTL by renewals
+	// alone. At 2s it was lost on a loaded machine.
+	const ttl = 10 * time.Second
 	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MinHold: time.Hour})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"github.com/go-co-op/gocron/v2"
 	"github.com/sqllock/sqllock"
 	sqllockgocron "github.com/sqllock/sqllock/contrib/gocron"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/dbtest/migrated"
 )
 
 // The replicas' settings: a job every second; replicas' schedulers start
@@ -38,7 +40,7 @@ const childEnv = "SQLLOCK_GOCRON_CHILD"
 
 // child is what a replica is told by its parent.
 type child struct {
-	DB      testDB
+	DB      dbtest.Target
 	Role    string // "locker" or "elector"
 	Replica int    // 1, 2, 3
 	Start   time.Time
@@ -59,7 +61,7 @@ func TestChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	offset := time.Duration(c.Replica-1) * skew
-	db, d := c.DB.connect(t)
+	db, d := migrated.Connect(t, c.DB)
 	ctx, cancel := context.WithTimeout(context.Background(), lifetime)
 	defer cancel()
 
@@ -106,13 +108,13 @@ func TestChild(t *testing.T) {
 			t.Logf("slot %d: %v", slot, err)
 			return
 		}
-		_, err = tx.ExecContext(ctx, c.DB.q("INSERT INTO runs (slot, replica) VALUES (?, ?)"), slot, c.Replica)
+		_, err = tx.ExecContext(ctx, c.DB.Rebind("INSERT INTO runs (slot, replica) VALUES (?, ?)"), slot, c.Replica)
 		if err == nil {
 			err = tx.Commit()
 		}
 		if err != nil {
 			t.Logf("slot %d: %v", slot, err)
-			_, _ = db.ExecContext(ctx, c.DB.q("INSERT INTO failures (replica, msg) VALUES (?, ?)"), c.Replica, err.Error())
+			_, _ = db.ExecContext(ctx, c.DB.Rebind("INSERT INTO failures (replica, msg) VALUES (?, ?)"), c.Replica, err.Error())
 		}
 	}
 	s, err := gocron.NewScheduler(opt)
@@ -141,9 +143,9 @@ type replicas struct {
 // startReplicas creates the tables runs and failures in tdb and starts
 // three replicas of role, their schedulers starting on the same whole
 // second.
-func startReplicas(t *testing.T, tdb testDB, role string) *replicas {
+func startReplicas(t *testing.T, tdb dbtest.Target, role string) *replicas {
 	t.Helper()
-	db, _ := tdb.connect(t)
+	db, _ := migrated.Connect(t, tdb)
 	for _, ddl := range []string{
 		"CREATE TABLE runs (slot BIGINT PRIMARY KEY, replica INT NOT NULL)",
 		"CREATE TABLE failures (replica INT NOT NULL, msg VARCHAR(2000) NOT NULL)",
@@ -279,7 +281,7 @@ func TestLockerReplicas(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			r := startReplicas(t, newTestDB(t, kind), "locker")
+			r := startReplicas(t, migrated.New(t, kind), "locker")
 			const runs = 12
 			waitFor(t, 5*time.Minute, strconv.Itoa(runs)+" runs", func() bool {
 				got, _ := r.runs(ctx)
@@ -310,9 +312,9 @@ func TestElectorReplicas(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			tdb := newTestDB(t, kind)
+			tdb := migrated.New(t, kind)
 			r := startReplicas(t, tdb, "elector")
-			_, d := tdb.connect(t)
+			_, d := migrated.Connect(t, tdb)
 			el, err := sqllock.NewElection(d, sqllock.ElectionOptions{})
 			if err != nil {
 				t.Fatal(err)

@@ -11,8 +11,9 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/dbtest/migrated"
 
 	sqllockgoose "github.com/sqllock/sqllock/contrib/goose"
 )
@@ -86,39 +87,23 @@ func testUpOnce(t *testing.T, gd goose.Dialect, open func(t *testing.T) (*sql.DB
 
 func TestUpOncePostgres(t *testing.T) {
 	t.Parallel()
-	dsn, schema := testPostgres(t)
-	testUpOnce(t, goose.DialectPostgres, func(t *testing.T) (*sql.DB, dialect.Dialect) {
-		db := open(t, "pgx", dsn)
-		d, err := postgres.New(db, postgres.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close(context.Background()) })
-		return db, d
-	})
+	tg := dbtest.NewTarget(t, "postgres")
+	testUpOnce(t, goose.DialectPostgres, func(t *testing.T) (*sql.DB, dialect.Dialect) { return migrated.Connect(t, tg) })
 }
 
 func TestUpOnceMySQL(t *testing.T) {
 	t.Parallel()
-	dsn, database := testMySQL(t)
-	testUpOnce(t, goose.DialectMySQL, func(t *testing.T) (*sql.DB, dialect.Dialect) {
-		db := open(t, "mysql", dsn)
-		d, err := mysql.New(db, mysql.WithDatabase(database))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close(context.Background()) })
-		return db, d
-	})
+	tg := dbtest.NewTarget(t, "mysql")
+	testUpOnce(t, goose.DialectMySQL, func(t *testing.T) (*sql.DB, dialect.Dialect) { return migrated.Connect(t, tg) })
 }
 
 // TestUpOncePgBouncer is TestUpOncePostgres through PgBouncer in
 // transaction pooling, which breaks goose's own session advisory lock.
 func TestUpOncePgBouncer(t *testing.T) {
 	t.Parallel()
-	dsn := testPgBouncer(t)
+	dsn, _ := dbtest.PgBouncerDatabase(t, dbtest.Transaction)
 	testUpOnce(t, goose.DialectPostgres, func(t *testing.T) (*sql.DB, dialect.Dialect) {
-		db := open(t, "pgx", dsn)
+		db := dbtest.OpenPostgres(t, dsn)
 		d, err := postgres.New(db, postgres.WithPooler())
 		if err != nil {
 			t.Fatal(err)

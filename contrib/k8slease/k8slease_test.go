@@ -11,8 +11,8 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/dbtest/migrated"
 	"k8s.io/client-go/tools/leaderelection"
 
 	sqllockk8slease "github.com/sqllock/sqllock/contrib/k8slease"
@@ -180,28 +180,14 @@ func testOneLeader(t *testing.T, open func(t *testing.T) (*sql.DB, dialect.Diale
 
 func TestOneLeaderPostgres(t *testing.T) {
 	t.Parallel()
-	dsn, schema := testPostgres(t)
-	testOneLeader(t, func(t *testing.T) (*sql.DB, dialect.Dialect) {
-		db := open(t, "pgx", dsn)
-		d, err := postgres.New(db, postgres.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close(context.Background()) })
-		return db, d
-	}, "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
+	tg := dbtest.NewTarget(t, "postgres")
+	testOneLeader(t, func(t *testing.T) (*sql.DB, dialect.Dialect) { return migrated.Connect(t, tg) },
+		"SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint")
 }
 
 func TestOneLeaderMySQL(t *testing.T) {
 	t.Parallel()
-	dsn, database := testMySQL(t)
-	testOneLeader(t, func(t *testing.T) (*sql.DB, dialect.Dialect) {
-		db := open(t, "mysql", dsn)
-		d, err := mysql.New(db, mysql.WithDatabase(database))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { d.Close(context.Background()) })
-		return db, d
-	}, "SELECT CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)")
+	tg := dbtest.NewTarget(t, "mysql")
+	testOneLeader(t, func(t *testing.T) (*sql.DB, dialect.Dialect) { return migrated.Connect(t, tg) },
+		"SELECT CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)")
 }

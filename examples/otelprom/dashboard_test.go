@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
 // The files shipped for operators, from the repository's root.
@@ -45,35 +43,20 @@ var labelName = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`)
 func TestDashboardAndAlertsMatchScrape(t *testing.T) {
 	t.Parallel()
 	used := usedNames(t)
-	db, schema := dbtest.Postgres(t)
-	d, err := postgres.New(db, postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	addr := make(chan string, 1)
-	lockers := make(chan *sqllock.Table, 1)
 	// Holds longer than a renewal interval (TTL/3 = 1s), so that leases are
 	// renewed, and lost once their rows are gone.
-	c := config{addr: "127.0.0.1:0", workers: 4, locks: 1, hold: 3 * time.Second,
-		ready: func(a string) { addr <- a }, breaker: func(l *sqllock.Table) { lockers <- l }}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, d) }()
-	var url string
-	select {
-	case a := <-addr:
-		url = "http://" + a + "/metrics"
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	lockers := make(chan *sqllock.Table, 1)
+	e := startExample(ctx, t, config{workers: 4, locks: 1, hold: 3 * time.Second,
+		breaker: func(l *sqllock.Table) { lockers <- l }})
 	locker := <-lockers // made before the address is ready
 	// Every fifth second, break the lock, lose the locks held then and the
 	// listening connection; scrape every second until every name is there.
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for n := 1; ; n++ {
-		names := scrape(t, url)
+		names := scrape(t, e.url)
 		var missing []string
 		for name := range used {
 			if !names[name] {
@@ -96,23 +79,15 @@ func TestDashboardAndAlertsMatchScrape(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, q := range []string{
-			`DELETE FROM "` + schema + `".sqllock_locks`,
-			`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "sqllock:` + schema + `"'`,
+			`DELETE FROM "` + e.schema + `".sqllock_locks`,
+			`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN "sqllock:` + e.schema + `"'`,
 		} {
-			if _, err := db.ExecContext(ctx, q); err != nil && ctx.Err() == nil {
+			if _, err := e.db.ExecContext(ctx, q); err != nil && ctx.Err() == nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer ccancel()
-	if err := d.Close(cctx); err != nil {
-		t.Fatal(err)
-	}
+	e.stop(t)
 }
 
 // usedNames returns the sqllock_ names the dashboard's queries and the

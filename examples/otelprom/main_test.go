@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"os"
@@ -20,25 +21,9 @@ func TestMain(m *testing.M) { os.Exit(dbtest.Finish(m.Run())) }
 // the names the README lists, while its workers contend.
 func TestServesMetrics(t *testing.T) {
 	t.Parallel()
-	db, schema := dbtest.Postgres(t)
-	d, err := postgres.New(db, postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	addr := make(chan string, 1)
-	c := config{addr: "127.0.0.1:0", workers: 4, locks: 1, hold: 20 * time.Millisecond,
-		ready: func(a string) { addr <- a }}
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, c, d) }()
-	var url string
-	select {
-	case a := <-addr:
-		url = "http://" + a + "/metrics"
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	e := startExample(ctx, t, config{workers: 4, locks: 1, hold: 20 * time.Millisecond})
 	want := []string{
 		"sqllock_acquire_calls_total",
 		"sqllock_acquire_duration_seconds_bucket",
@@ -51,7 +36,7 @@ func TestServesMetrics(t *testing.T) {
 	}
 	var body string
 	testutil.Eventually(ctx, t, "every metric scraped", func() bool {
-		resp, err := http.Get(url)
+		resp, err := http.Get(e.url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,13 +56,55 @@ func TestServesMetrics(t *testing.T) {
 	if !strings.Contains(body, `sqllock_strategy="table"`) || !strings.Contains(body, `sqllock_dialect="postgres"`) {
 		t.Errorf("metrics lack the strategy and dialect labels:\n%s", body)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	e.stop(t)
+}
+
+// example is a run of the example on a PostgreSQL schema of the test's own.
+type example struct {
+	db     *sql.DB // the test server's pool
+	schema string
+	url    string // of the metrics it serves
+	d      *postgres.Dialect
+	cancel context.CancelFunc
+	done   chan error // run's result
+}
+
+// startExample runs the example with c, on a free port of the loopback,
+// until ctx ends or stop is called; it fails t if the run ends before it
+// serves its metrics.
+func startExample(ctx context.Context, t *testing.T, c config) *example {
+	t.Helper()
+	db, schema := dbtest.Postgres(t)
+	d, err := postgres.New(db, postgres.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	e := &example{db: db, schema: schema, d: d, cancel: cancel, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	c.addr = "127.0.0.1:0"
+	c.ready = func(a string) { addr <- a }
+	go func() { e.done <- run(ctx, c, d) }()
+	select {
+	case a := <-addr:
+		e.url = "http://" + a + "/metrics"
+	case err := <-e.done:
+		cancel()
 		t.Fatalf("run: %v", err)
 	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer ccancel()
-	if err := d.Close(cctx); err != nil {
+	return e
+}
+
+// stop ends the run and closes its dialect, failing t if either fails.
+func (e *example) stop(t *testing.T) {
+	t.Helper()
+	e.cancel()
+	if err := <-e.done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.d.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

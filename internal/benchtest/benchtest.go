@@ -126,22 +126,7 @@ func OpenTable(b *testing.B, kind string) (*sql.DB, dialect.Dialect, TryAcquireR
 		if d, err = postgres.New(db, postgres.WithSchema(schema)); err != nil {
 			b.Fatal(err)
 		}
-		// The fence (a shared advisory lock for the statement) is part
-		// of a correct acquire: without it, a reaper deleting the row
-		// while the insert waits could let a token go backwards. So is
-		// the timeline in the token's high bits: without it, a token
-		// could go backwards across a failover.
-		q := fmt.Sprintf(`INSERT INTO "%[1]s".sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT $1, $2, fence.epoch + nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
-FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1)),
-  ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint << 44 AS epoch) AS fence
-ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= now() THEN (EXCLUDED.token >> 44 << 44) + nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
-  holds = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
-  owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
-WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.token >> 44 IN (0, EXCLUDED.token >> 44))
-RETURNING token`, schema)
+		q := PostgresAcquire(schema)
 		acquire = func(ctx context.Context, name, owner string) (int64, error) {
 			var tok int64
 			err := db.QueryRowContext(ctx, q, name, owner, int64(30e6)).Scan(&tok)
@@ -184,15 +169,7 @@ ON DUPLICATE KEY UPDATE
 		if d, err = sqlite.New(db); err != nil {
 			b.Fatal(err)
 		}
-		q := fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
-VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
-ON CONFLICT (name) DO UPDATE SET
-  token = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
-  holds = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner = excluded.owner, expires_at = excluded.expires_at
-WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
-RETURNING token`, "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)")
+		q := SQLiteAcquire
 		acquire = func(ctx context.Context, name, owner string) (int64, error) {
 			var tok int64
 			err := db.QueryRowContext(ctx, q, name, owner, int64(30e6)).Scan(&tok)
@@ -249,6 +226,40 @@ ON DUPLICATE KEY UPDATE
 	}
 	return db, d, raw
 }
+
+// PostgresAcquire is the acquire statement of the PostgreSQL lock table in
+// schema, as a [sqllock.Table] issues it: $1 the name, $2 the owner, $3
+// the TTL in microseconds; it returns the token. The fence (a shared
+// advisory lock for the statement) is part of a correct acquire: without
+// it, a reaper deleting the row while the insert waits could let a token
+// go backwards. So is the timeline in the token's high bits: without it, a
+// token could go backwards across a failover.
+func PostgresAcquire(schema string) string {
+	return fmt.Sprintf(`INSERT INTO "%[1]s".sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+SELECT $1, $2, fence.epoch + nextval('"%[1]s".sqllock_token_seq'), 1, now(), now() + $3::bigint * interval '1 microsecond'
+FROM (SELECT pg_advisory_xact_lock_shared(1936813163, hashtext($1)),
+  ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::bigint << 44 AS epoch) AS fence
+ON CONFLICT (name) DO UPDATE SET
+  token = CASE WHEN l.expires_at <= now() THEN (EXCLUDED.token >> 44 << 44) + nextval('"%[1]s".sqllock_token_seq') ELSE l.token END,
+  holds = CASE WHEN l.expires_at <= now() THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= now() THEN now() ELSE l.acquired_at END,
+  owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at
+WHERE l.expires_at <= now() OR (l.owner = EXCLUDED.owner AND l.token >> 44 IN (0, EXCLUDED.token >> 44))
+RETURNING token`, schema)
+}
+
+// SQLiteAcquire is the acquire statement of the SQLite lock table, as a
+// [sqllock.Table] issues it: the name, the owner and the TTL in
+// microseconds; it returns the token.
+var SQLiteAcquire = fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+VALUES (?, ?, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + ?)
+ON CONFLICT (name) DO UPDATE SET
+  token = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
+  holds = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
+  owner = excluded.owner, expires_at = excluded.expires_at
+WHERE l.expires_at <= %[1]s OR l.owner = excluded.owner
+RETURNING token`, "(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)")
 
 // Bind binds each op to ctx, as Alternate takes them.
 func Bind(ctx context.Context, ops ...TryAcquireRelease) []func(name string) error {
