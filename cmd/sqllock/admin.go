@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/golang-migrate/migrate/v4"
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/ledger"
@@ -63,13 +64,6 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 			return err
 		}
 		defer t.Close()
-		if op == "up" {
-			// golang-migrate would only say "Dirty database version N".
-			if v, dirty, err := sqllock.MigrationVersion(ctx, t.d); err == nil && dirty {
-				fmt.Fprintf(stdout, "schema version %d (dirty)\n", v)
-				return dirtyError(t, v)
-			}
-		}
 		switch op {
 		case "up":
 			err = sqllock.Migrate(ctx, t.d)
@@ -94,6 +88,14 @@ func migrateFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, std
 				return usageError{msg: fmt.Sprintf("migrate force %d: %s has no schema version %d; its versions are %s (0 or -1: none applied)", forceTo, t.d.Name(), forceTo, joinInts(vs))}
 			}
 			err = sqllock.MigrateForce(ctx, t.d, forceTo)
+		}
+		// A dirty schema is told apart only under the migration lock, as
+		// golang-migrate reports it: read before, the flag is also set
+		// while a concurrent migrator runs a migration.
+		var de migrate.ErrDirty
+		if op == "up" && errors.As(err, &de) {
+			fmt.Fprintf(stdout, "schema version %d (dirty)\n", de.Version)
+			return dirtyError(t, uint(de.Version))
 		}
 		if err != nil {
 			return t.timeout(ctx, *timeout, fmt.Errorf("migrate %s on %s: %w", op, t.dsn, err))
