@@ -171,11 +171,14 @@ func cliSynopses(t *testing.T) map[string][]string {
 // docLinesNotRun are the command lines of the docs that
 // TestDocCommandLinesRun does not run, by their text, and why.
 var docLinesNotRun = map[string]string{
-	"sqllock run -n --min-hold 4m report -- /usr/local/bin/report":               "runs the reader's /usr/local/bin/report",
-	"sqllock run -n --min-hold 50m report:hourly -- /usr/local/bin/build-report": "runs the reader's /usr/local/bin/build-report",
-	"sqllock run -w 10 -c 'pg_dump app > app.sql' backup":                        "needs pg_dump and the reader's PostgreSQL database",
-	"sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup":                "needs pg_dump and the reader's PostgreSQL database",
-	"sqllock locks --watch 2":                                                    "runs until interrupted",
+	"sqllock run --every 1h report -- /usr/local/bin/report":                                               "runs the reader's /usr/local/bin/report",
+	"sqllock run --every 1h report:hourly -- /usr/local/bin/build-report":                                  "runs the reader's /usr/local/bin/build-report",
+	"sqllock run --every 24h --phase 2h30m --retries 2 --retry-backoff 5m backup -- /usr/local/bin/backup": "runs the reader's /usr/local/bin/backup, and retries it 5 minutes apart",
+	"sqllock run -n --min-hold 50m report:hourly -- /usr/local/bin/build-report":                           "runs the reader's /usr/local/bin/build-report",
+	"sqllock run -w 10 -c 'pg_dump app > app.sql' backup":                                                  "needs pg_dump and the reader's PostgreSQL database",
+	"sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup":                                          "needs pg_dump and the reader's PostgreSQL database",
+	"sqllock locks --watch 2":       "runs until interrupted",
+	"sqllock runs --watch 2 report": "runs until interrupted",
 }
 
 // docLineExits are the exit statuses of the command lines of the docs that
@@ -256,6 +259,9 @@ func runDocLine(t *testing.T, bin, file string, l commandLine) {
 	}
 	c := exec.CommandContext(ctx, "sh", "-c", l.text)
 	c.Dir, c.Env = dir, env
+	// The context kills sh alone: a sqllock it started would keep the
+	// output open, and the wait with it.
+	c.WaitDelay = 5 * time.Second
 	out, err := c.CombinedOutput()
 	code := 0
 	var ee *exec.ExitError

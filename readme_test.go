@@ -252,7 +252,7 @@ func exportImporter(t *testing.T) types.Importer {
 
 // optionsPackages are the directories of the packages whose *Options
 // types TestOptionsFieldsDocumented checks.
-var optionsPackages = []string{".", "rowlock", "sqllockotel"}
+var optionsPackages = []string{".", "rowlock", "sqllockotel", "ledger"}
 
 // sameFields is how an options type's doc says that its fields are
 // documented on another's.
@@ -260,7 +260,7 @@ var sameFields = regexp.MustCompile(`the fields are those of\s+(\w+Options)`)
 
 // fieldRef is a reference to an options field in prose or code:
 // TableOptions.MinHold, or TableOptions{MinHold: ...}.
-var fieldRef = regexp.MustCompile(`\b(\w*Options)(?:\.|\{)([A-Z]\w*)\b`)
+var fieldRef = regexp.MustCompile(`\b(?:([a-z]\w*)\.)?(\w*Options)(?:\.|\{)([A-Z]\w*)\b`)
 
 // Every exported field of every options type (TableOptions, TxOptions,
 // sqllockotel.Options, ...) has a doc comment, or is a documented field of
@@ -270,8 +270,8 @@ var fieldRef = regexp.MustCompile(`\b(\w*Options)(?:\.|\{)([A-Z]\w*)\b`)
 // TypeOptions{Field: ...}) exists.
 func TestOptionsFieldsDocumented(t *testing.T) {
 	t.Parallel()
-	fields := map[string]map[string]bool{} // type -> its exported fields
-	documented := map[string]bool{}        // "Type.Field" with a doc comment
+	fields := map[string]map[string]bool{} // "pkg.Type" -> its exported fields
+	documented := map[string]bool{}        // "pkg.Type.Field" with a doc comment
 	type borrowed struct {
 		pos        token.Position
 		typ, field string
@@ -303,24 +303,22 @@ func TestOptionsFieldsDocumented(t *testing.T) {
 						if !ok {
 							continue
 						}
-						if fields[ts.Name.Name] != nil {
-							t.Fatalf("two options types named %s: make fieldRef's look-up tell them apart", ts.Name.Name)
-						}
-						fields[ts.Name.Name] = map[string]bool{}
+						typ := pkg.Name + "." + ts.Name.Name
+						fields[typ] = map[string]bool{}
 						from := sameFields.FindStringSubmatch(strings.Join(strings.Fields(doc), " "))
 						for _, f := range st.Fields.List {
 							for _, id := range f.Names {
 								if !id.IsExported() {
 									continue
 								}
-								fields[ts.Name.Name][id.Name] = true
+								fields[typ][id.Name] = true
 								switch {
 								case f.Doc.Text() != "" || f.Comment.Text() != "":
-									documented[ts.Name.Name+"."+id.Name] = true
+									documented[typ+"."+id.Name] = true
 								case from != nil:
-									borrowers = append(borrowers, borrowed{fset.Position(id.Pos()), ts.Name.Name, id.Name, from[1]})
+									borrowers = append(borrowers, borrowed{fset.Position(id.Pos()), typ, id.Name, pkg.Name + "." + from[1]})
 								default:
-									t.Errorf("%s: %s.%s has no doc comment", fset.Position(id.Pos()), ts.Name.Name, id.Name)
+									t.Errorf("%s: %s.%s has no doc comment", fset.Position(id.Pos()), typ, id.Name)
 								}
 							}
 						}
@@ -343,13 +341,23 @@ func TestOptionsFieldsDocumented(t *testing.T) {
 	for _, file := range append(append(docFiles(t), "CONTRIBUTING.md", "ARCHITECTURE.md"), sources...) {
 		scanLines(t, file, func(n int, line string) {
 			for _, m := range fieldRef.FindAllStringSubmatch(line, -1) {
-				typ, field := m[1], m[2]
-				if fields[typ] == nil {
+				pkg, typ, field := m[1], m[2], m[3]
+				// A qualified reference (ledger.Options.TTL) names its
+				// package; an unqualified one may be of any package
+				// that has an options type of that name.
+				var cands []string
+				for k := range fields {
+					p, name, _ := strings.Cut(k, ".")
+					if name == typ && (pkg == "" || p == pkg || pkg == "sqllock" && p == "sqllock") {
+						cands = append(cands, k)
+					}
+				}
+				if len(cands) == 0 {
 					continue // another package's options (slog.HandlerOptions, ...)
 				}
 				checked++
-				if !fields[typ][field] {
-					t.Errorf("%s:%d: %s.%s: %s has no such field", file, n, typ, field, typ)
+				if !slices.ContainsFunc(cands, func(k string) bool { return fields[k][field] }) {
+					t.Errorf("%s:%d: %s.%s: %s has no such field", file, n, typ, field, strings.Join(cands, ", "))
 				}
 			}
 		})
