@@ -220,12 +220,19 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 }
 
 // only returns the name bell is registered for, if it is registered for
-// one name alone.
+// one name alone and no other is being registered: a ring of a name whose
+// registration is under way (watched, not yet recorded as registered)
+// would otherwise be announced as the one registered name's.
 func (b *bells) only(bell bellID) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.bell != bell || len(b.registered) != 1 {
 		return "", false
+	}
+	for name := range b.watched {
+		if !b.registered[name] {
+			return "", false
+		}
 	}
 	for name := range b.registered {
 		return name, true
