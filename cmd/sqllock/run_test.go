@@ -232,8 +232,10 @@ func TestRunFlags(t *testing.T) {
 			{[]string{"run", "-n", "flk", "true"}, exitNotAcquired, "is busy: held by "},
 			{[]string{"run", "-n", "-E", "0", "flk", "true"}, 0, ""},
 			{[]string{"run", "-n", "-E", "9", "flk", "true"}, 9, ""},
-			{[]string{"run", "-w", "0.3", "flk", "true"}, exitNotAcquired, "still busy after 300ms"},
-			{[]string{"run", "--timeout", "300ms", "-E", "3", "flk", "true"}, 3, ""},
+			// Waits long enough to connect on a loaded machine: the wait
+			// bounds the connection too.
+			{[]string{"run", "-w", "2", "flk", "true"}, exitNotAcquired, "still busy after 2s"},
+			{[]string{"run", "--timeout", "2s", "-E", "3", "flk", "true"}, 3, ""},
 			{[]string{"run", "-n", "-c", "exit 4", "free"}, 4, ""},
 			{[]string{"run", "-c", "echo $SQLLOCK_NAME", "free"}, 0, "free"},
 			{[]string{"run", "-n", "-w", "5", "free", "true"}, exitUsage, "contradict"},
