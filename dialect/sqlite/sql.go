@@ -30,10 +30,11 @@ const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
     ELSE ` + released + ` END`
 
 // leaseSQL declares the lease statements of table, whose token column is
-// token. With rings, the release selects 2 when it frees the row at once (a
-// minimum hold still ahead keeps it taken) and 1 when it drops a hold
-// otherwise, so that the runner rings the wake-ups (wake.go); without, it
-// reports the rows it changed.
+// token. With rings, the runner rings the wake-ups (wake.go) after every
+// release that dropped a hold: telling a freeing release apart would take
+// a RETURNING clause, which costs every release more than the rare
+// needless ring (after a re-entrant hold, or under a minimum hold) costs
+// the waiters.
 //
 // The guard needs no FOR SHARE, which SQLite does not have: a takeover is a
 // write, and SQLite lets one transaction at a time write to the database.
@@ -55,16 +56,13 @@ const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
 // one snapshot in which the lease was live. The transaction must belong to
 // the same database file as the locks.
 func leaseSQL(table, token string, rings bool) sqlrun.LeaseSQL {
-	release := sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry))
-	if rings {
-		release = sqlrun.Q(release.Text + "\nRETURNING CASE WHEN holds = 0 AND expires_at = " + released + " THEN 2 ELSE 1 END")
-	}
 	return sqlrun.LeaseSQL{
 		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
 RETURNING name, owner, %[2]s`, table, token, now)),
-		Release: release,
+		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
+		RingsOnChange: rings,
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
 		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s

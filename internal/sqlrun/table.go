@@ -28,6 +28,12 @@ type LeaseSQL struct {
 	// it also freed a row marked as waited for, so that
 	// Runner.AfterRelease rings.
 	Release SQL
+	// RingsOnChange says that Runner.AfterRelease rings after every
+	// Release that dropped a hold (number 1), for a dialect whose Release
+	// cannot tell a freeing release apart as cheaply as it drops the hold
+	// (SQLite: a RETURNING clause costs more than the ring it saves). A
+	// ring that freed nothing costs each waiting process one look.
+	RingsOnChange bool
 	// Guard selects a row, inside the caller's transaction, when the lease
 	// (:name, :owner, :token) is live, and share-locks it until the
 	// transaction ends.
@@ -45,10 +51,11 @@ type LeaseTable struct {
 	run                                      *Runner
 	renewMany, renewed, release, guard, list Stmt
 	channel                                  string
+	ringsOnChange                            bool
 }
 
 func newLeaseTable(run *Runner, c *Compiler, s LeaseSQL) LeaseTable {
-	t := LeaseTable{run: run, channel: s.Channel,
+	t := LeaseTable{run: run, channel: s.Channel, ringsOnChange: s.RingsOnChange,
 		renewMany: c.Compile(s.RenewMany),
 		release:   c.Compile(s.Release), guard: c.Compile(s.Guard), list: c.Compile(s.List)}
 	if s.RenewMany.Kind != Query {
@@ -101,7 +108,7 @@ func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease, minHold time.
 	p := t.params(l)
 	p.MinHold = minHold
 	n, err := t.run.Int(ctx, &t.release, p)
-	if n == 2 {
+	if n == 2 || n == 1 && t.ringsOnChange {
 		t.run.afterRelease(ctx, l.Name)
 	}
 	return n == 1 || n == 2, err
