@@ -2,9 +2,9 @@ package mysql
 
 import (
 	"context"
-	"sync"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/internal/listen"
 )
 
 // bellNotifier is the catalogue's Notifier: the bells.
@@ -21,7 +21,7 @@ func (d bellNotifier) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	if d.noWakeups {
 		return unheard{}
 	}
-	return &watching{Subscription: d.bells.hub.Subscribe(s), b: d.bells, names: make(map[string]bool)}
+	return listen.Watching(d.bells.hub.Subscribe(s), d.bells.watch, d.bells.unwatch)
 }
 
 // WithoutWakeups turns the wake-ups off: waiters poll, as they must where a
@@ -48,48 +48,6 @@ func (unheard) Pass(string)     {}
 
 // Announced implements dialect.Notifier.
 func (d bellNotifier) Announced() uint64 { return d.bells.hub.Announced() }
-
-// watching is a subscription with the names it watches.
-type watching struct {
-	dialect.Subscription
-	b     *bells
-	mu    sync.Mutex
-	names map[string]bool // nil once unsubscribed
-}
-
-// Watch implements dialect.Subscription: the process's bell is
-// registered for name, and the subscriber lined up for its wake-ups.
-func (w *watching) Watch(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.names != nil && !w.names[name] {
-		w.names[name] = true
-		w.Subscription.Watch(name)
-		w.b.watch(name)
-	}
-}
-
-// Unwatch implements dialect.Subscription.
-func (w *watching) Unwatch(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.names[name] {
-		delete(w.names, name)
-		w.Subscription.Unwatch(name)
-		w.b.unwatch(name)
-	}
-}
-
-// Unsubscribe implements dialect.Subscription; it unwatches every name.
-func (w *watching) Unsubscribe() {
-	w.Subscription.Unsubscribe()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for name := range w.names {
-		w.b.unwatch(name)
-	}
-	w.names = nil
-}
 
 // Close stops the bell connection, if one runs, and waits until the
 // dialect's goroutines have ended or ctx ends (then it returns ctx's

@@ -74,11 +74,14 @@ var _ dialect.Notifier = (*waker)(nil)
 // Subscribe implements dialect.Notifier. While any locker built on the
 // dialect has waiters (and for a tenth of a second after), the dialect keeps a
 // socket in the wake-up directory and a goroutine reading it. Close stops
-// them. Only the names the subscription watches are announced.
+// them. Only the names the subscription watches are announced; a
+// dialect.Claimer (a locker's waiting room) is offered a release of a name
+// it watches only when no room that began to watch it earlier claims it.
 func (w *waker) Subscribe(s dialect.Subscriber) dialect.Subscription {
-	sub := &watching{w: w, names: make(map[string]bool)}
-	sub.Subscription = w.hub.Subscribe(filter{s, w})
-	return sub
+	if _, ok := s.(dialect.Claimer); !ok {
+		s = filter{s, w}
+	}
+	return listen.Watching(w.hub.Subscribe(s), w.watch, w.unwatch)
 }
 
 // Announced implements dialect.Notifier: it counts every name the socket
@@ -241,43 +244,4 @@ func (f filter) Released(name string) {
 	if f.w.watches(name) {
 		f.Subscriber.Released(name)
 	}
-}
-
-// watching is a subscription with the names it watches.
-type watching struct {
-	dialect.Subscription
-	w     *waker
-	mu    sync.Mutex
-	names map[string]bool // nil once unsubscribed
-}
-
-// Watch implements dialect.Subscription.
-func (s *watching) Watch(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.names != nil && !s.names[name] {
-		s.names[name] = true
-		s.w.watch(name)
-	}
-}
-
-// Unwatch implements dialect.Subscription.
-func (s *watching) Unwatch(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.names[name] {
-		delete(s.names, name)
-		s.w.unwatch(name)
-	}
-}
-
-// Unsubscribe implements dialect.Subscription; it unwatches every name.
-func (s *watching) Unsubscribe() {
-	s.Subscription.Unsubscribe()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for name := range s.names {
-		s.w.unwatch(name)
-	}
-	s.names = nil
 }
