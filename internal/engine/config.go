@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -37,8 +38,12 @@ const (
 )
 
 // WithDefaults returns c with its zero durations and logger defaulted,
-// or an error wrapping dialect.ErrInvalidOptions.
+// or an error wrapping dialect.ErrInvalidOptions. Lost and NotHeld must be
+// set.
 func (c Config) WithDefaults() (Config, error) {
+	if c.Lost == nil || c.NotHeld == nil {
+		return c, errors.New("engine: Config.Lost and Config.NotHeld must be set")
+	}
 	if c.TTL < 0 || c.RenewInterval < 0 || c.MaxBackoff < 0 || c.MinHold < 0 {
 		return c, fmt.Errorf("%w: durations must not be negative", dialect.ErrInvalidOptions)
 	}
