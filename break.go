@@ -22,7 +22,7 @@ func (t *Table) Break(ctx context.Context, name string) (broken LockInfo, ok boo
 	if err != nil || !ok {
 		return LockInfo{}, false, err
 	}
-	t.room.kick(name)
-	t.ev.broken(ctx, broken)
+	t.eng.Room.Kick(name)
+	t.eng.Events.Broken(ctx, broken)
 	return broken, true, nil
 }

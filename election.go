@@ -246,7 +246,7 @@ func (l *Leadership) Resign(ctx context.Context) error { return l.lock.Release(c
 func (e *Election) Observe(ctx context.Context, name string) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo)
 	if err := ValidateName(name); err != nil {
-		e.table.opts.Logger.WarnContext(ctx, "sqllock: observe: invalid election name", "err", err)
+		e.table.eng.Opts.Logger.WarnContext(ctx, "sqllock: observe: invalid election name", "err", err)
 		close(ch)
 		return ch
 	}
@@ -295,7 +295,7 @@ func (o *observer) run(ctx context.Context, ch chan<- LeaderInfo) {
 	if o.sub != nil {
 		defer o.sub.Unsubscribe()
 	}
-	opts := o.e.table.opts
+	opts := o.e.table.eng.Opts
 	var (
 		sent, pending LeaderInfo
 		have, first   = false, true

@@ -1,6 +1,10 @@
 package sqllock
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/sqllock/sqllock/internal/engine"
+)
 
 // Hooks into a Table's waiting room, for tests that must tell a wake-up by
 // notification from one by polling.
@@ -8,21 +12,18 @@ import "sync"
 // RoomState reports whether notifications reach t's waiting room, and how
 // many calls wait for name.
 func RoomState(l Locker, name string) (listening bool, waiting int) {
-	var r *waitRoom
+	var r *engine.Room
 	switch l := l.(type) {
 	case *Table:
-		r = l.room
+		r = l.eng.Room
 	case *Semaphore:
-		r = l.room
+		r = l.eng.Room
 	case *RWLock:
-		r = l.room
+		r = l.eng.Room
 	default:
 		panic("RoomState: not a Table, a Semaphore or an RWLock")
 	}
-	r.mu.Lock()
-	waiting = len(r.queues[line{name: name}]) + len(r.queues[line{name: name, shared: true}])
-	r.mu.Unlock()
-	return r.listening(), waiting
+	return r.State(name)
 }
 
 // RoomProbe counts what a Table's waiting room sees.
@@ -36,23 +37,23 @@ type RoomProbe struct {
 // ProbeRoom returns a probe of t's waiting room. Call it before t is used.
 func ProbeRoom(t *Table) *RoomProbe {
 	p := &RoomProbe{notified: make(map[string]int), retries: make(map[string]int)}
-	t.room.hooks = &roomHooks{
-		ready: func() {
+	t.eng.Room.SetHooks(&engine.Hooks{
+		Ready: func() {
 			p.mu.Lock()
 			p.connects++
 			p.mu.Unlock()
 		},
-		notified: func(name string) {
+		Notified: func(name string) {
 			p.mu.Lock()
 			p.notified[name]++
 			p.mu.Unlock()
 		},
-		retried: func(name string) {
+		Retried: func(name string) {
 			p.mu.Lock()
 			p.retries[name]++
 			p.mu.Unlock()
 		},
-	}
+	})
 	return p
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -41,7 +42,7 @@ type ticketQueue interface {
 type fairQueue struct {
 	q        ticketQueue
 	strategy string
-	opts     config
+	opts     engine.Config
 
 	mu      sync.Mutex
 	tickets map[int64]dialect.Ticket // taken, and neither granted nor given up
@@ -52,9 +53,9 @@ type fairQueue struct {
 // newFairQueue returns the FIFO side of the locker l, on q, and makes l's
 // attempts and wake-ups go through it.
 func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
-	f := &fairQueue{q: q, strategy: l.ev.strategy, opts: l.opts, tickets: make(map[int64]dialect.Ticket)}
-	l.room.tickets = f.name
-	l.strategy = fairStrategy{f}
+	f := &fairQueue{q: q, strategy: l.eng.Events.Strategy(), opts: l.eng.Opts, tickets: make(map[int64]dialect.Ticket)}
+	l.eng.Room.SetTickets(f.name)
+	l.eng.Strategy = fairStrategy{f}
 	return f
 }
 
@@ -62,12 +63,12 @@ func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
 // queue.
 type fairStrategy struct{ f *fairQueue }
 
-func (s fairStrategy) tryOnce(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
+func (s fairStrategy) TryOnce(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
 	return s.f.grant(ctx, name, owner, 0)
 }
 
 // newFairTable sets t up as a fair lock table on d.
-func newFairTable(t *Table, d dialect.Dialect, opts config) (*Table, error) {
+func newFairTable(t *Table, d dialect.Dialect, opts engine.Config) (*Table, error) {
 	cat := d.Catalogue()
 	q := cat.Fair
 	if q == nil {
@@ -76,7 +77,7 @@ func newFairTable(t *Table, d dialect.Dialect, opts config) (*Table, error) {
 	if err := t.init(observe.StrategyTable, d, q, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
-	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.opts.TTL})
+	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.eng.Opts.TTL})
 	return t, nil
 }
 
@@ -113,16 +114,17 @@ func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := l.ev.startAcquire(ctx, name, true, false)
-	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.opts.Logger}
-	lock, err := l.room.waitQueued(tctx, line{name: name}, w, func() (*Lock, time.Duration, error) {
+	tctx, call := l.eng.Events.StartAcquire(ctx, name, true, false)
+	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Opts.Logger}
+	g, err := l.eng.Room.WaitQueued(tctx, name, w, func() (engine.Grant, time.Duration, error) {
 		token, start, left, err := w.try(tctx)
 		if err != nil {
-			return nil, left, err
+			return engine.Grant{}, left, err
 		}
-		return l.leases.grant(ctx, name, owner, token, start), 0, nil
+		return l.eng.Leases.Grant(ctx, name, owner, token, start), 0, nil
 	})
-	l.ev.endAcquire(tctx, call, lock, err)
+	lock := lockOf(g)
+	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
 	return lock, err
 }
 
@@ -219,12 +221,12 @@ type fairWaiter struct {
 	name, owner string
 	logger      *slog.Logger
 
-	ticket  dialect.Ticket // zero until join
+	ticket  dialect.Ticket // zero until Join
 	granted bool
 }
 
-// join implements queue: it takes a ticket.
-func (w *fairWaiter) join(ctx context.Context) (time.Duration, error) {
+// Join implements engine.Queue: it takes a ticket.
+func (w *fairWaiter) Join(ctx context.Context) (time.Duration, error) {
 	tk, err := w.f.q.Enqueue(ctx, dialect.AcquireParams{Name: w.name, Owner: w.owner, TTL: w.f.opts.TTL})
 	if err != nil {
 		return 0, acquireError(ctx, w.name, fmt.Errorf("taking a FIFO ticket: %w", err))
@@ -234,8 +236,8 @@ func (w *fairWaiter) join(ctx context.Context) (time.Duration, error) {
 	return w.wait(ctx), nil
 }
 
-// place implements queue: the ticket's id.
-func (w *fairWaiter) place() int64 { return w.ticket.ID }
+// Place implements engine.Queue: the ticket's id.
+func (w *fairWaiter) Place() int64 { return w.ticket.ID }
 
 // requeues bounds the tickets one wait takes in place of tickets found
 // not live.
@@ -283,10 +285,10 @@ func (w *fairWaiter) try(ctx context.Context) (int64, time.Time, time.Duration, 
 	return token, start, left, err
 }
 
-// leave implements queue: unless granted, the ticket is deleted, on a
+// Leave implements engine.Queue: unless granted, the ticket is deleted, on a
 // context of its own (ctx has usually ended), and the next ticket's
 // process is woken if this one was the oldest.
-func (w *fairWaiter) leave(ctx context.Context) {
+func (w *fairWaiter) Leave(ctx context.Context) {
 	if w.granted {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"strconv"
 	"sync"
@@ -16,7 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/observe"
+	"github.com/sqllock/sqllock/internal/engine"
 )
 
 // MaxNameLen is the longest lock name or owner identity, in bytes.
@@ -101,54 +100,6 @@ func (o *ownerSource) owner(ctx context.Context) (string, error) {
 		return v, nil
 	}
 	return o.prefix + strconv.FormatUint(o.n.Add(1), 36), nil
-}
-
-// config is what the lease engine needs of a constructor's options: the
-// union of TableOptions, OptimisticOptions, SemaphoreOptions,
-// RWLockOptions and ElectionOptions, whose fields it documents.
-type config struct {
-	TTL           time.Duration
-	RenewInterval time.Duration
-	MaxBackoff    time.Duration
-	MinHold       time.Duration
-	Fair          bool
-	Logger        *slog.Logger
-	Observer      observe.Observer
-}
-
-const (
-	defaultTTL        = 30 * time.Second
-	minTTL            = 10 * time.Millisecond
-	defaultMaxBackoff = 500 * time.Millisecond
-	minBackoff        = 5 * time.Millisecond
-)
-
-func (o config) withDefaults() (config, error) {
-	if o.TTL < 0 || o.RenewInterval < 0 || o.MaxBackoff < 0 || o.MinHold < 0 {
-		return o, fmt.Errorf("%w: durations must not be negative", ErrInvalidOptions)
-	}
-	if o.TTL == 0 {
-		o.TTL = defaultTTL
-	}
-	if o.TTL < minTTL {
-		return o, fmt.Errorf("%w: TTL %v is shorter than %v", ErrInvalidOptions, o.TTL, minTTL)
-	}
-	if o.RenewInterval == 0 {
-		o.RenewInterval = o.TTL / 3
-	}
-	if o.RenewInterval > o.TTL/3 { // not TTL < 3*RenewInterval, which overflows
-		return o, fmt.Errorf("%w: TTL %v must be at least 3 x RenewInterval %v", ErrInvalidOptions, o.TTL, o.RenewInterval)
-	}
-	if o.MaxBackoff == 0 {
-		o.MaxBackoff = defaultMaxBackoff
-	}
-	if o.MaxBackoff < minBackoff {
-		o.MaxBackoff = minBackoff
-	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
-	return o, nil
 }
 
 // Do acquires name with l (waiting as Acquire does), runs fn with the lock's
@@ -237,10 +188,8 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 	if err != nil {
 		return false, err
 	}
-	if ls, ok := lock.h.(*lease); ok && b.AtLeast > 0 {
-		ls.mu.Lock()
-		ls.minHold = b.AtLeast
-		ls.mu.Unlock()
+	if ls, ok := lock.h.(leaseHold); ok && b.AtLeast > 0 {
+		ls.SetMinHold(b.AtLeast)
 	}
 	fctx := lock.Context()
 	if b.AtMost > 0 {
@@ -256,17 +205,17 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 // holding is one acquisition behind Lock handles: a lease (table and
 // optimistic strategies) or a row lock (pessimistic).
 type holding interface {
-	ident() dialect.Lease
-	context() context.Context
-	tx() *sql.Tx
-	// releaseHold releases one hold; if the acquisition was lost meanwhile
+	Ident() dialect.Lease
+	Context() context.Context
+	Tx() *sql.Tx
+	// ReleaseHold releases one hold; if the acquisition was lost meanwhile
 	// it returns ErrLockLost, and after an error that leaves the hold
 	// counted it may be called again. rollback asks for the lock's
 	// transaction, if it has one, to be rolled back rather than committed.
-	releaseHold(ctx context.Context, rollback bool) error
-	guard(ctx context.Context, tx *sql.Tx) error
-	released() bool // released, by this handle or lost: Release must not retry
-	events() *events
+	ReleaseHold(ctx context.Context, rollback bool) error
+	Guard(ctx context.Context, tx *sql.Tx) error
+	Released() bool // released, by this handle or lost: Release must not retry
+	Events() *engine.Events
 }
 
 // Lock is a held lock: one hold of one acquisition. It is safe for
@@ -291,17 +240,17 @@ type Lock struct {
 }
 
 // Name returns the lock's name.
-func (k *Lock) Name() string { return k.h.ident().Name }
+func (k *Lock) Name() string { return k.h.Ident().Name }
 
 // Owner returns the owner identity the lock is held by. Pass it to WithOwner
 // to re-enter the lock.
-func (k *Lock) Owner() string { return k.h.ident().Owner }
+func (k *Lock) Owner() string { return k.h.Ident().Owner }
 
 // Token returns the fencing token: fixed for this acquisition (re-entrant
 // holds share it) and greater than every token granted for this name before.
 // Storing it with data written under the lock, and refusing writes that carry
 // a smaller one, keeps a paused former holder from corrupting the data.
-func (k *Lock) Token() int64 { return k.h.ident().Token }
+func (k *Lock) Token() int64 { return k.h.Ident().Token }
 
 // Context returns a context that is cancelled when the lock ends: with cause
 // ErrLockLost if it is lost, ErrNotHeld once every hold is released. It
@@ -313,10 +262,10 @@ func (k *Lock) Token() int64 { return k.h.ident().Token }
 // renewal timer has run. Check Context().Err() right before acting as the
 // holder; contexts derived from it learn of the loss only when it is
 // cancelled.
-func (k *Lock) Context() context.Context { return k.h.context() }
+func (k *Lock) Context() context.Context { return k.h.Context() }
 
 // Done is shorthand for Context().Done().
-func (k *Lock) Done() <-chan struct{} { return k.h.context().Done() }
+func (k *Lock) Done() <-chan struct{} { return k.h.Context().Done() }
 
 // Tx returns the transaction holding a pessimistic lock, nil for the other
 // strategies. Statements run in it commit exactly when the lock's last hold
@@ -335,7 +284,7 @@ func (k *Lock) Done() <-chan struct{} { return k.h.context().Done() }
 // statements, so it does not choose for you: after a failed statement,
 // call Abort to roll everything back on both databases alike, or go on and
 // Release if the MySQL behaviour is what you want.
-func (k *Lock) Tx() *sql.Tx { return k.h.tx() }
+func (k *Lock) Tx() *sql.Tx { return k.h.Tx() }
 
 // Release releases this hold. For a lease-based lock it is one statement
 // scoped to the lock's name, owner and token; for a pessimistic lock the
@@ -393,11 +342,11 @@ func (k *Lock) release(ctx context.Context, rollback bool) error {
 	if k.released {
 		return ErrNotHeld
 	}
-	ev, ref := k.h.events(), k.h.ident()
-	ctx = ev.startRelease(ctx, ref)
-	err := k.h.releaseHold(ctx, rollback)
-	ev.endRelease(ctx, ref, err)
-	if err == nil || errors.Is(err, ErrLockLost) || k.h.released() {
+	ev, ref := k.h.Events(), k.h.Ident()
+	ctx = ev.StartRelease(ctx, ref)
+	err := k.h.ReleaseHold(ctx, rollback)
+	ev.EndRelease(ctx, ref, err)
+	if err == nil || errors.Is(err, ErrLockLost) || k.h.Released() {
 		k.released = true
 	}
 	return err
@@ -436,9 +385,9 @@ func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
 	if released {
 		return ErrNotHeld
 	}
-	ev, ref := k.h.events(), k.h.ident()
-	ctx = ev.startGuard(ctx, ref)
-	err := k.h.guard(ctx, tx)
-	ev.endGuard(ctx, ref, err)
+	ev, ref := k.h.Events(), k.h.Ident()
+	ctx = ev.StartGuard(ctx, ref)
+	err := k.h.Guard(ctx, tx)
+	ev.EndGuard(ctx, ref, err)
 	return err
 }

@@ -2,52 +2,47 @@ package sqllock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/engine"
 )
 
 // leaseLocker is what the lease-based strategies (Table, Optimistic) share:
-// owner identities, the process's leases on one lease table (renewal, trust
-// window, loss, release, guard, batching) and the waiting room. A strategy
-// supplies only its acquisition attempt.
+// owner identities, and the lease engine (package internal/engine): the
+// process's leases on one lease table (renewal, trust window, loss,
+// release, guard, batching) and the waiting room. A strategy supplies only
+// its acquisition attempt.
 type leaseLocker struct {
-	table  dialect.LeaseTable
-	opts   config
+	eng    engine.Locker
 	owners *ownerSource
-	leases *leases
-	room   *waitRoom
-	ev     *events
-	// strategy makes the primitive's acquisition attempts.
-	strategy strategy
 }
 
 // strategy is what a lease-based primitive adds to the shared machinery:
-// its acquisition attempt.
+// its acquisition attempt (see engine.Strategy).
 type strategy interface {
-	// tryOnce makes one acquisition attempt for owner, by statements sent
-	// from start on. A refusal is ErrLocked, with how long the holder's
-	// lease has left (negative: unknown). waiting says the caller will
-	// wait for the lock (Acquire) rather than give up (TryAcquire).
 	tryOnce(ctx context.Context, name, owner string, waiting bool) (token int64, start time.Time, left time.Duration, err error)
+}
+
+// attempts is a strategy as the engine calls it: TryOnce stays out of the
+// primitives' method sets.
+type attempts struct{ s strategy }
+
+func (a attempts) TryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
+	return a.s.tryOnce(ctx, name, owner, waiting)
 }
 
 // init sets the locker up on table, of strategy on d. notifier announces
 // the releases that wake waiters; nil: they poll.
-func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Notifier, opts config) error {
-	opts, err := opts.withDefaults()
-	if err != nil {
+func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Notifier, opts engine.Config) error {
+	opts.Lost, opts.NotHeld = ErrLockLost, ErrNotHeld
+	if err := l.eng.Init(strategy, d, table, notifier, opts); err != nil {
 		return err
 	}
-	l.table, l.opts, l.owners = table, opts, newOwnerSource()
-	l.ev = newEvents(strategy, d, opts.Logger, opts.Observer)
-	l.leases = newLeases(table, opts)
-	l.leases.ev, l.leases.batch.ev = l.ev, l.ev
-	l.room = newWaitRoom(notifier, opts)
-	l.room.ev = l.ev
-	l.leases.freed = l.room.kick
+	l.owners = newOwnerSource()
 	return nil
 }
 
@@ -58,10 +53,8 @@ func (l *leaseLocker) TryAcquire(ctx context.Context, name string) (*Lock, error
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := l.ev.startAcquire(ctx, name, false, false)
-	lock, _, err := l.attempt(ctx, tctx, name, owner, false)
-	l.ev.endAcquire(tctx, call, lock, err)
-	return lock, err
+	g, err := l.eng.TryAcquire(ctx, name, owner)
+	return lockOf(g), err
 }
 
 // Acquire acquires name, waiting while another owner holds it. Waiting
@@ -77,18 +70,14 @@ func (l *leaseLocker) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := l.ev.startAcquire(ctx, name, true, false)
-	lock, err := l.room.wait(tctx, name, func() (*Lock, time.Duration, error) {
-		return l.attempt(ctx, tctx, name, owner, true)
-	})
-	l.ev.endAcquire(tctx, call, lock, err)
-	return lock, err
+	g, err := l.eng.Acquire(ctx, name, owner)
+	return lockOf(g), err
 }
 
 // List returns the currently held locks (including expired leases not yet
 // taken over), ordered by name, with times from the database clock.
 func (l *leaseLocker) List(ctx context.Context) ([]LockInfo, error) {
-	return l.table.List(ctx)
+	return l.eng.List(ctx)
 }
 
 func (l *leaseLocker) prepare(ctx context.Context, name string) (string, error) {
@@ -98,14 +87,27 @@ func (l *leaseLocker) prepare(ctx context.Context, name string) (string, error) 
 	return l.owners.owner(ctx)
 }
 
-// attempt makes one attempt, by statements run with tctx, and turns a grant
-// into a held lease, whose context derives from ctx.
-func (l *leaseLocker) attempt(ctx, tctx context.Context, name, owner string, waiting bool) (*Lock, time.Duration, error) {
-	token, start, left, err := l.strategy.tryOnce(tctx, name, owner, waiting)
-	if err != nil {
-		return nil, left, err
+// lockOf returns the handle of the hold g, nil if there is none.
+func lockOf(g engine.Grant) *Lock {
+	if g.Lease == nil {
+		return nil
 	}
-	return l.leases.grant(ctx, name, owner, token, start), 0, nil
+	return &Lock{h: leaseHold{g.Lease}, reentered: g.Reentered}
+}
+
+// leaseHold is a lease as a Lock holds it.
+type leaseHold struct{ *engine.Lease }
+
+func (leaseHold) Tx() *sql.Tx { return nil }
+
+func (h leaseHold) ReleaseHold(ctx context.Context, _ bool) error { return h.Lease.ReleaseHold(ctx) }
+
+// held describes lock for the events of its acquire call.
+func held(lock *Lock) engine.Held {
+	if lock == nil {
+		return engine.Held{}
+	}
+	return engine.Held{OK: true, Ref: lock.h.Ident(), Reentered: lock.reentered}
 }
 
 // acquireError describes a failed acquire statement, joining ctx's error

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/observe"
+	"github.com/sqllock/sqllock/internal/engine"
 )
 
 // MaxLockSet is the most names one TryAcquireAll or AcquireAll call takes.
@@ -54,7 +54,7 @@ func (t *Table) TryAcquireAll(ctx context.Context, names ...string) (*LockSet, e
 	start := time.Now()
 	set, _, _, err := t.trySet(ctx, names, sorted, owner, false)
 	if set != nil {
-		t.ev.acquiredSet(ctx, set, time.Since(start))
+		set.acquired(ctx, time.Since(start))
 	}
 	return set, err
 }
@@ -76,15 +76,15 @@ func (t *Table) AcquireAll(ctx context.Context, names ...string) (*LockSet, erro
 	start := time.Now()
 	for name := sorted[0]; ; {
 		var refused string
-		_, err := t.room.wait(ctx, name, func() (*Lock, time.Duration, error) {
+		_, err := t.eng.Room.Wait(ctx, name, func() (engine.Grant, time.Duration, error) {
 			s, by, left, err := t.trySet(ctx, names, sorted, owner, true)
 			if errors.Is(err, ErrLocked) && by != name {
 				// Another lock refused: wait in its line instead.
 				refused = by
-				return nil, 0, errWaitElsewhere
+				return engine.Grant{}, 0, errWaitElsewhere
 			}
 			set = s
-			return nil, left, err
+			return engine.Grant{}, left, err
 		})
 		if errors.Is(err, errWaitElsewhere) {
 			name = refused
@@ -93,24 +93,17 @@ func (t *Table) AcquireAll(ctx context.Context, names ...string) (*LockSet, erro
 		if err != nil {
 			return nil, err
 		}
-		t.ev.acquiredSet(ctx, set, time.Since(start))
+		set.acquired(ctx, time.Since(start))
 		return set, nil
 	}
 }
 
-// acquiredSet reports each lock of a set acquired after wait, as an
+// acquired reports each lock of the set, acquired after wait, as an
 // acquisition of its own (an observe.AcquiredObserver's event, a debug
 // record).
-func (e *events) acquiredSet(ctx context.Context, set *LockSet, wait time.Duration) {
-	for _, k := range set.sorted {
-		ref := k.h.ident()
-		if e.obs.acquired != nil {
-			e.obs.acquired.Acquired(ctx, observe.AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: k.reentered})
-		}
-		if e.debug(ctx) {
-			e.log.DebugContext(ctx, "sqllock: acquired in a set", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
-				"token", ref.Token, "wait", wait, "reentered", k.reentered, "set", len(set.sorted))
-		}
+func (s *LockSet) acquired(ctx context.Context, wait time.Duration) {
+	for _, k := range s.sorted {
+		s.t.eng.Events.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
 	}
 }
 
@@ -124,7 +117,7 @@ func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, strin
 	case t.fair != nil:
 		return nil, "", fmt.Errorf("%w: a fair table (TableOptions.Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
 	case t.multi == nil:
-		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.ev.dialect)
+		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.eng.Events.Dialect())
 	}
 	switch {
 	case len(names) == 0:
@@ -153,7 +146,7 @@ func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, strin
 // holder's lease has left (negative: unknown); asking marks the row as
 // waited for, as a single lock's attempt does.
 func (t *Table) trySet(ctx context.Context, names, sorted []string, owner string, waiting bool) (*LockSet, string, time.Duration, error) {
-	p := dialect.MultiAcquireParams{Names: sorted, Owner: owner, TTL: t.opts.TTL}
+	p := dialect.MultiAcquireParams{Names: sorted, Owner: owner, TTL: t.eng.Opts.TTL}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		tokens, refused, err := t.multi.AcquireAll(ctx, p)
@@ -211,7 +204,7 @@ func (t *Table) undoSet(ctx context.Context, sorted []string, owner string, toke
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setUndoTimeout)
 	defer cancel()
 	if _, err := t.multi.ReleaseAll(uctx, ls, 0); err != nil {
-		t.opts.Logger.WarnContext(ctx, "sqllock: could not release a set whose grant had an unknown outcome; its leases end by their TTL",
+		t.eng.Opts.Logger.WarnContext(ctx, "sqllock: could not release a set whose grant had an unknown outcome; its leases end by their TTL",
 			"names", sorted, "owner", owner, "err", err)
 	}
 }
@@ -221,7 +214,7 @@ func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner stri
 	s := &LockSet{t: t, sorted: make([]*Lock, len(sorted)), locks: make([]*Lock, len(names))}
 	byName := make(map[string]*Lock, len(sorted))
 	for i, name := range sorted {
-		k := t.leases.grant(ctx, name, owner, tokens[i], start)
+		k := lockOf(t.eng.Leases.Grant(ctx, name, owner, tokens[i], start))
 		s.sorted[i], byName[name] = k, k
 	}
 	for i, name := range names {
@@ -290,7 +283,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 	}
 	var (
 		ks   []*Lock
-		ls   []*lease
+		ls   []*engine.Lease
 		refs []dialect.Lease
 		last []bool
 	)
@@ -300,16 +293,14 @@ func (s *LockSet) Release(ctx context.Context) error {
 		if k.released {
 			continue
 		}
-		l := k.h.(*lease)
-		l.mu.Lock()
-		only := l.holds == 1
-		l.mu.Unlock()
+		l := k.h.(leaseHold).Lease
+		only := l.Holds() == 1
 		if only {
 			// Renewing while the lock is being freed would report a
 			// false loss.
-			l.stopRenewal()
+			l.StopRenewal()
 		}
-		ks, ls, refs, last = append(ks, k), append(ls, l), append(refs, l.ref), append(last, only)
+		ks, ls, refs, last = append(ks, k), append(ls, l), append(refs, l.Ident()), append(last, only)
 	}
 	if len(ks) > 0 {
 		if err := s.releaseAll(ctx, ks, ls, refs, last); err != nil {
@@ -326,14 +317,14 @@ func (s *LockSet) Release(ctx context.Context) error {
 
 // releaseAll releases the holds of ks (with leases ls, named refs) in the
 // database, and then locally. k.mu of each is held.
-func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*lease, refs []dialect.Lease, last []bool) error {
+func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*engine.Lease, refs []dialect.Lease, last []bool) error {
 	t := s.t
 	var (
 		ok  []bool
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		ok, err = t.multi.ReleaseAll(ctx, refs, t.opts.MinHold)
+		ok, err = t.multi.ReleaseAll(ctx, refs, t.eng.Opts.MinHold)
 		if !errors.Is(err, ErrTransient) || attempt > maxTransientRetries || !pause(ctx, attempt) {
 			break
 		}
@@ -342,7 +333,7 @@ func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*lease, refs 
 		err = fmt.Errorf("sqllock: release %d locks: %w", len(refs), err)
 		abandoned := 0
 		for i, l := range ls {
-			if last[i] && l.abandon(err) {
+			if last[i] && l.Abandon(err) {
 				ks[i].released = true
 				abandoned++
 			}
@@ -359,8 +350,8 @@ func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*lease, refs 
 	}
 	var lost error
 	for i, l := range ls {
-		if freed := l.dropHold(!ok[i]); ok[i] {
-			t.ev.released(ctx, l.ref, l.granted, freed)
+		if freed := l.DropHold(!ok[i]); ok[i] {
+			t.eng.Events.Released(ctx, l.Ident(), l.Granted(), freed)
 		} else {
 			lost = ErrLockLost
 		}

@@ -50,7 +50,7 @@ func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, erro
 		return nil, cat.Unsupported(d.Name(), "Versions")
 	}
 	o := &Optimistic{versions: cat.Versions}
-	o.strategy = o
+	o.eng.Strategy = attempts{o}
 	// Waiters listen when the dialect announces the version table's
 	// releases too.
 	var notifier dialect.Notifier
@@ -77,7 +77,7 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		if err != nil {
 			return 0, time.Time{}, 0, acquireError(ctx, name, err)
 		}
-		p := dialect.SwapParams{Name: name, Owner: owner, TTL: o.opts.TTL, Version: row.Version}
+		p := dialect.SwapParams{Name: name, Owner: owner, TTL: o.eng.Opts.TTL, Version: row.Version}
 		var (
 			token int64
 			got   bool
@@ -85,7 +85,7 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		start := time.Now()
 		switch {
 		case !exists:
-			token, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.opts.TTL})
+			token, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.eng.Opts.TTL})
 			got = token != 0
 		case !row.Live:
 			token, err = o.versions.Take(ctx, p)

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -94,22 +95,22 @@ type ElectionOptions struct {
 	Observer      observe.Observer
 }
 
-func (o TableOptions) config() config {
-	return config{o.TTL, o.RenewInterval, o.MaxBackoff, o.MinHold, o.Fair, o.Logger, o.Observer}
+func (o TableOptions) config() engine.Config {
+	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, MinHold: o.MinHold, Fair: o.Fair, Logger: o.Logger, Observer: o.Observer}
 }
 
-func (o OptimisticOptions) config() config {
-	return config{o.TTL, o.RenewInterval, o.MaxBackoff, o.MinHold, false, o.Logger, o.Observer}
+func (o OptimisticOptions) config() engine.Config {
+	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, MinHold: o.MinHold, Logger: o.Logger, Observer: o.Observer}
 }
 
-func (o SemaphoreOptions) config() config {
-	return config{o.TTL, o.RenewInterval, o.MaxBackoff, o.MinHold, o.Fair, o.Logger, o.Observer}
+func (o SemaphoreOptions) config() engine.Config {
+	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, MinHold: o.MinHold, Fair: o.Fair, Logger: o.Logger, Observer: o.Observer}
 }
 
-func (o RWLockOptions) config() config {
-	return config{o.TTL, o.RenewInterval, o.MaxBackoff, 0, false, o.Logger, o.Observer}
+func (o RWLockOptions) config() engine.Config {
+	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, Logger: o.Logger, Observer: o.Observer}
 }
 
-func (o ElectionOptions) config() config {
-	return config{o.TTL, o.RenewInterval, o.MaxBackoff, 0, false, o.Logger, o.Observer}
+func (o ElectionOptions) config() engine.Config {
+	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, Logger: o.Logger, Observer: o.Observer}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -91,13 +92,13 @@ type Pessimistic struct {
 	db     *sql.DB
 	opts   PessimisticOptions
 	owners *ownerSource
-	ev     *events
+	ev     *engine.Events
 	busy   func(driverConn any) bool                                    // the dialect's dialect.Catalogue.Busy; nil if none
 	ping   func(ctx context.Context, driverConn any, shared bool) error // dialect.Catalogue.Ping; nil if none
 
 	mu      sync.Mutex
-	held    map[leaseKey]*rowHold
-	pending map[leaseKey]chan struct{} // acquisitions under way, per owner
+	held    map[holdKey]*rowHold
+	pending map[holdKey]chan struct{} // acquisitions under way, per owner
 }
 
 var _ Locker = (*Pessimistic)(nil)
@@ -136,8 +137,8 @@ func NewPessimistic(d dialect.Dialect, opts PessimisticOptions) (*Pessimistic, e
 			return nil, err
 		}
 	}
-	p := &Pessimistic{d: cat.Pessimistic, db: d.DB(), busy: cat.Busy, ping: cat.Ping, opts: opts, owners: newOwnerSource(), ev: newEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
-		held: make(map[leaseKey]*rowHold), pending: make(map[leaseKey]chan struct{})}
+	p := &Pessimistic{d: cat.Pessimistic, db: d.DB(), busy: cat.Busy, ping: cat.Ping, opts: opts, owners: newOwnerSource(), ev: engine.NewEvents(observe.StrategyPessimistic, d, opts.Logger, opts.Observer),
+		held: make(map[holdKey]*rowHold), pending: make(map[holdKey]chan struct{})}
 	return p, nil
 }
 
@@ -169,8 +170,8 @@ func (p *Pessimistic) AcquireShared(ctx context.Context, name string) (*Lock, er
 }
 
 func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLockParams) (lock *Lock, err error) {
-	tctx, call := p.ev.startAcquire(ctx, name, rp.Wait, rp.Shared)
-	defer func() { p.ev.endAcquire(tctx, call, lock, err) }()
+	tctx, call := p.ev.StartAcquire(ctx, name, rp.Wait, rp.Shared)
+	defer func() { p.ev.EndAcquire(tctx, call, held(lock), err) }()
 	if err := ValidateName(name); err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 	if err != nil {
 		return nil, err
 	}
-	key := leaseKey{name, owner}
+	key := holdKey{name, owner}
 	for {
 		p.mu.Lock()
 		if h := p.held[key]; h != nil {
@@ -226,7 +227,7 @@ func (p *Pessimistic) acquire(ctx context.Context, name string, rp dialect.RowLo
 
 // lockRow locks key's row by statements run with tctx; the lock's context
 // derives from ctx.
-func (p *Pessimistic) lockRow(ctx, tctx context.Context, key leaseKey, rp dialect.RowLockParams) (*Lock, error) {
+func (p *Pessimistic) lockRow(ctx, tctx context.Context, key holdKey, rp dialect.RowLockParams) (*Lock, error) {
 	if !rp.Wait {
 		db := p.db
 		if st := db.Stats(); st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections && st.Idle == 0 {
@@ -235,11 +236,11 @@ func (p *Pessimistic) lockRow(ctx, tctx context.Context, key leaseKey, rp dialec
 		}
 	}
 	if rp.Wait {
-		p.ev.waiting(tctx, key.name, 1)
+		p.ev.Waiting(tctx, key.name, 1)
 	}
 	rl, err := p.d.LockRow(tctx, rp)
 	if rp.Wait {
-		p.ev.waiting(tctx, key.name, -1)
+		p.ev.Waiting(tctx, key.name, -1)
 	}
 	if errors.Is(err, ErrLocked) {
 		return nil, ErrLocked
@@ -261,10 +262,13 @@ func (p *Pessimistic) forget(h *rowHold) {
 	p.mu.Unlock()
 }
 
+// holdKey is an owner's hold of a name.
+type holdKey struct{ name, owner string }
+
 // rowHold is one pessimistic acquisition and the local holds on it.
 type rowHold struct {
 	p      *Pessimistic
-	key    leaseKey
+	key    holdKey
 	ref    dialect.Lease
 	shared bool
 	rl     *dialect.RowLock
@@ -282,11 +286,11 @@ type rowHold struct {
 	inflight chan struct{} // closed when the running ping ends; nil if none
 }
 
-func (h *rowHold) ident() dialect.Lease     { return h.ref }
-func (h *rowHold) context() context.Context { return h.ctx }
-func (h *rowHold) tx() *sql.Tx              { return h.rl.Tx }
-func (h *rowHold) released() bool           { return true }
-func (h *rowHold) events() *events          { return h.p.ev }
+func (h *rowHold) Ident() dialect.Lease     { return h.ref }
+func (h *rowHold) Context() context.Context { return h.ctx }
+func (h *rowHold) Tx() *sql.Tx              { return h.rl.Tx }
+func (h *rowHold) Released() bool           { return true }
+func (h *rowHold) Events() *engine.Events   { return h.p.ev }
 
 func (h *rowHold) addHold() bool {
 	h.mu.Lock()
@@ -380,14 +384,14 @@ func (h *rowHold) lose(cause error) {
 	h.mu.Unlock()
 	h.p.forget(h)
 	h.cancel(ErrLockLost)
-	h.p.ev.lost(h.ctx, h.ref, h.granted, observe.LostConnection, "the lock's connection failed", cause)
+	h.p.ev.Lost(h.ctx, h.ref, h.granted, observe.LostConnection, "the lock's connection failed", cause)
 	_ = h.rl.Tx.Rollback()
 	_ = dialect.Discard(h.rl.Conn)
 }
 
-// releaseHold drops one hold; the last one commits the transaction, or
+// ReleaseHold drops one hold; the last one commits the transaction, or
 // rolls it back if this or an earlier hold asked for it.
-func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
+func (h *rowHold) ReleaseHold(ctx context.Context, rollback bool) error {
 	h.mu.Lock()
 	if h.lost {
 		h.mu.Unlock()
@@ -397,7 +401,7 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 	h.holds--
 	if h.holds > 0 {
 		h.mu.Unlock()
-		h.p.ev.released(ctx, h.ref, h.granted, false)
+		h.p.ev.Released(ctx, h.ref, h.granted, false)
 		return nil
 	}
 	h.ended = true
@@ -430,7 +434,7 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 			h.p.opts.Logger.Warn("sqllock: returning a pessimistic lock's connection", "name", h.ref.Name, "err", cerr)
 		}
 		h.cancel(ErrNotHeld)
-		h.p.ev.released(ctx, h.ref, h.granted, true)
+		h.p.ev.Released(ctx, h.ref, h.granted, true)
 		return nil
 	}
 	gone := h.sessionGone()
@@ -445,12 +449,12 @@ func (h *rowHold) releaseHold(ctx context.Context, rollback bool) error {
 		h.lost = true
 		h.mu.Unlock()
 		h.cancel(ErrLockLost)
-		h.p.ev.lost(h.ctx, h.ref, h.granted, observe.LostConnection, "the lock's session failed before the commit was answered", err)
+		h.p.ev.Lost(h.ctx, h.ref, h.granted, observe.LostConnection, "the lock's session failed before the commit was answered", err)
 		return fmt.Errorf("sqllock: release %q: %w: the lock's session failed before the commit was answered: %w",
 			h.ref.Name, ErrLockLost, h.p.d.Classify(err))
 	}
 	h.cancel(ErrNotHeld) // the transaction ended, by rolling back
-	h.p.ev.released(ctx, h.ref, h.granted, true)
+	h.p.ev.Released(ctx, h.ref, h.granted, true)
 	return fmt.Errorf("sqllock: release %q: commit: %w", h.ref.Name, h.p.d.Classify(err))
 }
 
@@ -509,10 +513,10 @@ func (h *rowHold) sessionGone() bool {
 	return h.pingRaw(ctx) != nil
 }
 
-// guard checks the lock's session with a statement on its transaction: a
+// Guard checks the lock's session with a statement on its transaction: a
 // session that was terminated or cut off since the last keep-alive ping has
 // lost the lock (and another owner may hold it already).
-func (h *rowHold) guard(ctx context.Context, tx *sql.Tx) error {
+func (h *rowHold) Guard(ctx context.Context, tx *sql.Tx) error {
 	if tx != h.rl.Tx {
 		return fmt.Errorf("%w: a pessimistic lock guards only its own transaction, Lock.Tx", ErrUnsupported)
 	}

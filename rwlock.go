@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -116,18 +117,18 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := l.ev.startAcquire(ctx, name, wait, shared)
-	var lock *Lock
+	tctx, call := l.eng.Events.StartAcquire(ctx, name, wait, shared)
+	var g engine.Grant
 	if !wait {
-		lock, _, err = l.attemptSide(ctx, tctx, name, owner, shared, false)
+		g, _, err = l.attemptSide(ctx, tctx, name, owner, shared, false)
 	} else {
-		try := func() (*Lock, time.Duration, error) {
+		try := func() (engine.Grant, time.Duration, error) {
 			return l.attemptSide(ctx, tctx, name, owner, shared, true)
 		}
 		if shared {
-			lock, err = l.room.waitShared(tctx, name, try)
+			g, err = l.eng.Room.WaitShared(tctx, name, try)
 		} else {
-			lock, err = l.room.wait(tctx, name, try)
+			g, err = l.eng.Room.Wait(tctx, name, try)
 		}
 		// A writer that gives up withdraws its intent: also when no
 		// attempt told it of one, as the attempt that recorded it may
@@ -136,13 +137,14 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 		if err != nil && !shared {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
 			if werr := l.rw.Withdraw(wctx, name, owner); werr != nil {
-				l.opts.Logger.WarnContext(ctx, "sqllock: could not withdraw a waiting writer's intent; it ends with its TTL",
+				l.eng.Opts.Logger.WarnContext(ctx, "sqllock: could not withdraw a waiting writer's intent; it ends with its TTL",
 					"name", name, "err", werr)
 			}
 			cancel()
 		}
 	}
-	l.ev.endAcquire(tctx, call, lock, err)
+	lock := lockOf(g)
+	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
 	return lock, err
 }
 
@@ -150,8 +152,8 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 // into a held lease, whose context derives from ctx. A refusal reports how
 // long the leases in the way have left; a waiting writer's is capped at
 // RenewInterval, so that it refreshes its intent in time.
-func (l *RWLock) attemptSide(ctx, tctx context.Context, name, owner string, shared, waiting bool) (*Lock, time.Duration, error) {
-	p := dialect.RWAcquireParams{Name: name, Owner: owner, TTL: l.opts.TTL, Shared: shared, Wait: waiting}
+func (l *RWLock) attemptSide(ctx, tctx context.Context, name, owner string, shared, waiting bool) (engine.Grant, time.Duration, error) {
+	p := dialect.RWAcquireParams{Name: name, Owner: owner, TTL: l.eng.Opts.TTL, Shared: shared, Wait: waiting}
 	for n := 0; ; n++ {
 		start := time.Now()
 		g, err := l.rw.Acquire(tctx, p)
@@ -159,22 +161,22 @@ func (l *RWLock) attemptSide(ctx, tctx context.Context, name, owner string, shar
 		case errors.Is(err, ErrTransient) && n < maxTransientRetries:
 			continue
 		case err != nil:
-			return nil, 0, acquireError(tctx, name, err)
+			return engine.Grant{}, 0, acquireError(tctx, name, err)
 		case g.Upgrade:
-			return nil, 0, fmt.Errorf("%w: the owner holds the read side of %q", ErrUpgrade, name)
+			return engine.Grant{}, 0, fmt.Errorf("%w: the owner holds the read side of %q", ErrUpgrade, name)
 		case g.Token != 0:
-			return l.leases.grant(ctx, name, owner, g.Token, start), 0, nil
+			return l.eng.Leases.Grant(ctx, name, owner, g.Token, start), 0, nil
 		case !waiting:
-			return nil, -1, ErrLocked
+			return engine.Grant{}, -1, ErrLocked
 		}
 		left := g.Left
 		if !shared {
-			left = min(left, l.opts.RenewInterval)
+			left = min(left, l.eng.Opts.RenewInterval)
 		}
 		if g.Marked {
 			// A release racing with the first mark may go unannounced.
-			left = min(left, l.opts.MaxBackoff)
+			left = min(left, l.eng.Opts.MaxBackoff)
 		}
-		return nil, left, ErrLocked
+		return engine.Grant{}, left, ErrLocked
 	}
 }

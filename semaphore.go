@@ -92,7 +92,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 		}
 		s.sems = fair // its Release wakes the ticket a freed permit admits
 	}
-	s.strategy = s
+	s.eng.Strategy = attempts{s}
 	var notifier dialect.Notifier
 	if s.sems.Announces() {
 		notifier = cat.Notifier
@@ -101,7 +101,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 		return nil, err
 	}
 	if fair != nil {
-		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.opts.TTL})
+		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.eng.Opts.TTL})
 	}
 	return s, nil
 }
@@ -143,8 +143,8 @@ func (s *Semaphore) Limit() int { return s.limit }
 // that will wait, asks how long the first holder's lease has left (which,
 // where releases are announced, marks the name as waited for).
 func (s *Semaphore) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
-	p := dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.opts.TTL, Limit: s.limit}
-	return attemptLease(ctx, name, waiting, s.opts.Logger, observe.StrategySemaphore,
+	p := dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.eng.Opts.TTL, Limit: s.limit}
+	return attemptLease(ctx, name, waiting, s.eng.Opts.Logger, observe.StrategySemaphore,
 		func() (int64, error) { return s.sems.Acquire(ctx, p) },
 		func() (time.Duration, bool, error) { return s.sems.Remaining(ctx, name) })
 }

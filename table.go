@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -45,7 +46,7 @@ func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
 }
 
 // newTable is NewTable, and the lock table of NewElection.
-func newTable(d dialect.Dialect, opts config) (*Table, error) {
+func newTable(d dialect.Dialect, opts engine.Config) (*Table, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB
 	}
@@ -55,7 +56,7 @@ func newTable(d dialect.Dialect, opts config) (*Table, error) {
 		return newFairTable(t, d, opts)
 	}
 	t.multi = cat.Multi
-	t.strategy = t
+	t.eng.Strategy = attempts{t}
 	if err := t.init(observe.StrategyTable, d, t.locks, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
@@ -78,13 +79,13 @@ const maxTransientRetries = 3
 // that will wait, asks how long the holder's lease has left (which marks the
 // row as waited for, so that its release is announced).
 func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
-	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.opts.TTL}
+	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.eng.Opts.TTL}
 	acquire := func() (int64, error) { return t.locks.Acquire(ctx, p) }
 	if t.campaigns != nil {
 		value, _ := ctx.Value(valueKey{}).(string)
 		acquire = func() (int64, error) { return t.campaigns.Campaign(ctx, p, value) }
 	}
-	return attemptLease(ctx, name, waiting, t.opts.Logger, observe.StrategyTable, acquire,
+	return attemptLease(ctx, name, waiting, t.eng.Opts.Logger, observe.StrategyTable, acquire,
 		func() (time.Duration, bool, error) { return t.locks.Remaining(ctx, name) })
 }
 

@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -10,16 +10,16 @@ import (
 	"github.com/sqllock/sqllock/observe"
 )
 
-// events hands one locker's events to its logger and observer. With
+// Events hands one locker's events to its logger and observer. With
 // neither, each event costs a nil check and a call to a disabled handler's
-// Enabled at most. A nil *events does nothing (lockers that tests build
+// Enabled at most. A nil *Events does nothing (lockers that tests build
 // piecemeal).
 //
 // Log records use these keys throughout (documented in
 // docs/observability.md):
 // strategy, name, owner, token, wait, held, reentered, freed, margin,
 // cause, reason, holds, expires_in, err.
-type events struct {
+type Events struct {
 	strategy string
 	dialect  string
 	log      *slog.Logger
@@ -43,8 +43,10 @@ type observers struct {
 	broken     observe.BreakObserver
 }
 
-func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe.Observer) *events {
-	e := &events{strategy: strategy, log: log}
+// NewEvents returns the events of a locker of strategy on d (nil: no
+// dialect name), to log and obs (each may be nil).
+func NewEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe.Observer) *Events {
+	e := &Events{strategy: strategy, log: log}
 	if d != nil {
 		e.dialect = d.Name()
 	}
@@ -66,70 +68,90 @@ func newEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe
 	return e
 }
 
-func (e *events) lock(ref dialect.Lease) observe.LockEvent {
+// Strategy returns the strategy the events name.
+func (e *Events) Strategy() string { return e.strategy }
+
+// Dialect returns the dialect the events name.
+func (e *Events) Dialect() string { return e.dialect }
+
+func (e *Events) lock(ref dialect.Lease) observe.LockEvent {
 	return observe.LockEvent{Strategy: e.strategy, Dialect: e.dialect, Name: ref.Name, Owner: ref.Owner, Token: ref.Token}
 }
 
-func (e *events) debug(ctx context.Context) bool {
+func (e *Events) debug(ctx context.Context) bool {
 	return e.log.Enabled(ctx, slog.LevelDebug)
 }
 
-// acquireCall is an acquire call under way.
-type acquireCall struct {
+// AcquireCall is an acquire call under way.
+type AcquireCall struct {
 	start time.Time
 	s     observe.AcquireStart
 }
 
-// startAcquire starts an acquire call. The context it returns is the one to
+// StartAcquire starts an acquire call. The context it returns is the one to
 // run the call's statements with; the lock's own context derives from the
 // caller's.
-func (e *events) startAcquire(ctx context.Context, name string, wait, shared bool) (context.Context, acquireCall) {
+func (e *Events) StartAcquire(ctx context.Context, name string, wait, shared bool) (context.Context, AcquireCall) {
 	if e == nil {
-		return ctx, acquireCall{}
+		return ctx, AcquireCall{}
 	}
-	c := acquireCall{start: time.Now(), s: observe.AcquireStart{Strategy: e.strategy, Dialect: e.dialect, Name: name, Wait: wait, Shared: shared}}
+	c := AcquireCall{start: time.Now(), s: observe.AcquireStart{Strategy: e.strategy, Dialect: e.dialect, Name: name, Wait: wait, Shared: shared}}
 	if e.obs.acquire != nil {
 		ctx = e.obs.acquire.StartAcquire(ctx, c.s)
 	}
 	return ctx, c
 }
 
-// endAcquire ends an acquire call, whose context ctx came from
-// startAcquire, and reports the acquisition if there is one.
-func (e *events) endAcquire(ctx context.Context, c acquireCall, lock *Lock, err error) {
+// Held is the hold an acquire call ends with, as events report it.
+type Held struct {
+	OK        bool // a hold was acquired; the other fields describe it
+	Ref       dialect.Lease
+	Reentered bool
+}
+
+func (g Grant) held() Held {
+	if g.Lease == nil {
+		return Held{}
+	}
+	return Held{OK: true, Ref: g.Lease.ref, Reentered: g.Reentered}
+}
+
+// EndAcquire ends an acquire call, whose context ctx came from
+// StartAcquire, and reports the acquisition h if there is one.
+func (e *Events) EndAcquire(ctx context.Context, c AcquireCall, h Held, err error) {
 	if e == nil {
 		return
 	}
 	wait := time.Since(c.start)
-	if lock != nil {
-		ref := lock.h.ident()
+	if h.OK {
+		ref := h.Ref
 		if e.obs.acquired != nil {
-			e.obs.acquired.Acquired(ctx, observe.AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: lock.reentered})
+			e.obs.acquired.Acquired(ctx, observe.AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: h.Reentered})
 		}
 		if e.debug(ctx) {
 			e.log.DebugContext(ctx, "sqllock: acquired", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
-				"token", ref.Token, "wait", wait, "reentered", lock.reentered)
+				"token", ref.Token, "wait", wait, "reentered", h.Reentered)
 		}
 	}
 	if e.obs.acquire != nil {
 		end := observe.AcquireEnd{AcquireStart: c.s, Duration: wait, Err: err}
 		switch {
-		case lock != nil:
-			end.Outcome, end.Token = observe.OutcomeAcquired, lock.h.ident().Token
-		case errors.Is(err, ErrLocked) || c.s.Wait && ctx.Err() != nil:
+		case h.OK:
+			end.Outcome, end.Token = observe.OutcomeAcquired, h.Ref.Token
+		case errors.Is(err, dialect.ErrLocked) || c.s.Wait && ctx.Err() != nil:
 			end.Outcome = observe.OutcomeBusy
 		default:
 			end.Outcome = observe.OutcomeError
 		}
 		e.obs.acquire.EndAcquire(ctx, end)
 	}
-	if lock == nil && !errors.Is(err, ErrLocked) && e.debug(ctx) {
+	if !h.OK && !errors.Is(err, dialect.ErrLocked) && e.debug(ctx) {
 		e.log.DebugContext(ctx, "sqllock: acquire failed", "strategy", e.strategy, "name", c.s.Name, "wait", wait, "err", err)
 	}
 }
 
-// released reports a released hold of ref, acquired at granted.
-func (e *events) released(ctx context.Context, ref dialect.Lease, granted time.Time, freed bool) {
+// Released reports a released hold of ref, acquired at granted.
+func (e *Events) Released(ctx context.Context, ref dialect.Lease, granted time.Time, freed bool) {
 	if e == nil {
 		return
 	}
@@ -143,9 +165,9 @@ func (e *events) released(ctx context.Context, ref dialect.Lease, granted time.T
 	}
 }
 
-// lost reports the loss of ref, acquired at granted. err is the error
+// Lost reports the loss of ref, acquired at granted. err is the error
 // behind it, if any.
-func (e *events) lost(ctx context.Context, ref dialect.Lease, granted time.Time, cause observe.LostCause, reason string, err error) {
+func (e *Events) Lost(ctx context.Context, ref dialect.Lease, granted time.Time, cause observe.LostCause, reason string, err error) {
 	if e == nil {
 		return
 	}
@@ -161,27 +183,27 @@ func (e *events) lost(ctx context.Context, ref dialect.Lease, granted time.Time,
 	e.log.WarnContext(ctx, "sqllock: lock lost", args...)
 }
 
-func (e *events) startRelease(ctx context.Context, ref dialect.Lease) context.Context {
+func (e *Events) StartRelease(ctx context.Context, ref dialect.Lease) context.Context {
 	if e == nil || e.obs.release == nil {
 		return ctx
 	}
 	return e.obs.release.StartRelease(ctx, e.lock(ref))
 }
 
-func (e *events) endRelease(ctx context.Context, ref dialect.Lease, err error) {
+func (e *Events) EndRelease(ctx context.Context, ref dialect.Lease, err error) {
 	if e != nil && e.obs.release != nil {
 		e.obs.release.EndRelease(ctx, e.lock(ref), err)
 	}
 }
 
-func (e *events) startGuard(ctx context.Context, ref dialect.Lease) context.Context {
+func (e *Events) StartGuard(ctx context.Context, ref dialect.Lease) context.Context {
 	if e == nil || e.obs.guard == nil {
 		return ctx
 	}
 	return e.obs.guard.StartGuard(ctx, e.lock(ref))
 }
 
-func (e *events) endGuard(ctx context.Context, ref dialect.Lease, err error) {
+func (e *Events) EndGuard(ctx context.Context, ref dialect.Lease, err error) {
 	if e != nil && e.obs.guard != nil {
 		e.obs.guard.EndGuard(ctx, e.lock(ref), err)
 	}
@@ -189,7 +211,7 @@ func (e *events) endGuard(ctx context.Context, ref dialect.Lease, err error) {
 
 // renewed reports a renewal's outcome. margin is what was left of the trust
 // window when it succeeded.
-func (e *events) renewed(ctx context.Context, ref dialect.Lease, outcome observe.RenewOutcome, margin time.Duration, err error) {
+func (e *Events) renewed(ctx context.Context, ref dialect.Lease, outcome observe.RenewOutcome, margin time.Duration, err error) {
 	if e == nil {
 		return
 	}
@@ -201,7 +223,7 @@ func (e *events) renewed(ctx context.Context, ref dialect.Lease, outcome observe
 	}
 }
 
-func (e *events) startRenewBatch(ctx context.Context, reqs []*renewReq) context.Context {
+func (e *Events) startRenewBatch(ctx context.Context, reqs []*renewReq) context.Context {
 	if e == nil || e.obs.renewBatch == nil {
 		return ctx
 	}
@@ -212,28 +234,28 @@ func (e *events) startRenewBatch(ctx context.Context, reqs []*renewReq) context.
 	return e.obs.renewBatch.StartRenewBatch(ctx, observe.RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: len(reqs), Leases: leases})
 }
 
-func (e *events) endRenewBatch(ctx context.Context, n int, err error) {
+func (e *Events) endRenewBatch(ctx context.Context, n int, err error) {
 	if e != nil && e.obs.renewBatch != nil {
 		e.obs.renewBatch.EndRenewBatch(ctx, observe.RenewBatch{Strategy: e.strategy, Dialect: e.dialect, Size: n}, err)
 	}
 }
 
-// handoff reports lock, acquired by a waiter that a release reaching this
+// handoff reports l, acquired by a waiter that a release reaching this
 // locker at since woke.
-func (e *events) handoff(ctx context.Context, lock *Lock, source string, since time.Time) {
-	if e != nil && e.obs.handoff != nil && lock != nil {
-		e.obs.handoff.Handoff(ctx, observe.HandoffEvent{LockEvent: e.lock(lock.h.ident()), Source: source, Latency: time.Since(since)})
+func (e *Events) handoff(ctx context.Context, l *Lease, source string, since time.Time) {
+	if e != nil && e.obs.handoff != nil && l != nil {
+		e.obs.handoff.Handoff(ctx, observe.HandoffEvent{LockEvent: e.lock(l.ref), Source: source, Latency: time.Since(since)})
 	}
 }
 
-func (e *events) waiting(ctx context.Context, name string, delta int) {
+func (e *Events) Waiting(ctx context.Context, name string, delta int) {
 	if e != nil && e.obs.waiting != nil {
 		e.obs.waiting.Waiting(ctx, observe.WaitingEvent{Strategy: e.strategy, Dialect: e.dialect, Name: name, Delta: delta})
 	}
 }
 
 // listening reports a change of the listening connection's state.
-func (e *events) listening(up, reconnect bool, err error) {
+func (e *Events) listening(up, reconnect bool, err error) {
 	if e == nil {
 		return
 	}
@@ -245,9 +267,9 @@ func (e *events) listening(up, reconnect bool, err error) {
 	}
 }
 
-// broken reports the lease li ended by a break, always logged at level
+// Broken reports the lease li ended by a break, always logged at level
 // WARN: a break is an operator's act.
-func (e *events) broken(ctx context.Context, li LockInfo) {
+func (e *Events) Broken(ctx context.Context, li dialect.LockInfo) {
 	if e == nil {
 		return
 	}
@@ -257,4 +279,17 @@ func (e *events) broken(ctx context.Context, li LockInfo) {
 	}
 	e.log.WarnContext(ctx, "sqllock: lock broken", "strategy", e.strategy, "name", li.Name,
 		"owner", li.Owner, "token", li.Token, "holds", li.Holds, "expires_in", li.ExpiresIn)
+}
+
+// AcquiredInSet reports the hold of ref, one of a set of size locks
+// acquired together after wait, as an acquisition of its own (an
+// observe.AcquiredObserver's event, a debug record).
+func (e *Events) AcquiredInSet(ctx context.Context, ref dialect.Lease, reentered bool, wait time.Duration, size int) {
+	if e.obs.acquired != nil {
+		e.obs.acquired.Acquired(ctx, observe.AcquiredEvent{LockEvent: e.lock(ref), Wait: wait, Reentered: reentered})
+	}
+	if e.debug(ctx) {
+		e.log.DebugContext(ctx, "sqllock: acquired in a set", "strategy", e.strategy, "name", ref.Name, "owner", ref.Owner,
+			"token", ref.Token, "wait", wait, "reentered", reentered, "set", size)
+	}
 }

@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/sqllock/sqllock/observe"
 )
 
-// waitRoom lines up one locker's waiting Acquire calls, per name. Only the
+// Room lines up one locker's waiting Acquire calls, per name. Only the
 // head of a name's queue asks the database; the others wait their turn, in
 // order of arrival, without a connection. The head sleeps until the holder's
 // lease ends, a jittered backoff passes, or a wake-up arrives: a release
@@ -29,16 +29,16 @@ import (
 // release and cannot use it — it gave up, or its attempt failed — passes
 // it on (Subscription.Pass), so that the other rooms are not left asleep
 // until the released lease would have ended.
-type waitRoom struct {
+type Room struct {
 	notifier   dialect.Notifier // nil: poll only
 	maxBackoff time.Duration
 	logger     *slog.Logger
-	hooks      *roomHooks // nil outside tests
-	ev         *events
+	hooks      *Hooks // nil outside tests
+	ev         *Events
 
 	subMu sync.Mutex // serialises subscribing and unsubscribing
 	// enqueue serialises taking a place in a database queue and joining
-	// the room's (see wait).
+	// the room's (see waitQueued).
 	enqueue sync.Mutex
 	// tickets returns the name of this room's ticket id, if it has it
 	// (Fair); nil otherwise. Set before the room is used.
@@ -58,26 +58,43 @@ type waitRoom struct {
 	deaf bool
 }
 
-// roomHooks let tests see what a waiting room does (export_test.go sets
-// them, before the room is used). Outside tests a room's hooks are nil, and
+// Hooks let tests see what a waiting room does (SetHooks sets them,
+// before the room is used). Outside tests a room's hooks are nil, and
 // each costs one comparison where it would be called. All fields are set.
-type roomHooks struct {
-	ready    func()            // the listening connection became ready
-	notified func(name string) // a notification reached name's queue
-	retried  func(name string) // a head was refused again after a wait
+type Hooks struct {
+	Ready    func()            // the listening connection became ready
+	Notified func(name string) // a notification reached name's queue
+	Retried  func(name string) // a head was refused again after a wait
 }
 
-// queue is a waiter's place in a FIFO queue kept by the database
+// SetHooks sets the room's hooks, for tests; call it before the room is
+// used.
+func (r *Room) SetHooks(h *Hooks) { r.hooks = h }
+
+// SetTickets sets how the room finds the name of one of its tickets'
+// ids (see Released); call it before the room is used.
+func (r *Room) SetTickets(f func(id int64) (name string, ok bool)) { r.tickets = f }
+
+// State reports whether notifications reach the room, and how many calls
+// wait for name.
+func (r *Room) State(name string) (listening bool, waiting int) {
+	r.mu.Lock()
+	waiting = len(r.queues[line{name: name}]) + len(r.queues[line{name: name, shared: true}])
+	r.mu.Unlock()
+	return r.listening(), waiting
+}
+
+// Queue is a waiter's place in a FIFO queue kept by the database
 // (Fair).
-type queue interface {
-	// join takes a place at the end of the queue, and reports how long
+type Queue interface {
+	// Join takes a place at the end of the queue, and reports how long
 	// the waiter may wait before it tries again unwoken (0: at once).
-	join(ctx context.Context) (time.Duration, error)
-	// leave gives the place up, unless the lock was granted to it.
-	leave(ctx context.Context)
-	// place returns the waiter's place in the queue once it joined (its
+	Join(ctx context.Context) (time.Duration, error)
+	// Leave gives the place up, unless the lock was granted to it.
+	Leave(ctx context.Context)
+	// Place returns the waiter's place in the queue once it joined (its
 	// ticket's id, which orders it among the name's), or 0.
-	place() int64
+	Place() int64
 }
 
 // line is one queue of a waiting room. A name has one line, or two for a
@@ -98,18 +115,18 @@ type waiter struct {
 	// Guarded by the room's mu.
 	wokeAt time.Time
 	wokeBy string
-	// claimed: a release claimed for this waiter (see waitRoom.Claim) is
+	// claimed: a release claimed for this waiter (see Room.Claim) is
 	// not yet taken by an attempt. Guarded by the room's mu.
 	claimed bool
 	// rank is the waiter's place in the database's queue, if it took one
-	// (see queue.place), else 0. Guarded by the room's mu.
+	// (see Queue.Place), else 0. Guarded by the room's mu.
 	rank int64
 }
 
-// newWaitRoom returns the waiting room of a locker, which wakes its
+// NewRoom returns the waiting room of a locker, which wakes its
 // waiters on n's announcements; with a nil n they poll.
-func newWaitRoom(n dialect.Notifier, opts config) *waitRoom {
-	return &waitRoom{notifier: n, maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
+func NewRoom(n dialect.Notifier, opts Config) *Room {
+	return &Room{notifier: n, maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
 }
 
 // notifyPollFactor stretches the head's polling while notifications arrive
@@ -118,27 +135,32 @@ func newWaitRoom(n dialect.Notifier, opts config) *waitRoom {
 // lease).
 const notifyPollFactor = 10
 
-// wait calls try until it returns anything but ErrLocked, or ctx ends. try
-// also reports how long the holder's lease has left, or a negative duration
-// when that is unknown.
-func (r *waitRoom) wait(ctx context.Context, name string, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+// Wait calls try until it returns anything but dialect.ErrLocked, or ctx
+// ends. try also reports how long the holder's lease has left, or a
+// negative duration when that is unknown.
+func (r *Room) Wait(ctx context.Context, name string, try func() (Grant, time.Duration, error)) (Grant, error) {
 	return r.waitQueued(ctx, line{name: name}, nil, try)
 }
 
-// waitShared is wait in the readers' line of name (see line).
-func (r *waitRoom) waitShared(ctx context.Context, name string, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+// WaitShared is Wait in the readers' line of name (see line).
+func (r *Room) WaitShared(ctx context.Context, name string, try func() (Grant, time.Duration, error)) (Grant, error) {
 	return r.waitQueued(ctx, line{name: name, shared: true}, nil, try)
 }
 
-// waitQueued is wait with a queue (Fair), or nil: a caller refused
-// at first takes its place in the database's queue before it joins the
-// room's, so that the room's order is the queue's.
-func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() (*Lock, time.Duration, error)) (*Lock, error) {
+// WaitQueued is Wait with a queue (Fair): a caller refused at first
+// takes its place in the database's queue before it joins the room's, so
+// that the room's order is the queue's.
+func (r *Room) WaitQueued(ctx context.Context, name string, q Queue, try func() (Grant, time.Duration, error)) (Grant, error) {
+	return r.waitQueued(ctx, line{name: name}, q, try)
+}
+
+// waitQueued is Wait in line ln, with a queue (see WaitQueued) or nil.
+func (r *Room) waitQueued(ctx context.Context, ln line, q Queue, try func() (Grant, time.Duration, error)) (Grant, error) {
 	try = refusedFor(try)
 	seen := r.releaseCount()
-	lock, left, err := try()
-	if !errors.Is(err, ErrLocked) {
-		return lock, err
+	g, left, err := try()
+	if !errors.Is(err, dialect.ErrLocked) {
+		return g, err
 	}
 	var w *waiter
 	if q == nil {
@@ -148,14 +170,14 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		// release announced since then can have gone by unheard.
 		r.enqueue.Lock()
 		seen = r.releaseCount()
-		if left, err = q.join(ctx); err != nil {
+		if left, err = q.Join(ctx); err != nil {
 			r.enqueue.Unlock()
-			return nil, err
+			return Grant{}, err
 		}
 		w = r.join(ln, seen)
 		r.ranked(w, q)
 		r.enqueue.Unlock()
-		defer q.leave(ctx)
+		defer q.Leave(ctx)
 	}
 	defer r.leave(ln, w)
 	backoff := minBackoff
@@ -167,22 +189,22 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 	}()
 	select {
 	case <-w.turn:
-		r.ev.waiting(ctx, ln.name, 1)
-		defer r.ev.waiting(ctx, ln.name, -1)
+		r.ev.Waiting(ctx, ln.name, 1)
+		defer r.ev.Waiting(ctx, ln.name, -1)
 	default: // others wait ahead: when our turn comes, the lock has changed hands
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
+			return Grant{}, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
 		}
-		r.ev.waiting(ctx, ln.name, 1)
-		defer r.ev.waiting(ctx, ln.name, -1)
+		r.ev.Waiting(ctx, ln.name, 1)
+		defer r.ev.Waiting(ctx, ln.name, -1)
 		claimed := r.takeClaim(w)
-		lock, left, err = try()
+		g, left, err = try()
 		r.passUnused(ln.name, claimed, err)
-		if !errors.Is(err, ErrLocked) {
+		if !errors.Is(err, dialect.ErrLocked) {
 			r.granted(w, err)
-			return lock, err
+			return g, err
 		}
 		r.ranked(w, q)
 	}
@@ -207,7 +229,7 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
+			return Grant{}, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
 		case <-timer.C:
 		case <-w.wake:
 			timer.Stop()
@@ -215,28 +237,28 @@ func (r *waitRoom) waitQueued(ctx context.Context, ln line, q queue, try func() 
 		}
 		tried := time.Now()
 		claimed := r.takeClaim(w)
-		lock, left, err = try()
+		g, left, err = try()
 		r.passUnused(ln.name, claimed, err)
 		r.ranked(w, q)
-		if !errors.Is(err, ErrLocked) {
+		if !errors.Is(err, dialect.ErrLocked) {
 			r.granted(w, err)
 			if at, by := r.woke(w, time.Time{}); by != "" && err == nil {
-				r.ev.handoff(ctx, lock, by, at)
+				r.ev.handoff(ctx, g.Lease, by, at)
 			}
-			return lock, err
+			return g, err
 		}
 		r.woke(w, tried) // a release before this refused try was not ours
 		if r.hooks != nil {
-			r.hooks.retried(ln.name)
+			r.hooks.Retried(ln.name)
 		}
 	}
 }
 
-var _ dialect.Claimer = (*waitRoom)(nil)
+var _ dialect.Claimer = (*Room)(nil)
 
 // takeClaim reports whether a release was claimed for w, which the
 // attempt about to start takes.
-func (r *waitRoom) takeClaim(w *waiter) bool {
+func (r *Room) takeClaim(w *waiter) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	claimed := w.claimed
@@ -249,8 +271,8 @@ func (r *waitRoom) takeClaim(w *waiter) bool {
 // lock, and its release will be announced; or, in a FIFO queue, an older
 // ticket is owed the lock, and none of this process's other waiters,
 // whose tickets are younger (see Rank), would be granted it either.
-func (r *waitRoom) passUnused(name string, claimed bool, err error) {
-	if !claimed || err == nil || errors.Is(err, ErrLocked) {
+func (r *Room) passUnused(name string, claimed bool, err error) {
+	if !claimed || err == nil || errors.Is(err, dialect.ErrLocked) {
 		return
 	}
 	r.mu.Lock()
@@ -264,7 +286,7 @@ func (r *waitRoom) passUnused(name string, claimed bool, err error) {
 // granted drops a release claimed for w while its attempt ran, if the
 // attempt ended in a grant (err nil): the release came before the grant,
 // which took it. Otherwise it is passed on as w leaves.
-func (r *waitRoom) granted(w *waiter, err error) {
+func (r *Room) granted(w *waiter, err error) {
 	if err == nil {
 		r.takeClaim(w)
 	}
@@ -272,11 +294,11 @@ func (r *waitRoom) granted(w *waiter, err error) {
 
 // ranked records w's place in q, a queue or nil, for Rank: a ticket found
 // lost during an attempt is replaced by a younger one.
-func (r *waitRoom) ranked(w *waiter, q queue) {
+func (r *Room) ranked(w *waiter, q Queue) {
 	if q == nil {
 		return
 	}
-	rank := q.place()
+	rank := q.Place()
 	r.mu.Lock()
 	w.rank = rank
 	r.mu.Unlock()
@@ -284,11 +306,11 @@ func (r *waitRoom) ranked(w *waiter, q queue) {
 
 // refusedFor makes a refusal that says how long the server refuses grants
 // (a dialect.WaitError) wait that long.
-func refusedFor(try func() (*Lock, time.Duration, error)) func() (*Lock, time.Duration, error) {
-	return func() (*Lock, time.Duration, error) {
+func refusedFor(try func() (Grant, time.Duration, error)) func() (Grant, time.Duration, error) {
+	return func() (Grant, time.Duration, error) {
 		lock, left, err := try()
 		if we := (*dialect.WaitError)(nil); errors.As(err, &we) {
-			return nil, we.Left, ErrLocked
+			return Grant{}, we.Left, dialect.ErrLocked
 		}
 		return lock, left, err
 	}
@@ -297,13 +319,13 @@ func refusedFor(try func() (*Lock, time.Duration, error)) func() (*Lock, time.Du
 // releaseCount counts the releases this room learned of and, with a
 // notifier, every announcement the notifier received: one that came while
 // the room was not subscribed reached no queue, but shows here.
-func (r *waitRoom) releaseCount() uint64 {
+func (r *Room) releaseCount() uint64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.releaseCountLocked()
 }
 
-func (r *waitRoom) releaseCountLocked() uint64 {
+func (r *Room) releaseCountLocked() uint64 {
 	n := r.releases
 	if r.notifier != nil {
 		n += r.notifier.Announced()
@@ -318,7 +340,7 @@ func (r *waitRoom) releaseCountLocked() uint64 {
 // ended. The count is compared once the room is subscribed: an
 // announcement after that reaches the queue, one before it shows in the
 // count.
-func (r *waitRoom) join(ln line, seen uint64) *waiter {
+func (r *Room) join(ln line, seen uint64) *waiter {
 	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
 	r.mu.Lock()
 	q := r.queues[ln]
@@ -345,7 +367,7 @@ func (r *waitRoom) join(ln line, seen uint64) *waiter {
 // leave takes w out of line ln, handing the turn on if w was the head,
 // with a release claimed for w and not taken: the next head tries at once,
 // or, if w was the last, the release is passed on to other rooms.
-func (r *waitRoom) leave(ln line, w *waiter) {
+func (r *Room) leave(ln line, w *waiter) {
 	r.mu.Lock()
 	sub, pass := r.sub, false
 	q := r.queues[ln]
@@ -380,14 +402,14 @@ func (r *waitRoom) leave(ln line, w *waiter) {
 
 // waitedLocked reports whether anyone waits for name, in either line. r.mu
 // is held.
-func (r *waitRoom) waitedLocked(name string) bool {
+func (r *Room) waitedLocked(name string) bool {
 	return len(r.queues[line{name: name}]) > 0 || len(r.queues[line{name: name, shared: true}]) > 0
 }
 
 // reconcile subscribes the room to its notifier while anyone waits, and
 // unsubscribes it when nobody does. The subscription watches the names of
 // the room's queues (join and leave keep it up to date).
-func (r *waitRoom) reconcile() {
+func (r *Room) reconcile() {
 	if r.notifier == nil {
 		return
 	}
@@ -422,8 +444,9 @@ func (r *waitRoom) reconcile() {
 	}
 }
 
-// kick wakes the head of name's queue, if any.
-func (r *waitRoom) kick(name string) {
+// Kick wakes the head of name's queue, if any: name was released
+// through this locker.
+func (r *Room) Kick(name string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases++
@@ -432,12 +455,12 @@ func (r *waitRoom) kick(name string) {
 
 // kickLocked wakes the head of each of name's lines, if any, on behalf of
 // a release of the source given (see waiter.wokeBy).
-func (r *waitRoom) kickLocked(name, source string) {
+func (r *Room) kickLocked(name, source string) {
 	r.kickLineLocked(line{name: name}, source)
 	r.kickLineLocked(line{name: name, shared: true}, source)
 }
 
-func (r *waitRoom) kickLineLocked(ln line, source string) *waiter {
+func (r *Room) kickLineLocked(ln line, source string) *waiter {
 	q := r.queues[ln]
 	if len(q) > 0 {
 		// A release through this locker is local even if its announcement
@@ -460,7 +483,7 @@ func (r *waitRoom) kickLineLocked(ln line, source string) *waiter {
 // woke returns and clears the release behind w's pending wake-up, if it
 // reached the room before the time given (zero: any time). A release that
 // reaches the room while an attempt runs is kept for the next one.
-func (r *waitRoom) woke(w *waiter, before time.Time) (time.Time, string) {
+func (r *Room) woke(w *waiter, before time.Time) (time.Time, string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	at, by := w.wokeAt, w.wokeBy
@@ -473,9 +496,9 @@ func (r *waitRoom) woke(w *waiter, before time.Time) (time.Time, string) {
 
 // Ready implements dialect.Subscriber: it wakes every head, as releases
 // before the listening connection was ready went unannounced.
-func (r *waitRoom) Ready() {
+func (r *Room) Ready() {
 	if r.hooks != nil {
-		r.hooks.ready()
+		r.hooks.Ready()
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -493,8 +516,8 @@ func (r *waitRoom) Ready() {
 // Released implements dialect.Subscriber: it wakes the head waiting for
 // name, if any. A ticket's wake-up (dialect.TicketWake) is taken for a
 // release of its ticket's name when the ticket is this room's (see
-// waitRoom.tickets), and ignored otherwise.
-func (r *waitRoom) Released(name string) {
+// Room.tickets), and ignored otherwise.
+func (r *Room) Released(name string) {
 	if id, ok := dialect.ParseTicketWake(name); ok {
 		if name, ok = "", r.tickets != nil; ok {
 			name, ok = r.tickets(id)
@@ -508,7 +531,7 @@ func (r *waitRoom) Released(name string) {
 	r.releases++
 	if r.waitedLocked(name) {
 		if r.hooks != nil {
-			r.hooks.notified(name)
+			r.hooks.Notified(name)
 		}
 		r.kickLocked(name, observe.HandoffNotice)
 	}
@@ -519,7 +542,7 @@ func (r *waitRoom) Released(name string) {
 // alone (not for a share of it: a read/write lock's readers are all let
 // in, and the release is offered to other rooms too), which will pass it
 // on if it cannot use it.
-func (r *waitRoom) Claim(name string) bool {
+func (r *Room) Claim(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases++
@@ -527,7 +550,7 @@ func (r *waitRoom) Claim(name string) bool {
 		return false
 	}
 	if r.hooks != nil {
-		r.hooks.notified(name)
+		r.hooks.Notified(name)
 	}
 	r.kickLineLocked(line{name: name, shared: true}, observe.HandoffNotice)
 	w := r.kickLineLocked(line{name: name}, observe.HandoffNotice)
@@ -540,7 +563,7 @@ func (r *waitRoom) Claim(name string) bool {
 
 // Rank implements dialect.Claimer: the place in the database's queue of
 // the head waiting for name alone, if it took one.
-func (r *waitRoom) Rank(name string) int64 {
+func (r *Room) Rank(name string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.queues[line{name: name}]; len(q) > 0 {
@@ -556,7 +579,7 @@ func (r *waitRoom) Rank(name string) int64 {
 // again only after the connection was back (Ready) in between: a notifier
 // that keeps failing the same way (a listener behind a transaction pooler)
 // is reported once.
-func (r *waitRoom) Lost(err error) {
+func (r *Room) Lost(err error) {
 	r.mu.Lock()
 	warned := r.deaf
 	r.deaf = true
@@ -576,7 +599,7 @@ func (r *waitRoom) Lost(err error) {
 
 // setUp records the listening connection's state, and reports a change.
 // r.mu is held. err is why it went down (nil: the room stopped listening).
-func (r *waitRoom) setUp(up bool, err error) {
+func (r *Room) setUp(up bool, err error) {
 	if up == r.up {
 		return
 	}
@@ -589,7 +612,7 @@ func (r *waitRoom) setUp(up bool, err error) {
 }
 
 // listening reports whether notifications reach this room.
-func (r *waitRoom) listening() bool {
+func (r *Room) listening() bool {
 	r.mu.Lock()
 	sub := r.sub
 	r.mu.Unlock()

@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -10,6 +10,19 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/observe"
 )
+
+// The errors the tests' leases report with: in production, the root
+// package's ErrLockLost and ErrNotHeld.
+var (
+	errLockLost = errors.New("lock lost")
+	errNotHeld  = errors.New("lock not held")
+)
+
+// withErrors returns c with the tests' errors.
+func withErrors(c Config) Config {
+	c.Lost, c.NotHeld = errLockLost, errNotHeld
+	return c
+}
 
 // okStore accepts every lease statement.
 type okStore struct{}
@@ -30,13 +43,13 @@ func (okStore) List(context.Context) ([]dialect.LockInfo, error)                
 // hour away), as after a SIGSTOP longer than the TTL.
 func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
 	t.Parallel()
-	opts, err := config{TTL: 3 * time.Hour}.withDefaults()
+	opts, err := withErrors(Config{TTL: 3 * time.Hour}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := newLeases(okStore{}, opts)
-	fresh := ls.grant(t.Context(), "fresh", "o", 1, time.Now())
-	stale := ls.grant(t.Context(), "stale", "o", 2, time.Now().Add(-opts.TTL))
+	ls := NewLeases(okStore{}, opts)
+	fresh := ls.Grant(t.Context(), "fresh", "o", 1, time.Now()).Lease
+	stale := ls.Grant(t.Context(), "stale", "o", 2, time.Now().Add(-opts.TTL)).Lease
 
 	if err := fresh.Context().Err(); err != nil {
 		t.Fatalf("fresh lease: Err() = %v, want nil", err)
@@ -45,17 +58,17 @@ func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
 	if err := ctx.Err(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("stale lease: Err() = %v, want context.Canceled", err)
 	}
-	if cause := context.Cause(ctx); !errors.Is(cause, ErrLockLost) {
-		t.Fatalf("stale lease: cause %v, want ErrLockLost", cause)
+	if cause := context.Cause(ctx); !errors.Is(cause, errLockLost) {
+		t.Fatalf("stale lease: cause %v, want errLockLost", cause)
 	}
 	select {
-	case <-stale.Done():
+	case <-stale.Context().Done():
 	default:
 		t.Fatal("Err reported the loss but Done is not closed")
 	}
-	for _, l := range []*Lock{fresh, stale} {
-		if err := l.Release(context.Background()); err != nil {
-			t.Errorf("Release %s: %v", l.Name(), err)
+	for _, l := range []*Lease{fresh, stale} {
+		if err := l.ReleaseHold(context.Background()); err != nil {
+			t.Errorf("Release %s: %v", l.Ident().Name, err)
 		}
 	}
 }
@@ -65,14 +78,13 @@ func TestLeaseContextErrChecksTrustWindow(t *testing.T) {
 // must never see the lease ended and its context not yet cancelled.
 func TestLeaseContextErrRacesLose(t *testing.T) {
 	t.Parallel()
-	opts, err := config{TTL: 3 * time.Hour}.withDefaults()
+	opts, err := withErrors(Config{TTL: 3 * time.Hour}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls := newLeases(okStore{}, opts)
+	ls := NewLeases(okStore{}, opts)
 	for i := range 2000 {
-		lock := ls.grant(t.Context(), "n", "o", int64(i+1), time.Now().Add(-opts.TTL))
-		l := lock.h.(*lease)
+		l := ls.Grant(t.Context(), "n", "o", int64(i+1), time.Now().Add(-opts.TTL)).Lease
 		start := make(chan struct{})
 		done := make(chan struct{})
 		go func() {
@@ -81,7 +93,7 @@ func TestLeaseContextErrRacesLose(t *testing.T) {
 			close(done)
 		}()
 		close(start)
-		if err := lock.Context().Err(); err == nil {
+		if err := l.Context().Err(); err == nil {
 			t.Fatalf("iteration %d: Err() = nil after the trust window", i)
 		}
 		<-done
@@ -110,34 +122,34 @@ func (s *guardStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error
 // statement runs is refused when it returns (issue 28 item 7).
 func TestGuardRefusesLostLeaseLocally(t *testing.T) {
 	t.Parallel()
-	opts, err := config{TTL: 3 * time.Hour}.withDefaults()
+	opts, err := withErrors(Config{TTL: 3 * time.Hour}).WithDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := &guardStore{}
-	ls := newLeases(store, opts)
-	stale := ls.grant(t.Context(), "stale", "o", 1, time.Now().Add(-opts.TTL))
-	if err := stale.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
-		t.Fatalf("Guard after the trust window: %v, want ErrLockLost", err)
+	ls := NewLeases(store, opts)
+	stale := ls.Grant(t.Context(), "stale", "o", 1, time.Now().Add(-opts.TTL)).Lease
+	if err := stale.Guard(t.Context(), nil); !errors.Is(err, errLockLost) {
+		t.Fatalf("Guard after the trust window: %v, want errLockLost", err)
 	}
 	if store.guards != 0 {
 		t.Fatalf("Guard after the trust window sent %d statements, want 0", store.guards)
 	}
-	if cause := context.Cause(stale.Context()); !errors.Is(cause, ErrLockLost) {
-		t.Fatalf("the lock's context ended with %v, want ErrLockLost", cause)
+	if cause := context.Cause(stale.Context()); !errors.Is(cause, errLockLost) {
+		t.Fatalf("the lock's context ended with %v, want errLockLost", cause)
 	}
 
-	fresh := ls.grant(t.Context(), "fresh", "o", 2, time.Now())
+	fresh := ls.Grant(t.Context(), "fresh", "o", 2, time.Now()).Lease
 	if err := fresh.Guard(t.Context(), nil); err != nil {
 		t.Fatalf("Guard of a live lease: %v", err)
 	}
-	store.during = func() { fresh.h.(*lease).lose(observe.LostRenewFailed, "test") }
-	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
-		t.Fatalf("Guard while the loss was reported: %v, want ErrLockLost", err)
+	store.during = func() { fresh.lose(observe.LostRenewFailed, "test") }
+	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, errLockLost) {
+		t.Fatalf("Guard while the loss was reported: %v, want errLockLost", err)
 	}
 	store.during = nil
-	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, ErrLockLost) {
-		t.Fatalf("Guard after a reported loss: %v, want ErrLockLost", err)
+	if err := fresh.Guard(t.Context(), nil); !errors.Is(err, errLockLost) {
+		t.Fatalf("Guard after a reported loss: %v, want errLockLost", err)
 	}
 	if store.guards != 2 {
 		t.Fatalf("%d guard statements, want 2", store.guards)

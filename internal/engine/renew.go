@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 )
 
 // renewBatchWindow is how long a batch stays open for renewals falling due
-// together: leases renew on a shared grid (see leases.untilTick), but
+// together: leases renew on a shared grid (see Leases.untilTick), but
 // thousands of timers firing at one instant still take a while to run.
 func renewBatchWindow(renewInterval time.Duration) time.Duration {
 	return max(min(renewInterval/20, 50*time.Millisecond), time.Millisecond)
@@ -22,7 +22,7 @@ type renewBatcher struct {
 	store  dialect.LeaseTable
 	ttl    time.Duration
 	window time.Duration
-	ev     *events
+	ev     *Events
 
 	mu  sync.Mutex
 	cur *renewBatch // open for more renewals; nil if none

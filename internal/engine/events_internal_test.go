@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func TestListenerEvents(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
 	r := newTestRoom(&alwaysListening{})
-	r.ev = newEvents(observe.StrategyTable, nil, nil, rec)
+	r.ev = NewEvents(observe.StrategyTable, nil, nil, rec)
 	cut := errors.New("cut")
 
 	w := r.join(line{name: "x"}, r.releaseCount()) // subscribes: up at once
@@ -107,16 +107,16 @@ func TestRenewalEvents(t *testing.T) {
 		t.Run(string(c.cause), func(t *testing.T) {
 			t.Parallel()
 			synctest.Test(t, func(t *testing.T) {
-				opts, err := config{TTL: 300 * time.Millisecond}.withDefaults()
+				opts, err := withErrors(Config{TTL: 300 * time.Millisecond}).WithDefaults()
 				if err != nil {
 					t.Fatal(err)
 				}
 				rec := &recorder{}
-				ls := newLeases(c.store, opts)
-				ls.ev = newEvents(observe.StrategyTable, nil, nil, rec)
+				ls := NewLeases(c.store, opts)
+				ls.ev = NewEvents(observe.StrategyTable, nil, nil, rec)
 				ls.batch.ev = ls.ev
-				lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
-				<-lock.Done()
+				lock := ls.Grant(t.Context(), "n", "o", 7, time.Now()).Lease
+				<-lock.Context().Done()
 				// The loss is reported just after the lock's context ends.
 				synctest.Wait()
 				rec.mu.Lock()
@@ -138,22 +138,22 @@ func TestRenewalEvents(t *testing.T) {
 	t.Run("renewed", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			opts, err := config{TTL: 300 * time.Millisecond}.withDefaults()
+			opts, err := withErrors(Config{TTL: 300 * time.Millisecond}).WithDefaults()
 			if err != nil {
 				t.Fatal(err)
 			}
 			rec := &recorder{}
-			ls := newLeases(okStore{}, opts)
-			ls.ev = newEvents(observe.StrategyTable, nil, nil, rec)
+			ls := NewLeases(okStore{}, opts)
+			ls.ev = NewEvents(observe.StrategyTable, nil, nil, rec)
 			ls.batch.ev = ls.ev
-			lock := ls.grant(t.Context(), "n", "o", 7, time.Now())
+			lock := ls.Grant(t.Context(), "n", "o", 7, time.Now()).Lease
 			// Several renewal periods: each renews, none loses the lease.
 			time.Sleep(3 * opts.TTL)
 			synctest.Wait()
 			if err := lock.Context().Err(); err != nil {
 				t.Fatalf("lost a lease that renews: %v", context.Cause(lock.Context()))
 			}
-			if err := lock.Release(t.Context()); err != nil {
+			if err := lock.ReleaseHold(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			rec.mu.Lock()

@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -47,8 +47,8 @@ func (s *listeningSub) Pass(name string) {
 }
 
 // newTestRoom returns a waiting room on n that logs nothing.
-func newTestRoom(n dialect.Notifier) *waitRoom {
-	return newWaitRoom(n, config{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
+func newTestRoom(n dialect.Notifier) *Room {
+	return NewRoom(n, Config{MaxBackoff: time.Minute, Logger: slog.New(slog.DiscardHandler)})
 }
 
 // contend runs two waiters for each of names distinct names through r, with
@@ -57,7 +57,7 @@ func newTestRoom(n dialect.Notifier) *waitRoom {
 // notification for the name arriving meanwhile, as the listening connection
 // would deliver it, and then granted. The second waiter of a name queues
 // behind the first, or comes after it.
-func contend(ctx context.Context, r *waitRoom, names, workers int) error {
+func contend(ctx context.Context, r *Room, names, workers int) error {
 	var (
 		wg    sync.WaitGroup
 		next  atomic.Int64
@@ -65,16 +65,16 @@ func contend(ctx context.Context, r *waitRoom, names, workers int) error {
 	)
 	waiter := func(name string) {
 		calls := 0
-		_, err := r.wait(ctx, name, func() (*Lock, time.Duration, error) {
+		_, err := r.Wait(ctx, name, func() (Grant, time.Duration, error) {
 			calls++
 			switch calls {
 			case 1:
-				return nil, 0, ErrLocked
+				return Grant{}, 0, dialect.ErrLocked
 			case 2:
 				r.Released(name)
-				return nil, -1, ErrLocked
+				return Grant{}, -1, dialect.ErrLocked
 			}
-			return nil, 0, nil
+			return Grant{}, 0, nil
 		})
 		if err != nil {
 			first.CompareAndSwap(nil, &err)
@@ -171,15 +171,15 @@ func TestAnnouncementBeforeSubscribingIsNotMissed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	calls := 0
-	lock, err := r.wait(ctx, "x", func() (*Lock, time.Duration, error) {
+	lock, err := r.Wait(ctx, "x", func() (Grant, time.Duration, error) {
 		calls++
 		if calls == 1 {
 			n.announced.Add(1) // announced to nobody in this room
-			return nil, time.Hour, ErrLocked
+			return Grant{}, time.Hour, dialect.ErrLocked
 		}
-		return &Lock{}, 0, nil
+		return Grant{Lease: &Lease{}}, 0, nil
 	})
-	if err != nil || lock == nil {
+	if err != nil || lock.Lease == nil {
 		t.Fatalf("wait: %v after %d attempts, want the lock at the second", err, calls)
 	}
 }
@@ -193,17 +193,17 @@ func TestReleaseBeforeJoiningIsNotMissed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	calls := 0
-	lock, err := r.wait(ctx, "x", func() (*Lock, time.Duration, error) {
+	lock, err := r.Wait(ctx, "x", func() (Grant, time.Duration, error) {
 		calls++
 		if calls == 1 {
 			// The holder releases right after the refusal; its lease had
 			// an hour left.
 			r.Released("x")
-			return nil, time.Hour, ErrLocked
+			return Grant{}, time.Hour, dialect.ErrLocked
 		}
-		return &Lock{}, 0, nil
+		return Grant{Lease: &Lease{}}, 0, nil
 	})
-	if err != nil || lock == nil {
+	if err != nil || lock.Lease == nil {
 		t.Fatalf("wait: %v after %d attempts, want the lock at the second", err, calls)
 	}
 }
@@ -229,7 +229,7 @@ func (l *levels) WithGroup(string) slog.Handler      { return l }
 // level; after it was back (Ready), a new loss warns again.
 func TestLostWarnsOnce(t *testing.T) {
 	h := &levels{n: map[slog.Level]int{}}
-	r := newWaitRoom(nil, config{MaxBackoff: time.Second, Logger: slog.New(h)})
+	r := NewRoom(nil, Config{MaxBackoff: time.Second, Logger: slog.New(h)})
 	for range 3 {
 		r.Lost(fmt.Errorf("notifications are not delivered"))
 	}
@@ -246,11 +246,11 @@ func TestLostWarnsOnce(t *testing.T) {
 // noQueue is a queue (as a fair waiter's) that the test needs not see.
 type noQueue struct{}
 
-func (noQueue) join(context.Context) (time.Duration, error) { return -1, nil }
-func (noQueue) leave(context.Context)                       {}
-func (noQueue) place() int64                                { return 0 }
+func (noQueue) Join(context.Context) (time.Duration, error) { return -1, nil }
+func (noQueue) Leave(context.Context)                       {}
+func (noQueue) Place() int64                                { return 0 }
 
-// A release claimed for a head (waitRoom.Claim) that cannot use it is
+// A release claimed for a head (Room.Claim) that cannot use it is
 // passed on to other rooms: when the attempt it wakes fails, and when the
 // head leaves before an attempt took it. A refusal keeps it: the new
 // holder's release will be announced, or, in a queue, an older ticket is
@@ -288,11 +288,11 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		calls := 0
-		_, err := r.wait(ctx, "failing", func() (*Lock, time.Duration, error) {
+		_, err := r.Wait(ctx, "failing", func() (Grant, time.Duration, error) {
 			if calls++; calls == 1 {
-				return nil, -1, ErrLocked
+				return Grant{}, -1, dialect.ErrLocked
 			}
-			return nil, 0, failed
+			return Grant{}, 0, failed
 		})
 		done <- err
 	}()
@@ -303,14 +303,14 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 	passes("failing")
 
 	// A plain refusal, then a grant; and a queue's refusal, then a grant.
-	for _, q := range []queue{nil, noQueue{}} {
+	for _, q := range []Queue{nil, noQueue{}} {
 		go func() {
 			calls := 0
-			_, err := r.waitQueued(ctx, line{name: "refused"}, q, func() (*Lock, time.Duration, error) {
+			_, err := r.waitQueued(ctx, line{name: "refused"}, q, func() (Grant, time.Duration, error) {
 				if calls++; calls <= 2 {
-					return nil, -1, ErrLocked
+					return Grant{}, -1, dialect.ErrLocked
 				}
-				return nil, 0, nil
+				return Grant{}, 0, nil
 			})
 			done <- err
 		}()
@@ -329,13 +329,13 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 		inTry, proceed := make(chan struct{}), make(chan struct{})
 		go func() {
 			calls := 0
-			_, err := r.wait(ctx, "during", func() (*Lock, time.Duration, error) {
+			_, err := r.Wait(ctx, "during", func() (Grant, time.Duration, error) {
 				if calls++; calls == 1 {
-					return nil, -1, ErrLocked
+					return Grant{}, -1, dialect.ErrLocked
 				}
 				close(inTry)
 				<-proceed
-				return nil, 0, outcome
+				return Grant{}, 0, outcome
 			})
 			done <- err
 		}()

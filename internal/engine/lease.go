@@ -1,4 +1,4 @@
-package sqllock
+package engine
 
 import (
 	"context"
@@ -15,35 +15,36 @@ import (
 
 type leaseKey struct{ name, owner string }
 
-// leases tracks this process's live leases of one locker, so that re-entering
+// Leases tracks this process's live leases of one locker, so that re-entering
 // a lock shares the lease (one renewal loop, one context) of the first hold.
-type leases struct {
+type Leases struct {
 	store dialect.LeaseTable
-	opts  config
+	opts  Config
 	freed func(name string) // called when a lock is released for good; may be nil
 	batch *renewBatcher
 	epoch time.Time // origin of the renewal grid
-	ev    *events
+	ev    *Events
 
 	mu    sync.Mutex
-	byKey map[leaseKey]*lease
+	byKey map[leaseKey]*Lease
 }
 
-func newLeases(store dialect.LeaseTable, opts config) *leases {
-	return &leases{store: store, opts: opts, byKey: make(map[leaseKey]*lease), epoch: time.Now(),
+// NewLeases returns the leases of a locker on store.
+func NewLeases(store dialect.LeaseTable, opts Config) *Leases {
+	return &Leases{store: store, opts: opts, byKey: make(map[leaseKey]*Lease), epoch: time.Now(),
 		batch: &renewBatcher{store: store, ttl: opts.TTL, window: renewBatchWindow(opts.RenewInterval)}}
 }
 
 // untilTick is the time to the next point of the renewal grid, every
 // RenewInterval from the locker's creation. Renewing on the grid makes the
 // leases of a locker fall due together, so that they renew in batches.
-func (ls *leases) untilTick() time.Duration {
+func (ls *Leases) untilTick() time.Duration {
 	iv := ls.opts.RenewInterval
 	return iv - time.Since(ls.epoch)%iv
 }
 
 // renewOne renews ref, in the open batch.
-func (ls *leases) renewOne(ctx context.Context, ref dialect.Lease) (bool, error) {
+func (ls *Leases) renewOne(ctx context.Context, ref dialect.Lease) (bool, error) {
 	return ls.batch.renew(ctx, ref)
 }
 
@@ -53,19 +54,19 @@ func trustMargin(ttl time.Duration) time.Duration {
 	return min(ttl/10, time.Second)
 }
 
-// grant records that the database granted token to (name, owner) by a
-// statement sent at start, and returns a handle for that hold.
-func (ls *leases) grant(ctx context.Context, name, owner string, token int64, start time.Time) *Lock {
+// Grant records that the database granted token to (name, owner) by a
+// statement sent at start, and returns that hold.
+func (ls *Leases) Grant(ctx context.Context, name, owner string, token int64, start time.Time) Grant {
 	trust := start.Add(ls.opts.TTL - trustMargin(ls.opts.TTL))
 	key := leaseKey{name, owner}
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.byKey[key]; l != nil && l.ref.Token == token && l.addHold(trust) {
-		return &Lock{h: l, reentered: true}
+		return Grant{Lease: l, Reentered: true}
 	}
 	// A lease under the same key with another token belongs to an earlier
 	// acquisition; it learns its fate from its own renewals or release.
-	l := &lease{
+	l := &Lease{
 		ls:         ls,
 		ref:        dialect.Lease{Name: name, Owner: owner, Token: token},
 		holds:      1,
@@ -79,10 +80,10 @@ func (ls *leases) grant(ctx context.Context, name, owner string, token int64, st
 	l.mu.Lock()
 	l.startRenewal()
 	l.mu.Unlock()
-	return &Lock{h: l}
+	return Grant{Lease: l}
 }
 
-func (ls *leases) forget(l *lease) {
+func (ls *Leases) forget(l *Lease) {
 	ls.mu.Lock()
 	if ls.byKey[leaseKey{l.ref.Name, l.ref.Owner}] == l {
 		delete(ls.byKey, leaseKey{l.ref.Name, l.ref.Owner})
@@ -90,13 +91,13 @@ func (ls *leases) forget(l *lease) {
 	ls.mu.Unlock()
 }
 
-// lease is one acquisition (one token) and the local holds on it.
+// Lease is one acquisition (one token) and the local holds on it.
 //
 // Renewal runs on a time.AfterFunc timer rather than a goroutine per lease:
 // nothing runs between renewals, and stopping renewal at release is a timer
 // stop, not a goroutine hand-shake.
-type lease struct {
-	ls     *leases
+type Lease struct {
+	ls     *Leases
 	ref    dialect.Lease
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -115,10 +116,10 @@ type lease struct {
 	stopFlight context.CancelFunc // cancels the running renewal's statement
 }
 
-func (l *lease) logger() *slog.Logger { return l.ls.opts.Logger }
+func (l *Lease) logger() *slog.Logger { return l.ls.opts.Logger }
 
 // addHold adds a re-entrant hold; false if the lease has ended.
-func (l *lease) addHold(trust time.Time) bool {
+func (l *Lease) addHold(trust time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ended {
@@ -133,7 +134,7 @@ func (l *lease) addHold(trust time.Time) bool {
 
 // startRenewal arms renewal unless it is on or the lease ended. l.mu must be
 // held.
-func (l *lease) startRenewal() {
+func (l *Lease) startRenewal() {
 	if l.ended || l.renewing {
 		return
 	}
@@ -142,7 +143,7 @@ func (l *lease) startRenewal() {
 }
 
 // arm schedules the next renewal in d. l.mu must be held.
-func (l *lease) arm(d time.Duration) {
+func (l *Lease) arm(d time.Duration) {
 	if l.timer == nil {
 		l.timer = time.AfterFunc(d, l.renew)
 		return
@@ -150,8 +151,8 @@ func (l *lease) arm(d time.Duration) {
 	l.timer.Reset(d)
 }
 
-// stopRenewal turns renewal off and waits for a renewal in flight to end.
-func (l *lease) stopRenewal() {
+// StopRenewal turns renewal off and waits for a renewal in flight to end.
+func (l *Lease) StopRenewal() {
 	l.mu.Lock()
 	l.renewing = false
 	if l.timer != nil {
@@ -167,7 +168,7 @@ func (l *lease) stopRenewal() {
 
 // renew runs one renewal, on the timer's goroutine, and decides what next:
 // the next renewal, a retry inside the trust window, or loss.
-func (l *lease) renew() {
+func (l *Lease) renew() {
 	o := l.ls.opts
 	l.mu.Lock()
 	if !l.renewing || l.ended || l.inflight != nil {
@@ -215,7 +216,7 @@ func (l *lease) renew() {
 	case err == nil:
 		cause, lost = observe.LostExpired, "the lease expired or was taken over"
 		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewRefused, 0, nil)
-	case errors.Is(err, ErrReadOnly):
+	case errors.Is(err, dialect.ErrReadOnly):
 		// A standby, or a primary demoted by a failover: whatever the
 		// new primary knows of the lease, it cannot be renewed here.
 		cause, lost = observe.LostReadOnly, "renewal reached a read-only server: "+err.Error()
@@ -242,7 +243,7 @@ func (l *lease) renew() {
 // run.
 type leaseContext struct {
 	context.Context
-	l *lease
+	l *Lease
 }
 
 func (c *leaseContext) Err() error {
@@ -254,7 +255,7 @@ func (c *leaseContext) Err() error {
 }
 
 // checkTrust ends the lease as lost if its trust window has passed.
-func (l *lease) checkTrust() {
+func (l *Lease) checkTrust() {
 	l.mu.Lock()
 	passed := !l.ended && !time.Now().Before(l.trustUntil)
 	l.mu.Unlock()
@@ -263,8 +264,8 @@ func (l *lease) checkTrust() {
 	}
 }
 
-// lose ends the lease as lost: its context is cancelled with ErrLockLost.
-func (l *lease) lose(cause observe.LostCause, reason string) {
+// lose ends the lease as lost: its context is cancelled with Config.Lost.
+func (l *Lease) lose(cause observe.LostCause, reason string) {
 	l.mu.Lock()
 	if l.ended {
 		l.mu.Unlock()
@@ -276,19 +277,19 @@ func (l *lease) lose(cause observe.LostCause, reason string) {
 	}
 	// Cancelled under l.mu: a concurrent Err must not find the lease ended
 	// and its context not yet cancelled.
-	l.cancel(ErrLockLost)
+	l.cancel(l.ls.opts.Lost)
 	l.mu.Unlock()
 	l.ls.forget(l)
 	if l.ls.ev != nil {
-		l.ls.ev.lost(l.ctx, l.ref, l.granted, cause, reason, nil)
+		l.ls.ev.Lost(l.ctx, l.ref, l.granted, cause, reason, nil)
 	} else {
 		l.logger().Warn("sqllock: lock lost", "name", l.ref.Name, "owner", l.ref.Owner, "token", l.ref.Token, "reason", reason)
 	}
 }
 
-// dropHold records a hold released in the database, and reports whether
+// DropHold records a hold released in the database, and reports whether
 // it was the last. lost says the database no longer knew the lease.
-func (l *lease) dropHold(lost bool) (last bool) {
+func (l *Lease) DropHold(lost bool) (last bool) {
 	if lost {
 		l.lose(observe.LostExpired, "release found the lease taken over")
 		return false
@@ -298,7 +299,7 @@ func (l *lease) dropHold(lost bool) (last bool) {
 	last = l.holds == 0 && !l.ended
 	if last {
 		l.ended = true
-		l.cancel(ErrNotHeld)
+		l.cancel(l.ls.opts.NotHeld)
 	} else {
 		l.startRenewal() // in case a final release paused it and a new hold came in
 	}
@@ -312,29 +313,30 @@ func (l *lease) dropHold(lost bool) (last bool) {
 	return last
 }
 
-// releaseHold releases one hold in the database; the last one frees the
-// lease. Local state changes only once the database has answered.
-func (l *lease) releaseHold(ctx context.Context, _ bool) error {
+// ReleaseHold releases one hold in the database; the last one frees the
+// lease. Local state changes only once the database has answered. If the
+// lease was lost meanwhile it returns Config.Lost.
+func (l *Lease) ReleaseHold(ctx context.Context) error {
 	l.mu.Lock()
 	last, minHold := l.holds == 1, l.minHold
 	l.mu.Unlock()
 	if last {
 		// Renewing while the lock is being freed would report a false loss.
-		l.stopRenewal()
+		l.StopRenewal()
 	}
 	ok, err := l.ls.store.Release(ctx, l.ref, minHold)
 	if err != nil {
 		err = fmt.Errorf("sqllock: release %q: %w", l.ref.Name, err)
-		if last && l.abandon(err) {
+		if last && l.Abandon(err) {
 			return fmt.Errorf("%w (renewal stopped: the lease ends by its TTL at the latest; the release is retried in the background)", err)
 		}
 		return err
 	}
-	if freed := l.dropHold(!ok); ok {
-		l.ls.ev.released(ctx, l.ref, l.granted, freed)
+	if freed := l.DropHold(!ok); ok {
+		l.ls.ev.Released(ctx, l.ref, l.granted, freed)
 	}
 	if !ok {
-		return ErrLockLost
+		return l.ls.opts.Lost
 	}
 	return nil
 }
@@ -343,10 +345,10 @@ func (l *lease) releaseHold(ctx context.Context, _ bool) error {
 // whose last release failed.
 const releaseRetries = 5
 
-// abandon ends the lease after its last hold's release failed with err:
+// Abandon ends the lease after its last hold's release failed with err:
 // renewal stays stopped, so that the lease ends by its TTL at the latest
 // (a failover, say, must not leave it renewed for as long as the process
-// lives), its context is cancelled with ErrNotHeld, and the release is
+// lives), its context is cancelled with Config.NotHeld, and the release is
 // retried in the background a bounded number of times. It reports false,
 // and renews again, if a hold was added meanwhile (re-entry under the same
 // owner): the lease is then still wanted, and the failed hold stays
@@ -355,7 +357,7 @@ const releaseRetries = 5
 // Retrying is safe although the failed release may have been applied: a
 // release names the lease's token, and once the last hold is released the
 // next grant of the name, even to the same owner, has another token.
-func (l *lease) abandon(err error) bool {
+func (l *Lease) Abandon(err error) bool {
 	l.mu.Lock()
 	if l.ended || l.holds != 1 {
 		l.startRenewal()
@@ -364,7 +366,7 @@ func (l *lease) abandon(err error) bool {
 	}
 	l.holds = 0
 	l.ended, l.renewing = true, false
-	l.cancel(ErrNotHeld)
+	l.cancel(l.ls.opts.NotHeld)
 	l.mu.Unlock()
 	l.ls.forget(l)
 	l.logger().Warn("sqllock: release failed; renewal stopped, the lease ends by its TTL at the latest; retrying the release",
@@ -375,7 +377,7 @@ func (l *lease) abandon(err error) bool {
 
 // retryRelease makes the attempt-th background attempt to release an
 // abandoned lease, after a growing delay, each bounded by RenewInterval.
-func (l *lease) retryRelease(attempt int) {
+func (l *Lease) retryRelease(attempt int) {
 	iv := l.ls.opts.RenewInterval
 	delay := min(max(iv/4, time.Millisecond)<<(attempt-1), iv)
 	time.AfterFunc(delay, func() {
@@ -403,15 +405,15 @@ func (l *lease) retryRelease(attempt int) {
 	})
 }
 
-// guard checks the lease inside tx; see Lock.Guard. A lease this process
-// has already reported lost (its context cancelled with ErrLockLost, or its
-// trust window passed) is refused here, before any statement: the database
-// may still hold the lease for a while (its clock started later than the
-// trust window's, or renewals failed only on the client's side), but a
-// holder told "lost" must not see a guarded write succeed. The check is
-// made again once the database has answered, for a loss reported while the
-// guard statement ran.
-func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
+// Guard checks the lease inside tx (the root package's Lock.Guard). A
+// lease this process has already reported lost (its context cancelled
+// with Config.Lost, or its trust window passed) is refused here, before
+// any statement: the database may still hold the lease for a while (its
+// clock started later than the trust window's, or renewals failed only on
+// the client's side), but a holder told "lost" must not see a guarded
+// write succeed. The check is made again once the database has answered,
+// for a loss reported while the guard statement ran.
+func (l *Lease) Guard(ctx context.Context, tx *sql.Tx) error {
 	if err := l.refuseLocally(); err != nil {
 		return err
 	}
@@ -420,30 +422,56 @@ func (l *lease) guard(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("sqllock: guard %q: %w", l.ref.Name, err)
 	}
 	if !ok {
-		return ErrLockLost
+		return l.ls.opts.Lost
 	}
 	return l.refuseLocally()
 }
 
-// refuseLocally returns ErrLockLost (or ErrNotHeld) if the lease has ended
+// refuseLocally returns Config.Lost (or Config.NotHeld) if the lease has ended
 // in this process; it checks the trust window on the spot, as the lease's
 // context's Err does.
-func (l *lease) refuseLocally() error {
+func (l *Lease) refuseLocally() error {
 	if l.ctx.Err() == nil {
 		return nil
 	}
-	if cause := context.Cause(l.ctx); errors.Is(cause, ErrLockLost) {
-		return fmt.Errorf("sqllock: guard %q: refused without asking the database: %w", l.ref.Name, ErrLockLost)
+	if cause := context.Cause(l.ctx); errors.Is(cause, l.ls.opts.Lost) {
+		return fmt.Errorf("sqllock: guard %q: refused without asking the database: %w", l.ref.Name, l.ls.opts.Lost)
 	}
-	return ErrNotHeld
+	return l.ls.opts.NotHeld
 }
 
-func (l *lease) ident() dialect.Lease { return l.ref }
-func (l *lease) events() *events      { return l.ls.ev }
-func (l *lease) released() bool {
+// Ident returns the lease's name, owner and token.
+func (l *Lease) Ident() dialect.Lease { return l.ref }
+
+// Events returns the events of the lease's locker.
+func (l *Lease) Events() *Events { return l.ls.ev }
+
+// Context returns the lease's context: cancelled with Config.Lost when
+// the lease is lost, Config.NotHeld once every hold is released.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Granted returns when the lease was granted, on the local clock.
+func (l *Lease) Granted() time.Time { return l.granted }
+
+// Released reports whether the lease has ended: lost, or every hold
+// released.
+func (l *Lease) Released() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ended
 }
-func (l *lease) context() context.Context { return l.ctx }
-func (l *lease) tx() *sql.Tx              { return nil }
+
+// Holds returns the number of unreleased holds in this process.
+func (l *Lease) Holds() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.holds
+}
+
+// SetMinHold sets the minimum hold that the lease's last release applies,
+// in place of the locker's MinHold.
+func (l *Lease) SetMinHold(d time.Duration) {
+	l.mu.Lock()
+	l.minHold = d
+	l.mu.Unlock()
+}
