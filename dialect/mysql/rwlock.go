@@ -61,39 +61,7 @@ ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 }
 
 // reapRW deletes a batch of released and expired holder rows of the
-// read/write locks, skipping rows locked by a grant or a guarded
-// transaction. Tokens are counted in the head rows, which are kept.
+// read/write locks (see reapHolders).
 func (d *Dialect) reapRW(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
-	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
-		var keys [][2][]byte
-		err := sqlrun.EachOn(ctx, tx, wrap, &d.reap.rwExpired, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
-			var k [2][]byte
-			if err := rows.Scan(&k[0], &k[1]); err != nil {
-				return err
-			}
-			keys = append(keys, k)
-			return nil
-		})
-		if err != nil || len(keys) == 0 {
-			return 0, err
-		}
-		st, err := tx.PrepareContext(ctx, d.reap.rwDelete)
-		if err != nil {
-			return 0, wrap(err)
-		}
-		defer st.Close()
-		n := 0
-		for _, k := range keys {
-			res, err := st.ExecContext(ctx, k[0], k[1])
-			if err != nil {
-				return 0, wrap(err)
-			}
-			deleted, err := res.RowsAffected()
-			if err != nil {
-				return 0, wrap(err)
-			}
-			n += int(deleted)
-		}
-		return n, nil
-	})
+	return reapHolders(ctx, conn, &d.reap.rwExpired, d.reap.rwDelete, limit)
 }

@@ -78,14 +78,21 @@ ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 	d.deleteHolder = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)
 }
 
-// reapSemaphores deletes a batch of expired and released holder rows:
-// it locks them, skipping rows others have locked, and deletes them one
-// by one, by primary key, so that it never waits while holding rows an
-// acquirer may wait for. Tokens are kept in the head rows, which stay.
+// reapSemaphores deletes a batch of expired and released holder rows of
+// the semaphores (see reapHolders).
 func (d *Dialect) reapSemaphores(ctx context.Context, conn *sql.Conn, limit int) (int, error) {
+	return reapHolders(ctx, conn, &d.reapSems, d.deleteHolder, limit)
+}
+
+// reapHolders deletes a batch of expired and released holder rows of a
+// semaphore or read/write lock table: it locks them with expired, skipping
+// rows others have locked, and deletes them one by one by primary key with
+// del (name, owner), so that it never waits while holding rows an acquirer
+// may wait for. Tokens are kept in the head rows, which stay.
+func reapHolders(ctx context.Context, conn *sql.Conn, expired *sqlrun.Stmt, del string, limit int) (int, error) {
 	return reapTx(ctx, conn, func(tx *sql.Tx) (int, error) {
 		var keys [][2][]byte
-		err := sqlrun.EachOn(ctx, tx, wrap, &d.reapSems, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
+		err := sqlrun.EachOn(ctx, tx, wrap, expired, &sqlrun.Params{Limit: limit}, func(rows *sql.Rows) error {
 			var k [2][]byte
 			if err := rows.Scan(&k[0], &k[1]); err != nil {
 				return err
@@ -96,16 +103,23 @@ func (d *Dialect) reapSemaphores(ctx context.Context, conn *sql.Conn, limit int)
 		if err != nil || len(keys) == 0 {
 			return 0, err
 		}
-		st, err := tx.PrepareContext(ctx, d.deleteHolder)
+		st, err := tx.PrepareContext(ctx, del)
 		if err != nil {
 			return 0, wrap(err)
 		}
 		defer st.Close()
+		n := 0
 		for _, k := range keys {
-			if _, err := st.ExecContext(ctx, k[0], k[1]); err != nil {
+			res, err := st.ExecContext(ctx, k[0], k[1])
+			if err != nil {
 				return 0, wrap(err)
 			}
+			deleted, err := res.RowsAffected()
+			if err != nil {
+				return 0, wrap(err)
+			}
+			n += int(deleted)
 		}
-		return len(keys), nil
+		return n, nil
 	})
 }

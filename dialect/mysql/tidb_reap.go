@@ -73,21 +73,9 @@ func reapTiDBFloored(ctx context.Context, conn *sql.Conn, s *tidbFloorReap, limi
 		if err != nil {
 			return 0, err
 		}
-		top, n := floor, 0 // the largest token deleted, or the floor
-		for _, name := range names {
-			var token int64
-			ok, err := lockNoWait(ctx, tx, s.lock, name, &token)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, s.delete, name); err != nil {
-				return 0, wrapTiDB(err)
-			}
-			n++
-			top = max(top, token)
+		n, top, err := deleteNoWait(ctx, tx, s.lock, s.delete, names)
+		if err != nil {
+			return 0, err
 		}
 		if top > floor {
 			if _, err := tx.ExecContext(ctx, s.raiseFloor, top); err != nil {
@@ -105,23 +93,31 @@ func (t *tidb) reapRowLocks(ctx context.Context, conn *sql.Conn, limit int) (int
 		if err != nil {
 			return 0, err
 		}
-		n := 0
-		for _, name := range names {
-			var one int
-			ok, err := lockNoWait(ctx, tx, s.lock, name, &one)
-			if err != nil {
-				return 0, err
-			}
-			if !ok {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, s.delete, name); err != nil {
-				return 0, wrapTiDB(err)
-			}
-			n++
-		}
-		return n, nil
+		n, _, err := deleteNoWait(ctx, tx, s.lock, s.delete, names)
+		return n, err
 	})
+}
+
+// deleteNoWait deletes with del each of names whose row lock locks
+// without waiting (a row locked by another transaction is skipped), and
+// returns how many it deleted and the largest value lock selected of them.
+func deleteNoWait(ctx context.Context, tx *sql.Tx, lock, del string, names [][]byte) (n int, top int64, err error) {
+	for _, name := range names {
+		var v int64
+		ok, err := lockNoWait(ctx, tx, lock, name, &v)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, del, name); err != nil {
+			return 0, 0, wrapTiDB(err)
+		}
+		n++
+		top = max(top, v)
+	}
+	return n, top, nil
 }
 
 // names runs query, which selects names, with limit; the error is wrapped.
