@@ -708,6 +708,12 @@ func (r *run) unmet() string {
 	if (r.strategy == "fair" || r.strategy == "fairsem") && ticketedGrants(events) == 0 {
 		return "no waiter holding a ticket was granted: the FIFO order was not put to the test"
 	}
+	if r.strategy != "election" && !slices.ContainsFunc(events, func(e Event) bool { return e.Try }) {
+		return "no TryAcquire turn was taken (every fourth turn of a worker)"
+	}
+	if r.strategy == "rwlock" && !slices.ContainsFunc(events, func(e Event) bool { return e.Shared }) {
+		return "no read-side acquisition was tried"
+	}
 	switch r.fault {
 	case connKill, proxied, restart:
 		if faults == 0 {

@@ -32,6 +32,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -42,6 +43,7 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	"go.uber.org/goleak"
@@ -550,10 +552,31 @@ func cleanupDDL(t testing.TB, q string, exec func(context.Context, string) error
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ddlTimeout)
 		defer cancel()
-		if err := exec(ctx, q); err != nil {
+		err := exec(ctx, q)
+		// A drop that met a deadlock (with a session of the test's that
+		// was still ending, on a loaded server) was rolled back: again.
+		for pause := 50 * time.Millisecond; deadlocked(err) && ctx.Err() == nil; pause *= 2 {
+			time.Sleep(pause) // a backoff between attempts, not a synchronisation
+			err = exec(ctx, q)
+		}
+		if err != nil {
 			t.Errorf("dbtest: cleanup: %s: %v", q, err)
 		}
 	})
+}
+
+// deadlocked reports whether err is the server's deadlock error, whose
+// statement was rolled back: PostgreSQL's SQLSTATE 40P01, MySQL's 1213.
+func deadlocked(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		return pg.Code == "40P01"
+	}
+	var my *gomysql.MySQLError
+	return errors.As(err, &my) && my.Number == 1213
 }
 
 // Finish ends a test binary's TestMain: it closes the shared pools and, if

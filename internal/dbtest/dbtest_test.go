@@ -12,6 +12,7 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 )
 
@@ -445,6 +446,26 @@ func TestPgBouncerURL(t *testing.T) {
 		// statement (which transaction pooling does not keep).
 		if _, err := db.ExecContext(t.Context(), "SELECT 1"); err != nil {
 			t.Fatalf("%s: SELECT 1: %v", m, err)
+		}
+	}
+}
+
+// A cleanup's drop is tried again after the server's deadlock error only.
+func TestDeadlocked(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("deadlock detected"), false},
+		{fmt.Errorf("drop: %w", &pgconn.PgError{Code: "40P01"}), true},
+		{&pgconn.PgError{Code: "55P03"}, false},
+		{fmt.Errorf("drop: %w", &gomysql.MySQLError{Number: 1213}), true},
+		{&gomysql.MySQLError{Number: 1205}, false},
+	} {
+		if got := deadlocked(c.err); got != c.want {
+			t.Errorf("deadlocked(%v) = %v, want %v", c.err, got, c.want)
 		}
 	}
 }
