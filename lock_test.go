@@ -626,9 +626,23 @@ func TestTokensGrowAcrossReaping(t *testing.T) {
 				}
 				_ = k.Release(ctx)
 			}
-			n, err := r.Reap(ctx)
-			if err != nil || n != 4 {
-				t.Fatalf("reap: %d, %v; want 4 rows", n, err)
+			// The reaper skips rows another transaction has locked, so
+			// a pass may leave one for the next (seen once on a loaded
+			// server); the four rows go, and no more.
+			reaped, calls := 0, 0
+			testutil.Eventually(ctx, t, "the four released rows reaped", func() bool {
+				n, err := r.Reap(ctx)
+				if err != nil {
+					t.Fatalf("reap: %v", err)
+				}
+				reaped, calls = reaped+n, calls+1
+				return reaped >= 4
+			})
+			if reaped != 4 {
+				t.Fatalf("reaped %d rows, want 4", reaped)
+			}
+			if calls > 1 {
+				t.Logf("the four rows took %d Reap calls", calls)
 			}
 		}
 	})
