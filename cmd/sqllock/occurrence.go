@@ -23,10 +23,11 @@ type occurrenceOptions struct {
 	key     string
 	retries int
 	backoff time.Duration
+	wait    bool
 }
 
-// occurrenceFlags adds run's --every, --phase, --occurrence, --retries and
-// --retry-backoff to fs.
+// occurrenceFlags adds run's --every, --phase, --occurrence, --retries,
+// --retry-backoff and --wait to fs.
 func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	o := &occurrenceOptions{}
 	fs.Var((*durationValue)(&o.every), "every", "run COMMAND once per `PERIOD` (a duration: 1h, 24h) across every replica that runs this line: the occurrence is the multiple of PERIOD nearest to the database's clock, so replicas whose timers differ by up to half a period agree; recorded in the run ledger (sqllock runs)")
@@ -34,12 +35,22 @@ func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	fs.StringVar(&o.key, "occurrence", "", "run COMMAND once for the occurrence `KEY` (a scheduled time, a date, a release) across every replica; recorded in the run ledger (sqllock runs)")
 	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
 	fs.Var((*durationValue)(&o.backoff), "retry-backoff", "with --retries, the `SECONDS` (or duration) after a failed attempt before the next one (database clock)")
+	fs.BoolVar(&o.wait, "wait", false, "with --every or --occurrence, wait while another replica's attempt of the occurrence runs, instead of exiting at once: when it ends, exit as a replica that did not run it; when its replica died, take the occurrence over once that attempt's lease ends (--ttl)")
 	return o
 }
 
-// given reports whether run was asked to run an occurrence.
-func (o *occurrenceOptions) given(fs *flag.FlagSet) bool {
-	return isSet(fs, "every", "occurrence")
+// given reports whether run was asked to run an occurrence, or an
+// error if only the flags that go with one were given.
+func (o *occurrenceOptions) given(fs *flag.FlagSet) (bool, error) {
+	if isSet(fs, "every", "occurrence") {
+		return true, nil
+	}
+	for _, f := range []string{"retries", "retry-backoff", "wait"} {
+		if isSet(fs, f) {
+			return false, usageError{msg: "--" + f + " goes with --every or --occurrence (a run of the ledger)"}
+		}
+	}
+	return false, nil
 }
 
 // check refuses the flags that contradict a run of the ledger, or each
@@ -66,7 +77,7 @@ func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration
 	for _, f := range [][]string{{"n", "no-wait"}, {"w", "timeout"}, {"strategy"}, {"s", "shared"}, {"exclusive"}, {"max"}, {"fair"}, {"min-hold"}} {
 		if isSet(fs, f...) {
 			name := "--" + f[len(f)-1]
-			return usageError{msg: name + " does not go with --every or --occurrence: a run of the ledger never waits, and an occurrence runs once, on the lock table, whenever its replicas start"}
+			return usageError{msg: name + " does not go with --every or --occurrence: an occurrence runs once, on the lock table, whenever its replicas start (--wait waits for another replica's attempt)"}
 		}
 	}
 	return nil
@@ -99,7 +110,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		return err
 	}
 	r.target = t
-	l, err := ledger.New(t.d, ledger.Options{TTL: r.ttl, Retries: o.retries, RetryBackoff: o.backoff})
+	l, err := ledger.New(t.d, ledger.Options{TTL: r.ttl, Retries: o.retries, RetryBackoff: o.backoff, Wait: o.wait})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return usageError{msg: err.Error()}
 	}

@@ -199,6 +199,53 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 	})
 }
 
+// A replica started with --wait while another's attempt runs waits for
+// it: when that replica dies, the waiting one takes the occurrence over
+// once the lease ends, runs it as attempt 2 and exits 0; a --wait run of
+// an occurrence done meanwhile exits 0 without running it.
+func TestRunOccurrenceWait(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		first := b.cmd(t, "run", "--ttl", "2s", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo started; sleep 3600; :`)
+		stdout, err := first.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(stdout)
+		if !sc.Scan() || sc.Text() != "started" {
+			t.Fatalf("the first run's job did not start: %q", sc.Text())
+		}
+		second := b.cmd(t, "run", "-v", "--wait", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "attempt $SQLLOCK_ATTEMPT"`)
+		var out bytes.Buffer
+		second.Stdout, second.Stderr = &out, &out
+		if err := second.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Fatal(err)
+		}
+		for sc.Scan() {
+		}
+		_ = first.Wait()
+		if err := second.Wait(); err != nil {
+			t.Fatalf("the waiting run: %v\n%s", err, out.Bytes())
+		}
+		if !strings.Contains(out.String(), "attempt 2") {
+			t.Fatalf("the waiting run did not run attempt 2:\n%s", out.Bytes())
+		}
+		v := b.runsJSON(t, "nightly")
+		if len(v.Runs) != 2 || v.Runs[0].State != "succeeded" || v.Runs[1].State != "abandoned" {
+			t.Fatalf("runs: %+v, want the first attempt abandoned, the second succeeded", v.Runs)
+		}
+		again, err := b.cmd(t, "run", "-v", "--wait", "--occurrence", "k", "nightly", "--", "false").CombinedOutput()
+		if err != nil || !strings.Contains(string(again), "done already") {
+			t.Fatalf("a --wait run of the done occurrence: %v\n%s", err, again)
+		}
+	})
+}
+
 // runs shows the attempts in a table, and the occurrences of a periodic
 // job that no replica claimed under MISSED, in the table and in JSON.
 func TestRunsMissed(t *testing.T) {
@@ -247,6 +294,9 @@ func TestRunOccurrenceUsage(t *testing.T) {
 		{"--occurrence", "k", "--retries", "-1"},
 		{"--occurrence", "k", "--retry-backoff", "1s"},
 		{"--occurrence", "k", "-E", "256"},
+		{"--retries", "2"},
+		{"--retry-backoff", "1s"},
+		{"--wait"},
 	} {
 		full := append(append([]string{"run"}, args...), "job", "--", "true")
 		c := exec.CommandContext(ctxT(t), bin, full...)

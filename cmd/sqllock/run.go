@@ -45,7 +45,11 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 		if err != nil {
 			return err
 		}
-		if occ.given(fs) {
+		ledgerRun, err := occ.given(fs)
+		if err != nil {
+			return err
+		}
+		if ledgerRun {
 			if err := occ.check(fs, *grace, *maxTime); err != nil {
 				return err
 			}
