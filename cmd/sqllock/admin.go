@@ -183,14 +183,11 @@ func locksFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if *watch < 0 {
 			return usageError{msg: "--watch must not be negative"}
 		}
-		t, err := openTarget(ctx, *dsn, *schema)
+		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
-		if err := t.ready(ctx); err != nil {
-			return err
-		}
 		if *watch == 0 {
 			return showLocks(ctx, t, stdout, *asJSON, false)
 		}
@@ -313,14 +310,11 @@ func reapFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if *runsAge < 0 {
 			return usageError{msg: "--runs-older-than must not be negative"}
 		}
-		t, err := openTarget(ctx, *dsn, *schema)
+		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
-		if err := t.ready(ctx); err != nil {
-			return err
-		}
 		r, err := sqllock.NewReaper(t.d, sqllock.ReaperOptions{BatchSize: *batch})
 		if err != nil {
 			return usageError{msg: err.Error()}

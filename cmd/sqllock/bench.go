@@ -28,14 +28,11 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if *ops < 1 || *handoffs < 1 {
 			return usageError{msg: "bench needs --ops >= 1 and --handoffs >= 1"}
 		}
-		t, err := openTarget(ctx, *dsn, *schema)
+		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
-		if err := t.ready(ctx); err != nil {
-			return err
-		}
 		if _, err := t.d.Catalogue().Locks.List(ctx); err != nil { // is the schema there?
 			return t.fail(err)
 		}

@@ -151,6 +151,20 @@ func (t *target) timeout(ctx context.Context, d time.Duration, err error) error 
 	return err
 }
 
+// openReady is openTarget followed by ready: the target of a command that
+// uses the locks' tables. On an error the target is closed.
+func openReady(ctx context.Context, dsn, schema string) (*target, error) {
+	t, err := openTarget(ctx, dsn, schema)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.ready(ctx); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
 // ready migrates an embedded database on first use. A server's schema is
 // the operator's to create (sqllock migrate up); its absence surfaces as
 // sqllock.ErrSchemaMissing, which fail turns into the command that fixes it.

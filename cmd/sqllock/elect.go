@@ -57,14 +57,11 @@ func (r *runner) elect(ctx context.Context, dsn, schema, value string) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	t, err := openTarget(ctx, dsn, schema)
+	t, err := openReady(ctx, dsn, schema)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	if err := t.ready(ctx); err != nil {
-		return err
-	}
 	r.target = t
 	el, err := sqllock.NewElection(t.d, sqllock.ElectionOptions{TTL: r.ttl})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
@@ -121,14 +118,11 @@ func leaderFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		if err := sqllock.ValidateName(name); err != nil {
 			return usageError{msg: err.Error()}
 		}
-		t, err := openTarget(ctx, *dsn, *schema)
+		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
-		if err := t.ready(ctx); err != nil {
-			return err
-		}
 		el, err := sqllock.NewElection(t.d, sqllock.ElectionOptions{})
 		if errors.Is(err, sqllock.ErrUnsupported) {
 			return usageError{msg: err.Error()}

@@ -101,14 +101,11 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	t, err := openTarget(ctx, dsn, schema)
+	t, err := openReady(ctx, dsn, schema)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	if err := t.ready(ctx); err != nil {
-		return err
-	}
 	r.target = t
 	l, err := ledger.New(t.d, ledger.Options{TTL: r.ttl, Retries: o.retries, RetryBackoff: o.backoff, Wait: o.wait})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {

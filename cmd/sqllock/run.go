@@ -158,14 +158,11 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	t, err := openTarget(ctx, dsn, schema)
+	t, err := openReady(ctx, dsn, schema)
 	if err != nil {
 		return err
 	}
 	defer t.Close()
-	if err := t.ready(ctx); err != nil {
-		return err
-	}
 	r.target = t
 	var locker sqllock.Locker
 	opts := sqllock.TableOptions{TTL: r.ttl, MinHold: r.minHold, Fair: r.fair}

@@ -41,14 +41,11 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		case *limit <= 0:
 			return usageError{msg: "--limit must be positive"}
 		}
-		t, err := openTarget(ctx, *dsn, *schema)
+		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
-		if err := t.ready(ctx); err != nil {
-			return err
-		}
 		l, err := ledger.New(t.d, ledger.Options{})
 		if errors.Is(err, sqllock.ErrUnsupported) {
 			return usageError{msg: err.Error()}

@@ -31,14 +31,11 @@ func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		if ask && !isTerminal(os.Stdin) {
 			return usageError{msg: "standard input is not a terminal: give --force to break the lock without asking"}
 		}
-		t, err := openTarget(ctx, *dsn, *schema)
+		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
 			return err
 		}
 		defer t.Close()
-		if err := t.ready(ctx); err != nil {
-			return err
-		}
 		locks, err := sqllock.NewTable(t.d, sqllock.TableOptions{})
 		if err != nil {
 			return err
