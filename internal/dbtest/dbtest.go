@@ -104,7 +104,7 @@ const MaxOpenConns = 40
 
 const (
 	connectTimeout = 5 * time.Second  // first connection to a server
-	ddlTimeout     = 30 * time.Second // creating or dropping a schema
+	ddlTimeout     = 2 * time.Minute  // creating or dropping a schema: a hang guard (a forced DROP DATABASE took over 30 s on a loaded server)
 	maxIdleConns   = 10               // idle connections kept by shared pools
 )
 

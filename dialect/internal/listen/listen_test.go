@@ -52,7 +52,7 @@ func (f *fake) next(t *testing.T) *conn {
 	select {
 	case c := <-f.starts:
 		return c
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("the hub did not listen")
 		return nil
 	}
@@ -85,7 +85,7 @@ func (r recorder) expect(t *testing.T, want string) {
 		if got != want {
 			t.Fatalf("told %q, want %q", got, want)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatalf("never told %q", want)
 	}
 }
@@ -97,6 +97,31 @@ func (r recorder) quiet(t *testing.T) {
 	case got := <-r:
 		t.Fatalf("told %q, want nothing", got)
 	default:
+	}
+}
+
+// settle waits until every one of subs listens, and takes from each of
+// rs the "ready" it may have been told: a subscriber that subscribed after
+// the connection became ready is not told (Listening says it).
+func settle(t *testing.T, subs []dialect.Subscription, rs []recorder) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for _, sub := range subs {
+		for !sub.Listening() {
+			if time.Now().After(deadline) {
+				t.Fatal("the subscriptions never listened")
+			}
+			time.Sleep(time.Millisecond) // polling an observable state
+		}
+	}
+	for _, r := range rs {
+		select {
+		case got := <-r:
+			if got != "ready" {
+				t.Fatalf("told %q, want \"ready\" or nothing", got)
+			}
+		default:
+		}
 	}
 }
 
@@ -397,9 +422,7 @@ func TestClaimersTakeTurns(t *testing.T) {
 		subs = append(subs, sub)
 	}
 	c := f.next(t)
-	for _, r := range rs {
-		r.expect(t, "ready")
-	}
+	settle(t, subs, rs)
 	for _, sub := range subs {
 		sub.Watch("n")
 	}
@@ -461,9 +484,7 @@ func TestClaimersByRank(t *testing.T) {
 		subs = append(subs, sub)
 	}
 	c := f.next(t)
-	for _, r := range rs {
-		r.expect(t, "ready")
-	}
+	settle(t, subs, rs)
 	c.names <- "n"
 	early.expect(t, "claim n")
 	for _, r := range rs {
