@@ -103,9 +103,9 @@ const (
 const MaxOpenConns = 40
 
 const (
-	connectTimeout = 5 * time.Second  // first connection to a server
-	ddlTimeout     = 2 * time.Minute  // creating or dropping a schema: a hang guard (a forced DROP DATABASE took over 30 s on a loaded server)
-	maxIdleConns   = 10               // idle connections kept by shared pools
+	connectTimeout = 5 * time.Second // first connection to a server
+	ddlTimeout     = 2 * time.Minute // creating or dropping a schema: a hang guard (a forced DROP DATABASE took over 30 s on a loaded server)
+	maxIdleConns   = 10              // idle connections kept by shared pools
 )
 
 // shared is a process-wide handle on one server, opened at most once.
