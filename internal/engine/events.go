@@ -183,6 +183,7 @@ func (e *Events) Lost(ctx context.Context, ref dialect.Lease, granted time.Time,
 	e.log.WarnContext(ctx, "sqllock: lock lost", args...)
 }
 
+// StartRelease opens the span of a release of ref; EndRelease closes it.
 func (e *Events) StartRelease(ctx context.Context, ref dialect.Lease) context.Context {
 	if e == nil || e.obs.release == nil {
 		return ctx
@@ -190,12 +191,14 @@ func (e *Events) StartRelease(ctx context.Context, ref dialect.Lease) context.Co
 	return e.obs.release.StartRelease(ctx, e.lock(ref))
 }
 
+// EndRelease closes the span StartRelease opened, with the release's error.
 func (e *Events) EndRelease(ctx context.Context, ref dialect.Lease, err error) {
 	if e != nil && e.obs.release != nil {
 		e.obs.release.EndRelease(ctx, e.lock(ref), err)
 	}
 }
 
+// StartGuard opens the span of a guard check of ref; EndGuard closes it.
 func (e *Events) StartGuard(ctx context.Context, ref dialect.Lease) context.Context {
 	if e == nil || e.obs.guard == nil {
 		return ctx
@@ -203,6 +206,7 @@ func (e *Events) StartGuard(ctx context.Context, ref dialect.Lease) context.Cont
 	return e.obs.guard.StartGuard(ctx, e.lock(ref))
 }
 
+// EndGuard closes the span StartGuard opened, with the check's error.
 func (e *Events) EndGuard(ctx context.Context, ref dialect.Lease, err error) {
 	if e != nil && e.obs.guard != nil {
 		e.obs.guard.EndGuard(ctx, e.lock(ref), err)
@@ -248,6 +252,8 @@ func (e *Events) handoff(ctx context.Context, l *Lease, source string, since tim
 	}
 }
 
+// Waiting reports that delta waiters (1 or -1) joined or left the
+// waiting room of name.
 func (e *Events) Waiting(ctx context.Context, name string, delta int) {
 	if e != nil && e.obs.waiting != nil {
 		e.obs.waiting.Waiting(ctx, observe.WaitingEvent{Strategy: e.strategy, Dialect: e.dialect, Name: name, Delta: delta})
