@@ -536,7 +536,10 @@ func sqllockList(t *testing.T, b backend) (int, error) {
 }
 
 // demo --buyers 200 never opens more than --conns connections: it runs as a
-// database user allowed only --conns + 1 (PostgreSQL's listener) at once.
+// database user allowed only --conns + 1 at once (PostgreSQL: the
+// listener; MariaDB: a closed connection keeps its place in
+// MAX_USER_CONNECTIONS until its server thread has ended, which on a loaded
+// server comes after the pool has replaced it: error 1226 was seen once).
 func TestDemoBoundsConnections(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		if b.kind == "sqlite" || b.pooled {
@@ -566,7 +569,7 @@ func TestDemoBoundsConnections(t *testing.T) {
 		case "mysql":
 			database := b.d.(interface{ Database() string }).Database()
 			setup = []string{
-				`CREATE USER '` + user + `'@'%' WITH MAX_USER_CONNECTIONS ` + strconv.Itoa(conns),
+				`CREATE USER '` + user + `'@'%' WITH MAX_USER_CONNECTIONS ` + strconv.Itoa(conns+1),
 				"GRANT ALL ON `" + database + "`.* TO '" + user + "'@'%'",
 			}
 			teardown = []string{`DROP USER '` + user + `'@'%'`}
