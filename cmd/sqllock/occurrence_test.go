@@ -58,6 +58,26 @@ func (b backend) runsJSON(t *testing.T, args ...string) runsView {
 	return v
 }
 
+// startHolding starts `run --ttl ttl --occurrence k nightly` whose job
+// prints "started" and then sleeps for an hour, and returns once the job
+// has started, with the scanner of the run's standard output.
+func (b backend) startHolding(t *testing.T, ttl string) (*exec.Cmd, *bufio.Scanner) {
+	t.Helper()
+	c := b.cmd(t, "run", "--ttl", ttl, "--occurrence", "k", "nightly", "--", "sh", "-c", `echo started; sleep 3600; :`)
+	stdout, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	if !sc.Scan() || sc.Text() != "started" {
+		t.Fatalf("the first run's job did not start: %q", sc.Text())
+	}
+	return c, sc
+}
+
 // Five replicas start the same `run --every` line at once: the job runs
 // exactly once, every replica exits 0, and the others say (with -v) that
 // the occurrence was done or running elsewhere. runs lists the one
@@ -156,18 +176,7 @@ func TestRunOccurrenceRetries(t *testing.T) {
 // Until then, runs of the occurrence say it runs elsewhere.
 func TestRunOccurrenceTakeover(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		first := b.cmd(t, "run", "--ttl", "1s", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "started $SQLLOCK_TOKEN"; sleep 3600; :`)
-		stdout, err := first.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
-		if !sc.Scan() || !strings.HasPrefix(sc.Text(), "started ") {
-			t.Fatalf("the first run's job did not start: %q", sc.Text())
-		}
+		first, sc := b.startHolding(t, "1s")
 		if err := first.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatal(err) // done: it lost its lease already, on a starved machine
 		}
@@ -178,7 +187,10 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 		if len(v.Runs) != 1 || v.Runs[0].State != "running" {
 			t.Fatalf("runs after the kill: %+v, want one running attempt", v.Runs)
 		}
-		var out []byte
+		var (
+			out []byte
+			err error
+		)
 		if !waitFor(time.Minute, func() bool {
 			out, err = b.cmd(t, "run", "-E", "75", "--occurrence", "k", "nightly", "--", "true").CombinedOutput()
 			if code := exitStatus(err); code != 75 {
@@ -205,18 +217,7 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 // an occurrence done meanwhile exits 0 without running it.
 func TestRunOccurrenceWait(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		first := b.cmd(t, "run", "--ttl", "2s", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo started; sleep 3600; :`)
-		stdout, err := first.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := first.Start(); err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(stdout)
-		if !sc.Scan() || sc.Text() != "started" {
-			t.Fatalf("the first run's job did not start: %q", sc.Text())
-		}
+		first, sc := b.startHolding(t, "2s")
 		second := b.cmd(t, "run", "-v", "--wait", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "attempt $SQLLOCK_ATTEMPT"`)
 		var out bytes.Buffer
 		second.Stdout, second.Stderr = &out, &out
