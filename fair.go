@@ -50,12 +50,11 @@ type fairQueue struct {
 	armed   bool                     // timer will fire
 }
 
-// newFairQueue returns the FIFO side of the locker l, on q, and makes l's
-// attempts and wake-ups go through it.
+// newFairQueue returns the ticket side of the locker l, on q, and makes
+// the wake-ups of l's tickets go through it.
 func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
 	f := &fairQueue{q: q, strategy: l.eng.Events.Strategy(), opts: l.eng.Opts, tickets: make(map[int64]dialect.Ticket)}
 	l.eng.Room.SetTickets(f.name)
-	l.eng.Strategy = fairStrategy{f}
 	return f
 }
 
@@ -78,6 +77,7 @@ func newFairTable(t *Table, d dialect.Dialect, opts engine.Config) (*Table, erro
 		return nil, err
 	}
 	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.eng.Opts.TTL})
+	t.eng.Strategy = fairStrategy{t.fair}
 	return t, nil
 }
 
@@ -92,23 +92,45 @@ func (q lockTickets) Grant(ctx context.Context, name, owner string, ticket int64
 	return q.FairTable.Grant(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: q.ttl}, ticket)
 }
 
+// wakingTickets is the queue of an unfair lock table whose leases last
+// ttl, where the dialect orders wake-ups by tickets (Catalogue.Waking): a
+// grant without a ticket is the lock table's Acquire.
+type wakingTickets struct {
+	dialect.FairTable
+	locks dialect.LockTable
+	ttl   time.Duration
+}
+
+// Grant implements ticketQueue.
+func (q wakingTickets) Grant(ctx context.Context, name, owner string, ticket int64) (int64, error) {
+	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: q.ttl}
+	if ticket == 0 {
+		return q.locks.Acquire(ctx, p)
+	}
+	return q.FairTable.Grant(ctx, p, ticket)
+}
+
 // Acquire acquires name, waiting while another owner holds it (see
 // Locker). Waiting calls of one locker line up per name, and only the
 // first of them asks the database; it retries when a release is announced
 // (PostgreSQL LISTEN/NOTIFY), when the holder's lease ends, or after a
-// jittered backoff capped at MaxBackoff. With Fair, a
-// waiter refused at first takes a ticket and is served in ticket order: the
-// lock goes to the oldest live ticket, and a release wakes that ticket's
-// waiter alone. When ctx ends first, Acquire gives its ticket up at once
-// and returns an error wrapping ctx.Err().
+// jittered backoff capped at MaxBackoff. On PostgreSQL a waiter refused at
+// first takes a ticket, and a release wakes the oldest ticket's waiter
+// alone, in whichever process it waits; the lock still goes to whoever asks
+// first. With Fair, the lock goes to the oldest live ticket. When ctx ends
+// first, Acquire gives its ticket up at once and returns an error wrapping
+// ctx.Err().
 func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
-	if t.fair == nil {
-		return t.leaseLocker.Acquire(ctx, name)
+	switch {
+	case t.fair != nil:
+		return t.acquireFair(ctx, t.fair, name)
+	case t.waking != nil:
+		return t.acquireFair(ctx, t.waking, name)
 	}
-	return t.acquireFair(ctx, t.fair, name)
+	return t.leaseLocker.Acquire(ctx, name)
 }
 
-// acquireFair is Acquire for a locker whose waiters queue in f.
+// acquireFair is Acquire for a locker whose waiters take tickets of f.
 func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string) (*Lock, error) {
 	owner, err := l.prepare(ctx, name)
 	if err != nil {

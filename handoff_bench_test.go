@@ -101,6 +101,89 @@ func BenchmarkHandoff(b *testing.B) {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
+// BenchmarkHandoffProcesses is BenchmarkHandoff's hold=0s across
+// processes, on PostgreSQL: each client's locker is on a dialect of its
+// own, with a pool and a listening connection of its own, as a separate
+// process has. With wake=tickets, waiters take tickets
+// (dialect.Catalogue.Waking) and a release wakes the oldest ticket's
+// process alone; with wake=names (Waking hidden, as before it existed), a
+// release announces the name to every waiting process, whose first waiter
+// tries. stmts/handoff counts the statements of every client's waiters
+// (acquire attempts, remaining-time reads, tickets). Run:
+//
+//	go test -run '^$' -bench HandoffProcesses -benchtime 100x .
+func BenchmarkHandoffProcesses(b *testing.B) {
+	_, schema := dbtest.Postgres(b)
+	// open opens a process's dialect, and returns it with what closes it.
+	// Each run closes its processes' (the benchmark framework runs a
+	// sub-benchmark twice), so that they fit in max_connections.
+	open := func(tb testing.TB) (*postgres.Dialect, func()) {
+		db, err := sql.Open("pgx", dbtest.PostgresURL(tb))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		db.SetMaxOpenConns(3) // the listener's, and two for the locker: 60 for 20 processes
+		d, err := postgres.New(db, postgres.WithSchema(schema))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return d, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := d.Close(ctx); err != nil {
+				tb.Error(err)
+			}
+			db.Close()
+		}
+	}
+	d, done := open(b)
+	err := sqllock.Migrate(context.Background(), d)
+	done()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, processes := range []int{10, 20} {
+		for _, wake := range []string{"names", "tickets"} {
+			b.Run(fmt.Sprintf("processes=%d/wake=%s", processes, wake), func(b *testing.B) {
+				var (
+					stmts  atomic.Int64
+					closes []func()
+				)
+				defer func() {
+					for _, c := range closes {
+						c()
+					}
+				}()
+				name := fmt.Sprintf("processes-%d-%s", processes, wake)
+				lat := handoffsOf(b, func() (sqllock.Locker, error) {
+					pd, done := open(b)
+					closes = append(closes, done)
+					var d dialect.Dialect = counting{pd, &stmts}
+					if wake == "names" {
+						d = noWaking{d}
+					}
+					return sqllock.NewTable(d, sqllock.TableOptions{})
+				}, name, processes, b.N, 0)
+				b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
+				slices.Sort(lat)
+				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+			})
+		}
+	}
+}
+
+// noWaking is a dialect without tickets for an unfair lock's waiters
+// (dialect.Catalogue.Waking): a release announces the name to every
+// waiting process.
+type noWaking struct{ dialect.Dialect }
+
+func (d noWaking) Catalogue() dialect.Catalogue {
+	cat := d.Dialect.Catalogue()
+	cat.Waking = nil
+	return cat
+}
+
 // handoffs runs clients lockers taking turns on name until n hand-offs have
 // happened, and returns their latencies. The holder releases once every
 // other client waits; a client that released waits until another holds the
@@ -156,6 +239,10 @@ func handoffsOf(b *testing.B, newLocker func() (sqllock.Locker, error), name str
 			for {
 				k, err := l.Acquire(ctx, name)
 				if err != nil {
+					if ctx.Err() == nil {
+						b.Error(err)
+						cancel()
+					}
 					return // the run is over
 				}
 				now := time.Now().UnixNano()
@@ -198,7 +285,8 @@ func handoffsOf(b *testing.B, newLocker func() (sqllock.Locker, error), name str
 }
 
 // counting counts the statements waiters issue: acquire attempts and
-// remaining-time reads.
+// remaining-time reads, and where waiters take tickets
+// (dialect.Catalogue.Waking), the tickets' statements.
 type counting struct {
 	dialect.Dialect
 	n *atomic.Int64
@@ -207,7 +295,35 @@ type counting struct {
 func (c counting) Catalogue() dialect.Catalogue {
 	cat := c.Dialect.Catalogue()
 	cat.Locks = countingLocks{cat.Locks, c.n}
+	if cat.Waking != nil {
+		cat.Waking = countingTickets{cat.Waking, c.n}
+	}
 	return cat
+}
+
+type countingTickets struct {
+	dialect.FairTable
+	n *atomic.Int64
+}
+
+func (c countingTickets) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
+	c.n.Add(1)
+	return c.FairTable.Grant(ctx, p, ticket)
+}
+
+func (c countingTickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	c.n.Add(1)
+	return c.FairTable.Enqueue(ctx, p)
+}
+
+func (c countingTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
+	c.n.Add(1)
+	return c.FairTable.Wait(ctx, t)
+}
+
+func (c countingTickets) Dequeue(ctx context.Context, t dialect.Ticket) error {
+	c.n.Add(1)
+	return c.FairTable.Dequeue(ctx, t)
 }
 
 type countingLocks struct {

@@ -43,8 +43,8 @@ func acquireAsync(ctx context.Context, l sqllock.Locker, name string) <-chan *sq
 	return got
 }
 
-// A release wakes, by NOTIFY, the waiters of that name in other processes,
-// and nobody else. Polling is slowed to a minute, so a waiter that acquires
+// A release wakes, by NOTIFY, the waiter of that name whose ticket is
+// the oldest, and nobody else. Polling is slowed to a minute, so a waiter that acquires
 // within the test was woken by the notification.
 func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 	e := postgresEnv(t)
@@ -79,10 +79,14 @@ func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 	gotA, gotB := acquireAsync(ctx, l, "a"), acquireAsync(ctx, l, "b")
 	waitRoom(t, l, "a", "waiter on a", func(_ bool, waiting int) bool { return waiting == 1 })
 	waitRoom(t, l, "b", "waiter on b", func(_ bool, waiting int) bool { return waiting == 1 })
-	// Each set the waiters hint before queueing, so the releases notify.
-	var hinted int
-	if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks} WHERE waiters AND name IN ('a', 'b')")).Scan(&hinted); err != nil || hinted != 2 {
-		t.Fatalf("waiters hints: %d, %v; want 2", hinted, err)
+	// Each took a ticket before queueing, so the releases notify its
+	// process; and none set the hint that announces the name to all.
+	var tickets, hinted int
+	if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_tickets} WHERE name IN ('a', 'b')")).Scan(&tickets); err != nil || tickets != 2 {
+		t.Fatalf("tickets: %d, %v; want 2", tickets, err)
+	}
+	if err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_locks} WHERE waiters AND name IN ('a', 'b')")).Scan(&hinted); err != nil || hinted != 0 {
+		t.Fatalf("waiters hints: %d, %v; want 0", hinted, err)
 	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatal(err)

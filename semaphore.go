@@ -102,6 +102,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	}
 	if fair != nil {
 		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.eng.Opts.TTL})
+		s.eng.Strategy = fairStrategy{s.fair}
 	}
 	return s, nil
 }

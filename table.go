@@ -30,8 +30,12 @@ type LockInfo = dialect.LockInfo
 type Table struct {
 	leaseLocker
 	locks dialect.LockTable
-	fair  *fairQueue             // with Fair (fair.go)
-	multi dialect.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
+	fair  *fairQueue // with Fair (fair.go)
+	// waking orders the wake-ups of waiters without Fair, where the
+	// dialect can (dialect.Catalogue.Waking); nil: they wait for
+	// announcements of the name.
+	waking *fairQueue
+	multi  dialect.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
 	// campaigns, set on an Election's table, grants with the value that
 	// Campaign puts on the context (election.go).
 	campaigns dialect.Elections
@@ -42,10 +46,18 @@ var _ Locker = (*Table)(nil)
 // NewTable returns a lock-table locker on d. The schema must have been
 // migrated (see Migrate).
 func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
-	return newTable(d, opts.config())
+	t, err := newTable(d, opts.config())
+	if err != nil || opts.Fair {
+		return t, err
+	}
+	if q := d.Catalogue().Waking; q != nil {
+		t.waking = newFairQueue(&t.leaseLocker, wakingTickets{q, t.locks, t.eng.Opts.TTL})
+	}
+	return t, nil
 }
 
-// newTable is NewTable, and the lock table of NewElection.
+// newTable is NewTable without waking (whose tickets' grants would not
+// store a Campaign's value), and the lock table of NewElection.
 func newTable(d dialect.Dialect, opts engine.Config) (*Table, error) {
 	if isNil(d) || d.DB() == nil {
 		return nil, ErrNilDB

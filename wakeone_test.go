@@ -22,7 +22,24 @@ type failing struct {
 func (d failing) Catalogue() dialect.Catalogue {
 	cat := d.Dialect.Catalogue()
 	cat.Locks = failingLocks{cat.Locks, d.fail}
+	if cat.Waking != nil {
+		cat.Waking = failingTickets{cat.Waking, d.fail}
+	}
 	return cat
+}
+
+// failingTickets fails the grants of a waiter with a ticket as
+// failingLocks fails acquires.
+type failingTickets struct {
+	dialect.FairTable
+	fail *atomic.Bool
+}
+
+func (q failingTickets) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
+	if q.fail.Load() {
+		return 0, errAcquireFailed
+	}
+	return q.FairTable.Grant(ctx, p, ticket)
 }
 
 type failingLocks struct {
@@ -97,8 +114,10 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 				got = append(got, acquireAsync(ctx, l, "one"))
 				waitRoom(t, l, "one", "a waiter", func(_ bool, waiting int) bool { return waiting == 1 })
 				if i == 0 && e.d.Catalogue().WatchesNames {
-					// The registration of the name is announced once.
-					testutil.Eventually(ctx, t, "the registration's announcement", func() bool { return probes[0].Retries("one") == 1 })
+					// The registration of the name is announced (once, or
+					// again if the bell restarts): the first waiter has
+					// tried before its attempts fail.
+					testutil.Eventually(ctx, t, "the registration's announcement", func() bool { return probes[0].Retries("one") >= 1 })
 				}
 			}
 			fail.Store(true)
@@ -124,6 +143,91 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 			k = <-got[2]
 			if k == nil {
 				t.Fatal("the third waiter failed")
+			}
+			_ = k.Release(ctx)
+		})
+	}
+}
+
+// Where waiters take tickets (dialect.Catalogue.Waking), a release wakes
+// one waiting process, the one with the oldest ticket, however many
+// processes wait: each process here is a dialect on a pool of its own,
+// with a listening connection of its own. Polling is slowed to ten
+// minutes, so every attempt counted was a wake-up's.
+func TestReleaseWakesOneProcess(t *testing.T) {
+	t.Parallel()
+	for _, m := range envs {
+		t.Run(m.kind, func(t *testing.T) {
+			t.Parallel()
+			e := m.make(t)
+			if e.d.Catalogue().Waking == nil {
+				t.Skipf("%s: a release announces the name to every waiting process (dialect.Catalogue.Waking is nil)", m.kind)
+			}
+			ctx := ctxT(t)
+			slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+			holder, err := sqllock.NewTable(e.d, slow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := holder.TryAcquire(ctx, "one")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := holder.TryAcquire(ctx, "warm-up")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Release(ctx)
+			const processes = 4
+			var (
+				stmts   [processes]atomic.Int64
+				lockers [processes]*sqllock.Table
+				got     [processes]<-chan *sqllock.Lock
+			)
+			for i := range lockers {
+				_, d := e.sibling(t, 0)
+				l, err := sqllock.NewTable(counting{d, &stmts[i]}, slow)
+				if err != nil {
+					t.Fatal(err)
+				}
+				lockers[i] = l
+				// Each process's listener is up before its waiter
+				// queues (a listener that comes up wakes its waiters),
+				// and the waiters take their tickets in turn.
+				wctx, stop := context.WithCancel(ctx)
+				warmed := acquireAsync(wctx, l, "warm-up")
+				waitRoom(t, l, "warm-up", "listener ready", func(up bool, _ int) bool { return up })
+				stop()
+				<-warmed
+				got[i] = acquireAsync(ctx, l, "one")
+				testutil.Eventually(ctx, t, "the waiter's ticket", func() bool {
+					var n int
+					err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_tickets} WHERE name = 'one'")).Scan(&n)
+					return err == nil && n == i+1
+				})
+			}
+			before := make([]int64, processes)
+			for i := range stmts {
+				before[i] = stmts[i].Load()
+			}
+			for i := range lockers {
+				if err := k.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if k = <-got[i]; k == nil {
+					t.Fatalf("waiter %d failed", i)
+				}
+				// Its grant, and no statement of the processes still
+				// waiting.
+				for j := range stmts {
+					want := before[j]
+					if j <= i {
+						want++
+					}
+					if n := stmts[j].Load(); n != want {
+						t.Fatalf("after hand-off %d, process %d issued %d statements since waiting, want %d", i, j, n-before[j], want-before[j])
+					}
+				}
 			}
 			_ = k.Release(ctx)
 		})

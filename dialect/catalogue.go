@@ -17,6 +17,16 @@ type Catalogue struct {
 	Multi MultiLockTable
 	// Fair is the lock table with a FIFO queue of waiters (Options.Fair).
 	Fair FairTable
+	// Waking, if not nil, is the lock table with tickets that order the
+	// wake-ups of an unfair lock's waiters, not its grants: its Grant
+	// grants as LockTable.Acquire does, whatever tickets are live, and
+	// deletes the ticket granted; its other methods are FairTable's. It
+	// shares Fair's tickets. Once a ticket's waiter asked Wait, the lock
+	// table's releases (Release, MultiLockTable.ReleaseAll, Break) wake
+	// the oldest live ticket's process as Fair's do: one process per
+	// hand-off, however many processes wait. nil: waiters of an unfair
+	// lock wait for the Notifier's announcements of names.
+	Waking FairTable
 	// Versions is the version table of the optimistic strategy.
 	Versions VersionTable
 	// Semaphores are the counting semaphores' tables.

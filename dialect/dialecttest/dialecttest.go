@@ -263,6 +263,9 @@ func Exercise(t *testing.T, h Harness) {
 	if fair {
 		run("Fair", checkFair)
 	}
+	if cat.Waking != nil {
+		run("Waking", checkWaking)
+	}
 	if cat.Semaphores != nil {
 		exerciseSemaphores(t, run, notifier && !h.Polling)
 	}

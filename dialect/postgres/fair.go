@@ -8,13 +8,15 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-// FIFO queues (sqllock.Options.Fair). A waiter's ticket records its
-// process's waker: a NOTIFY channel of the dialect's own, on which the
+// Tickets: FIFO queues (sqllock.Options.Fair), and the wake-up order of
+// an unfair lock's waiters (Catalogue.Waking). A waiter's ticket records
+// its process's waker: a NOTIFY channel of the dialect's own, on which the
 // listening connection listens beside the dialect's channel. A release
-// that frees a lock notifies the waker of the oldest live ticket alone,
-// with dialect.TicketWake of the ticket as payload (spelt out in the
-// statements, and checked by the tests), so that one waiter of one process
-// wakes per hand-off however many wait.
+// that frees a lock marked by a ticket's waiter (ticketed) reports it,
+// and the releasing process notifies the waker of the oldest live ticket
+// alone, with dialect.TicketWake of the ticket as payload (spelt out in
+// the statements, and checked by the tests), so that one waiter of one
+// process wakes per hand-off however many wait, in however many processes.
 
 // newWaker returns a random channel name for a dialect's addressed
 // wake-ups: nobody else listens on it.
@@ -32,17 +34,24 @@ func liveTicketsAhead(tickets string) string {
     AND (:ticket::bigint = 0 OR t.id < :ticket::bigint))`, tickets)
 }
 
+// wakeOldestTicket is the wake-up that follows a release reporting that
+// it freed a row marked by waiters with tickets: it notifies the waker of
+// :name's oldest live ticket.
+func wakeOldestTicket(tickets string) sqlrun.SQL {
+	return sqlrun.Q(fmt.Sprintf(`SELECT count(pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id)) FROM (
+  SELECT t.waker, t.id FROM %s t WHERE t.name = :name AND t.expires_at > now() ORDER BY t.id LIMIT 1) h`, tickets))
+}
+
 // fairSQL declares the queue's statements: the grant is the lock table's
 // Acquire (see lockSQL) under the queue's rule, with the ticket's deletion
 // in the same statement. The rule is checked before the insert as well as
 // in the conflict's update, and only a re-entry of the caller's live lease
 // passes the first check with tickets ahead: a row that the reaper deletes
 // while the statement runs makes the insert go ahead without a conflict.
-func fairSQL(locks, seq, tickets, channel, waker, durable string) sqlrun.FairSQL {
+func fairSQL(locks, seq, tickets, waker, durable string) sqlrun.FairSQL {
 	ahead := liveTicketsAhead(tickets)
-	return sqlrun.FairSQL{
-		Channel: waker,
-		Grant: sqlrun.Q(fmt.Sprintf(`WITH g AS (
+	s := ticketSQL(locks, tickets, waker)
+	s.Grant = sqlrun.Q(fmt.Sprintf(`WITH g AS (
 INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
 SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
 FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
@@ -61,10 +70,30 @@ RETURNING token
   DELETE FROM %[10]s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM g)
 )
 SELECT token FROM g`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.token"), epochOf("l.token"), durable,
-			ahead, tickets)),
+		ahead, tickets))
+	return s
+}
+
+// ticketSQL declares the statements a lock's tickets have whatever their
+// grant: taking, waiting, giving up and renewing.
+func ticketSQL(locks, tickets, waker string) sqlrun.FairSQL {
+	return sqlrun.FairSQL{
+		Channel: waker,
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
 RETURNING id`, tickets, ttl)),
-		Wait: sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
+		// A waiter's first ask marks the lock's row (ticketed), so that
+		// its release reports it and the oldest ticket's process is woken
+		// (see lockSQL). The SELECT reads the statement's snapshot, the
+		// mark's UPDATE the latest row: when the snapshot shows a live
+		// lease without the mark and the UPDATE changed nothing, a release
+		// (or takeover) committed in between that woke nobody, and the
+		// waiter looks again at once (0).
+		Wait: sqlrun.Q(fmt.Sprintf(`WITH hint AS (
+  UPDATE %[2]s SET ticketed = true WHERE name = :name AND NOT ticketed AND expires_at > now() RETURNING 1
+)
+SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
+WHEN EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = :name AND l.expires_at > now() AND NOT l.ticketed)
+  AND NOT EXISTS (SELECT 1 FROM hint) THEN 0
 ELSE coalesce(
   (SELECT (extract(epoch FROM min(t.expires_at) - now()) * 1000000)::bigint FROM %[1]s t
    WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint),
@@ -83,23 +112,21 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (
 ) w ON true`, tickets, locks)),
 		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
-		// The release of lockSQL, which also wakes the oldest live
-		// ticket's process when it frees the lock (and, as lockSQL's,
-		// announces the name on the dialect's channel if it was waited
-		// for by a locker that is not fair).
-		Release: sqlrun.Q(fmt.Sprintf(`WITH r AS (
-  UPDATE %[1]s SET holds = holds - 1, expires_at = %[2]s
-  WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[3]s
-  RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters
-)
-SELECT count(*) FROM r
-LEFT JOIN LATERAL (
-  SELECT pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id) FROM (
-    SELECT t.waker, t.id FROM %[4]s t WHERE r.free AND t.name = r.name AND t.expires_at > now() ORDER BY t.id LIMIT 1) h
-) f ON true
-LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`,
-			locks, releasedExpiry, durable, tickets)),
 	}
+}
+
+// wakingSQL declares the statements of tickets that order wake-ups alone
+// (Catalogue.Waking): the grant is the lock table's Acquire, whatever
+// tickets are live, with the ticket's deletion in the same statement.
+func wakingSQL(locks, seq, tickets, waker, durable string) sqlrun.FairSQL {
+	s := ticketSQL(locks, tickets, waker)
+	s.Grant = sqlrun.Q(fmt.Sprintf(`WITH g AS (
+%s
+), d AS (
+  DELETE FROM %s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM g)
+)
+SELECT token FROM g`, lockAcquire(locks, seq, durable, false).Text, tickets))
+	return s
 }
 
 // reapTicketsSQL deletes a batch of expired tickets.

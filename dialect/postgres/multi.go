@@ -17,7 +17,9 @@ var _ dialect.MultiLockTable = lockSets{}
 
 // releaseAllSQL drops one hold of each lease of :leases in one statement,
 // as the lock table's Release does for one (announcing the names it frees
-// that someone waits for), and selects the name of each lease it released.
+// that someone waits for), and selects the name of each lease it released,
+// and whether the release freed a row marked by waiters with tickets (see
+// lockSQL).
 // The rows are locked first in the byte order of their names (COLLATE
 // "C", whatever the column's collation), the order in which AcquireAll
 // takes them, so that the release never waits for an acquisition in a
@@ -29,9 +31,10 @@ func releaseAllSQL(locks, durable string) sqlrun.SQL {
 ), r AS (
   UPDATE %[1]s SET holds = holds - 1, expires_at = %[2]s
   WHERE name IN (SELECT name FROM k) AND (name, owner, token) IN (:leases) AND holds > 0 AND %[3]s
-  RETURNING name, holds = 0 AND waiters AND expires_at <= now() AS wake
+  RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters, ticketed
 )
-SELECT r.name FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`,
+SELECT r.name, r.free AND r.ticketed
+FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`,
 		locks, releasedExpiry, durable))
 }
 

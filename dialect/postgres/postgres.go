@@ -43,7 +43,8 @@ type Dialect struct {
 	locks    *sqlrun.LockTable
 	versions *sqlrun.VersionTable
 	fair     *sqlrun.FairTable
-	waker    string // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
+	waking   *sqlrun.FairTable // tickets that order wake-ups (fair.go)
+	waker    string            // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
 	reap     reapStmts
 	sems     *sqlrun.SemaphoreTable
 	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)

@@ -54,7 +54,7 @@ FROM %[1]s WHERE holds > 0 OR expires_at > now() ORDER BY name`, table, token, m
 }
 
 // lockSQL declares the lock table's statements.
-func lockSQL(locks, seq, channel, durable string) sqlrun.LockSQL {
+func lockSQL(locks, seq, tickets, channel, durable string) sqlrun.LockSQL {
 	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token", durable)}
 	s.Channel = channel
 	// The token comes from the sequence; on takeover it is drawn in the
@@ -91,13 +91,18 @@ SELECT CASE WHEN l.expires_at > now() AND NOT l.waiters AND NOT EXISTS (SELECT 1
 FROM %[1]s l WHERE l.name = :name`, locks))
 	// The last release of a name someone waited for announces it, unless
 	// a minimum hold keeps the lock: its waiters wake when it ends, as
-	// they would for an expiring lease.
+	// they would for an expiring lease. A release of a row marked by
+	// waiters with tickets reports it (2), and Wake wakes the oldest
+	// ticket's process: the ticket table is not read by the releases of
+	// other rows.
 	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %s SET holds = holds - 1, expires_at = %s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %s
-  RETURNING name, holds = 0 AND waiters AND expires_at <= now() AS wake
+  RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters, ticketed
 )
-SELECT count(*) FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.wake) n ON true`, locks, releasedExpiry, durable))
+SELECT count(*) + count(*) FILTER (WHERE r.free AND r.ticketed)
+FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`, locks, releasedExpiry, durable))
+	s.Wake = wakeOldestTicket(tickets)
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[2]s, %[3]s,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE name = :name AND expires_at > now()`, locks, micros("acquired_at"), micros("expires_at")))
@@ -106,9 +111,10 @@ FROM %[1]s WHERE name = :name AND expires_at > now()`, locks, micros("acquired_a
 	s.Break = sqlrun.Q(fmt.Sprintf(`WITH b AS (
   UPDATE %s SET holds = 0, expires_at = '-infinity'
   WHERE name = :name AND owner = :owner AND token = :token AND expires_at > now() AND %s
-  RETURNING name, waiters
+  RETURNING name, waiters, ticketed
 )
-SELECT count(*) FROM b LEFT JOIN LATERAL (SELECT pg_notify(:channel, b.name) WHERE b.waiters) n ON true`, locks, durable))
+SELECT count(*) + count(*) FILTER (WHERE b.ticketed)
+FROM b LEFT JOIN LATERAL (SELECT pg_notify(:channel, b.name) WHERE b.waiters) n ON true`, locks, durable))
 	return s
 }
 
@@ -243,10 +249,11 @@ func (d *Dialect) tables() error {
 	floor, rowlocks, tickets := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_tickets"
 	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks, &tickets)
 	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead, Expand: d.expandEpoch()}
-	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, d.channel, durable(d.syncCommit)))
+	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, tickets, d.channel, durable(d.syncCommit)))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
 	d.releaseAll = c.Compile(releaseAllSQL(locks, durable(d.syncCommit)))
-	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, seq, tickets, d.channel, d.waker, durable(d.syncCommit)), nil)
+	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, seq, tickets, d.waker, durable(d.syncCommit)), nil)
+	d.waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, seq, tickets, d.waker, durable(d.syncCommit)), nil)
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
 	d.reap = reapStmts{
 		locks:        c.Compile(reapSQL(locks)),
@@ -259,7 +266,7 @@ func (d *Dialect) tables() error {
 	d.rwTables(c)
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: d.waking, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: d.hub, Busy: busy, Ping: ping,

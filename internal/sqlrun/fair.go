@@ -40,9 +40,6 @@ type FairSQL struct {
 	// Renew extends the tickets of :leases (their tokens are the tickets'
 	// ids; :names their names) to :ttl from now.
 	Renew SQL
-	// Release, when set, replaces the lock table's Release: it also wakes
-	// the process of the oldest live ticket when it frees the lock.
-	Release SQL
 	// Channel is the value of :channel: the process's waker.
 	Channel string
 }
@@ -145,7 +142,7 @@ var _ dialect.FairTable = (*FairTable)(nil)
 func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
 	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "",
 		tickets: newTickets(locks.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
-			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel})}
+			first: s.First, consume: s.Consume, channel: s.Channel})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
 	if t.hasGrant {
 		t.grant = c.Compile(s.Grant)
@@ -220,14 +217,4 @@ func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 // Wait implements dialect.FairTable.
 func (t *FairTable) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
 	return t.waitFor(ctx, tk, 0)
-}
-
-// Release implements dialect.LeaseTable: the queue's Release if it has
-// one, else the lock table's.
-func (t *FairTable) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
-	if !t.hasRelease {
-		return t.LockTable.Release(ctx, l, minHold)
-	}
-	n, err := t.releaseOwn(ctx, &t.LeaseTable, l, minHold)
-	return n == 1, err
 }

@@ -55,18 +55,34 @@ func (t *LockTable) AcquireAll(ctx context.Context, opts *sql.TxOptions, p diale
 
 // ReleaseMany runs st, a statement that drops one hold of each lease of
 // :leases (:names lists their names) and selects the name of each lease it
-// released, and reports, for each lease of ls, whether it was released.
+// released (and, for a table with Wake, whether that release freed a row
+// waited for as Release's number 2 says, so that Wake runs for it), and
+// reports, for each lease of ls, whether it was released.
 func (t *LeaseTable) ReleaseMany(ctx context.Context, st *Stmt, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
 	p := &Params{Leases: ls, MinHold: minHold, Channel: t.channel}
 	got := make(map[string]bool, len(ls))
+	var woken []string
 	err := t.run.Each(ctx, st, p, func(rows *sql.Rows) error {
-		var name []byte
-		if err := rows.Scan(&name); err != nil {
+		var (
+			name []byte
+			wake bool
+		)
+		dest := []any{&name}
+		if t.hasWake {
+			dest = append(dest, &wake)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return err
 		}
 		got[string(name)] = true
+		if wake {
+			woken = append(woken, string(name))
+		}
 		return nil
 	})
+	for _, name := range woken {
+		t.freed(ctx, name)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -34,6 +34,12 @@ type LeaseSQL struct {
 	// (SQLite: a RETURNING clause costs more than the ring it saves). A
 	// ring that freed nothing costs each waiting process one look.
 	RingsOnChange bool
+	// Wake, if set, runs with :name after a release whose number is 2
+	// (also a Break's, and a lock set's release of the name), before
+	// Runner.AfterRelease: it wakes the waiters the release statement
+	// does not (the process of the oldest ticket, on PostgreSQL), from a
+	// table that the releases of names nobody waits for do not read.
+	Wake SQL
 	// Guard selects a row, inside the caller's transaction, when the lease
 	// (:name, :owner, :token) is live, and share-locks it until the
 	// transaction ends.
@@ -50,18 +56,39 @@ type LeaseSQL struct {
 type LeaseTable struct {
 	run                                      *Runner
 	renewMany, renewed, release, guard, list Stmt
+	wake                                     Stmt
 	channel                                  string
-	ringsOnChange                            bool
+	ringsOnChange, hasWake                   bool
 }
 
 func newLeaseTable(run *Runner, c *Compiler, s LeaseSQL) LeaseTable {
-	t := LeaseTable{run: run, channel: s.Channel, ringsOnChange: s.RingsOnChange,
+	t := LeaseTable{run: run, channel: s.Channel, ringsOnChange: s.RingsOnChange, hasWake: s.Wake.Text != "",
 		renewMany: c.Compile(s.RenewMany),
 		release:   c.Compile(s.Release), guard: c.Compile(s.Guard), list: c.Compile(s.List)}
 	if s.RenewMany.Kind != Query {
 		t.renewed = c.Compile(s.Renewed)
 	}
+	if t.hasWake {
+		t.wake = c.Compile(s.Wake)
+	}
 	return t
+}
+
+// wakeTimeout bounds Wake, which runs once the release is done, on a
+// context that the caller's end does not cut short.
+const wakeTimeout = 5 * time.Second
+
+// freed wakes the waiters of name after a statement freed it and reported
+// that some process waits (number 2): Wake, if set, then
+// Runner.AfterRelease. Wake is best effort: a waiter it fails to wake
+// waits until the lease would have ended.
+func (t *LeaseTable) freed(ctx context.Context, name string) {
+	if t.hasWake {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
+		_, _ = t.run.Int(wctx, &t.wake, &Params{Name: name})
+		cancel()
+	}
+	t.run.afterRelease(ctx, name)
 }
 
 func (t *LeaseTable) params(l dialect.Lease) *Params {
@@ -109,7 +136,7 @@ func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease, minHold time.
 	p.MinHold = minHold
 	n, err := t.run.Int(ctx, &t.release, p)
 	if n == 2 || n == 1 && t.ringsOnChange {
-		t.run.afterRelease(ctx, l.Name)
+		t.freed(ctx, l.Name)
 	}
 	return n == 1 || n == 2, err
 }
@@ -223,7 +250,7 @@ func (t *LockTable) Break(ctx context.Context, name string) (dialect.LockInfo, b
 		li := held[0]
 		n, err := t.run.Int(ctx, &t.brk, &Params{Name: name, Owner: li.Owner, Token: li.Token, Channel: t.channel})
 		if n == 2 {
-			t.run.afterRelease(ctx, name)
+			t.freed(ctx, name)
 		}
 		if err != nil {
 			return dialect.LockInfo{}, false, err

@@ -1,0 +1,85 @@
+package dialecttest
+
+import (
+	"testing"
+
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// The tickets that order an unfair lock's wake-ups
+// (dialect.Catalogue.Waking): a grant to a ticket is the lock table's
+// Acquire whatever tickets are live, and deletes the ticket; and once a
+// ticket's waiter asked how long to wait (Wait), the lock table's
+// statements that free the lock (Release, MultiLockTable.ReleaseAll,
+// Break) announce the oldest live ticket's wake-up.
+func checkWaking(t *testing.T, e *env) {
+	cat := e.Dialect.Catalogue()
+	q, locks := cat.Waking, cat.Locks
+	const name = "waking"
+	p := func(owner string) dialect.AcquireParams {
+		return dialect.AcquireParams{Name: name, Owner: owner, TTL: long}
+	}
+	woken := ticketWakes(t, e)
+	enqueue := func(owner string) dialect.Ticket {
+		t.Helper()
+		tk, err := q.Enqueue(e.ctx, p(owner))
+		e.must(err, "Enqueue")
+		return tk
+	}
+	live := func(tk dialect.Ticket) bool {
+		t.Helper()
+		_, live, err := q.Wait(e.ctx, tk)
+		e.must(err, "Wait")
+		return live
+	}
+
+	holder, err := locks.Acquire(e.ctx, p("holder"))
+	e.must(err, "Acquire")
+	a, b := enqueue("a"), enqueue("b")
+	if !live(a) || !live(b) {
+		t.Fatal("a ticket just taken is not live")
+	}
+	if token, err := q.Grant(e.ctx, p("b"), b.ID); err != nil || token != 0 {
+		t.Fatalf("Grant to a ticket while the lock is held: %d, %v; want 0 (refused)", token, err)
+	}
+	if ok, err := locks.Release(e.ctx, dialect.Lease{Name: name, Owner: "holder", Token: holder}, 0); err != nil || !ok {
+		t.Fatalf("Release: %v, %v", ok, err)
+	}
+	woken(a)
+
+	// The younger ticket is granted: the tickets order wake-ups, not
+	// grants.
+	tokenB, err := q.Grant(e.ctx, p("b"), b.ID)
+	e.must(err, "Grant")
+	if tokenB <= holder {
+		t.Fatalf("Grant to the younger ticket of a free lock: token %d; want one above %d", tokenB, holder)
+	}
+	if live(b) {
+		t.Fatal("the ticket granted is still live")
+	}
+	if !live(a) {
+		t.Fatal("the older ticket is gone after another's grant")
+	}
+	if _, ok, err := locks.Break(e.ctx, name); err != nil || !ok {
+		t.Fatalf("Break: %v, %v", ok, err)
+	}
+	woken(a)
+
+	tokenA, err := q.Grant(e.ctx, p("a"), a.ID)
+	e.must(err, "Grant")
+	if tokenA <= tokenB {
+		t.Fatalf("Grant after the break: token %d; want one above %d", tokenA, tokenB)
+	}
+	c := enqueue("c")
+	if cat.Multi != nil {
+		released, err := cat.Multi.ReleaseAll(e.ctx, []dialect.Lease{{Name: name, Owner: "a", Token: tokenA}}, 0)
+		if err != nil || len(released) != 1 || !released[0] {
+			t.Fatalf("ReleaseAll: %v, %v", released, err)
+		}
+		woken(c)
+	}
+	e.must(q.Dequeue(e.ctx, c), "Dequeue")
+	if live(c) {
+		t.Fatal("the ticket given up is still live")
+	}
+}

@@ -1,0 +1,11 @@
+-- sqllock wake-ups of ticket holders, PostgreSQL.
+--
+-- Waiters with tickets (a fair lock's, and an unfair lock's, whose tickets
+-- order wake-ups alone) mark the lock's row when they ask how long to wait.
+-- The last release of a marked row then reports it, and the releasing
+-- process wakes the process of the name's oldest live ticket alone (a
+-- NOTIFY on that process's channel). The releases of unmarked rows never
+-- read the ticket table. It stays set until the row is reaped. The
+-- waiters column (migration 4) marks the rows whose releases are announced
+-- to every waiting process, for waiters without tickets.
+ALTER TABLE sqllock_locks ADD COLUMN IF NOT EXISTS ticketed boolean NOT NULL DEFAULT false;
