@@ -223,7 +223,7 @@ func (f *fairQueue) renew() {
 		err := f.q.RenewTickets(ctx, batch, f.opts.TTL)
 		cancel()
 		if err != nil {
-			f.opts.Logger.Warn("sqllock: renewing FIFO tickets failed; waiters lose their places if their tickets expire",
+			f.opts.Logger.Warn("sqllock: renewing waiters' tickets failed; waiters lose their places if their tickets expire",
 				"tickets", len(batch), "err", err)
 		}
 	}
@@ -251,7 +251,7 @@ type fairWaiter struct {
 func (w *fairWaiter) Join(ctx context.Context) (time.Duration, error) {
 	tk, err := w.f.q.Enqueue(ctx, dialect.AcquireParams{Name: w.name, Owner: w.owner, TTL: w.f.opts.TTL})
 	if err != nil {
-		return 0, acquireError(ctx, w.name, fmt.Errorf("taking a FIFO ticket: %w", err))
+		return 0, acquireError(ctx, w.name, fmt.Errorf("taking a waiter's ticket: %w", err))
 	}
 	w.ticket = tk
 	w.f.add(tk)
@@ -273,19 +273,19 @@ func (w *fairWaiter) wait(ctx context.Context) time.Duration {
 	for range requeues {
 		d, live, err := w.f.q.Wait(ctx, w.ticket)
 		if err != nil {
-			w.logger.InfoContext(ctx, "sqllock: could not read the FIFO queue's state; waiting with backoff",
+			w.logger.InfoContext(ctx, "sqllock: could not read the waiters' queue; waiting with backoff",
 				"strategy", w.f.strategy, "name", w.name, "err", err)
 			return -1
 		}
 		if live {
 			return d
 		}
-		w.logger.InfoContext(ctx, "sqllock: a FIFO ticket was lost; taking another, at the end of the queue",
+		w.logger.InfoContext(ctx, "sqllock: a waiter's ticket was lost; taking another, at the end of the queue",
 			"strategy", w.f.strategy, "name", w.name, "ticket", w.ticket.ID)
 		w.f.drop(w.ticket.ID)
 		tk, err := w.f.q.Enqueue(ctx, dialect.AcquireParams{Name: w.name, Owner: w.owner, TTL: w.f.opts.TTL})
 		if err != nil {
-			w.logger.InfoContext(ctx, "sqllock: could not take a FIFO ticket; waiting with backoff",
+			w.logger.InfoContext(ctx, "sqllock: could not take a waiter's ticket; waiting with backoff",
 				"strategy", w.f.strategy, "name", w.name, "err", err)
 			return -1
 		}
@@ -318,7 +318,7 @@ func (w *fairWaiter) Leave(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dequeueTimeout)
 	defer cancel()
 	if err := w.f.q.Dequeue(dctx, w.ticket); err != nil {
-		w.logger.Warn("sqllock: giving up a FIFO ticket failed; it expires by its TTL",
+		w.logger.Warn("sqllock: giving up a waiter's ticket failed; it expires by its TTL",
 			"name", w.name, "ticket", w.ticket.ID, "err", err)
 	}
 }
