@@ -55,9 +55,12 @@ type countingFair struct {
 func (c countingFair) Catalogue() dialect.Catalogue {
 	cat := c.counting.Catalogue()
 	cat.Fair = countingQueue{cat.Fair, c.n}
-	q := cat.FairSemaphores
-	cat.Semaphores = countingSemaphores{q, c.n}
+	q := c.Dialect.Catalogue().FairSemaphores
+	cat.Semaphores = countingSemaphores{c.Dialect.Catalogue().Semaphores, c.n}
 	cat.FairSemaphores = countingSemQueue{countingSemaphores{q, c.n}, q, c.n}
+	if w := c.Dialect.Catalogue().WakingSemaphores; w != nil {
+		cat.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
+	}
 	return cat
 }
 

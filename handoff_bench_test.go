@@ -285,8 +285,9 @@ func handoffsOf(b *testing.B, newLocker func() (sqllock.Locker, error), name str
 }
 
 // counting counts the statements waiters issue: acquire attempts and
-// remaining-time reads, and where waiters take tickets
-// (dialect.Catalogue.Waking), the tickets' statements.
+// remaining-time reads of locks and semaphores (and semaphore releases),
+// and where waiters take tickets (dialect.Catalogue.Waking,
+// WakingSemaphores), the tickets' statements.
 type counting struct {
 	dialect.Dialect
 	n *atomic.Int64
@@ -297,6 +298,12 @@ func (c counting) Catalogue() dialect.Catalogue {
 	cat.Locks = countingLocks{cat.Locks, c.n}
 	if cat.Waking != nil {
 		cat.Waking = countingTickets{cat.Waking, c.n}
+	}
+	if s := cat.Semaphores; s != nil {
+		cat.Semaphores = countingSemaphores{s, c.n}
+	}
+	if w := cat.WakingSemaphores; w != nil {
+		cat.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
 	}
 	return cat
 }

@@ -36,11 +36,14 @@ const MaxSemaphoreLimit = math.MaxInt32
 // owners (every call without WithOwner is one) take distinct permits.
 //
 // Acquire waits while the semaphore is full. A release that frees a permit
-// of a name someone waits for is announced, as for the lock table: on
-// PostgreSQL with LISTEN/NOTIFY, on MySQL and MariaDB by the waiting
-// processes' bells; on SQLite waiters poll, until a holder's lease ends or
-// with a jittered backoff, and wake at once on releases by the same
-// Semaphore. TiDB's dialect has no semaphores.
+// of a name someone waits for wakes a waiter, as for the lock table: on
+// PostgreSQL a waiter refused at first takes a ticket, and the release
+// wakes the oldest ticket's process alone (LISTEN/NOTIFY), which wakes the
+// next one's if a permit is still free when it is granted; the permit
+// still goes to whoever asks first. On MySQL and MariaDB the waiting
+// processes' bells ring; on SQLite waiters poll, until a holder's lease
+// ends or with a jittered backoff, and wake at once on releases by the
+// same Semaphore. TiDB's dialect has no semaphores.
 //
 // With Fair, waiters are served in FIFO order, as a fair Table's:
 // a waiter refused at first takes a ticket, a row of the semaphore's
@@ -54,7 +57,8 @@ const MaxSemaphoreLimit = math.MaxInt32
 // ends gives its ticket up at once. TryAcquire on a fair Semaphore is
 // refused while live tickets would take every free permit. Fair and
 // unfair Semaphores on one name do not queue together: an unfair one
-// takes any free permit.
+// takes any free permit (on PostgreSQL its waiters' tickets, which order
+// their wake-ups, also queue fair waiters behind them).
 //
 // A Semaphore is safe for concurrent use; it is a Locker, so Do and TryDo
 // take it.
@@ -63,6 +67,9 @@ type Semaphore struct {
 	sems  dialect.SemaphoreTable
 	limit int
 	fair  *fairQueue // nil unless Fair
+	// waking orders the wake-ups of waiters without Fair, where the
+	// dialect can (dialect.Catalogue.WakingSemaphores).
+	waking *fairQueue
 }
 
 var _ Locker = (*Semaphore)(nil)
@@ -100,9 +107,13 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
 		return nil, err
 	}
-	if fair != nil {
+	switch {
+	case fair != nil:
 		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.eng.Opts.TTL})
 		s.eng.Strategy = fairStrategy{s.fair}
+	case cat.WakingSemaphores != nil:
+		s.waking = newFairQueue(&s.leaseLocker, wakingSemaphoreTickets{
+			semaphoreTickets{cat.WakingSemaphores, limit, s.eng.Opts.TTL}, s.sems})
 	}
 	return s, nil
 }
@@ -120,6 +131,22 @@ func (q semaphoreTickets) Grant(ctx context.Context, name, owner string, ticket 
 	return q.FairSemaphoreTable.Grant(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: q.ttl, Limit: q.limit}, ticket)
 }
 
+// wakingSemaphoreTickets is the queue of an unfair semaphore, where the
+// dialect orders wake-ups by tickets (Catalogue.WakingSemaphores): a
+// grant without a ticket is the semaphore's Acquire.
+type wakingSemaphoreTickets struct {
+	semaphoreTickets
+	sems dialect.SemaphoreTable
+}
+
+// Grant implements ticketQueue.
+func (q wakingSemaphoreTickets) Grant(ctx context.Context, name, owner string, ticket int64) (int64, error) {
+	if ticket == 0 {
+		return q.sems.Acquire(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: q.ttl, Limit: q.limit})
+	}
+	return q.semaphoreTickets.Grant(ctx, name, owner, ticket)
+}
+
 // Wait reports how long the waiter of t may sleep (see
 // dialect.FairSemaphoreTable.Wait).
 func (q semaphoreTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
@@ -128,13 +155,16 @@ func (q semaphoreTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Dura
 
 // Acquire acquires a permit of name, waiting while the semaphore is full
 // (see Locker, and the Semaphore's doc for Fair). When ctx ends
-// first, it returns an error wrapping ctx.Err() (and a fair waiter gives
-// its ticket up at once).
+// first, it returns an error wrapping ctx.Err() (and a waiter with a
+// ticket gives it up at once).
 func (s *Semaphore) Acquire(ctx context.Context, name string) (*Lock, error) {
-	if s.fair == nil {
-		return s.leaseLocker.Acquire(ctx, name)
+	switch {
+	case s.fair != nil:
+		return s.acquireFair(ctx, s.fair, name)
+	case s.waking != nil:
+		return s.acquireFair(ctx, s.waking, name)
 	}
-	return s.acquireFair(ctx, s.fair, name)
+	return s.leaseLocker.Acquire(ctx, name)
 }
 
 // Limit returns the number of holders the semaphore admits per name.

@@ -149,87 +149,100 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 	}
 }
 
-// Where waiters take tickets (dialect.Catalogue.Waking), a release wakes
-// one waiting process, the one with the oldest ticket, however many
-// processes wait: each process here is a dialect on a pool of its own,
-// with a listening connection of its own. Polling is slowed to ten
-// minutes, so every attempt counted was a wake-up's.
+// Where waiters take tickets (dialect.Catalogue.Waking,
+// WakingSemaphores), a release wakes one waiting process, the one with the
+// oldest ticket, however many processes wait: each process here is a
+// dialect on a pool of its own, with a listening connection of its own,
+// waiting for a lock table's lock or a semaphore's one permit. Polling is
+// slowed to ten minutes, so every attempt counted was a wake-up's.
 func TestReleaseWakesOneProcess(t *testing.T) {
 	t.Parallel()
+	slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+	kinds := []struct {
+		name, tickets string
+		newLocker     func(d dialect.Dialect) (sqllock.Locker, error)
+		waking        func(cat dialect.Catalogue) bool
+	}{
+		{"table", "sqllock_tickets", func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewTable(d, slow) },
+			func(cat dialect.Catalogue) bool { return cat.Waking != nil }},
+		{"semaphore", "sqllock_semaphore_tickets", func(d dialect.Dialect) (sqllock.Locker, error) {
+			return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: slow.TTL, MaxBackoff: slow.MaxBackoff})
+		}, func(cat dialect.Catalogue) bool { return cat.WakingSemaphores != nil }},
+	}
 	for _, m := range envs {
-		t.Run(m.kind, func(t *testing.T) {
-			t.Parallel()
-			e := m.make(t)
-			if e.d.Catalogue().Waking == nil {
-				t.Skipf("%s: a release announces the name to every waiting process (dialect.Catalogue.Waking is nil)", m.kind)
-			}
-			ctx := ctxT(t)
-			slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
-			holder, err := sqllock.NewTable(e.d, slow)
-			if err != nil {
-				t.Fatal(err)
-			}
-			k, err := holder.TryAcquire(ctx, "one")
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := holder.TryAcquire(ctx, "warm-up")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.Release(ctx)
-			const processes = 4
-			var (
-				stmts   [processes]atomic.Int64
-				lockers [processes]*sqllock.Table
-				got     [processes]<-chan *sqllock.Lock
-			)
-			for i := range lockers {
-				_, d := e.sibling(t, 0)
-				l, err := sqllock.NewTable(counting{d, &stmts[i]}, slow)
+		for _, kind := range kinds {
+			t.Run(m.kind+"/"+kind.name, func(t *testing.T) {
+				t.Parallel()
+				e := m.make(t)
+				if !kind.waking(e.d.Catalogue()) {
+					t.Skipf("%s: a release announces the name to every waiting process (no tickets for %s waiters in dialect.Catalogue)", m.kind, kind.name)
+				}
+				ctx := ctxT(t)
+				holder, err := kind.newLocker(e.d)
 				if err != nil {
 					t.Fatal(err)
 				}
-				lockers[i] = l
-				// Each process's listener is up before its waiter
-				// queues (a listener that comes up wakes its waiters),
-				// and the waiters take their tickets in turn.
-				wctx, stop := context.WithCancel(ctx)
-				warmed := acquireAsync(wctx, l, "warm-up")
-				waitRoom(t, l, "warm-up", "listener ready", func(up bool, _ int) bool { return up })
-				stop()
-				<-warmed
-				got[i] = acquireAsync(ctx, l, "one")
-				testutil.Eventually(ctx, t, "the waiter's ticket", func() bool {
-					var n int
-					err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {sqllock_tickets} WHERE name = 'one'")).Scan(&n)
-					return err == nil && n == i+1
-				})
-			}
-			before := make([]int64, processes)
-			for i := range stmts {
-				before[i] = stmts[i].Load()
-			}
-			for i := range lockers {
-				if err := k.Release(ctx); err != nil {
+				k, err := holder.TryAcquire(ctx, "one")
+				if err != nil {
 					t.Fatal(err)
 				}
-				if k = <-got[i]; k == nil {
-					t.Fatalf("waiter %d failed", i)
+				w, err := holder.TryAcquire(ctx, "warm-up")
+				if err != nil {
+					t.Fatal(err)
 				}
-				// Its grant, and no statement of the processes still
-				// waiting.
-				for j := range stmts {
-					want := before[j]
-					if j <= i {
-						want++
+				defer w.Release(ctx)
+				const processes = 4
+				var (
+					stmts   [processes]atomic.Int64
+					lockers [processes]sqllock.Locker
+					got     [processes]<-chan *sqllock.Lock
+				)
+				for i := range lockers {
+					_, d := e.sibling(t, 0)
+					l, err := kind.newLocker(counting{d, &stmts[i]})
+					if err != nil {
+						t.Fatal(err)
 					}
-					if n := stmts[j].Load(); n != want {
-						t.Fatalf("after hand-off %d, process %d issued %d statements since waiting, want %d", i, j, n-before[j], want-before[j])
+					lockers[i] = l
+					// Each process's listener is up before its waiter
+					// queues (a listener that comes up wakes its
+					// waiters), and the waiters take their tickets in
+					// turn.
+					wctx, stop := context.WithCancel(ctx)
+					warmed := acquireAsync(wctx, l, "warm-up")
+					testutil.Eventually(ctx, t, "listener ready", func() bool {
+						up, _ := sqllock.RoomState(l, "warm-up")
+						return up
+					})
+					stop()
+					<-warmed
+					got[i] = acquireAsync(ctx, l, "one")
+					testutil.Eventually(ctx, t, "the waiter's ticket", func() bool {
+						var n int
+						err := e.db.QueryRowContext(ctx, e.q("SELECT count(*) FROM {"+kind.tickets+"} WHERE name = 'one'")).Scan(&n)
+						return err == nil && n == i+1
+					})
+				}
+				before := make([]int64, processes)
+				for i := range stmts {
+					before[i] = stmts[i].Load()
+				}
+				for i := range lockers {
+					if err := k.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					if k = <-got[i]; k == nil {
+						t.Fatalf("waiter %d failed", i)
+					}
+					// No statement of the processes still waiting.
+					for j := i + 1; j < processes; j++ {
+						if n := stmts[j].Load() - before[j]; n != 0 {
+							t.Fatalf("after hand-off %d, process %d, still waiting, issued %d statements since it began to wait, want 0", i, j, n)
+						}
 					}
 				}
-			}
-			_ = k.Release(ctx)
-		})
+				_ = k.Release(ctx)
+			})
+		}
 	}
 }

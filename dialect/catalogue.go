@@ -33,6 +33,16 @@ type Catalogue struct {
 	Semaphores SemaphoreTable
 	// FairSemaphores are the semaphores with a FIFO queue of waiters.
 	FairSemaphores FairSemaphoreTable
+	// WakingSemaphores, if not nil, are the semaphores with tickets that
+	// order the wake-ups of an unfair semaphore's waiters, as Waking's do
+	// a lock's: its Grant grants as SemaphoreTable.Acquire does, whatever
+	// tickets are live, and deletes the ticket granted; its other methods
+	// are FairSemaphoreTable's. Once a ticket's waiter asked Wait, a
+	// release that frees a permit wakes the oldest live ticket's process
+	// alone, and a grant to a ticket wakes the next one's while a permit
+	// is free. nil: waiters of an unfair semaphore wait for the
+	// Notifier's announcements of names.
+	WakingSemaphores FairSemaphoreTable
 	// RWLocks are the read/write locks' tables.
 	RWLocks RWLockTable
 	// Elections are the lock table's proclaimed values (leader election).

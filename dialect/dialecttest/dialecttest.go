@@ -272,6 +272,9 @@ func Exercise(t *testing.T, h Harness) {
 	if cat.FairSemaphores != nil {
 		run("FairSemaphore", checkFairSemaphore)
 	}
+	if cat.WakingSemaphores != nil {
+		run("WakingSemaphore", checkWakingSemaphore)
+	}
 	if cat.RWLocks != nil {
 		exerciseRW(&cat, h.Polling, run)
 	}

@@ -83,3 +83,77 @@ func checkWaking(t *testing.T, e *env) {
 		t.Fatal("the ticket given up is still live")
 	}
 }
+
+// The tickets that order an unfair semaphore's wake-ups
+// (dialect.Catalogue.WakingSemaphores): a grant to a ticket is the
+// semaphore's acquire whatever tickets are live, and deletes the ticket;
+// once the tickets' waiters asked how long to wait, a release that frees a
+// permit announces the oldest live ticket's wake-up, and a grant to a
+// ticket that leaves a permit free announces the next one's.
+func checkWakingSemaphore(t *testing.T, e *env) {
+	cat := e.Dialect.Catalogue()
+	q, sems := cat.WakingSemaphores, cat.Semaphores
+	const name, limit = "waking-sem", 2
+	p := func(owner string) dialect.SemaphoreParams {
+		return dialect.SemaphoreParams{Name: name, Owner: owner, TTL: long, Limit: limit}
+	}
+	woken := ticketWakes(t, e)
+	enqueue := func(owner string) dialect.Ticket {
+		t.Helper()
+		tk, err := q.Enqueue(e.ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: long})
+		e.must(err, "Enqueue")
+		_, live, err := q.Wait(e.ctx, tk, limit)
+		e.must(err, "Wait")
+		if !live {
+			t.Fatalf("ticket %d, just taken: not live", tk.ID)
+		}
+		return tk
+	}
+	acquire := func(owner string) int64 {
+		t.Helper()
+		token, err := sems.Acquire(e.ctx, p(owner))
+		e.must(err, "Acquire")
+		if token == 0 {
+			t.Fatalf("Acquire for %s: refused", owner)
+		}
+		return token
+	}
+	grant := func(tk dialect.Ticket) int64 {
+		t.Helper()
+		token, err := q.Grant(e.ctx, p(tk.Owner), tk.ID)
+		e.must(err, "Grant")
+		if token == 0 {
+			t.Fatalf("Grant to ticket %d of %s with a permit free: refused", tk.ID, tk.Owner)
+		}
+		return token
+	}
+	release := func(owner string, token int64) {
+		t.Helper()
+		ok, err := sems.Release(e.ctx, dialect.Lease{Name: name, Owner: owner, Token: token}, 0)
+		e.must(err, "Release")
+		if !ok {
+			t.Fatalf("Release of %s's permit found nothing", owner)
+		}
+	}
+
+	h1, h2 := acquire("h1"), acquire("h2")
+	a, b := enqueue("a"), enqueue("b")
+	release("h1", h1)
+	woken(a)
+	// The younger ticket is granted: the tickets order wake-ups, not
+	// grants.
+	tb := grant(b)
+	release("h2", h2)
+	woken(a)
+	ta := grant(a)
+
+	// Two permits freed together: the release wakes the oldest ticket, and
+	// its grant, which leaves a permit free, the next.
+	c, d := enqueue("c"), enqueue("d")
+	release("a", ta)
+	release("b", tb)
+	woken(c)
+	grant(c)
+	woken(d)
+	grant(d)
+}

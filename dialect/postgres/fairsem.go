@@ -43,48 +43,90 @@ func wakeOldest(tickets, name, after, cond string) string {
 // literal quotes s as an SQL string literal.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// fairSemaphoreSQL declares the statements of the semaphores' queue.
-// Ticket ids are drawn from the lock tickets' identity (see the
-// migration), named by pg_get_serial_sequence.
-func fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
-	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint`, tickets)
+// semaphoreChain wakes the process of :name's oldest live ticket if a
+// permit is free, and selects the number of tickets it woke: run once the
+// change it follows committed.
+func semaphoreChain(sems, holders, tickets string) sqlrun.SQL {
+	return sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
+		wakeOldest(tickets, ":name", "0", freePermit(sems, holders, ":name"))))
+}
+
+// semaphoreTicketSQL declares the statements a semaphore's tickets have
+// whatever their grant. Ticket ids are drawn from the lock tickets'
+// identity (see the migration), named by pg_get_serial_sequence.
+func semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker string) sqlrun.FairSemaphoreSQL {
 	return sqlrun.FairSemaphoreSQL{
 		Channel: waker,
-		// The semaphore's grant, refusing a new permit while a live
-		// ticket comes first, and deleting the ticket it grants.
-		Grant: semaphoreGrant(sems, holders, seq, durable, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t
-    WHERE t.name = :name AND t.expires_at > now() AND (:ticket::bigint = 0 OR t.id < :ticket::bigint))`, tickets),
-			fmt.Sprintf(`, used AS (
-  DELETE FROM %s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM ins)
-)`, tickets)),
-		// Run once the change it follows committed.
-		Chain: sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
-			wakeOldest(tickets, ":name", "0", freePermit(sems, holders, ":name")))),
+		Chain:   semaphoreChain(sems, holders, tickets),
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (id, name, owner, waker, expires_at)
 VALUES (nextval(pg_get_serial_sequence(%s, 'id')), :name, :owner, :channel, %s)
 RETURNING id`, tickets, literal(lockTickets), ttl)),
-		Wait: sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
-WHEN NOT EXISTS (SELECT 1 %[3]s)
+		Wait: semaphoreWait(sems, holders, tickets, ""),
+		// Chain follows.
+		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
+		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
+WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
+	}
+}
+
+// semaphoreWait is the Wait of a semaphore's ticket. With marks, the
+// statement first sets the waiters' mark of the name's head row (marks is
+// its column) and answers 0 when it set it.
+func semaphoreWait(sems, holders, tickets, marks string) sqlrun.SQL {
+	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint`, tickets)
+	hint, hinted := "", ""
+	if marks != "" {
+		hint = fmt.Sprintf("WITH hint AS (\n  UPDATE %[1]s SET %[2]s = true WHERE name = :name AND NOT %[2]s RETURNING 1\n)\n", sems, marks)
+		hinted = "WHEN EXISTS (SELECT 1 FROM hint) THEN 0\n"
+	}
+	return sqlrun.Q(fmt.Sprintf(`%[4]sSELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
+%[5]sWHEN NOT EXISTS (SELECT 1 %[3]s)
   AND (SELECT count(*) FROM %[2]s h WHERE h.name = :name AND h.expires_at > now()) < :limit::bigint THEN 0
 ELSE coalesce(
   (SELECT (extract(epoch FROM min(t.expires_at) - now()) * 1000000)::bigint %[3]s),
   (SELECT (extract(epoch FROM min(h.expires_at) - now()) * 1000000)::bigint FROM %[2]s h
    WHERE h.name = :name AND h.expires_at > now()),
-  0) END`, tickets, holders, ahead)),
-		// Chain follows.
-		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
-		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
-WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
-		// The semaphore's release (semaphoreRelease's statement), which
-		// also wakes the oldest live ticket's process when it frees a
-		// permit, and then selects 2.
-		Release: sqlrun.Q(fmt.Sprintf(`WITH r AS (
+  0) END`, tickets, holders, ahead, hint, hinted))
+}
+
+// fairSemaphoreSQL declares the statements of the semaphores' queue.
+func fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
+	s := semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker)
+	// The semaphore's grant, refusing a new permit while a live ticket
+	// comes first, and deleting the ticket it grants.
+	s.Grant = semaphoreGrant(sems, holders, seq, durable, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t
+    WHERE t.name = :name AND t.expires_at > now() AND (:ticket::bigint = 0 OR t.id < :ticket::bigint))`, tickets),
+		usedTicket(tickets))
+	// The semaphore's release (semaphoreRelease's statement), which also
+	// wakes the oldest live ticket's process when it frees a permit, and
+	// then selects 2.
+	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS freed
 )
 SELECT count(*) + count(w.id) FROM r LEFT JOIN LATERAL (%[5]s) w ON true LEFT JOIN LATERAL (
   SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
-) n ON true`, holders, sems, releasedExpiry, durable, wakeOldest(tickets, "r.name", "0", "r.freed"))),
-	}
+) n ON true`, holders, sems, releasedExpiry, durable, wakeOldest(tickets, "r.name", "0", "r.freed")))
+	return s
+}
+
+// wakingSemaphoreSQL declares the statements of tickets that order the
+// wake-ups of an unfair semaphore's waiters (Catalogue.WakingSemaphores):
+// the grant is the semaphore's, whatever tickets are live, deleting the
+// ticket it grants; a waiter's first Wait marks the name's head row
+// (ticketed), so that releases report it (see semaphoreRelease), and
+// answers 0: a release that committed before the mark woke nobody.
+func wakingSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
+	s := semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker)
+	s.Grant = semaphoreGrant(sems, holders, seq, durable, "true", usedTicket(tickets))
+	s.Wait = semaphoreWait(sems, holders, tickets, "ticketed")
+	return s
+}
+
+// usedTicket is the CTE of a grant that deletes the ticket granted.
+func usedTicket(tickets string) string {
+	return fmt.Sprintf(`, used AS (
+  DELETE FROM %s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM ins)
+)`, tickets)
 }

@@ -32,23 +32,24 @@ import (
 // Close it when done: while its lockers wait, it runs a listening connection.
 // A Dialect is safe for concurrent use.
 type Dialect struct {
-	db       *sql.DB
-	ownDB    bool        // db wraps a pgx pool and is ours to close
-	schema   string      // validated; "" means the connection's search_path
-	channel  string      // NOTIFY channel of released names
-	hub      *listen.Hub // the listening connection, shared by every locker
-	cat      dialect.Catalogue
-	rq       rowLockQueries
-	run      *sqlrun.Runner
-	locks    *sqlrun.LockTable
-	versions *sqlrun.VersionTable
-	fair     *sqlrun.FairTable
-	waking   *sqlrun.FairTable // tickets that order wake-ups (fair.go)
-	waker    string            // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
-	reap     reapStmts
-	sems     *sqlrun.SemaphoreTable
-	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
-	reapSems sqlrun.Stmt
+	db         *sql.DB
+	ownDB      bool        // db wraps a pgx pool and is ours to close
+	schema     string      // validated; "" means the connection's search_path
+	channel    string      // NOTIFY channel of released names
+	hub        *listen.Hub // the listening connection, shared by every locker
+	cat        dialect.Catalogue
+	rq         rowLockQueries
+	run        *sqlrun.Runner
+	locks      *sqlrun.LockTable
+	versions   *sqlrun.VersionTable
+	fair       *sqlrun.FairTable
+	waking     *sqlrun.FairTable // tickets that order wake-ups (fair.go)
+	waker      string            // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
+	reap       reapStmts
+	sems       *sqlrun.SemaphoreTable
+	fairSems   *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
+	wakingSems *sqlrun.FairSemaphoreTable // tickets that order semaphore wake-ups (fairsem.go)
+	reapSems   sqlrun.Stmt
 	// reapSemTickets deletes expired tickets of the semaphores' queue.
 	reapSemTickets sqlrun.Stmt
 	rw             *sqlrun.RWLockTable

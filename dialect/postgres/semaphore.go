@@ -11,8 +11,10 @@ import (
 // one statement (see semaphoreGrant). Tokens come from a sequence, with
 // the timeline in their high bits (see epoch.go); a holder of an earlier
 // timeline counts as ended. Releases of names someone waited for are
-// announced with NOTIFY, on the channel of the lock table.
-func semaphoreSQL(sems, holders, seq, channel, durable string) sqlrun.SemaphoreSQL {
+// announced with NOTIFY, on the channel of the lock table; the releases of
+// names whose waiters hold tickets report it, and Wake wakes the oldest
+// live ticket's process when a permit is free.
+func semaphoreSQL(sems, holders, seq, tickets, channel, durable string) sqlrun.SemaphoreSQL {
 	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Announces: true}
 	s.Channel = channel
 	s.Grant = semaphoreGrant(sems, holders, seq, durable, "true", "")
@@ -28,7 +30,8 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
   WHEN count(*) FILTER (WHERE h.expires_at > now()) < (SELECT s.lim FROM %[1]s s WHERE s.name = :name) THEN 0
   ELSE (extract(epoch FROM min(h.expires_at) FILTER (WHERE h.expires_at > now()) - now()) * 1000000)::bigint END
 FROM %[2]s h WHERE h.name = :name HAVING count(*) > 0`, sems, holders))
-	s.Release = semaphoreRelease(sems, holders, durable, "")
+	s.Release = semaphoreRelease(sems, holders, durable)
+	s.Wake = semaphoreChain(sems, holders, tickets)
 	return s
 }
 
@@ -90,17 +93,18 @@ FROM v WHERE %[7]s`, sems, holders, seq, epoch, live, ttl, durable, free, more))
 }
 
 // semaphoreRelease is the release of a permit, which announces a freed
-// permit of a name someone waited for on :channel, and also does the
-// lateral join more, if any, on r (the released row: name, freed).
-func semaphoreRelease(sems, holders, durable, more string) sqlrun.SQL {
+// permit of a name someone waited for on :channel, and selects 2 when it
+// freed a permit of a name whose waiters hold tickets (ticketed), 1 when
+// it released otherwise.
+func semaphoreRelease(sems, holders, durable string) sqlrun.SQL {
 	return sqlrun.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS freed
 )
-SELECT count(*) FROM r %[5]s LEFT JOIN LATERAL (
-  SELECT pg_notify(:channel, r.name) FROM %[2]s s WHERE s.name = r.name AND s.waiters AND r.freed
-) n ON true`, holders, sems, releasedExpiry, durable, more))
+SELECT count(*) + count(*) FILTER (WHERE k.ticketed) FROM r
+LEFT JOIN LATERAL (SELECT s.waiters, s.ticketed FROM %[2]s s WHERE s.name = r.name AND r.freed) k ON true
+LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE k.waiters) n ON true`, holders, sems, releasedExpiry, durable))
 }
 
 // reapSemaphoresSQL deletes a batch of expired and released holder rows.
@@ -116,9 +120,11 @@ func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sems, holders, seq := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_token_seq"
 	tickets, lockTickets := "sqllock_semaphore_tickets", "sqllock_tickets"
 	sqlrun.Qualify(d.schema, quote, &sems, &holders, &seq, &tickets, &lockTickets)
-	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders, seq, d.channel, durable(d.syncCommit)))
+	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders, seq, tickets, d.channel, durable(d.syncCommit)))
 	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c,
 		fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable(d.syncCommit)))
+	d.wakingSems = sqlrun.NewFairSemaphoreTable(d.sems, c,
+		wakingSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable(d.syncCommit)))
 	d.reapSems = c.Compile(reapSemaphoresSQL(holders))
 	d.reapSemTickets = c.Compile(reapTicketsSQL(tickets))
 }

@@ -267,7 +267,7 @@ func (d *Dialect) tables() error {
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: d.waking, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: d.hub, Busy: busy, Ping: ping,
 	}
