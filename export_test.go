@@ -12,21 +12,23 @@ import (
 // RoomState reports whether notifications reach t's waiting room, and how
 // many calls wait for name.
 func RoomState(l Locker, name string) (listening bool, waiting int) {
-	var r *engine.Room
-	switch l := l.(type) {
-	case *Table:
-		r = l.eng.Room
-	case *Semaphore:
-		r = l.eng.Room
-	case *RWLock:
-		r = l.eng.Room
-	default:
-		panic("RoomState: not a Table, a Semaphore or an RWLock")
-	}
-	return r.State(name)
+	return roomOf(l).State(name)
 }
 
-// RoomProbe counts what a Table's waiting room sees.
+// roomOf returns the waiting room of a Table, a Semaphore or an RWLock.
+func roomOf(l Locker) *engine.Room {
+	switch l := l.(type) {
+	case *Table:
+		return l.eng.Room
+	case *Semaphore:
+		return l.eng.Room
+	case *RWLock:
+		return l.eng.Room
+	}
+	panic("not a Table, a Semaphore or an RWLock")
+}
+
+// RoomProbe counts what a locker's waiting room sees.
 type RoomProbe struct {
 	mu       sync.Mutex
 	connects int            // times the listening connection became ready
@@ -34,10 +36,11 @@ type RoomProbe struct {
 	retries  map[string]int // refused attempts by heads after a wait, by name
 }
 
-// ProbeRoom returns a probe of t's waiting room. Call it before t is used.
-func ProbeRoom(t *Table) *RoomProbe {
+// ProbeRoom returns a probe of the waiting room of l, a Table, a
+// Semaphore or an RWLock. Call it before l is used.
+func ProbeRoom(l Locker) *RoomProbe {
 	p := &RoomProbe{notified: make(map[string]int), retries: make(map[string]int)}
-	t.eng.Room.SetHooks(&engine.Hooks{
+	roomOf(l).SetHooks(&engine.Hooks{
 		Ready: func() {
 			p.mu.Lock()
 			p.connects++

@@ -102,28 +102,45 @@ func BenchmarkHandoff(b *testing.B) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // BenchmarkHandoffProcesses is BenchmarkHandoff's hold=0s across
-// processes, on PostgreSQL: each client's locker is on a dialect of its
-// own, with a pool and a listening connection of its own, as a separate
-// process has. With wake=tickets, waiters take tickets
-// (dialect.Catalogue.Waking) and a release wakes the oldest ticket's
-// process alone; with wake=names (Waking hidden, as before it existed), a
-// release announces the name to every waiting process, whose first waiter
-// tries. stmts/handoff counts the statements of every client's waiters
-// (acquire attempts, remaining-time reads, tickets). Run:
+// processes: each client's locker (a lock table, or a semaphore of one
+// permit) is on a dialect of its own, with a pool and a listening
+// connection (on MySQL, a bell) of its own, as a separate process has.
+// With wake=tickets (PostgreSQL), waiters take tickets
+// (dialect.Catalogue.Waking, WakingSemaphores) and a release wakes the
+// oldest ticket's process alone; with wake=names (the tickets hidden on
+// PostgreSQL, as before they existed), a release announces the name to
+// every waiting process, whose first waiter tries. stmts/handoff counts
+// the statements of every client's waiters (acquire attempts,
+// remaining-time reads, tickets; a semaphore's releases too). Run:
 //
-//	go test -run '^$' -bench HandoffProcesses -benchtime 100x .
+//	go test -run '^$' -bench HandoffProcesses -benchtime 300x .
 func BenchmarkHandoffProcesses(b *testing.B) {
 	_, schema := dbtest.Postgres(b)
+	_, database := dbtest.MySQL(b)
 	// open opens a process's dialect, and returns it with what closes it.
 	// Each run closes its processes' (the benchmark framework runs a
 	// sub-benchmark twice), so that they fit in max_connections.
-	open := func(tb testing.TB) (*postgres.Dialect, func()) {
-		db, err := sql.Open("pgx", dbtest.PostgresURL(tb))
-		if err != nil {
-			tb.Fatal(err)
+	open := func(tb testing.TB, kind string) (dialect.Dialect, func()) {
+		var (
+			db *sql.DB
+			d  interface {
+				dialect.Dialect
+				Close(context.Context) error
+			}
+			err error
+		)
+		switch kind {
+		case "postgres":
+			if db, err = sql.Open("pgx", dbtest.PostgresURL(tb)); err == nil {
+				db.SetMaxOpenConns(3) // the listener's, and two for the locker: 60 for 20 processes
+				d, err = postgres.New(db, postgres.WithSchema(schema))
+			}
+		case "mysql":
+			if db, err = sql.Open("mysql", dbtest.MySQLDSN(tb)); err == nil {
+				db.SetMaxOpenConns(4) // the bell's two, and two for the locker
+				d, err = mysql.New(db, mysql.WithDatabase(database))
+			}
 		}
-		db.SetMaxOpenConns(3) // the listener's, and two for the locker: 60 for 20 processes
-		d, err := postgres.New(db, postgres.WithSchema(schema))
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -136,51 +153,66 @@ func BenchmarkHandoffProcesses(b *testing.B) {
 			db.Close()
 		}
 	}
-	d, done := open(b)
-	err := sqllock.Migrate(context.Background(), d)
-	done()
-	if err != nil {
-		b.Fatal(err)
+	for _, kind := range []string{"postgres", "mysql"} {
+		d, done := open(b, kind)
+		err := sqllock.Migrate(context.Background(), d)
+		done()
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
-	for _, processes := range []int{10, 20} {
-		for _, wake := range []string{"names", "tickets"} {
-			b.Run(fmt.Sprintf("processes=%d/wake=%s", processes, wake), func(b *testing.B) {
-				var (
-					stmts  atomic.Int64
-					closes []func()
-				)
-				defer func() {
-					for _, c := range closes {
-						c()
+	newLocker := map[string]func(d dialect.Dialect) (sqllock.Locker, error){
+		"table": func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewTable(d, sqllock.TableOptions{}) },
+		"semaphore": func(d dialect.Dialect) (sqllock.Locker, error) {
+			return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{})
+		},
+	}
+	for _, kind := range []string{"postgres", "mysql"} {
+		for _, lock := range []string{"table", "semaphore"} {
+			for _, processes := range []int{10, 20} {
+				for _, wake := range []string{"names", "tickets"} {
+					if kind == "mysql" && wake == "tickets" {
+						continue
 					}
-				}()
-				name := fmt.Sprintf("processes-%d-%s", processes, wake)
-				lat := handoffsOf(b, func() (sqllock.Locker, error) {
-					pd, done := open(b)
-					closes = append(closes, done)
-					var d dialect.Dialect = counting{pd, &stmts}
-					if wake == "names" {
-						d = noWaking{d}
-					}
-					return sqllock.NewTable(d, sqllock.TableOptions{})
-				}, name, processes, b.N, 0)
-				b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
-				slices.Sort(lat)
-				b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-				b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
-			})
+					b.Run(fmt.Sprintf("%s/%s/processes=%d/wake=%s", kind, lock, processes, wake), func(b *testing.B) {
+						var (
+							stmts  atomic.Int64
+							closes []func()
+						)
+						defer func() {
+							for _, c := range closes {
+								c()
+							}
+						}()
+						name := fmt.Sprintf("processes-%s-%d-%s", lock, processes, wake)
+						lat := handoffsOf(b, func() (sqllock.Locker, error) {
+							pd, done := open(b, kind)
+							closes = append(closes, done)
+							var d dialect.Dialect = counting{pd, &stmts}
+							if wake == "names" {
+								d = noWaking{d}
+							}
+							return newLocker[lock](d)
+						}, name, processes, b.N, 0)
+						b.ReportMetric(float64(stmts.Load())/float64(len(lat)), "stmts/handoff")
+						slices.Sort(lat)
+						b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+						b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+					})
+				}
+			}
 		}
 	}
 }
 
-// noWaking is a dialect without tickets for an unfair lock's waiters
-// (dialect.Catalogue.Waking): a release announces the name to every
-// waiting process.
+// noWaking is a dialect without tickets for the waiters of an unfair lock
+// or semaphore (dialect.Catalogue.Waking, WakingSemaphores): a release
+// announces the name to every waiting process.
 type noWaking struct{ dialect.Dialect }
 
 func (d noWaking) Catalogue() dialect.Catalogue {
 	cat := d.Dialect.Catalogue()
-	cat.Waking = nil
+	cat.Waking, cat.WakingSemaphores = nil, nil
 	return cat
 }
 

@@ -154,7 +154,8 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 // oldest ticket, however many processes wait: each process here is a
 // dialect on a pool of its own, with a listening connection of its own,
 // waiting for a lock table's lock or a semaphore's one permit. Polling is
-// slowed to ten minutes, so every attempt counted was a wake-up's.
+// slowed to ten minutes, so a waiter that acquires was woken; and no
+// wake-up reaches the processes still waiting.
 func TestReleaseWakesOneProcess(t *testing.T) {
 	t.Parallel()
 	slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
@@ -193,17 +194,17 @@ func TestReleaseWakesOneProcess(t *testing.T) {
 				defer w.Release(ctx)
 				const processes = 4
 				var (
-					stmts   [processes]atomic.Int64
+					probes  [processes]*sqllock.RoomProbe
 					lockers [processes]sqllock.Locker
 					got     [processes]<-chan *sqllock.Lock
 				)
 				for i := range lockers {
 					_, d := e.sibling(t, 0)
-					l, err := kind.newLocker(counting{d, &stmts[i]})
+					l, err := kind.newLocker(d)
 					if err != nil {
 						t.Fatal(err)
 					}
-					lockers[i] = l
+					lockers[i], probes[i] = l, sqllock.ProbeRoom(l)
 					// Each process's listener is up before its waiter
 					// queues (a listener that comes up wakes its
 					// waiters), and the waiters take their tickets in
@@ -223,10 +224,6 @@ func TestReleaseWakesOneProcess(t *testing.T) {
 						return err == nil && n == i+1
 					})
 				}
-				before := make([]int64, processes)
-				for i := range stmts {
-					before[i] = stmts[i].Load()
-				}
 				for i := range lockers {
 					if err := k.Release(ctx); err != nil {
 						t.Fatal(err)
@@ -234,10 +231,12 @@ func TestReleaseWakesOneProcess(t *testing.T) {
 					if k = <-got[i]; k == nil {
 						t.Fatalf("waiter %d failed", i)
 					}
-					// No statement of the processes still waiting.
+					if probes[i].Notified("one") == 0 {
+						t.Fatalf("waiter %d acquired unwoken", i)
+					}
 					for j := i + 1; j < processes; j++ {
-						if n := stmts[j].Load() - before[j]; n != 0 {
-							t.Fatalf("after hand-off %d, process %d, still waiting, issued %d statements since it began to wait, want 0", i, j, n)
+						if n := probes[j].Notified("one"); n != 0 {
+							t.Fatalf("after hand-off %d, process %d, still waiting, was woken %d times, want 0", i, j, n)
 						}
 					}
 				}
