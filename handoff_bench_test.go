@@ -329,7 +329,7 @@ func (c counting) Catalogue() dialect.Catalogue {
 	cat := c.Dialect.Catalogue()
 	cat.Locks = countingLocks{cat.Locks, c.n}
 	if cat.Waking != nil {
-		cat.Waking = countingTickets{cat.Waking, c.n}
+		cat.Waking = countingQueue{cat.Waking, c.n}
 	}
 	if s := cat.Semaphores; s != nil {
 		cat.Semaphores = countingSemaphores{s, c.n}
@@ -338,31 +338,6 @@ func (c counting) Catalogue() dialect.Catalogue {
 		cat.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
 	}
 	return cat
-}
-
-type countingTickets struct {
-	dialect.FairTable
-	n *atomic.Int64
-}
-
-func (c countingTickets) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
-	c.n.Add(1)
-	return c.FairTable.Grant(ctx, p, ticket)
-}
-
-func (c countingTickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
-	c.n.Add(1)
-	return c.FairTable.Enqueue(ctx, p)
-}
-
-func (c countingTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
-	c.n.Add(1)
-	return c.FairTable.Wait(ctx, t)
-}
-
-func (c countingTickets) Dequeue(ctx context.Context, t dialect.Ticket) error {
-	c.n.Add(1)
-	return c.FairTable.Dequeue(ctx, t)
 }
 
 type countingLocks struct {
