@@ -261,6 +261,9 @@ func (w *fairWaiter) Join(ctx context.Context) (time.Duration, error) {
 // Place implements engine.Queue: the ticket's id.
 func (w *fairWaiter) Place() int64 { return w.ticket.ID }
 
+// Addressed implements engine.Queue.
+func (w *fairWaiter) Addressed() bool { return w.ticket.Addressed }
+
 // requeues bounds the tickets one wait takes in place of tickets found
 // not live.
 const requeues = 3

@@ -13,6 +13,10 @@ type Ticket struct {
 	Name  string
 	Owner string
 	ID    int64
+	// Addressed says that releases wake the ticket's waiter through the
+	// ticket (TicketWake) alone, so that its name needs no watching
+	// (Subscription.Watch).
+	Addressed bool
 }
 
 // FairTable is the lock table with a queue of tickets per name. A ticket is

@@ -78,7 +78,7 @@ SELECT token FROM g`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.
 // grant: taking, waiting, giving up and renewing.
 func ticketSQL(locks, tickets, waker string) sqlrun.FairSQL {
 	return sqlrun.FairSQL{
-		Channel: waker,
+		Channel: waker, Addressed: true,
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
 RETURNING id`, tickets, ttl)),
 		// A waiter's first ask marks the lock's row (ticketed), so that

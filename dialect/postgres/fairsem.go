@@ -56,8 +56,9 @@ func semaphoreChain(sems, holders, tickets string) sqlrun.SQL {
 // identity (see the migration), named by pg_get_serial_sequence.
 func semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker string) sqlrun.FairSemaphoreSQL {
 	return sqlrun.FairSemaphoreSQL{
-		Channel: waker,
-		Chain:   semaphoreChain(sems, holders, tickets),
+		Channel:   waker,
+		Addressed: true,
+		Chain:     semaphoreChain(sems, holders, tickets),
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (id, name, owner, waker, expires_at)
 VALUES (nextval(pg_get_serial_sequence(%s, 'id')), :name, :owner, :channel, %s)
 RETURNING id`, tickets, literal(lockTickets), ttl)),

@@ -93,7 +93,7 @@ FROM v WHERE %[7]s`, sems, holders, seq, epoch, live, ttl, durable, free, more))
 }
 
 // semaphoreRelease is the release of a permit, which announces a freed
-// permit of a name someone waited for on :channel, and selects 2 when it
+// permit of a name someone waited for on :channel, and selects 3 when it
 // freed a permit of a name whose waiters hold tickets (ticketed), 1 when
 // it released otherwise.
 func semaphoreRelease(sems, holders, durable string) sqlrun.SQL {
@@ -102,7 +102,7 @@ func semaphoreRelease(sems, holders, durable string) sqlrun.SQL {
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS freed
 )
-SELECT count(*) + count(*) FILTER (WHERE k.ticketed) FROM r
+SELECT count(*) + 2 * count(*) FILTER (WHERE k.ticketed) FROM r
 LEFT JOIN LATERAL (SELECT s.waiters, s.ticketed FROM %[2]s s WHERE s.name = r.name AND r.freed) k ON true
 LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE k.waiters) n ON true`, holders, sems, releasedExpiry, durable))
 }

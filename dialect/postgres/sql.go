@@ -92,7 +92,7 @@ FROM %[1]s l WHERE l.name = :name`, locks))
 	// The last release of a name someone waited for announces it, unless
 	// a minimum hold keeps the lock: its waiters wake when it ends, as
 	// they would for an expiring lease. A release of a row marked by
-	// waiters with tickets reports it (2), and Wake wakes the oldest
+	// waiters with tickets reports it (3), and Wake wakes the oldest
 	// ticket's process: the ticket table is not read by the releases of
 	// other rows.
 	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
@@ -100,7 +100,7 @@ FROM %[1]s l WHERE l.name = :name`, locks))
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %s
   RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters, ticketed
 )
-SELECT count(*) + count(*) FILTER (WHERE r.free AND r.ticketed)
+SELECT count(*) + 2 * count(*) FILTER (WHERE r.free AND r.ticketed)
 FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`, locks, releasedExpiry, durable))
 	s.Wake = wakeOldestTicket(tickets)
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[2]s, %[3]s,
@@ -113,7 +113,7 @@ FROM %[1]s WHERE name = :name AND expires_at > now()`, locks, micros("acquired_a
   WHERE name = :name AND owner = :owner AND token = :token AND expires_at > now() AND %s
   RETURNING name, waiters, ticketed
 )
-SELECT count(*) + count(*) FILTER (WHERE b.ticketed)
+SELECT count(*) + 2 * count(*) FILTER (WHERE b.ticketed)
 FROM b LEFT JOIN LATERAL (SELECT pg_notify(:channel, b.name) WHERE b.waiters) n ON true`, locks, durable))
 	return s
 }

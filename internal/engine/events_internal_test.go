@@ -57,8 +57,8 @@ func TestListenerEvents(t *testing.T) {
 	r.ev = NewEvents(observe.StrategyTable, nil, nil, rec)
 	cut := errors.New("cut")
 
-	w := r.join(line{name: "x"}, r.releaseCount()) // subscribes: up at once
-	r.Ready()                                      // no change
+	w := r.join(line{name: "x"}, r.releaseCount(), false) // subscribes: up at once
+	r.Ready()                                             // no change
 	r.Lost(cut)
 	r.Lost(cut) // no change
 	r.Ready()

@@ -45,8 +45,12 @@ type Room struct {
 	tickets func(id int64) (name string, ok bool)
 
 	mu     sync.Mutex
-	queues map[line][]*waiter   // by line, while anyone waits in it
-	sub    dialect.Subscription // while anyone waits
+	queues map[line][]*waiter // by line, while anyone waits in it
+	// named counts, by name, the waiters whose wake-ups are announced by
+	// name (those without an addressed ticket, see Queue.Addressed): the
+	// names the subscription watches.
+	named map[string]int
+	sub   dialect.Subscription // while anyone waits
 	// releases counts the releases this room learned of (of any name, and
 	// whether anyone waited): a caller that was refused before it joined a
 	// queue compares it to tell whether a release it could not be woken by
@@ -95,6 +99,10 @@ type Queue interface {
 	// Place returns the waiter's place in the queue once it joined (its
 	// ticket's id, which orders it among the name's), or 0.
 	Place() int64
+	// Addressed reports, once the waiter joined, whether releases wake it
+	// through its ticket (dialect.TicketWake): then the room does not
+	// watch its name for it.
+	Addressed() bool
 }
 
 // line is one queue of a waiting room. A name has one line, or two for a
@@ -121,12 +129,16 @@ type waiter struct {
 	// rank is the waiter's place in the database's queue, if it took one
 	// (see Queue.Place), else 0. Guarded by the room's mu.
 	rank int64
+	// addressed: wake-ups reach the waiter through its ticket, not its
+	// name (see Queue.Addressed).
+	addressed bool
 }
 
 // NewRoom returns the waiting room of a locker, which wakes its
 // waiters on n's announcements; with a nil n they poll.
 func NewRoom(n dialect.Notifier, opts Config) *Room {
-	return &Room{notifier: n, maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter)}
+	return &Room{notifier: n, maxBackoff: opts.MaxBackoff, logger: opts.Logger, queues: make(map[line][]*waiter),
+		named: make(map[string]int)}
 }
 
 // notifyPollFactor stretches the head's polling while notifications arrive
@@ -164,7 +176,7 @@ func (r *Room) waitQueued(ctx context.Context, ln line, q Queue, try func() (Gra
 	}
 	var w *waiter
 	if q == nil {
-		w = r.join(ln, seen)
+		w = r.join(ln, seen, false)
 	} else {
 		// The queue's state is read after the ticket is taken: only a
 		// release announced since then can have gone by unheard.
@@ -174,7 +186,7 @@ func (r *Room) waitQueued(ctx context.Context, ln line, q Queue, try func() (Gra
 			r.enqueue.Unlock()
 			return Grant{}, err
 		}
-		w = r.join(ln, seen)
+		w = r.join(ln, seen, q.Addressed())
 		r.ranked(w, q)
 		r.enqueue.Unlock()
 		defer q.Leave(ctx)
@@ -339,14 +351,17 @@ func (r *Room) releaseCountLocked() uint64 {
 // again at once rather than sleep until the released lease would have
 // ended. The count is compared once the room is subscribed: an
 // announcement after that reaches the queue, one before it shows in the
-// count.
-func (r *Room) join(ln line, seen uint64) *waiter {
-	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1)}
+// count. The subscription watches the name unless the waiter is addressed
+// (see Queue.Addressed).
+func (r *Room) join(ln line, seen uint64, addressed bool) *waiter {
+	w := &waiter{turn: make(chan struct{}), wake: make(chan struct{}, 1), addressed: addressed}
 	r.mu.Lock()
 	q := r.queues[ln]
 	if len(q) == 0 {
 		close(w.turn)
-		if r.sub != nil && !r.waitedLocked(ln.name) {
+	}
+	if !addressed {
+		if r.named[ln.name]++; r.named[ln.name] == 1 && r.sub != nil {
 			r.sub.Watch(ln.name)
 		}
 	}
@@ -387,11 +402,16 @@ func (r *Room) leave(ln line, w *waiter) {
 	}
 	if len(q) == 0 {
 		delete(r.queues, ln)
-		if r.sub != nil && !r.waitedLocked(ln.name) {
-			r.sub.Unwatch(ln.name)
-		}
 	} else {
 		r.queues[ln] = q
+	}
+	if !w.addressed {
+		if r.named[ln.name]--; r.named[ln.name] == 0 {
+			delete(r.named, ln.name)
+			if r.sub != nil {
+				r.sub.Unwatch(ln.name)
+			}
+		}
 	}
 	r.mu.Unlock()
 	r.reconcile()
@@ -424,10 +444,8 @@ func (r *Room) reconcile() {
 		up := sub.Listening() // up already: no Ready comes (not under r.mu, which Ready takes)
 		r.mu.Lock()
 		r.sub = sub
-		for ln := range r.queues {
-			if !ln.shared || len(r.queues[line{name: ln.name}]) == 0 {
-				sub.Watch(ln.name)
-			}
+		for name := range r.named {
+			sub.Watch(name)
 		}
 		if up {
 			r.setUp(true, nil)

@@ -249,6 +249,7 @@ type noQueue struct{}
 func (noQueue) Join(context.Context) (time.Duration, error) { return -1, nil }
 func (noQueue) Leave(context.Context)                       {}
 func (noQueue) Place() int64                                { return 0 }
+func (noQueue) Addressed() bool                             { return false }
 
 // A release claimed for a head (Room.Claim) that cannot use it is
 // passed on to other rooms: when the attempt it wakes fails, and when the

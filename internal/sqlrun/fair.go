@@ -32,42 +32,56 @@ type FairSQL struct {
 	// Wait selects the microseconds the waiter of :ticket may sleep (see
 	// dialect.FairTable.Wait), or -1 when the ticket is not live.
 	Wait SQL
+	// Mark, if set, runs before Wait: it marks the lock row of :name, if
+	// live, as waited for by tickets, so that its release reports it (for
+	// a dialect whose Wait cannot mark it in the same statement).
+	Mark SQL
 	// Dequeue deletes :ticket, waking the next ticket's process if it was
 	// the oldest and the lock is free; or, for a dialect whose statement
 	// cannot wake it, its number is 2 so that Runner.AfterRelease rings
-	// :name's waiting processes.
+	// :name's waiting processes. With Addressed and
+	// Runner.AfterTicketed, that hook runs after it.
 	Dequeue SQL
 	// Renew extends the tickets of :leases (their tokens are the tickets'
 	// ids; :names their names) to :ttl from now.
 	Renew SQL
 	// Channel is the value of :channel: the process's waker.
 	Channel string
+	// Addressed says that a release wakes a ticket's waiter through its
+	// ticket alone (see dialect.Ticket.Addressed).
+	Addressed bool
 }
 
 // queueSQL are the statements a queue of tickets has whatever it queues
 // for (see FairSQL and FairSemaphoreSQL); First, Consume and Release may
 // be empty.
 type queueSQL struct {
-	enqueue, dequeue, renew, wait, first, consume, release SQL
-	channel                                                string
+	enqueue, dequeue, renew, wait, mark, first, consume, release SQL
+	channel                                                      string
+	addressed                                                    bool
 }
 
 // tickets runs the statements of a queue of tickets, whatever it queues
 // for: taking, giving up and renewing tickets, a ticket's wait, and the
 // statements a grant runs for the queue.
 type tickets struct {
-	run                                                    *Runner
-	enqueue, dequeue, renew, wait, first, consume, release Stmt
-	// hasFirst, hasRelease: the queue has a First, a Release of its own.
-	hasFirst, hasRelease bool
-	waker                string // the value of :channel
+	run                                                          *Runner
+	enqueue, dequeue, renew, wait, mark, first, consume, release Stmt
+	// hasFirst, hasRelease, hasMark: the queue has a First, a Release of
+	// its own, a Mark.
+	hasFirst, hasRelease, hasMark bool
+	addressed                     bool   // see FairSQL.Addressed
+	waker                         string // the value of :channel
 }
 
 // newTickets compiles s for run; a compile error is kept in c.
 func newTickets(run *Runner, c *Compiler, s queueSQL) tickets {
-	q := tickets{run: run, waker: s.channel,
+	q := tickets{run: run, waker: s.channel, addressed: s.addressed,
 		enqueue: c.Compile(s.enqueue), dequeue: c.Compile(s.dequeue), renew: c.Compile(s.renew), wait: c.Compile(s.wait),
-		hasFirst: s.first.Text != "", hasRelease: s.release.Text != ""}
+		hasFirst: s.first.Text != "", hasRelease: s.release.Text != "", hasMark: s.mark.Text != ""}
+	if q.hasMark {
+		q.mark = c.Compile(s.mark)
+	}
 	if q.hasFirst {
 		q.first = c.Compile(s.first)
 	}
@@ -83,15 +97,19 @@ func newTickets(run *Runner, c *Compiler, s queueSQL) tickets {
 // Enqueue implements dialect.FairTable and dialect.FairSemaphoreTable.
 func (t *tickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
 	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
-	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id}, err
+	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id, Addressed: t.addressed}, err
 }
 
 // Dequeue implements dialect.FairTable and dialect.FairSemaphoreTable. A
-// number of 2 calls Runner.AfterRelease for the ticket's name.
+// number of 2 calls Runner.AfterRelease for the ticket's name; an
+// addressed queue calls Runner.AfterTicketed.
 func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
 	n, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
 	if n == 2 {
 		t.run.afterRelease(ctx, tk.Name)
+	}
+	if err == nil && t.addressed {
+		t.run.afterTicketed(ctx, tk.Name)
 	}
 	return err
 }
@@ -111,7 +129,13 @@ func (t *tickets) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl tim
 // permits (0 for a lock).
 func (t *tickets) waitFor(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
 	var us int64
-	_, err := t.run.Row(ctx, &t.wait, &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}, &us)
+	p := &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}
+	if t.hasMark {
+		if _, err := t.run.Int(ctx, &t.mark, p); err != nil {
+			return 0, false, err
+		}
+	}
+	_, err := t.run.Row(ctx, &t.wait, p, &us)
 	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
 }
 
@@ -142,7 +166,7 @@ var _ dialect.FairTable = (*FairTable)(nil)
 func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
 	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "",
 		tickets: newTickets(locks.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
-			first: s.First, consume: s.Consume, channel: s.Channel})}
+			mark: s.Mark, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
 	if t.hasGrant {
 		t.grant = c.Compile(s.Grant)

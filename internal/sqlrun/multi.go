@@ -56,7 +56,7 @@ func (t *LockTable) AcquireAll(ctx context.Context, opts *sql.TxOptions, p diale
 // ReleaseMany runs st, a statement that drops one hold of each lease of
 // :leases (:names lists their names) and selects the name of each lease it
 // released (and, for a table with Wake, whether that release freed a row
-// waited for as Release's number 2 says, so that Wake runs for it), and
+// marked by waiters with tickets, so that Wake runs for it), and
 // reports, for each lease of ls, whether it was released.
 func (t *LeaseTable) ReleaseMany(ctx context.Context, st *Stmt, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
 	p := &Params{Leases: ls, MinHold: minHold, Channel: t.channel}
@@ -81,7 +81,7 @@ func (t *LeaseTable) ReleaseMany(ctx context.Context, st *Stmt, ls []dialect.Lea
 		return nil
 	})
 	for _, name := range woken {
-		t.freed(ctx, name)
+		t.freed(ctx, name, freedTicketed)
 	}
 	if err != nil {
 		return nil, err

@@ -257,6 +257,8 @@ type FairSemaphoreSQL struct {
 	// Dequeue deletes :ticket (Chain wakes the next).
 	Enqueue, Wait, Dequeue, Renew SQL
 	Channel                       string
+	// Addressed is as FairSQL's.
+	Addressed bool
 	// Release, when set, replaces the semaphore's Release: it also wakes
 	// the process of the oldest live ticket when it frees a permit. It
 	// selects 0 when it released nothing, 2 when it woke a ticket, and 1
@@ -280,7 +282,7 @@ var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
 func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL) *FairSemaphoreTable {
 	t := &FairSemaphoreTable{SemaphoreTable: sems, hasChain: s.Chain.Text != "",
 		tickets: newTickets(sems.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
-			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel})}
+			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel, addressed: s.Addressed})}
 	if sems.inOne {
 		t.grant = c.Compile(s.Grant)
 	} else {

@@ -52,6 +52,13 @@ type Runner struct {
 	// wakes the waiting processes where the statement cannot; it must not
 	// block, and ctx may have ended.
 	AfterRelease func(ctx context.Context, name string)
+	// AfterTicketed, if not nil, is called after a statement freed a lock
+	// whose waiters hold tickets, once it committed (a release or break
+	// whose number is 3 or 4), and after a ticket of an addressed queue
+	// was given up: it wakes the process of the name's oldest live ticket
+	// if the lock is free, for a dialect without a Wake statement. It must
+	// not block, and ctx may have ended.
+	AfterTicketed func(ctx context.Context, name string)
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -65,6 +72,13 @@ func (r *Runner) full() (bool, int) {
 	}
 	st := r.DB.Stats()
 	return st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections, st.MaxOpenConnections
+}
+
+// afterTicketed calls r.AfterTicketed, if set, for name.
+func (r *Runner) afterTicketed(ctx context.Context, name string) {
+	if r.AfterTicketed != nil {
+		r.AfterTicketed(ctx, name)
+	}
 }
 
 // afterRelease calls r.AfterRelease, if set, for name.

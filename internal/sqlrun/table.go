@@ -24,9 +24,10 @@ type LeaseSQL struct {
 	// Release drops one hold of (:name, :owner, :token), freeing the lock
 	// with the last one, unless the row's acquired_at + :minhold is still
 	// ahead on the database clock: then the row keeps no hold and expires
-	// at that instant. Its number is 1 when it dropped a hold, or 2 when
-	// it also freed a row marked as waited for, so that
-	// Runner.AfterRelease rings.
+	// at that instant. Its number is 1 when it dropped a hold; when it
+	// also freed a row marked as waited for, 2 (marked by waiters without
+	// tickets: Runner.AfterRelease rings), 3 (by waiters with tickets:
+	// Wake runs, or Runner.AfterTicketed), or 4 (by both).
 	Release SQL
 	// RingsOnChange says that Runner.AfterRelease rings after every
 	// Release that dropped a hold (number 1), for a dialect whose Release
@@ -34,11 +35,11 @@ type LeaseSQL struct {
 	// (SQLite: a RETURNING clause costs more than the ring it saves). A
 	// ring that freed nothing costs each waiting process one look.
 	RingsOnChange bool
-	// Wake, if set, runs with :name after a release whose number is 2
-	// (also a Break's, and a lock set's release of the name), before
-	// Runner.AfterRelease: it wakes the waiters the release statement
-	// does not (the process of the oldest ticket, on PostgreSQL), from a
-	// table that the releases of names nobody waits for do not read.
+	// Wake, if set, runs with :name after a release whose number is 3 or
+	// 4 (also a Break's, and a lock set's release of the name): it wakes
+	// the process of the oldest live ticket (on PostgreSQL), from a table
+	// that the releases of names nobody waits for do not read. Without
+	// it, Runner.AfterTicketed does.
 	Wake SQL
 	// Guard selects a row, inside the caller's transaction, when the lease
 	// (:name, :owner, :token) is live, and share-locks it until the
@@ -78,17 +79,32 @@ func newLeaseTable(run *Runner, c *Compiler, s LeaseSQL) LeaseTable {
 // context that the caller's end does not cut short.
 const wakeTimeout = 5 * time.Second
 
+// What a release or a break did, by its number (see LeaseSQL.Release).
+const (
+	dropped       = 1 // dropped a hold
+	freedNamed    = 2 // freed a row marked by waiters without tickets
+	freedTicketed = 3 // freed a row marked by waiters with tickets
+	freedBoth     = 4 // freed a row marked by both
+)
+
 // freed wakes the waiters of name after a statement freed it and reported
-// that some process waits (number 2): Wake, if set, then
-// Runner.AfterRelease. Wake is best effort: a waiter it fails to wake
-// waits until the lease would have ended.
-func (t *LeaseTable) freed(ctx context.Context, name string) {
-	if t.hasWake {
-		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
-		_, _ = t.run.Int(wctx, &t.wake, &Params{Name: name})
-		cancel()
+// that some process waits (number n, see LeaseSQL.Release): those with
+// tickets through Wake, if set, or Runner.AfterTicketed; the others
+// through Runner.AfterRelease. Wake is best effort: a waiter it fails to
+// wake waits until the lease would have ended.
+func (t *LeaseTable) freed(ctx context.Context, name string, n int64) {
+	if n == freedTicketed || n == freedBoth {
+		if t.hasWake {
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wakeTimeout)
+			_, _ = t.run.Int(wctx, &t.wake, &Params{Name: name})
+			cancel()
+		} else {
+			t.run.afterTicketed(ctx, name)
+		}
 	}
-	t.run.afterRelease(ctx, name)
+	if n == freedNamed || n == freedBoth {
+		t.run.afterRelease(ctx, name)
+	}
 }
 
 func (t *LeaseTable) params(l dialect.Lease) *Params {
@@ -135,10 +151,13 @@ func (t *LeaseTable) Release(ctx context.Context, l dialect.Lease, minHold time.
 	p := t.params(l)
 	p.MinHold = minHold
 	n, err := t.run.Int(ctx, &t.release, p)
-	if n == 2 || n == 1 && t.ringsOnChange {
-		t.freed(ctx, l.Name)
+	switch {
+	case n == dropped && t.ringsOnChange:
+		t.freed(ctx, l.Name, freedNamed)
+	case n > dropped:
+		t.freed(ctx, l.Name, n)
 	}
-	return n == 1 || n == 2, err
+	return n >= dropped && n <= freedBoth, err
 }
 
 // Guard implements dialect.LeaseTable.
@@ -205,8 +224,7 @@ type LockSQL struct {
 	// Break ends the live lease (:name, :owner, :token) now, keeping the
 	// row and its token: no hold is left and the row expires as a
 	// release past its minimum hold leaves it. Its number is 0 when no
-	// such live lease is left, else as Release's (2 to ring
-	// Runner.AfterRelease).
+	// such live lease is left, else as Release's.
 	Break SQL
 	// Campaign, if set, is Acquire that also stores :value as the value of
 	// the lease it grants or re-enters (see dialect.Elections.Campaign).
@@ -249,8 +267,8 @@ func (t *LockTable) Break(ctx context.Context, name string) (dialect.LockInfo, b
 		}
 		li := held[0]
 		n, err := t.run.Int(ctx, &t.brk, &Params{Name: name, Owner: li.Owner, Token: li.Token, Channel: t.channel})
-		if n == 2 {
-			t.freed(ctx, name)
+		if n > dropped {
+			t.freed(ctx, name, n)
 		}
 		if err != nil {
 			return dialect.LockInfo{}, false, err
