@@ -34,7 +34,7 @@ ON CONFLICT (job) DO UPDATE SET
 		Finish: sqlrun.X(fmt.Sprintf(`UPDATE %s SET state = :state, finished_at = %s, error = NULLIF(:error, '')
 WHERE job = :job AND occurrence = :occurrence AND attempt = :attempt AND token = :token AND state = 'running'`, runs, now)),
 		Runs: sqlrun.Q(fmt.Sprintf(`SELECT %s FROM %s WHERE (CAST(:job AS text) = '' OR job = :job)
-ORDER BY started_at DESC, attempt DESC LIMIT :limit`, columns, runs)),
+ORDER BY started_at DESC, token DESC LIMIT :limit`, columns, runs)),
 		Jobs: sqlrun.Q(fmt.Sprintf(`SELECT job, period_us, phase_us, grace_us, %s, %s FROM %s
 WHERE period_us IS NOT NULL AND (CAST(:job AS text) = '' OR job = :job) ORDER BY job`,
 			micros("first_seen"), micros("last_seen"), jobs)),

@@ -32,7 +32,7 @@ ON CONFLICT (job) DO UPDATE SET
 		Finish: sqlrun.X(fmt.Sprintf(`UPDATE %s SET state = :state, finished_at = %s, error = NULLIF(:error, '')
 WHERE job = :job AND occurrence = :occurrence AND attempt = :attempt AND token = :token AND state = 'running'`, runs, now)),
 		Runs: sqlrun.Q(fmt.Sprintf(`SELECT %s FROM %s WHERE (:job = '' OR job = :job)
-ORDER BY started_at DESC, attempt DESC LIMIT :limit`, columns, runs)),
+ORDER BY started_at DESC, token DESC LIMIT :limit`, columns, runs)),
 		Jobs: sqlrun.Q(fmt.Sprintf(`SELECT job, period_us, phase_us, grace_us, first_seen, last_seen FROM %s
 WHERE period_us IS NOT NULL AND (:job = '' OR job = :job) ORDER BY job`, jobs)),
 		Occurrences: sqlrun.Q(fmt.Sprintf(`SELECT DISTINCT occurrence FROM %s
