@@ -2,6 +2,7 @@ package sqllock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -75,7 +76,8 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 
 // Reap runs one pass: it deletes batches until every table's batch comes
 // back short or ctx ends, and returns how many rows it deleted from all
-// tables.
+// tables. A batch that the database rolled back to break a deadlock with
+// acquirers (dialect.ErrTransient) is tried again, a few times.
 func (r *Reaper) Reap(ctx context.Context) (int, error) {
 	if r.obs == nil {
 		return r.reap(ctx)
@@ -87,10 +89,14 @@ func (r *Reaper) Reap(ctx context.Context) (int, error) {
 }
 
 func (r *Reaper) reap(ctx context.Context) (int, error) {
-	total := 0
+	total, retries := 0, 0
 	for {
 		n, err := r.d.Reap(ctx, dialect.ReapParams{Limit: r.opts.BatchSize})
 		total += n
+		if errors.Is(err, dialect.ErrTransient) && retries < maxTransientRetries {
+			retries++
+			continue
+		}
 		if err != nil {
 			return total, fmt.Errorf("sqllock: reap: %w", err)
 		}

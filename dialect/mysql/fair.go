@@ -8,23 +8,27 @@ import (
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-// FIFO queues (sqllock.Options.Fair). A grant is a short transaction:
-// check that no live ticket comes first, run the lock table's Acquire,
-// delete the ticket. MySQL cannot address a wake-up to one process: a
-// release rings the bells of the name (see wake.go), and each process
-// waiting for it lets its oldest local waiter try; the queue's rule grants
-// the lock to the oldest ticket alone.
+// FIFO queues (sqllock.Options.Fair), and the wake-up order of an unfair
+// lock's waiters (Catalogue.Waking). A grant is a short transaction: check
+// that no live ticket comes first (FIFO only), run the lock table's
+// Acquire, delete the ticket. A ticket records the tag of its process's
+// bells (its waker); a waiter marks the lock's row (ticketed) before it
+// asks how long to wait, and the release that frees a marked row rings the
+// bell of the oldest live ticket's process alone (see wake.go), which
+// wakes that ticket's waiter. Without wake-ups (WithoutWakeups), the
+// tickets record no waker and mark nothing, and waiters poll.
 
-// fairSQL declares the queue's statements.
-func fairSQL(locks, tickets string) sqlrun.FairSQL {
-	return sqlrun.FairSQL{
-		First: sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
-    AND (:ticket = 0 OR t.id < :ticket))
-  OR EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = :name AND l.owner = :owner AND l.holds > 0 AND l.expires_at > %[3]s)`,
-			tickets, locks, now)),
-		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
-		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + INTERVAL :ttl MICROSECOND)`,
+// ticketSQL declares the statements a lock's tickets have whatever their
+// grant: taking, marking, waiting, giving up and renewing. With addressed,
+// tickets record waker and mark the lock's row.
+func ticketSQL(locks, tickets, waker string, addressed bool) sqlrun.FairSQL {
+	s := sqlrun.FairSQL{
+		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),
+		// The mark is set before Wait reads the lock: a release that
+		// committed before the mark finds the lock free in Wait (0: try
+		// again at once, unless older tickets wait, whose waiters were
+		// rung); a later one reports the mark and rings.
 		Wait: sqlrun.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[3]s), -1, COALESCE(
   (SELECT TIMESTAMPDIFF(MICROSECOND, %[3]s, MIN(t.expires_at)) FROM %[1]s t
    WHERE t.name = :name AND t.expires_at > %[3]s AND t.id < :ticket),
@@ -33,7 +37,31 @@ func fairSQL(locks, tickets string) sqlrun.FairSQL {
 		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
+		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 	}
+	if addressed {
+		s.Channel, s.Addressed = waker, true
+		s.Mark = sqlrun.X(fmt.Sprintf(`UPDATE %s SET ticketed = TRUE WHERE name = :name AND NOT ticketed AND expires_at > %s`, locks, now))
+	}
+	return s
+}
+
+// fairSQL declares the FIFO queue's statements: First refuses a waiter
+// that the queue does not serve in one statement, without a transaction.
+func fairSQL(locks, tickets, waker string, addressed bool) sqlrun.FairSQL {
+	s := ticketSQL(locks, tickets, waker, addressed)
+	s.First = sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
+    AND (:ticket = 0 OR t.id < :ticket))
+  OR EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = :name AND l.owner = :owner AND l.holds > 0 AND l.expires_at > %[3]s)`,
+		tickets, locks, now))
+	return s
+}
+
+// wakingSQL declares the statements of tickets that order wake-ups alone
+// (Catalogue.Waking): a grant is the lock table's Acquire, whatever
+// tickets are live, and the ticket's deletion, in one transaction.
+func wakingSQL(locks, tickets, waker string) sqlrun.FairSQL {
+	return ticketSQL(locks, tickets, waker, true)
 }
 
 // reapTicketsSQL deletes a batch of expired tickets.

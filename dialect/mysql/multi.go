@@ -44,8 +44,8 @@ const releaseChunk = 16
 // reports through its insert id, LAST_INSERT_ID(expr) evaluated for each
 // row it changes (after holds and expires_at, as MySQL assigns left to
 // right): bit i says that the i-th lease was released, bit 16+i that the
-// release freed a row marked as waited for (at once, not within a minimum
-// hold), and the bits from 32 on carry the call's nonce (:token). Each row
+// release freed a row marked as waited for, by waiters with tickets or
+// without (at once, not within a minimum hold; both are rung), and the bits from 32 on carry the call's nonce (:token). Each row
 // adds its bits to those of the rows before it, recognised by the nonce;
 // a value left by an earlier statement on the connection has another
 // nonce, and is started over.
@@ -54,7 +54,7 @@ func releaseAllSQL(locks string) sqlrun.SQL {
   token = token + 0 * LAST_INSERT_ID(
     IF(LAST_INSERT_ID() >> 32 = :token, LAST_INSERT_ID(), :token << 32)
     | (1 << (FIELD(name, :names) - 1))
-    | IF(holds = 0 AND waiters AND expires_at = %[3]s, 1 << (15 + FIELD(name, :names)), 0))
+    | IF(holds = 0 AND (waiters OR ticketed) AND expires_at = %[3]s, 1 << (15 + FIELD(name, :names)), 0))
 WHERE name IN (:names) AND (name, owner, token) IN (:leases) AND holds > 0`, locks, releasedExpiry, released))
 }
 
@@ -77,6 +77,7 @@ func (d lockSets) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold ti
 			out[start+i] = id>>i&1 == 1
 			if id>>(releaseChunk+i)&1 == 1 {
 				d.bells.ring(ctx, l.Name)
+				d.bells.ringTicket(ctx, l.Name)
 			}
 		}
 	}

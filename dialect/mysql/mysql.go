@@ -54,7 +54,9 @@ type Dialect struct {
 	cat        dialect.Catalogue
 
 	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
+	waking    *sqlrun.FairTable // tickets that order wake-ups (fair.go); nil without wake-ups
 	bells     *bells            // this process's wake-ups
+	waker     string            // the tag of the dialect's bells (wake.go)
 	noWakeups bool              // WithoutWakeups
 
 	sems *sqlrun.SemaphoreTable
@@ -87,7 +89,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if db == nil {
 		return nil, dialect.ErrNilDB
 	}
-	d := &Dialect{db: db}
+	d := &Dialect{db: db, waker: newWaker()}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err

@@ -60,7 +60,7 @@ WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND e
 		// (name, owner, token) live again).
 		Renewed: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
-		Release: wakingRelease(table, token),
+		Release: wakingRelease(table, token, false),
 		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
 LOCK IN SHARE MODE`, table, token, now)),
@@ -72,6 +72,7 @@ FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, n
 // lockSQL declares the lock table's statements.
 func lockSQL(locks, floor string) sqlrun.LockSQL {
 	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token")}
+	s.Release = wakingRelease(locks, "token", true)
 	// One statement, no RETURNING: the token travels back as the
 	// statement's insert id via LAST_INSERT_ID(expr), and a refusal sets it
 	// to 0. MySQL applies ON DUPLICATE KEY UPDATE assignments left to
@@ -125,9 +126,9 @@ ON DUPLICATE KEY UPDATE%[8]s
 
 // breakSQL ends the live lease (:name, :owner, :token) of the lock table
 // locks, as a last release past its minimum hold does. With ring, its
-// number, the insert id, is 2 when the row was waited for, so that the
-// runner rings the waiters' bells as after a release; else it is the rows
-// changed (the expiry always changes).
+// number, the insert id, is as the release's (see wakingRelease), so that
+// the runner rings the waiters' bells as after a release; else it is the
+// rows changed (the expiry always changes).
 func breakSQL(locks string, ring bool) sqlrun.SQL {
 	const where = `WHERE name = :name AND owner = :owner AND token = :token AND expires_at > ` + now
 	if !ring {
@@ -135,7 +136,7 @@ func breakSQL(locks string, ring bool) sqlrun.SQL {
 %s`, locks, released, where))
 	}
 	return sqlrun.XID(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s,
-  token = token + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
+  token = token + 0 * LAST_INSERT_ID(1 + waiters + 2 * ticketed)
 %s`, locks, released, where))
 }
 
@@ -227,9 +228,14 @@ func (d *Dialect) tables() error {
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
-	d.wakeUps(waiters, locks, versions, sems, holders, rwHeads, rwHolders)
+	d.wakeUps(waiters, tickets, locks, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.releaseAll = c.Compile(releaseAllSQL(locks))
-	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets), nil)
+	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets, d.waker, !d.noWakeups), nil)
+	var waking dialect.FairTable
+	if !d.noWakeups {
+		d.waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, tickets, d.waker), nil)
+		waking = d.waking
+	}
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
 		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),
@@ -241,7 +247,7 @@ func (d *Dialect) tables() error {
 	d.rwTables(c)
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: waking, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,

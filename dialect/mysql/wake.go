@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"strings"
@@ -27,6 +28,16 @@ import (
 // tag's lock. The woken bell reads its rows with rings it has not seen,
 // announces their names to its lockers' waiting rooms, records them as
 // seen, and sleeps again.
+//
+// Waiters with tickets (FIFO, and the waiters of an unfair lock, whose
+// tickets order wake-ups alone) register no name: a ticket records its
+// process's bell by the bell's tag (waker), a tag of the dialect's that
+// each of its bells in turn holds as its user lock. The waiter marks the
+// lock's row (ticketed) before it sleeps, and a release that frees a
+// marked row counts a ring in the name's oldest live ticket and ends that
+// one bell's statement: the bell announces the ticket's wake-up
+// (dialect.TicketWake), which only the ticket's waiter takes. A hand-off
+// so costs the same statements however many processes wait.
 //
 // Nothing here decides who holds a lock: a lost wake-up delays a waiter
 // until the holder's lease ends (or its next poll), and a spurious one
@@ -72,9 +83,18 @@ type wakeStmts struct {
 	hint                          []string // an IN list is appended
 	sleep, rung, seen             string   // formats: see below
 	ringMark, ringFind            string
+	ticketSeen                    string // with the count seen and the ticket's id
+	ticketFind                    string // with the name (see lit)
+	ticketMark                    string // with the ticket's id
 }
 
-func newWakeStmts(waiters string, tables ...string) wakeStmts {
+// newWakeStmts returns the statements of the bells on the waiters table,
+// whose registrations mark the rows of the lease tables named after it as
+// waited for, and of the bells tagged tag on the tickets of the lock table
+// locks.
+func newWakeStmts(waiters, tickets, locks, tag string, tables ...string) wakeStmts {
+	mine := tickets + ` WHERE waker = '` + tag + `' AND rung > seen`
+
 	var hint []string
 	for _, t := range tables {
 		hint = append(hint, `UPDATE `+t+` SET waiters = TRUE WHERE NOT waiters AND name IN `)
@@ -94,9 +114,24 @@ func newWakeStmts(waiters string, tables ...string) wakeStmts {
 		// returns NULL on MariaDB, or fails with ER_QUERY_INTERRUPTED).
 		// The wait returns 1 if the anchor's connection ended, 0 after
 		// its time.
-		sleep: `SELECT IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %d AND rung > seen), 2, GET_LOCK('sqllock anchor %s', %d))`,
-		// With the bell's id.
-		rung: `SELECT name, rung FROM ` + waiters + ` WHERE bell = %d AND rung > seen`,
+		sleep: `SELECT IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %d AND rung > seen) OR EXISTS(SELECT 1 FROM ` + mine + `),
+  2, GET_LOCK('sqllock anchor %s', %d))`,
+		// With the bell's id: its names' rings, then its tickets'.
+		rung: `SELECT name, rung, 0 FROM ` + waiters + ` WHERE bell = %d AND rung > seen
+UNION ALL SELECT '', rung, id FROM ` + mine,
+		ticketSeen: `UPDATE ` + tickets + ` SET seen = GREATEST(seen, %d) WHERE id = %d`,
+		// The name's oldest live ticket, if the lock is free (a lock
+		// taken meanwhile is marked still, and its release rings again),
+		// and the bell that holds the ticket's tag (see ringFind). A
+		// plain read, which locks nothing: the ring is counted by the
+		// ticket's key alone, so that it holds one row lock, and waits
+		// for a grant's transaction without ever holding what the grant
+		// (or a reaper) waits for.
+		ticketFind: `SELECT id, IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + tickets + `
+WHERE name = %[1]s AND expires_at > ` + now + `
+  AND NOT EXISTS (SELECT 1 FROM ` + locks + ` l WHERE l.name = %[1]s AND l.expires_at > ` + now + `)
+ORDER BY id LIMIT 1`,
+		ticketMark: `UPDATE ` + tickets + ` SET rung = rung + 1 WHERE id = %d`,
 		// With the count seen, the bell's id and the name (see lit).
 		seen: `UPDATE ` + waiters + ` SET seen = GREATEST(seen, %d) WHERE bell = %d AND name = %s`,
 		// With the name (see lit).
@@ -109,6 +144,14 @@ func newWakeStmts(waiters string, tables ...string) wakeStmts {
 		// of every connection.
 		ringFind: `SELECT bell FROM ` + waiters + ` WHERE name = %s AND IS_USED_LOCK(CONCAT('sqllock bell ', tag)) = bell`,
 	}
+}
+
+// newWaker returns a random tag for a dialect's bells: nobody else's bell
+// holds its user lock.
+func newWaker() string {
+	b := make([]byte, 8)
+	rand.Read(b) // never fails
+	return hex.EncodeToString(b)
 }
 
 // lit returns name as an SQL literal: a hexadecimal string literal, which

@@ -18,6 +18,7 @@ type bells struct {
 	db    *sql.DB
 	hub   *listen.Hub
 	stmts wakeStmts
+	tag   string // every bell's: its user lock, and its tickets' waker
 
 	ctx    context.Context // ends with Close, for the keeper
 	cancel context.CancelFunc
@@ -33,15 +34,23 @@ type bells struct {
 	keeper     sync.WaitGroup
 	gate       func() error // test seam: refuses to start a bell
 
-	ringing map[string]bool // names rung in the background: true once rung again meanwhile
-	rings   sync.WaitGroup  // the background rings
+	ringing map[ringKey]bool // rung in the background: true once rung again meanwhile
+	rings   sync.WaitGroup   // the background rings
 }
 
-// newBells returns the wake-ups on the waiters table, for the lease tables
-// (their waiters hints) named after it.
-func newBells(db *sql.DB, waiters string, tables ...string) *bells {
-	b := &bells{db: db, stmts: newWakeStmts(waiters, tables...), watched: make(map[string]int),
-		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[string]bool)}
+// ringKey is what a background ring rings: the processes waiting for a
+// name, or the process of its oldest ticket.
+type ringKey struct {
+	name   string
+	ticket bool
+}
+
+// newBells returns the wake-ups tagged tag on the waiters table, for the
+// lease tables (their waiters hints) named after it, and on the tickets of
+// the lock table locks.
+func newBells(db *sql.DB, tag, waiters, tickets, locks string, tables ...string) *bells {
+	b := &bells{db: db, tag: tag, stmts: newWakeStmts(waiters, tickets, locks, tag, tables...), watched: make(map[string]int),
+		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[ringKey]bool)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.hub = listen.New(b.listen, wakeLinger)
 	return b

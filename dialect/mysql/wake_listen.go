@@ -2,10 +2,8 @@ package mysql
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -55,7 +53,7 @@ func (b *bells) listen(ctx context.Context, ready func(), released func(string))
 		release()
 	}()
 	var got sql.NullInt64
-	if err := anchor.QueryRowContext(ctx, `SELECT GET_LOCK('sqllock anchor `+bell.tag+`', 0)`).Scan(&got); err != nil {
+	if err := anchor.QueryRowContext(ctx, `SELECT GET_LOCK('sqllock anchor `+bell.tag+`', `+takeOver+`)`).Scan(&got); err != nil {
 		return wrap(err)
 	}
 	if got.Int64 != 1 {
@@ -74,6 +72,11 @@ func discard(conn *sql.Conn) {
 	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = conn.Close()
 }
+
+// takeOver is how long, in seconds, a bell waits for its tag's user locks:
+// the server may not yet have ended the session of the dialect's previous
+// bell, which the pool closed.
+const takeOver = "2"
 
 // open prepares conn as a bell: its id, a session that reads the latest
 // committed rows and takes no gap locks, a check that wake-ups can reach
@@ -101,11 +104,9 @@ func (b *bells) open(ctx context.Context, conn *sql.Conn) (bellID, error) {
 	if _, err := conn.ExecContext(ctx, b.stmts.expired); err != nil {
 		return bell, wrap(err)
 	}
-	var tag [8]byte
-	_, _ = rand.Read(tag[:])
-	bell.tag = hex.EncodeToString(tag[:])
+	bell.tag = b.tag
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK('sqllock bell `+bell.tag+`', 0)`).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK('sqllock bell `+bell.tag+`', `+takeOver+`)`).Scan(&got); err != nil {
 		return bell, wrap(err)
 	}
 	if got.Int64 != 1 {
@@ -158,18 +159,18 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 			// Announced before they are recorded as seen, which is off
 			// the hand-off's path: if recording fails, they are
 			// announced again.
-			names, counts, err := b.takeRung(ctx, conn, bell)
+			rs, err := b.takeRung(ctx, conn, bell)
 			if err == nil {
-				for i, name := range names {
-					if name != early || counts[i] != seen[name]+1 {
-						released(name)
+				for _, r := range rs {
+					if r.name != early || r.n != seen[r.name]+1 {
+						released(r.name)
 					}
 				}
 				early = ""
-				if err = b.see(ctx, conn, bell, names, counts); err == nil {
+				if err = b.see(ctx, conn, bell, rs); err == nil {
 					clear(seen)
-					for i, name := range names {
-						seen[name] = counts[i]
+					for _, r := range rs {
+						seen[r.name] = r.n
 					}
 				}
 			}
@@ -268,36 +269,49 @@ func (b *bells) isBroken(bell bellID) bool {
 	return b.broken == bell
 }
 
-// takeRung reads the names with rings that bell has not announced, and
-// returns them with what it read; seeing them afterwards records the
-// counts read, not the latest: a ring in between stays unseen.
-func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]string, []int64, error) {
+// rung is a registration, or a ticket, with rings its bell has not
+// announced.
+type rung struct {
+	name   string // announced: the name, or the ticket's dialect.TicketWake
+	n      int64  // the rings counted
+	ticket int64  // the ticket's id; 0 for a registration
+}
+
+// takeRung reads the registrations and tickets with rings that bell has
+// not announced; seeing them afterwards records the counts read, not the
+// latest: a ring in between stays unseen.
+func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]rung, error) {
 	rows, err := conn.QueryContext(ctx, fmt.Sprintf(b.stmts.rung, bell.id))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer rows.Close()
-	var (
-		names  []string
-		counts []int64
-	)
+	var rs []rung
 	for rows.Next() {
 		var (
 			name []byte
-			n    int64
+			r    rung
 		)
-		if err := rows.Scan(&name, &n); err != nil {
-			return nil, nil, err
+		if err := rows.Scan(&name, &r.n, &r.ticket); err != nil {
+			return nil, err
 		}
-		names, counts = append(names, string(name)), append(counts, n)
+		r.name = string(name)
+		if r.ticket != 0 {
+			r.name = dialect.TicketWake(r.ticket)
+		}
+		rs = append(rs, r)
 	}
-	return names, counts, rows.Err()
+	return rs, rows.Err()
 }
 
-// see records that bell announced the rings counted for names.
-func (b *bells) see(ctx context.Context, conn *sql.Conn, bell bellID, names []string, counts []int64) error {
-	for i, name := range names {
-		if _, err := conn.ExecContext(ctx, fmt.Sprintf(b.stmts.seen, counts[i], bell.id, lit(name))); err != nil {
+// see records that bell announced the rings rs.
+func (b *bells) see(ctx context.Context, conn *sql.Conn, bell bellID, rs []rung) error {
+	for _, r := range rs {
+		stmt := fmt.Sprintf(b.stmts.seen, r.n, bell.id, lit(r.name))
+		if r.ticket != 0 {
+			stmt = fmt.Sprintf(b.stmts.ticketSeen, r.n, r.ticket)
+		}
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}

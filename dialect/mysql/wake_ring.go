@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,28 +13,36 @@ import (
 )
 
 // wakeUps makes the bells of the waiters table waiters, for the lease
-// tables (their waiters hints) named after it, and rings them after every
-// release that frees a name some process waits for (see wakingRelease). A
+// tables (their waiters hints) named after it, and for the tickets of the
+// lock table locks; it rings them after every release that frees a name
+// some process waits for (see wakingRelease). A
 // registration marks the rows of the lock and version tables, then the
 // semaphores' head and holder rows, then the read/write locks', each head
 // before its holders: a grant that adds a holder row copies its head's
 // mark under the head's lock, so it either comes after the head's mark or
 // commits its row before the holders' mark.
-func (d *Dialect) wakeUps(waiters string, tables ...string) {
-	d.bells = newBells(d.db, waiters, tables...)
+func (d *Dialect) wakeUps(waiters, tickets, locks string, tables ...string) {
+	d.bells = newBells(d.db, d.waker, waiters, tickets, locks, tables...)
 	d.run.AfterRelease = d.bells.ring
+	d.run.AfterTicketed = d.bells.ringTicket
 }
 
 // wakingRelease is the release statement of table, whose token column is
 // token. The assignment of the token column to itself carries the result
 // in LAST_INSERT_ID(expr), evaluated after holds was decremented (MySQL
-// assigns left to right) and only for a matched row: 2 when the release
+// assigns left to right) and only for a matched row: when the release
 // frees a row that some process marked as waited for — at once, not when a
-// minimum hold keeps it taken (its waiters wait for the row's expiry).
-func wakingRelease(table, token string) sqlrun.SQL {
+// minimum hold keeps it taken (its waiters wait for the row's expiry) — 2
+// (waiters without tickets), or, with ticketed (a table with the
+// column), 3 (waiters with tickets) or 4 (both); else 1.
+func wakingRelease(table, token string, ticketed bool) sqlrun.SQL {
+	marks := "IF(waiters, 2, 1)"
+	if ticketed {
+		marks = "1 + waiters + 2 * ticketed"
+	}
 	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s,
-  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND waiters AND expires_at = %[4]s, 2, 1))
-WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, released))
+  %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND expires_at = %[4]s, %[5]s, 1))
+WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, released, marks))
 }
 
 // ring wakes the processes waiting for name, in the background: a release
@@ -45,31 +54,42 @@ WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, 
 // short (the release is done): a waiter that is not woken waits until the
 // released lease would have ended.
 func (b *bells) ring(ctx context.Context, name string) {
+	b.ringInBackground(ctx, ringKey{name: name})
+}
+
+// ringTicket wakes the process of the oldest live ticket of name, if the
+// lock is free, in the background as ring does.
+func (b *bells) ringTicket(ctx context.Context, name string) {
+	b.ringInBackground(ctx, ringKey{name: name, ticket: true})
+}
+
+// ringInBackground rings k (see ring).
+func (b *bells) ringInBackground(ctx context.Context, k ringKey) {
 	ctx = context.WithoutCancel(ctx)
 	b.mu.Lock()
 	if b.ctx.Err() != nil {
 		b.mu.Unlock()
-		b.ringNow(ctx, name)
+		b.ringNow(ctx, k)
 		return
 	}
-	if _, busy := b.ringing[name]; busy {
-		b.ringing[name] = true
+	if _, busy := b.ringing[k]; busy {
+		b.ringing[k] = true
 		b.mu.Unlock()
 		return
 	}
-	b.ringing[name] = false
+	b.ringing[k] = false
 	b.rings.Add(1)
 	b.mu.Unlock()
 	go func() {
 		defer b.rings.Done()
 		for {
-			b.ringNow(ctx, name)
+			b.ringNow(ctx, k)
 			b.mu.Lock()
-			again := b.ringing[name]
+			again := b.ringing[k]
 			if !again {
-				delete(b.ringing, name)
+				delete(b.ringing, k)
 			} else {
-				b.ringing[name] = false
+				b.ringing[k] = false
 			}
 			b.mu.Unlock()
 			if !again {
@@ -79,8 +99,9 @@ func (b *bells) ring(ctx context.Context, name string) {
 	}()
 }
 
-// ringNow counts a ring in the registrations of name's waiters and ends
-// their bells' statements.
+// ringNow counts a ring in the registrations of the name's waiters and
+// ends their bells' statements; or, for a ticket's ring, in the name's
+// oldest live ticket, and ends its bell's.
 //
 // The bells are looked up while the ring is counted, on another
 // connection of the pool, which saves a round trip, and are killed after
@@ -89,9 +110,13 @@ func (b *bells) ring(ctx context.Context, name string) {
 // again; a bell between statements reads the count in its next one (the
 // sleep's first). A registration made after the look-up is rung by the
 // process that made it (see sync).
-func (b *bells) ringNow(ctx context.Context, name string) {
+func (b *bells) ringNow(ctx context.Context, k ringKey) {
 	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 	defer cancel()
+	if k.ticket {
+		b.ringTicketNow(ctx, k.name)
+		return
+	}
 	type found struct {
 		ids []int64
 		err error
@@ -99,10 +124,10 @@ func (b *bells) ringNow(ctx context.Context, name string) {
 	early := make(chan found, 1)
 	go func() {
 		var f found
-		f.ids, f.err = b.findBells(ctx, name)
+		f.ids, f.err = b.findBells(ctx, fmt.Sprintf(b.stmts.ringFind, lit(k.name)))
 		early <- f
 	}()
-	_, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ringMark, lit(name)))
+	_, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ringMark, lit(k.name)))
 	f := <-early
 	if err != nil || f.err != nil {
 		return
@@ -112,10 +137,28 @@ func (b *bells) ringNow(ctx context.Context, name string) {
 	}
 }
 
-// findBells returns the connections of the live bells registered for
-// name.
-func (b *bells) findBells(ctx context.Context, name string) (ids []int64, err error) {
-	rows, err := b.db.QueryContext(ctx, fmt.Sprintf(b.stmts.ringFind, lit(name)))
+// ringTicketNow counts a ring in the oldest live ticket of name, if the
+// lock is free, and ends the statement of the bell that holds the
+// ticket's tag, if one does: a ticket whose process has no bell running
+// keeps the ring for its next bell, which reads it before it sleeps.
+func (b *bells) ringTicketNow(ctx context.Context, name string) {
+	var (
+		id   int64
+		bell sql.NullInt64
+	)
+	if err := b.db.QueryRowContext(ctx, fmt.Sprintf(b.stmts.ticketFind, lit(name))).Scan(&id, &bell); err != nil {
+		return // none (sql.ErrNoRows), or the waiter waits until the lease would have ended
+	}
+	if _, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ticketMark, id)); err != nil || !bell.Valid {
+		return
+	}
+	_ = b.killOn(ctx, bell.Int64)
+}
+
+// findBells returns the connections of the live bells that query, a
+// ringFind, selects.
+func (b *bells) findBells(ctx context.Context, query string) (ids []int64, err error) {
+	rows, err := b.db.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}

@@ -256,7 +256,7 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	d, db, _ := wakeEnv(t)
+	d, db, database := wakeEnv(t)
 	var warns atomic.Int64
 	logger := slog.New(logCounter{slog.DiscardHandler, &warns})
 	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
@@ -282,9 +282,13 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 		}
 		got <- err
 	}()
-	// The waiter's room watches x: once x is registered, the bell
-	// announces it to every subscriber.
-	r.expect(ctx, t, "released x")
+	// The waiter takes a ticket, and marks the lock's row before it
+	// sleeps.
+	testutil.Eventually(ctx, t, "the waiter's ticket and mark", func() bool {
+		var n int
+		err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM `%[1]s`.sqllock_tickets t JOIN `%[1]s`.sqllock_locks l ON l.name = t.name WHERE t.name = 'x' AND l.ticketed", database)).Scan(&n)
+		return err == nil && n == 1
+	})
 
 	var (
 		mu       sync.Mutex
