@@ -9,9 +9,10 @@ import (
 )
 
 // FIFO queues (sqllock.Options.Fair), and the wake-up order of an unfair
-// lock's waiters (Catalogue.Waking). A grant is a short transaction: check
-// that no live ticket comes first (FIFO only), run the lock table's
-// Acquire, delete the ticket. A ticket records the tag of its process's
+// lock's waiters (Catalogue.Waking). A FIFO grant is a short transaction:
+// check that no live ticket comes first, run the lock table's Acquire,
+// delete the ticket; an unfair waiter's grant is the Acquire, then the
+// ticket's deletion on its own. A ticket records the tag of its process's
 // bells (its waker); a waiter marks the lock's row (ticketed) before it
 // asks how long to wait, and the release that frees a marked row rings the
 // bell of the oldest live ticket's process alone (see wake.go), which
@@ -59,9 +60,12 @@ func fairSQL(locks, tickets, waker string, addressed bool) sqlrun.FairSQL {
 
 // wakingSQL declares the statements of tickets that order wake-ups alone
 // (Catalogue.Waking): a grant is the lock table's Acquire, whatever
-// tickets are live, and the ticket's deletion, in one transaction.
+// tickets are live, then the ticket's deletion (see
+// sqlrun.FairSQL.ConsumeApart).
 func wakingSQL(locks, tickets, waker string) sqlrun.FairSQL {
-	return ticketSQL(locks, tickets, waker, true)
+	s := ticketSQL(locks, tickets, waker, true)
+	s.ConsumeApart = true
+	return s
 }
 
 // reapTicketsSQL deletes a batch of expired tickets.

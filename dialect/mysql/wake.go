@@ -84,8 +84,9 @@ type wakeStmts struct {
 	sleep, rung, seen             string   // formats: see below
 	ringMark, ringFind            string
 	ticketSeen                    string // with the count seen and the ticket's id
-	ticketFind                    string // with the name (see lit)
-	ticketMark                    string // with the ticket's id
+	ticketMark, ticketFind        string // with the name (see lit)
+	ticketFindFree                string // with the name (see lit)
+	ticketMarkID                  string // with the ticket's id
 }
 
 // newWakeStmts returns the statements of the bells on the waiters table,
@@ -120,18 +121,23 @@ func newWakeStmts(waiters, tickets, locks, tag string, tables ...string) wakeStm
 		rung: `SELECT name, rung, 0 FROM ` + waiters + ` WHERE bell = %d AND rung > seen
 UNION ALL SELECT '', rung, id FROM ` + mine,
 		ticketSeen: `UPDATE ` + tickets + ` SET seen = GREATEST(seen, %d) WHERE id = %d`,
-		// The name's oldest live ticket, if the lock is free (a lock
-		// taken meanwhile is marked still, and its release rings again),
-		// and the bell that holds the ticket's tag (see ringFind). A
-		// plain read, which locks nothing: the ring is counted by the
-		// ticket's key alone, so that it holds one row lock, and waits
-		// for a grant's transaction without ever holding what the grant
-		// (or a reaper) waits for.
-		ticketFind: `SELECT id, IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + tickets + `
+		// After a release: a ring counted in the name's oldest live
+		// ticket, and, side by side, the bell that holds the ticket's
+		// tag (see ringFind). Neither reads the lock table: the ring
+		// holds ticket rows alone, never what a grant or a reaper waits
+		// for.
+		ticketMark: `UPDATE ` + tickets + ` SET rung = rung + 1
+WHERE name = %[1]s AND expires_at > ` + now + ` ORDER BY id LIMIT 1`,
+		ticketFind: `SELECT IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + tickets + `
+WHERE name = %[1]s AND expires_at > ` + now + ` ORDER BY id LIMIT 1`,
+		// After a ticket was deleted: the name's oldest live ticket and
+		// its bell if the lock is free (a plain read, which locks
+		// nothing), then a ring counted by the ticket's key.
+		ticketFindFree: `SELECT id, IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + tickets + `
 WHERE name = %[1]s AND expires_at > ` + now + `
   AND NOT EXISTS (SELECT 1 FROM ` + locks + ` l WHERE l.name = %[1]s AND l.expires_at > ` + now + `)
 ORDER BY id LIMIT 1`,
-		ticketMark: `UPDATE ` + tickets + ` SET rung = rung + 1 WHERE id = %d`,
+		ticketMarkID: `UPDATE ` + tickets + ` SET rung = rung + 1 WHERE id = %d`,
 		// With the count seen, the bell's id and the name (see lit).
 		seen: `UPDATE ` + waiters + ` SET seen = GREATEST(seen, %d) WHERE bell = %d AND name = %s`,
 		// With the name (see lit).

@@ -39,10 +39,11 @@ type bells struct {
 }
 
 // ringKey is what a background ring rings: the processes waiting for a
-// name, or the process of its oldest ticket.
+// name, or the process of its oldest ticket (with ifFree, only while the
+// lock is free).
 type ringKey struct {
-	name   string
-	ticket bool
+	name           string
+	ticket, ifFree bool
 }
 
 // newBells returns the wake-ups tagged tag on the waiters table, for the

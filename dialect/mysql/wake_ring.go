@@ -57,10 +57,10 @@ func (b *bells) ring(ctx context.Context, name string) {
 	b.ringInBackground(ctx, ringKey{name: name})
 }
 
-// ringTicket wakes the process of the oldest live ticket of name, if the
-// lock is free, in the background as ring does.
-func (b *bells) ringTicket(ctx context.Context, name string) {
-	b.ringInBackground(ctx, ringKey{name: name, ticket: true})
+// ringTicket wakes the process of the oldest live ticket of name (with
+// ifFree, only while the lock is free), in the background as ring does.
+func (b *bells) ringTicket(ctx context.Context, name string, ifFree bool) {
+	b.ringInBackground(ctx, ringKey{name: name, ticket: true, ifFree: ifFree})
 }
 
 // ringInBackground rings k (see ring).
@@ -113,9 +113,13 @@ func (b *bells) ringInBackground(ctx context.Context, k ringKey) {
 func (b *bells) ringNow(ctx context.Context, k ringKey) {
 	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 	defer cancel()
-	if k.ticket {
-		b.ringTicketNow(ctx, k.name)
+	if k.ifFree {
+		b.ringTicketIfFree(ctx, k.name)
 		return
+	}
+	mark, find := b.stmts.ringMark, b.stmts.ringFind
+	if k.ticket {
+		mark, find = b.stmts.ticketMark, b.stmts.ticketFind
 	}
 	type found struct {
 		ids []int64
@@ -124,10 +128,10 @@ func (b *bells) ringNow(ctx context.Context, k ringKey) {
 	early := make(chan found, 1)
 	go func() {
 		var f found
-		f.ids, f.err = b.findBells(ctx, fmt.Sprintf(b.stmts.ringFind, lit(k.name)))
+		f.ids, f.err = b.findBells(ctx, fmt.Sprintf(find, lit(k.name)))
 		early <- f
 	}()
-	_, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ringMark, lit(k.name)))
+	_, err := b.db.ExecContext(ctx, fmt.Sprintf(mark, lit(k.name)))
 	f := <-early
 	if err != nil || f.err != nil {
 		return
@@ -137,26 +141,27 @@ func (b *bells) ringNow(ctx context.Context, k ringKey) {
 	}
 }
 
-// ringTicketNow counts a ring in the oldest live ticket of name, if the
-// lock is free, and ends the statement of the bell that holds the
-// ticket's tag, if one does: a ticket whose process has no bell running
+// ringTicketIfFree counts a ring in the oldest live ticket of name, if
+// the lock is free, and ends the statement of the bell that holds the
+// ticket's tag, if one does. A ticket whose process has no bell running
 // keeps the ring for its next bell, which reads it before it sleeps.
-func (b *bells) ringTicketNow(ctx context.Context, name string) {
+func (b *bells) ringTicketIfFree(ctx context.Context, name string) {
 	var (
 		id   int64
 		bell sql.NullInt64
 	)
-	if err := b.db.QueryRowContext(ctx, fmt.Sprintf(b.stmts.ticketFind, lit(name))).Scan(&id, &bell); err != nil {
+	if err := b.db.QueryRowContext(ctx, fmt.Sprintf(b.stmts.ticketFindFree, lit(name))).Scan(&id, &bell); err != nil {
 		return // none (sql.ErrNoRows), or the waiter waits until the lease would have ended
 	}
-	if _, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ticketMark, id)); err != nil || !bell.Valid {
+	if _, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ticketMarkID, id)); err != nil || !bell.Valid {
 		return
 	}
 	_ = b.killOn(ctx, bell.Int64)
 }
 
 // findBells returns the connections of the live bells that query, a
-// ringFind, selects.
+// ringFind or ticketFind, selects; a ticket's tag that no connection
+// holds (NULL) is skipped.
 func (b *bells) findBells(ctx context.Context, query string) (ids []int64, err error) {
 	rows, err := b.db.QueryContext(ctx, query)
 	if err != nil {
@@ -164,11 +169,13 @@ func (b *bells) findBells(ctx context.Context, query string) (ids []int64, err e
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var id int64
+		var id sql.NullInt64
 		if err := rows.Scan(&id); err != nil {
 			return nil, err
 		}
-		ids = append(ids, id)
+		if id.Valid {
+			ids = append(ids, id.Int64)
+		}
 	}
 	return ids, rows.Err()
 }

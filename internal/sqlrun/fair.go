@@ -50,6 +50,14 @@ type FairSQL struct {
 	// Addressed says that a release wakes a ticket's waiter through its
 	// ticket alone (see dialect.Ticket.Addressed).
 	Addressed bool
+	// ConsumeApart, for tickets that order wake-ups alone
+	// (dialect.Catalogue.Waking), makes a grant to a ticket the lock
+	// table's Acquire, then Consume in a statement of its own, then
+	// Runner.AfterTicketed (the lock may have been released before the
+	// ticket was gone): a round trip more than Acquire, where a
+	// transaction costs three. A Consume that fails leaves the ticket,
+	// which nobody renews, to expire.
+	ConsumeApart bool
 }
 
 // queueSQL are the statements a queue of tickets has whatever it queues
@@ -109,7 +117,7 @@ func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
 		t.run.afterRelease(ctx, tk.Name)
 	}
 	if err == nil && t.addressed {
-		t.run.afterTicketed(ctx, tk.Name)
+		t.run.afterTicketed(ctx, tk.Name, true)
 	}
 	return err
 }
@@ -154,9 +162,9 @@ type FairTable struct {
 	tickets
 	grant Stmt
 	// inOne: a grant is one statement. hasGrant: a grant's transaction
-	// has a Grant of its own.
-	inOne, hasGrant bool
-	txOpts          *sql.TxOptions
+	// has a Grant of its own. apart: see FairSQL.ConsumeApart.
+	inOne, hasGrant, apart bool
+	txOpts                 *sql.TxOptions
 }
 
 var _ dialect.FairTable = (*FairTable)(nil)
@@ -164,7 +172,7 @@ var _ dialect.FairTable = (*FairTable)(nil)
 // NewFairTable compiles s for the queue of locks; a compile error is kept
 // in c. A grant's transaction runs with txOpts.
 func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
-	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "",
+	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "", apart: s.ConsumeApart,
 		tickets: newTickets(locks.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
 			mark: s.Mark, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
@@ -177,6 +185,9 @@ func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOption
 // Grant implements dialect.FairTable.
 func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Ticket: ticket, Channel: t.channel}
+	if t.apart {
+		return t.grantApart(ctx, p, params)
+	}
 	if t.inOne {
 		return t.run.GrantInt(ctx, &t.grant, params, t.undo(p.Name, p.Owner))
 	}
@@ -236,6 +247,24 @@ func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 		return nil
 	})
 	return token, err
+}
+
+// consumeTimeout bounds Consume after a grant (see FairSQL.ConsumeApart),
+// which runs whatever the caller's context: the grant is done.
+const consumeTimeout = 5 * time.Second
+
+// grantApart is Grant with FairSQL.ConsumeApart.
+func (t *FairTable) grantApart(ctx context.Context, p dialect.AcquireParams, params *Params) (int64, error) {
+	token, err := t.LockTable.Acquire(ctx, p)
+	if token == 0 || params.Ticket == 0 {
+		return token, err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), consumeTimeout)
+	defer cancel()
+	if _, err := t.run.Int(cctx, &t.consume, params); err == nil {
+		t.run.afterTicketed(ctx, p.Name, true)
+	}
+	return token, nil
 }
 
 // Wait implements dialect.FairTable.

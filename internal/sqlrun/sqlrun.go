@@ -54,11 +54,13 @@ type Runner struct {
 	AfterRelease func(ctx context.Context, name string)
 	// AfterTicketed, if not nil, is called after a statement freed a lock
 	// whose waiters hold tickets, once it committed (a release or break
-	// whose number is 3 or 4), and after a ticket of an addressed queue
-	// was given up: it wakes the process of the name's oldest live ticket
-	// if the lock is free, for a dialect without a Wake statement. It must
-	// not block, and ctx may have ended.
-	AfterTicketed func(ctx context.Context, name string)
+	// whose number is 3 or 4), and, with ifFree, after a ticket of an
+	// addressed queue was deleted (given up, or consumed apart from its
+	// grant, see FairSQL.ConsumeApart): it wakes the process of the name's
+	// oldest live ticket (with ifFree, only while the lock is free), for
+	// a dialect without a Wake statement. It must not block, and ctx may
+	// have ended.
+	AfterTicketed func(ctx context.Context, name string, ifFree bool)
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -75,9 +77,9 @@ func (r *Runner) full() (bool, int) {
 }
 
 // afterTicketed calls r.AfterTicketed, if set, for name.
-func (r *Runner) afterTicketed(ctx context.Context, name string) {
+func (r *Runner) afterTicketed(ctx context.Context, name string, ifFree bool) {
 	if r.AfterTicketed != nil {
-		r.AfterTicketed(ctx, name)
+		r.AfterTicketed(ctx, name, ifFree)
 	}
 }
 

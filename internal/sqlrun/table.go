@@ -99,7 +99,7 @@ func (t *LeaseTable) freed(ctx context.Context, name string, n int64) {
 			_, _ = t.run.Int(wctx, &t.wake, &Params{Name: name})
 			cancel()
 		} else {
-			t.run.afterTicketed(ctx, name)
+			t.run.afterTicketed(ctx, name, false)
 		}
 	}
 	if n == freedNamed || n == freedBoth {
