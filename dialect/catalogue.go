@@ -20,7 +20,9 @@ type Catalogue struct {
 	// Waking, if not nil, is the lock table with tickets that order the
 	// wake-ups of an unfair lock's waiters, not its grants: its Grant
 	// grants as LockTable.Acquire does, whatever tickets are live, and
-	// deletes the ticket granted; its other methods are FairTable's. It
+	// deletes the ticket granted (with the grant, or just after it: then
+	// the deletion wakes the next ticket's process if the lock is free
+	// by then); its other methods are FairTable's. It
 	// shares Fair's tickets. Once a ticket's waiter asked Wait, the lock
 	// table's releases (Release, MultiLockTable.ReleaseAll, Break) wake
 	// the oldest live ticket's process as Fair's do: one process per

@@ -54,7 +54,6 @@ type Dialect struct {
 	cat        dialect.Catalogue
 
 	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
-	waking    *sqlrun.FairTable // tickets that order wake-ups (fair.go); nil without wake-ups
 	bells     *bells            // this process's wake-ups
 	waker     string            // the tag of the dialect's bells (wake.go)
 	noWakeups bool              // WithoutWakeups

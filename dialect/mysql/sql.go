@@ -231,10 +231,10 @@ func (d *Dialect) tables() error {
 	d.wakeUps(waiters, tickets, locks, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.releaseAll = c.Compile(releaseAllSQL(locks))
 	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets, d.waker, !d.noWakeups), nil)
-	var waking dialect.FairTable
+	var fair, waking dialect.FairTable = d.fair, nil
 	if !d.noWakeups {
-		d.waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, tickets, d.waker), nil)
-		waking = d.waking
+		fair = ticketsOf{d.fair, d.bells}
+		waking = ticketsOf{sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, tickets, d.waker), nil), d.bells}
 	}
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
@@ -247,7 +247,7 @@ func (d *Dialect) tables() error {
 	d.rwTables(c)
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: waking, Versions: d.versions,
+		Locks: d.locks, Multi: lockSets{d}, Fair: fair, Waking: waking, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,

@@ -34,6 +34,8 @@ type bells struct {
 	keeper     sync.WaitGroup
 	gate       func() error // test seam: refuses to start a bell
 
+	tickets map[int64]bool   // the live tickets of the process's waiters (see ticketsOf)
+
 	ringing map[ringKey]bool // rung in the background: true once rung again meanwhile
 	rings   sync.WaitGroup   // the background rings
 }
@@ -51,7 +53,8 @@ type ringKey struct {
 // the lock table locks.
 func newBells(db *sql.DB, tag, waiters, tickets, locks string, tables ...string) *bells {
 	b := &bells{db: db, tag: tag, stmts: newWakeStmts(waiters, tickets, locks, tag, tables...), watched: make(map[string]int),
-		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[ringKey]bool)}
+		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[ringKey]bool),
+		tickets: make(map[int64]bool)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.hub = listen.New(b.listen, wakeLinger)
 	return b
@@ -71,6 +74,18 @@ func (b *bells) close(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 		return errors.Join(err, ctx.Err())
+	}
+}
+
+// setTicket records that the process's waiter holds the ticket id (live),
+// or no longer does.
+func (b *bells) setTicket(id int64, live bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if live {
+		b.tickets[id] = true
+	} else {
+		delete(b.tickets, id)
 	}
 }
 

@@ -220,14 +220,15 @@ func (b *bells) ringLoop(ctx context.Context, conn *sql.Conn, bell bellID, relea
 	}
 }
 
-// only returns the name bell is registered for, if it is registered for
-// one name alone and no other is being registered: a ring of a name whose
-// registration is under way (watched, not yet recorded as registered)
-// would otherwise be announced as the one registered name's.
+// only returns what a ring of bell can be for, if it can be for one
+// thing alone: the one name it is registered for, or the wake-up of the
+// process's one ticket, while no other name is being registered (a ring
+// of a name whose registration is under way, watched and not yet recorded
+// as registered, would otherwise be announced as the other's).
 func (b *bells) only(bell bellID) (string, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.bell != bell || len(b.registered) != 1 {
+	if b.bell != bell || len(b.registered)+len(b.tickets) != 1 {
 		return "", false
 	}
 	for name := range b.watched {
@@ -237,6 +238,9 @@ func (b *bells) only(bell bellID) (string, bool) {
 	}
 	for name := range b.registered {
 		return name, true
+	}
+	for id := range b.tickets {
+		return dialect.TicketWake(id), true
 	}
 	return "", false
 }

@@ -52,11 +52,11 @@ type FairSQL struct {
 	Addressed bool
 	// ConsumeApart, for tickets that order wake-ups alone
 	// (dialect.Catalogue.Waking), makes a grant to a ticket the lock
-	// table's Acquire, then Consume in a statement of its own, then
+	// table's Acquire, after which the ticket is deleted apart: by
+	// Runner.Consumed, or else by Consume, in the caller, followed by
 	// Runner.AfterTicketed (the lock may have been released before the
-	// ticket was gone): a round trip more than Acquire, where a
-	// transaction costs three. A Consume that fails leaves the ticket,
-	// which nobody renews, to expire.
+	// ticket was gone). A deletion that fails leaves the ticket, which
+	// nobody renews, to expire.
 	ConsumeApart bool
 }
 
@@ -258,6 +258,10 @@ func (t *FairTable) grantApart(ctx context.Context, p dialect.AcquireParams, par
 	token, err := t.LockTable.Acquire(ctx, p)
 	if token == 0 || params.Ticket == 0 {
 		return token, err
+	}
+	if t.run.Consumed != nil {
+		t.run.Consumed(ctx, p.Name, params.Ticket)
+		return token, nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), consumeTimeout)
 	defer cancel()

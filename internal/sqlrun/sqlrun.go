@@ -61,6 +61,11 @@ type Runner struct {
 	// a dialect without a Wake statement. It must not block, and ctx may
 	// have ended.
 	AfterTicketed func(ctx context.Context, name string, ifFree bool)
+	// Consumed, if not nil, deletes the ticket of name granted apart from
+	// it (see FairSQL.ConsumeApart), off the grant's path, and then wakes
+	// the process of the oldest live ticket if the lock is free, as
+	// AfterTicketed does. It must not block, and ctx may have ended.
+	Consumed func(ctx context.Context, name string, ticket int64)
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
