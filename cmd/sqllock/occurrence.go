@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/ledger"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // occurrenceOptions are the flags of run that make it a run of the ledger:
@@ -107,7 +108,11 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 	}
 	defer t.Close()
 	r.target = t
-	l, err := ledger.New(t.d, ledger.Options{TTL: r.ttl, Retries: o.retries, RetryBackoff: o.backoff, Wait: o.wait})
+	opts := ledger.Options{TTL: r.ttl, Retries: o.retries, RetryBackoff: o.backoff, Wait: o.wait}
+	if r.verbose {
+		opts.Observer = waitLog{r}
+	}
+	l, err := ledger.New(t.d, opts)
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return usageError{msg: err.Error()}
 	}
@@ -214,4 +219,17 @@ func skipReason(res ledger.Result) string {
 		return fmt.Sprintf("attempt %d failed, and no attempt is left for now", res.Attempt)
 	}
 	return string(res.State)
+}
+
+// waitLog says, for --verbose, when a --wait run starts to wait for
+// another replica's attempt of the occurrence (its lease is the name).
+type waitLog struct{ r *runner }
+
+var _ observe.WaitingObserver = waitLog{}
+
+// Waiting implements observe.WaitingObserver.
+func (w waitLog) Waiting(_ context.Context, e observe.WaitingEvent) {
+	if e.Delta > 0 {
+		w.r.logf("waiting for %q: another replica's attempt of the occurrence holds it", e.Name)
+	}
 }

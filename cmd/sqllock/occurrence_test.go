@@ -212,17 +212,40 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 }
 
 // A replica started with --wait while another's attempt runs waits for
-// it: when that replica dies, the waiting one takes the occurrence over
-// once the lease ends, runs it as attempt 2 and exits 0; a --wait run of
-// an occurrence done meanwhile exits 0 without running it.
+// it, and says so (-v): when that replica dies, the waiting one takes the
+// occurrence over once the lease ends, runs it as attempt 2 and exits 0; a
+// --wait run of an occurrence done meanwhile exits 0 without running it.
 func TestRunOccurrenceWait(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
 		first, sc := b.startHolding(t, "2s")
 		second := b.cmd(t, "run", "-v", "--wait", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "attempt $SQLLOCK_ATTEMPT"`)
-		var out bytes.Buffer
-		second.Stdout, second.Stderr = &out, &out
-		if err := second.Start(); err != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
 			t.Fatal(err)
+		}
+		second.Stdout, second.Stderr = w, w
+		err = second.Start()
+		w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string)
+		go func() {
+			defer close(lines)
+			lsc := bufio.NewScanner(r)
+			for lsc.Scan() {
+				lines <- lsc.Text()
+			}
+		}()
+		var out strings.Builder
+		for line := range lines {
+			out.WriteString(line + "\n")
+			if strings.Contains(line, "waiting for") {
+				break
+			}
+		}
+		if !strings.Contains(out.String(), "waiting for") {
+			t.Fatalf("the waiting run did not say that it waits:\n%s", out.String())
 		}
 		if err := first.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatal(err)
@@ -230,11 +253,14 @@ func TestRunOccurrenceWait(t *testing.T) {
 		for sc.Scan() {
 		}
 		_ = first.Wait()
+		for line := range lines {
+			out.WriteString(line + "\n")
+		}
 		if err := second.Wait(); err != nil {
-			t.Fatalf("the waiting run: %v\n%s", err, out.Bytes())
+			t.Fatalf("the waiting run: %v\n%s", err, out.String())
 		}
 		if !strings.Contains(out.String(), "attempt 2") {
-			t.Fatalf("the waiting run did not run attempt 2:\n%s", out.Bytes())
+			t.Fatalf("the waiting run did not run attempt 2:\n%s", out.String())
 		}
 		v := b.runsJSON(t, "nightly")
 		if len(v.Runs) != 2 || v.Runs[0].State != "succeeded" || v.Runs[1].State != "abandoned" {
