@@ -217,7 +217,10 @@ func TestRunOccurrenceTakeover(t *testing.T) {
 // --wait run of an occurrence done meanwhile exits 0 without running it.
 func TestRunOccurrenceWait(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		first, sc := b.startHolding(t, "2s")
+		// The first replica's lease must outlive a stall of the loaded
+		// machine until the second one waits: a lapse would let the second
+		// run without waiting.
+		first, sc := b.startHolding(t, "10s")
 		second := b.cmd(t, "run", "-v", "--wait", "--occurrence", "k", "nightly", "--", "sh", "-c", `echo "attempt $SQLLOCK_ATTEMPT"`)
 		r, w, err := os.Pipe()
 		if err != nil {

@@ -87,7 +87,6 @@ type wakeStmts struct {
 	ticketMark, ticketFind        string // with the name (see lit)
 	ticketFindFree                string // with the name (see lit)
 	ticketMarkID                  string // with the ticket's id
-	ticketDelete                  string // with the ticket's id
 }
 
 // newWakeStmts returns the statements of the bells on the waiters table,
@@ -139,7 +138,6 @@ WHERE name = %[1]s AND expires_at > ` + now + `
   AND NOT EXISTS (SELECT 1 FROM ` + locks + ` l WHERE l.name = %[1]s AND l.expires_at > ` + now + `)
 ORDER BY id LIMIT 1`,
 		ticketMarkID: `UPDATE ` + tickets + ` SET rung = rung + 1 WHERE id = %d`,
-		ticketDelete: `DELETE FROM ` + tickets + ` WHERE id = %d`,
 		// With the count seen, the bell's id and the name (see lit).
 		seen: `UPDATE ` + waiters + ` SET seen = GREATEST(seen, %d) WHERE bell = %d AND name = %s`,
 		// With the name (see lit).

@@ -34,7 +34,7 @@ type bells struct {
 	keeper     sync.WaitGroup
 	gate       func() error // test seam: refuses to start a bell
 
-	tickets map[int64]bool   // the live tickets of the process's waiters (see ticketsOf)
+	tickets map[int64]bool // the live tickets of the process's waiters (see ticketsOf)
 
 	ringing map[ringKey]bool // rung in the background: true once rung again meanwhile
 	rings   sync.WaitGroup   // the background rings

@@ -25,7 +25,7 @@ func (d *Dialect) wakeUps(waiters, tickets, locks string, tables ...string) {
 	d.bells = newBells(d.db, d.waker, waiters, tickets, locks, tables...)
 	d.run.AfterRelease = d.bells.ring
 	d.run.AfterTicketed = d.bells.ringTicket
-	d.run.Consumed = d.bells.consume
+	d.run.Go = d.bells.goOwned
 }
 
 // wakingRelease is the release statement of table, whose token column is
@@ -64,33 +64,24 @@ func (b *bells) ringTicket(ctx context.Context, name string, ifFree bool) {
 	b.ringInBackground(ctx, ringKey{name: name, ticket: true, ifFree: ifFree})
 }
 
-// consume deletes the ticket id of name, granted, in the background, and
-// then rings the next ticket if the lock is free (ringTicket): the grant
-// returns without waiting for the deletion, which costs it a round trip.
-// Until the deletion, a release's ring may reach the granted ticket, and
-// be lost; the ring after the deletion makes up for it. Close waits for
-// the deletions under way; once the dialect is closed, consume runs in
-// the caller.
-func (b *bells) consume(ctx context.Context, name string, id int64) {
-	ctx = context.WithoutCancel(ctx)
-	run := func() {
-		dctx, cancel := context.WithTimeout(ctx, wakeTimeout)
-		defer cancel()
-		if _, err := b.db.ExecContext(dctx, fmt.Sprintf(b.stmts.ticketDelete, id)); err == nil {
-			b.ringTicketIfFree(dctx, name)
-		}
-	}
+// goOwned runs f in a goroutine of the bells (the runner's Go): a
+// granted ticket's deletion, which the grant does not wait for (a round
+// trip), and the ring of the next ticket after it. Until the deletion, a
+// release's ring may reach the granted ticket, and be lost; the ring
+// after the deletion makes up for it. Close waits for the goroutines under
+// way; once the dialect is closed, f runs in the caller.
+func (b *bells) goOwned(f func()) {
 	b.mu.Lock()
 	if b.ctx.Err() != nil {
 		b.mu.Unlock()
-		run()
+		f()
 		return
 	}
 	b.rings.Add(1)
 	b.mu.Unlock()
 	go func() {
 		defer b.rings.Done()
-		run()
+		f()
 	}()
 }
 

@@ -52,11 +52,10 @@ type FairSQL struct {
 	Addressed bool
 	// ConsumeApart, for tickets that order wake-ups alone
 	// (dialect.Catalogue.Waking), makes a grant to a ticket the lock
-	// table's Acquire, after which the ticket is deleted apart: by
-	// Runner.Consumed, or else by Consume, in the caller, followed by
-	// Runner.AfterTicketed (the lock may have been released before the
-	// ticket was gone). A deletion that fails leaves the ticket, which
-	// nobody renews, to expire.
+	// table's Acquire, after which Consume deletes the ticket off the
+	// grant's path (Runner.Go), followed by Runner.AfterTicketed (the
+	// lock may have been released before the ticket was gone). A deletion
+	// that fails leaves the ticket, which nobody renews, to expire.
 	ConsumeApart bool
 }
 
@@ -259,15 +258,14 @@ func (t *FairTable) grantApart(ctx context.Context, p dialect.AcquireParams, par
 	if token == 0 || params.Ticket == 0 {
 		return token, err
 	}
-	if t.run.Consumed != nil {
-		t.run.Consumed(ctx, p.Name, params.Ticket)
-		return token, nil
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), consumeTimeout)
-	defer cancel()
-	if _, err := t.run.Int(cctx, &t.consume, params); err == nil {
-		t.run.afterTicketed(ctx, p.Name, true)
-	}
+	ctx = context.WithoutCancel(ctx)
+	t.run.goOff(func() {
+		cctx, cancel := context.WithTimeout(ctx, consumeTimeout)
+		defer cancel()
+		if _, err := t.run.Int(cctx, &t.consume, params); err == nil {
+			t.run.afterTicketed(ctx, p.Name, true)
+		}
+	})
 	return token, nil
 }
 

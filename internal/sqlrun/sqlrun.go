@@ -61,11 +61,10 @@ type Runner struct {
 	// a dialect without a Wake statement. It must not block, and ctx may
 	// have ended.
 	AfterTicketed func(ctx context.Context, name string, ifFree bool)
-	// Consumed, if not nil, deletes the ticket of name granted apart from
-	// it (see FairSQL.ConsumeApart), off the grant's path, and then wakes
-	// the process of the oldest live ticket if the lock is free, as
-	// AfterTicketed does. It must not block, and ctx may have ended.
-	Consumed func(ctx context.Context, name string, ticket int64)
+	// Go, if not nil, runs f off the caller's path, in a goroutine that
+	// the dialect owns and waits for when it is closed (work that follows
+	// a grant, such as FairSQL.ConsumeApart's); nil: f runs in the caller.
+	Go func(f func())
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
@@ -79,6 +78,15 @@ func (r *Runner) full() (bool, int) {
 	}
 	st := r.DB.Stats()
 	return st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections, st.MaxOpenConnections
+}
+
+// goOff runs f through r.Go, or in the caller without it.
+func (r *Runner) goOff(f func()) {
+	if r.Go != nil {
+		r.Go(f)
+		return
+	}
+	f()
 }
 
 // afterTicketed calls r.AfterTicketed, if set, for name.
