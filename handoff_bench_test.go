@@ -183,9 +183,6 @@ func BenchmarkHandoffProcesses(b *testing.B) {
 		for _, lock := range []string{"table", "semaphore"} {
 			for _, processes := range []int{10, 20} {
 				for _, wake := range []string{"names", "tickets"} {
-					if kind == "mysql" && lock == "semaphore" && wake == "tickets" {
-						continue // MySQL's semaphore waiters take no tickets
-					}
 					b.Run(fmt.Sprintf("%s/%s/processes=%d/wake=%s", kind, lock, processes, wake), func(b *testing.B) {
 						var (
 							stmts, all atomic.Int64

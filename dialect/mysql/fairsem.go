@@ -4,30 +4,42 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
-// grant is the semaphore's acquire transaction, which counts, under the
-// head row's lock, the live tickets before the caller's, and deletes the
-// ticket it grants. MySQL cannot address a wake-up to one process: a
-// release rings the bells of the processes waiting for the name (see
-// wake.go), each lets its oldest local waiter try, and the queue's rule
-// serves them in ticket order. A ring does not wait for the grants it
-// starts: a waiter woken by one may find an older ticket still queued,
-// and then sleeps until that ticket ends. So a grant to a ticket that
-// leaves a permit free while another ticket waits rings again, once it
-// committed, as does the oldest ticket given up while another waits.
+// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore), and
+// the wake-up order of an unfair semaphore's waiters
+// (Catalogue.WakingSemaphores). A grant is the semaphore's acquire
+// transaction, which, for a FIFO queue, counts under the head row's lock
+// the live tickets before the caller's, and deletes the ticket it grants.
+//
+// With wake-ups, tickets are addressed as the lock table's are (see
+// fair.go): a ticket records its process's bell (waker); a waiter marks
+// the name's head row and then its holder rows (ticketed) before it first
+// asks how long to wait, and a grant copies the head's mark into the
+// holder row it adds, so that every holder row granted before the head's
+// mark is marked by the holders' mark, and every later one by its grant.
+// The marks stay (head rows are never reaped): a process marks a name
+// once. The release that frees a marked holder row rings the bell of the
+// name's oldest live ticket alone; a grant to a ticket, or the oldest
+// ticket given up, rings the next ticket once it committed if a permit is
+// still free, so that permits freed together are handed on one grant
+// after another (a release may ring the ticket being granted).
+//
+// Without wake-ups (WithoutWakeups), tickets record no waker and mark
+// nothing; a grant that leaves a permit to a waiting ticket, and the
+// oldest ticket given up, ring the name (Chain), for the waiters who
+// poll meanwhile.
 
-// fairSemaphoreSQL declares the statements of the semaphores' queue.
-func fairSemaphoreSQL(sems, holders, tickets string) sqlrun.FairSemaphoreSQL {
+// fairSemaphoreSQL declares the statements of the semaphores' FIFO queue;
+// with addressed, tickets record waker and mark the name's rows.
+func fairSemaphoreSQL(sems, holders, tickets, waker string, addressed bool) sqlrun.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
-	return sqlrun.FairSemaphoreSQL{
-		Chain: sqlrun.Q(fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s)
-  AND NOT EXISTS (SELECT 1 %[3]s)
-  AND (:limit = 0 OR (SELECT COUNT(*) %[4]s) < :limit)`, tickets, now, ahead, live)),
+	s := sqlrun.FairSemaphoreSQL{
 		First: sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
     AND (:ticket = 0 OR t.id < :ticket))
   OR EXISTS (SELECT 1 FROM %[2]s h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[3]s)`,
@@ -35,7 +47,7 @@ func fairSemaphoreSQL(sems, holders, tickets string) sqlrun.FairSemaphoreSQL {
 		Take: semaphoreTake(sems, holders, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t WHERE t.name = :name AND t.expires_at > %s
     AND (:ticket = 0 OR t.id < :ticket))`, tickets, now)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
-		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + INTERVAL :ttl MICROSECOND)`,
+		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),
 		Wait: sqlrun.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s), -1,
   IF(NOT EXISTS (SELECT 1 %[4]s) AND (SELECT COUNT(*) %[3]s) < :limit, 0,
@@ -45,6 +57,72 @@ func fairSemaphoreSQL(sems, holders, tickets string) sqlrun.FairSemaphoreSQL {
 		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 	}
+	if !addressed {
+		s.Chain = sqlrun.Q(fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s)
+  AND NOT EXISTS (SELECT 1 %[3]s)
+  AND (:limit = 0 OR (SELECT COUNT(*) %[4]s) < :limit)`, tickets, now, ahead, live))
+		return s
+	}
+	s.Channel, s.Addressed, s.MarksStay = waker, true, true
+	s.Marks = []sqlrun.SQL{
+		// Its number is 1 when the head row exists (marked now or
+		// before): LAST_INSERT_ID(expr) is evaluated for a matched row
+		// whether or not it changes.
+		sqlrun.XID(fmt.Sprintf(`UPDATE %s SET ticketed = 1 + 0 * LAST_INSERT_ID(1) WHERE name = :name`, sems)),
+		sqlrun.X(fmt.Sprintf(`UPDATE %s SET ticketed = TRUE WHERE name = :name AND NOT ticketed`, holders)),
+	}
+	return s
+}
+
+// wakingSemaphoreSQL declares the statements of tickets that order the
+// wake-ups of an unfair semaphore's waiters (Catalogue.WakingSemaphores):
+// a grant to a ticket is the semaphore's acquire transaction, whatever
+// tickets are live, deleting the ticket.
+func wakingSemaphoreSQL(sems, holders, tickets, waker string) sqlrun.FairSemaphoreSQL {
+	s := fairSemaphoreSQL(sems, holders, tickets, waker, true)
+	s.First = sqlrun.SQL{}
+	s.Take = semaphoreTake(sems, holders, "TRUE")
+	return s
+}
+
+// semTicketsOf is a semaphores' queue whose tickets the bells know while
+// they are live (see ticketsOf).
+type semTicketsOf struct {
+	*sqlrun.FairSemaphoreTable
+	b *bells
+}
+
+// Enqueue implements dialect.FairSemaphoreTable.
+func (t semTicketsOf) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
+	tk, err := t.FairSemaphoreTable.Enqueue(ctx, p)
+	if err == nil {
+		t.b.setTicket(tk.ID, true)
+	}
+	return tk, err
+}
+
+// Grant implements dialect.FairSemaphoreTable.
+func (t semTicketsOf) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
+	token, err := t.FairSemaphoreTable.Grant(ctx, p, ticket)
+	if token != 0 && ticket != 0 {
+		t.b.setTicket(ticket, false)
+	}
+	return token, err
+}
+
+// Wait implements dialect.FairSemaphoreTable.
+func (t semTicketsOf) Wait(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
+	d, live, err := t.FairSemaphoreTable.Wait(ctx, tk, limit)
+	if err == nil && !live {
+		t.b.setTicket(tk.ID, false)
+	}
+	return d, live, err
+}
+
+// Dequeue implements dialect.FairSemaphoreTable.
+func (t semTicketsOf) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	t.b.setTicket(tk.ID, false)
+	return t.FairSemaphoreTable.Dequeue(ctx, tk)
 }
 
 // reapSemaphoreTickets deletes a batch of up to limit expired tickets of

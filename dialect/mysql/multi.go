@@ -77,7 +77,7 @@ func (d lockSets) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold ti
 			out[start+i] = id>>i&1 == 1
 			if id>>(releaseChunk+i)&1 == 1 {
 				d.bells.ring(ctx, l.Name)
-				d.bells.ringTicket(ctx, l.Name, false)
+				d.bells.ringTicket(ctx, sqlrun.LockQueue, l.Name, false)
 			}
 		}
 	}

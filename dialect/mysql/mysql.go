@@ -59,8 +59,10 @@ type Dialect struct {
 	noWakeups bool              // WithoutWakeups
 
 	sems *sqlrun.SemaphoreTable
-	// fairSems is the semaphores' FIFO queue (fairsem.go).
-	fairSems *sqlrun.FairSemaphoreTable
+	// fairSems is the semaphores' FIFO queue, and wakingSems their
+	// tickets that order the wake-ups of unfair waiters, nil without
+	// wake-ups (fairsem.go).
+	fairSems, wakingSems dialect.FairSemaphoreTable
 	// reapSems selects a batch of expired semaphore holders, locking
 	// them; deleteHolder deletes one.
 	reapSems     sqlrun.Stmt

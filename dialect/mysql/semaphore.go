@@ -15,13 +15,15 @@ import (
 // plus one and the grant's time in microseconds on the server's real clock
 // (see epoch.go), kept in the head row, which is never deleted. A release
 // that frees a permit of a name some process waits for rings that
-// process's bell, as the lock table's does (see wake.go): the waiters hint
-// is kept on the head row, and copied by each grant into the holder row it
-// adds. The TiDB dialect does not offer semaphores.
+// process's bell, as the lock table's does (see wake.go): the marks of
+// waiters (waiters) and of tickets (ticketed) are kept on the head row,
+// and copied by each grant into the holder row it adds. The TiDB dialect
+// does not offer semaphores.
 
 // semaphoreSQL declares the semaphore tables' statements.
 func semaphoreSQL(sems, holders string) sqlrun.SemaphoreSQL {
 	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted, Announces: true}
+	s.Release = wakingRelease(holders, "token", true)
 	// The insert id is the token drawn.
 	s.Draw = sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, LAST_INSERT_ID(%s))
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(%s)`, sems, clockToken("0", now), clockToken("token", now)))
@@ -43,14 +45,15 @@ FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, 
 // granted: :token for a new row, or for the owner's row of an ended lease,
 // which it takes over; the row's own token for a re-entry; 0 when the
 // owner's row is released but kept by a minimum hold. The head row,
-// locked by the transaction, gives its waiters hint to a new permit.
+// locked by the transaction, gives its marks (waiters, ticketed) to a new
+// permit.
 // MySQL assigns left to right: expires_at, last, still reads the row's
 // own expiry. The live holders are counted in a derived table: MySQL
 // refuses a subquery on the table an INSERT writes, but not its FROM.
 func semaphoreTake(sems, holders, free string) sqlrun.SQL {
 	ended := holders + ".expires_at <= VALUES(acquired_at)"
-	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters)
-SELECT :name, :owner, LAST_INSERT_ID(:token), 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters
+	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters, ticketed)
+SELECT :name, :owner, LAST_INSERT_ID(:token), 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters, s.ticketed
 FROM (SELECT %[3]s AS at) AS t JOIN %[2]s s ON s.name = :name
   JOIN (SELECT COUNT(*) AS n, COALESCE(MAX(h.owner = :owner AND h.holds > 0), 0) AS mine
     FROM %[1]s h WHERE h.name = :name AND h.expires_at > %[3]s) AS c
@@ -61,6 +64,7 @@ ON DUPLICATE KEY UPDATE
   holds       = IF(%[5]s, 1, IF(%[1]s.holds > 0, %[1]s.holds + 1, 0)),
   acquired_at = IF(%[5]s, VALUES(acquired_at), %[1]s.acquired_at),
   waiters     = IF(%[5]s, VALUES(waiters), %[1]s.waiters),
+  ticketed    = IF(%[5]s, VALUES(ticketed), %[1]s.ticketed),
   expires_at  = IF(%[5]s, VALUES(expires_at),
                   IF(%[1]s.holds > 0, GREATEST(%[1]s.expires_at, VALUES(expires_at)), %[1]s.expires_at))`,
 		holders, sems, now, free, ended))
@@ -71,7 +75,13 @@ func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sems, holders, tickets := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_tickets"
 	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
-	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(sems, holders, tickets))
+	addressed := !d.noWakeups
+	fair := sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(sems, holders, tickets, d.waker, addressed))
+	d.fairSems, d.wakingSems = fair, nil
+	if addressed {
+		d.fairSems = semTicketsOf{fair, d.bells}
+		d.wakingSems = semTicketsOf{sqlrun.NewFairSemaphoreTable(d.sems, c, wakingSemaphoreSQL(sems, holders, tickets, d.waker)), d.bells}
+	}
 	d.reap.semTickets = reapTicketsSQL(tickets)
 	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))

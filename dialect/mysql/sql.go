@@ -222,13 +222,17 @@ func (d *Dialect) tables() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	versionFloor, rowlocks, waiters := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_waiters"
 	tickets, sems, holders := "sqllock_tickets", "sqllock_semaphores", "sqllock_semaphore_holders"
-	rwHeads, rwHolders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
+	semTickets, rwHeads, rwHolders := "sqllock_semaphore_tickets", "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters, &tickets, &sems, &holders,
-		&rwHeads, &rwHolders)
+		&semTickets, &rwHeads, &rwHolders)
 	c := &sqlrun.Compiler{Style: sqlrun.Question}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
-	d.wakeUps(waiters, tickets, locks, locks, versions, sems, holders, rwHeads, rwHolders)
+	d.wakeUps(waiters, []ticketQueue{
+		sqlrun.LockQueue: {tickets, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s l WHERE l.name = %%[1]s AND l.expires_at > %s)`, locks, now)},
+		sqlrun.SemaphoreQueue: {semTickets, fmt.Sprintf(`(SELECT COUNT(*) FROM %[1]s h WHERE h.name = %%[1]s AND h.expires_at > %[3]s)
+  < (SELECT s.lim FROM %[2]s s WHERE s.name = %%[1]s)`, holders, sems, now)},
+	}, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.releaseAll = c.Compile(releaseAllSQL(locks))
 	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets, d.waker, !d.noWakeups), nil)
 	var fair, waking dialect.FairTable = d.fair, nil
@@ -248,7 +252,7 @@ func (d *Dialect) tables() error {
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
 		Locks: d.locks, Multi: lockSets{d}, Fair: fair, Waking: waking, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -73,34 +74,43 @@ type bellID struct {
 	tag string
 }
 
-// wakeStmts are the statements of the wake-ups, on the waiters table.
-// Those on a hand-off's path (the ring's, the bell's) carry their values
-// as literals (see lit): a statement with arguments costs the driver a
-// prepare round trip more, unless the DSN sets interpolateParams.
+// wakeStmts are the statements of the wake-ups, on the waiters table and
+// the queues of tickets. Those on a hand-off's path (the ring's, the
+// bell's) carry their values as literals (see lit): a statement with
+// arguments costs the driver a prepare round trip more, unless the DSN
+// sets interpolateParams.
 type wakeStmts struct {
 	refresh, expired, forget      string
 	register, unregister, ringNew string   // a VALUES row or IN list is appended
 	hint                          []string // an IN list is appended
 	sleep, rung, seen             string   // formats: see below
 	ringMark, ringFind            string
-	ticketSeen                    string // with the count seen and the ticket's id
-	ticketMark, ticketFind        string // with the name (see lit)
-	ticketFindFree                string // with the name (see lit)
-	ticketMarkID                  string // with the ticket's id
+	queues                        []ticketStmts // by sqlrun.Queue
 }
+
+// ticketStmts are the statements of the bells on a queue's tickets.
+type ticketStmts struct {
+	seen       string // with the count seen and the ticket's id
+	mark, find string // with the name (see lit)
+	findFree   string // with the name (see lit)
+	markID     string // with the ticket's id
+}
+
+// A ticketQueue is a queue of tickets whose releases ring the bells: its
+// table, and the condition, with the name (see lit) as %[1]s, that what
+// its tickets wait for is free.
+type ticketQueue struct{ tickets, free string }
 
 // newWakeStmts returns the statements of the bells on the waiters table,
 // whose registrations mark the rows of the lease tables named after it as
-// waited for, and of the bells tagged tag on the tickets of the lock table
-// locks.
-func newWakeStmts(waiters, tickets, locks, tag string, tables ...string) wakeStmts {
-	mine := tickets + ` WHERE waker = '` + tag + `' AND rung > seen`
-
+// waited for, and of the bells tagged tag on the tickets of the queues, by
+// sqlrun.Queue.
+func newWakeStmts(waiters string, queues []ticketQueue, tag string, tables ...string) wakeStmts {
 	var hint []string
 	for _, t := range tables {
 		hint = append(hint, `UPDATE `+t+` SET waiters = TRUE WHERE NOT waiters AND name IN `)
 	}
-	return wakeStmts{
+	s := wakeStmts{
 		refresh:    `UPDATE ` + waiters + ` SET expires_at = ` + now + ` + INTERVAL ? MICROSECOND WHERE bell = ?`,
 		expired:    `DELETE FROM ` + waiters + ` WHERE expires_at < ` + now + ` LIMIT 100`,
 		forget:     `DELETE FROM ` + waiters + ` WHERE bell = ?`,
@@ -108,36 +118,6 @@ func newWakeStmts(waiters, tickets, locks, tag string, tables ...string) wakeStm
 		unregister: `DELETE FROM ` + waiters + ` WHERE bell = ? AND name IN `,
 		hint:       hint,
 		ringNew:    `UPDATE ` + waiters + ` SET rung = rung + 1 WHERE bell = ? AND name IN `,
-		// Formats, with the bell's id, its tag and the wait's seconds:
-		// the EXISTS is read after the statement started: a ring
-		// committed before it is seen here, a ring committed after it is
-		// followed by a KILL QUERY that ends the wait (which then
-		// returns NULL on MariaDB, or fails with ER_QUERY_INTERRUPTED).
-		// The wait returns 1 if the anchor's connection ended, 0 after
-		// its time.
-		sleep: `SELECT IF(EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %d AND rung > seen) OR EXISTS(SELECT 1 FROM ` + mine + `),
-  2, GET_LOCK('sqllock anchor %s', %d))`,
-		// With the bell's id: its names' rings, then its tickets'.
-		rung: `SELECT name, rung, 0 FROM ` + waiters + ` WHERE bell = %d AND rung > seen
-UNION ALL SELECT '', rung, id FROM ` + mine,
-		ticketSeen: `UPDATE ` + tickets + ` SET seen = GREATEST(seen, %d) WHERE id = %d`,
-		// After a release: a ring counted in the name's oldest live
-		// ticket, and, side by side, the bell that holds the ticket's
-		// tag (see ringFind). Neither reads the lock table: the ring
-		// holds ticket rows alone, never what a grant or a reaper waits
-		// for.
-		ticketMark: `UPDATE ` + tickets + ` SET rung = rung + 1
-WHERE name = %[1]s AND expires_at > ` + now + ` ORDER BY id LIMIT 1`,
-		ticketFind: `SELECT IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + tickets + `
-WHERE name = %[1]s AND expires_at > ` + now + ` ORDER BY id LIMIT 1`,
-		// After a ticket was deleted: the name's oldest live ticket and
-		// its bell if the lock is free (a plain read, which locks
-		// nothing), then a ring counted by the ticket's key.
-		ticketFindFree: `SELECT id, IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + tickets + `
-WHERE name = %[1]s AND expires_at > ` + now + `
-  AND NOT EXISTS (SELECT 1 FROM ` + locks + ` l WHERE l.name = %[1]s AND l.expires_at > ` + now + `)
-ORDER BY id LIMIT 1`,
-		ticketMarkID: `UPDATE ` + tickets + ` SET rung = rung + 1 WHERE id = %d`,
 		// With the count seen, the bell's id and the name (see lit).
 		seen: `UPDATE ` + waiters + ` SET seen = GREATEST(seen, %d) WHERE bell = %d AND name = %s`,
 		// With the name (see lit).
@@ -150,6 +130,42 @@ ORDER BY id LIMIT 1`,
 		// of every connection.
 		ringFind: `SELECT bell FROM ` + waiters + ` WHERE name = %s AND IS_USED_LOCK(CONCAT('sqllock bell ', tag)) = bell`,
 	}
+	// Formats, with the bell's id, its tag and the wait's seconds: the
+	// EXISTS are read after the statement started: a ring committed
+	// before it is seen here, a ring committed after it is followed by a
+	// KILL QUERY that ends the wait (which then returns NULL on MariaDB,
+	// or fails with ER_QUERY_INTERRUPTED). The wait returns 1 if the
+	// anchor's connection ended, 0 after its time.
+	rung := `EXISTS(SELECT 1 FROM ` + waiters + ` WHERE bell = %[1]d AND rung > seen)`
+	// With the bell's id: its names' rings, then its tickets', by queue.
+	s.rung = `SELECT name, rung, 0, 0 FROM ` + waiters + ` WHERE bell = %[1]d AND rung > seen`
+	for i, q := range queues {
+		mine := q.tickets + ` WHERE waker = '` + tag + `' AND rung > seen`
+		rung += ` OR EXISTS(SELECT 1 FROM ` + mine + `)`
+		s.rung += fmt.Sprintf("\nUNION ALL SELECT '', rung, id, %d FROM %s", i, mine)
+		s.queues = append(s.queues, ticketStmts{
+			seen: `UPDATE ` + q.tickets + ` SET seen = GREATEST(seen, %d) WHERE id = %d`,
+			// After a release: a ring counted in the name's oldest
+			// live ticket, and, side by side, the bell that holds the
+			// ticket's tag (see ringFind). Neither reads the lock or
+			// semaphore tables: the ring holds ticket rows alone,
+			// never what a grant or a reaper waits for.
+			mark: `UPDATE ` + q.tickets + ` SET rung = rung + 1
+WHERE name = %[1]s AND expires_at > ` + now + ` ORDER BY id LIMIT 1`,
+			find: `SELECT IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + q.tickets + `
+WHERE name = %[1]s AND expires_at > ` + now + ` ORDER BY id LIMIT 1`,
+			// After a ticket was deleted or granted: the name's oldest
+			// live ticket and its bell if what it waits for is free (a
+			// plain read, which locks nothing), then a ring counted by
+			// the ticket's key.
+			findFree: `SELECT id, IS_USED_LOCK(CONCAT('sqllock bell ', waker)) FROM ` + q.tickets + `
+WHERE name = %[1]s AND expires_at > ` + now + ` AND ` + q.free + `
+ORDER BY id LIMIT 1`,
+			markID: `UPDATE ` + q.tickets + ` SET rung = rung + 1 WHERE id = %d`,
+		})
+	}
+	s.sleep = `SELECT IF(` + rung + `, 2, GET_LOCK('sqllock anchor %[2]s', %[3]d))`
+	return s
 }
 
 // newWaker returns a random tag for a dialect's bells: nobody else's bell

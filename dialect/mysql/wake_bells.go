@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect/internal/listen"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // bells keeps the process's bell (through a listen.Hub, which runs it
@@ -41,18 +42,19 @@ type bells struct {
 }
 
 // ringKey is what a background ring rings: the processes waiting for a
-// name, or the process of its oldest ticket (with ifFree, only while the
-// lock is free).
+// name, or the process of its oldest ticket in queue (with ifFree, only
+// while what the ticket waits for is free).
 type ringKey struct {
 	name           string
 	ticket, ifFree bool
+	queue          sqlrun.Queue
 }
 
 // newBells returns the wake-ups tagged tag on the waiters table, for the
 // lease tables (their waiters hints) named after it, and on the tickets of
-// the lock table locks.
-func newBells(db *sql.DB, tag, waiters, tickets, locks string, tables ...string) *bells {
-	b := &bells{db: db, tag: tag, stmts: newWakeStmts(waiters, tickets, locks, tag, tables...), watched: make(map[string]int),
+// the queues (by sqlrun.Queue).
+func newBells(db *sql.DB, tag, waiters string, queues []ticketQueue, tables ...string) *bells {
+	b := &bells{db: db, tag: tag, stmts: newWakeStmts(waiters, queues, tag, tables...), watched: make(map[string]int),
 		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[ringKey]bool),
 		tickets: make(map[int64]bool)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // listen is the hub's listen.Func: one bell connection, from the pool,
@@ -276,9 +277,10 @@ func (b *bells) isBroken(bell bellID) bool {
 // rung is a registration, or a ticket, with rings its bell has not
 // announced.
 type rung struct {
-	name   string // announced: the name, or the ticket's dialect.TicketWake
-	n      int64  // the rings counted
-	ticket int64  // the ticket's id; 0 for a registration
+	name   string       // announced: the name, or the ticket's dialect.TicketWake
+	n      int64        // the rings counted
+	ticket int64        // the ticket's id; 0 for a registration
+	queue  sqlrun.Queue // the ticket's queue
 }
 
 // takeRung reads the registrations and tickets with rings that bell has
@@ -296,7 +298,7 @@ func (b *bells) takeRung(ctx context.Context, conn *sql.Conn, bell bellID) ([]ru
 			name []byte
 			r    rung
 		)
-		if err := rows.Scan(&name, &r.n, &r.ticket); err != nil {
+		if err := rows.Scan(&name, &r.n, &r.ticket, &r.queue); err != nil {
 			return nil, err
 		}
 		r.name = string(name)
@@ -313,7 +315,7 @@ func (b *bells) see(ctx context.Context, conn *sql.Conn, bell bellID, rs []rung)
 	for _, r := range rs {
 		stmt := fmt.Sprintf(b.stmts.seen, r.n, bell.id, lit(r.name))
 		if r.ticket != 0 {
-			stmt = fmt.Sprintf(b.stmts.ticketSeen, r.n, r.ticket)
+			stmt = fmt.Sprintf(b.stmts.queues[r.queue].seen, r.n, r.ticket)
 		}
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return err

@@ -14,15 +14,15 @@ import (
 
 // wakeUps makes the bells of the waiters table waiters, for the lease
 // tables (their waiters hints) named after it, and for the tickets of the
-// lock table locks; it rings them after every release that frees a name
-// some process waits for (see wakingRelease). A
+// queues (by sqlrun.Queue); it rings them after every release that frees
+// a name some process waits for (see wakingRelease). A
 // registration marks the rows of the lock and version tables, then the
 // semaphores' head and holder rows, then the read/write locks', each head
 // before its holders: a grant that adds a holder row copies its head's
 // mark under the head's lock, so it either comes after the head's mark or
 // commits its row before the holders' mark.
-func (d *Dialect) wakeUps(waiters, tickets, locks string, tables ...string) {
-	d.bells = newBells(d.db, d.waker, waiters, tickets, locks, tables...)
+func (d *Dialect) wakeUps(waiters string, queues []ticketQueue, tables ...string) {
+	d.bells = newBells(d.db, d.waker, waiters, queues, tables...)
 	d.run.AfterRelease = d.bells.ring
 	d.run.AfterTicketed = d.bells.ringTicket
 	d.run.Go = d.bells.goOwned
@@ -58,10 +58,11 @@ func (b *bells) ring(ctx context.Context, name string) {
 	b.ringInBackground(ctx, ringKey{name: name})
 }
 
-// ringTicket wakes the process of the oldest live ticket of name (with
-// ifFree, only while the lock is free), in the background as ring does.
-func (b *bells) ringTicket(ctx context.Context, name string, ifFree bool) {
-	b.ringInBackground(ctx, ringKey{name: name, ticket: true, ifFree: ifFree})
+// ringTicket wakes the process of the oldest live ticket of name in
+// queue q (with ifFree, only while what it waits for is free), in the
+// background as ring does.
+func (b *bells) ringTicket(ctx context.Context, q sqlrun.Queue, name string, ifFree bool) {
+	b.ringInBackground(ctx, ringKey{name: name, ticket: true, ifFree: ifFree, queue: q})
 }
 
 // goOwned runs f in a goroutine of the bells (the runner's Go): a
@@ -136,12 +137,12 @@ func (b *bells) ringNow(ctx context.Context, k ringKey) {
 	ctx, cancel := context.WithTimeout(ctx, wakeTimeout)
 	defer cancel()
 	if k.ifFree {
-		b.ringTicketIfFree(ctx, k.name)
+		b.ringTicketIfFree(ctx, b.stmts.queues[k.queue], k.name)
 		return
 	}
 	mark, find := b.stmts.ringMark, b.stmts.ringFind
 	if k.ticket {
-		mark, find = b.stmts.ticketMark, b.stmts.ticketFind
+		mark, find = b.stmts.queues[k.queue].mark, b.stmts.queues[k.queue].find
 	}
 	type found struct {
 		ids []int64
@@ -163,19 +164,20 @@ func (b *bells) ringNow(ctx context.Context, k ringKey) {
 	}
 }
 
-// ringTicketIfFree counts a ring in the oldest live ticket of name, if
-// the lock is free, and ends the statement of the bell that holds the
-// ticket's tag, if one does. A ticket whose process has no bell running
-// keeps the ring for its next bell, which reads it before it sleeps.
-func (b *bells) ringTicketIfFree(ctx context.Context, name string) {
+// ringTicketIfFree counts a ring in the oldest live ticket of name in
+// the queue of q, if what it waits for is free, and ends the statement of
+// the bell that holds the ticket's tag, if one does. A ticket whose
+// process has no bell running keeps the ring for its next bell, which
+// reads it before it sleeps.
+func (b *bells) ringTicketIfFree(ctx context.Context, q ticketStmts, name string) {
 	var (
 		id   int64
 		bell sql.NullInt64
 	)
-	if err := b.db.QueryRowContext(ctx, fmt.Sprintf(b.stmts.ticketFindFree, lit(name))).Scan(&id, &bell); err != nil {
+	if err := b.db.QueryRowContext(ctx, fmt.Sprintf(q.findFree, lit(name))).Scan(&id, &bell); err != nil {
 		return // none (sql.ErrNoRows), or the waiter waits until the lease would have ended
 	}
-	if _, err := b.db.ExecContext(ctx, fmt.Sprintf(b.stmts.ticketMarkID, id)); err != nil || !bell.Valid {
+	if _, err := b.db.ExecContext(ctx, fmt.Sprintf(q.markID, id)); err != nil || !bell.Valid {
 		return
 	}
 	_ = b.killOn(ctx, bell.Int64)

@@ -3,6 +3,7 @@ package sqlrun
 import (
 	"context"
 	"database/sql"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -63,31 +64,43 @@ type FairSQL struct {
 // for (see FairSQL and FairSemaphoreSQL); First, Consume and Release may
 // be empty.
 type queueSQL struct {
-	enqueue, dequeue, renew, wait, mark, first, consume, release SQL
-	channel                                                      string
-	addressed                                                    bool
+	enqueue, dequeue, renew, wait, first, consume, release SQL
+	marks                                                  []SQL
+	marksStay                                              bool
+	channel                                                string
+	addressed                                              bool
+	queue                                                  Queue
 }
 
 // tickets runs the statements of a queue of tickets, whatever it queues
 // for: taking, giving up and renewing tickets, a ticket's wait, and the
 // statements a grant runs for the queue.
 type tickets struct {
-	run                                                          *Runner
-	enqueue, dequeue, renew, wait, mark, first, consume, release Stmt
-	// hasFirst, hasRelease, hasMark: the queue has a First, a Release of
-	// its own, a Mark.
-	hasFirst, hasRelease, hasMark bool
-	addressed                     bool   // see FairSQL.Addressed
-	waker                         string // the value of :channel
+	run                                                    *Runner
+	enqueue, dequeue, renew, wait, first, consume, release Stmt
+	marks                                                  []Stmt
+	// hasFirst, hasRelease: the queue has a First, a Release of its own.
+	hasFirst, hasRelease bool
+	addressed            bool   // see FairSQL.Addressed
+	waker                string // the value of :channel
+	queue                Queue
+	// marked, for marks that stay (see FairSemaphoreSQL.MarksStay): the
+	// names whose marks this process set.
+	marked *markedNames
 }
 
 // newTickets compiles s for run; a compile error is kept in c.
 func newTickets(run *Runner, c *Compiler, s queueSQL) tickets {
-	q := tickets{run: run, waker: s.channel, addressed: s.addressed,
+	q := tickets{run: run, waker: s.channel, addressed: s.addressed, queue: s.queue,
 		enqueue: c.Compile(s.enqueue), dequeue: c.Compile(s.dequeue), renew: c.Compile(s.renew), wait: c.Compile(s.wait),
-		hasFirst: s.first.Text != "", hasRelease: s.release.Text != "", hasMark: s.mark.Text != ""}
-	if q.hasMark {
-		q.mark = c.Compile(s.mark)
+		hasFirst: s.first.Text != "", hasRelease: s.release.Text != ""}
+	for _, m := range s.marks {
+		if m.Text != "" {
+			q.marks = append(q.marks, c.Compile(m))
+		}
+	}
+	if s.marksStay {
+		q.marked = &markedNames{names: make(map[string]bool)}
 	}
 	if q.hasFirst {
 		q.first = c.Compile(s.first)
@@ -116,7 +129,7 @@ func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
 		t.run.afterRelease(ctx, tk.Name)
 	}
 	if err == nil && t.addressed {
-		t.run.afterTicketed(ctx, tk.Name, true)
+		t.run.afterTicketed(ctx, t.queue, tk.Name, true)
 	}
 	return err
 }
@@ -137,13 +150,63 @@ func (t *tickets) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl tim
 func (t *tickets) waitFor(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
 	var us int64
 	p := &Params{Name: tk.Name, Ticket: tk.ID, Limit: limit}
-	if t.hasMark {
-		if _, err := t.run.Int(ctx, &t.mark, p); err != nil {
-			return 0, false, err
-		}
+	if err := t.mark(ctx, p); err != nil {
+		return 0, false, err
 	}
 	_, err := t.run.Row(ctx, &t.wait, p, &us)
 	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
+}
+
+// mark runs the queue's marks for p's name, one after the other; marks
+// that stay run once per name while the name is remembered.
+func (t *tickets) mark(ctx context.Context, p *Params) error {
+	if len(t.marks) == 0 || t.marked.has(p.Name) {
+		return nil
+	}
+	found := false
+	for i := range t.marks {
+		n, err := t.run.Int(ctx, &t.marks[i], p)
+		if err != nil {
+			return err
+		}
+		found = found || i == 0 && n > 0
+	}
+	if found {
+		t.marked.add(p.Name)
+	}
+	return nil
+}
+
+// maxMarked bounds the names a queue remembers as marked: beyond it, it
+// forgets them all, and marks each again once.
+const maxMarked = 4096
+
+// markedNames are the names whose lasting marks a process set (see
+// FairSemaphoreSQL.MarksStay). A nil *markedNames remembers none.
+type markedNames struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (m *markedNames) has(name string) bool {
+	if m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.names[name]
+}
+
+func (m *markedNames) add(name string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.names) >= maxMarked {
+		clear(m.names)
+	}
+	m.names[name] = true
 }
 
 // releaseOwn runs the queue's own Release for l, a lease of lt, and
@@ -173,7 +236,8 @@ var _ dialect.FairTable = (*FairTable)(nil)
 func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
 	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "", apart: s.ConsumeApart,
 		tickets: newTickets(locks.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
-			mark: s.Mark, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed})}
+			marks: []SQL{s.Mark}, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed,
+			queue: LockQueue})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
 	if t.hasGrant {
 		t.grant = c.Compile(s.Grant)
@@ -263,7 +327,7 @@ func (t *FairTable) grantApart(ctx context.Context, p dialect.AcquireParams, par
 		cctx, cancel := context.WithTimeout(ctx, consumeTimeout)
 		defer cancel()
 		if _, err := t.run.Int(cctx, &t.consume, params); err == nil {
-			t.run.afterTicketed(ctx, p.Name, true)
+			t.run.afterTicketed(ctx, LockQueue, p.Name, true)
 		}
 	})
 	return token, nil

@@ -68,6 +68,7 @@ type SemaphoreTable struct {
 func NewSemaphoreTable(run *Runner, c *Compiler, s SemaphoreSQL) *SemaphoreTable {
 	t := &SemaphoreTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL), inOne: s.Grant.Text != "",
 		remaining: c.Compile(s.Remaining), isolation: s.Isolation, announces: s.Announces}
+	t.queue = SemaphoreQueue
 	if t.inOne {
 		t.grant = c.Compile(s.Grant)
 	} else {
@@ -259,6 +260,15 @@ type FairSemaphoreSQL struct {
 	Channel                       string
 	// Addressed is as FairSQL's.
 	Addressed bool
+	// Marks, if set, run one after the other before Wait: they mark the
+	// rows of :name as waited for by tickets, so that a release reports
+	// it (for a dialect whose Wait cannot mark them in the same
+	// statement). With MarksStay, the marks are never unset and the rows
+	// added later copy them: once the first mark's number is 1 (it found
+	// the name's row, marked now or before) and the others ran, a process
+	// does not run them again for the name.
+	Marks     []SQL
+	MarksStay bool
 	// Release, when set, replaces the semaphore's Release: it also wakes
 	// the process of the oldest live ticket when it frees a permit. It
 	// selects 0 when it released nothing, 2 when it woke a ticket, and 1
@@ -282,7 +292,8 @@ var _ dialect.FairSemaphoreTable = (*FairSemaphoreTable)(nil)
 func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL) *FairSemaphoreTable {
 	t := &FairSemaphoreTable{SemaphoreTable: sems, hasChain: s.Chain.Text != "",
 		tickets: newTickets(sems.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
-			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel, addressed: s.Addressed})}
+			first: s.First, consume: s.Consume, release: s.Release, channel: s.Channel, addressed: s.Addressed,
+			marks: s.Marks, marksStay: s.MarksStay, queue: SemaphoreQueue})}
 	if sems.inOne {
 		t.grant = c.Compile(s.Grant)
 	} else {
@@ -296,14 +307,19 @@ func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL
 
 // Grant implements dialect.FairSemaphoreTable. After a grant to a ticket
 // it runs Chain, and calls Runner.AfterRelease when Chain found a ticket
-// to wake (for a dialect that rings the name's waiting processes itself).
+// to wake (for a dialect that rings the name's waiting processes itself);
+// an addressed queue without Chain calls Runner.AfterTicketed instead.
 // Chain's failure is not the grant's.
 func (t *FairSemaphoreTable) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
 	token, err := t.acquire(ctx, p, t, ticket)
 	if err != nil || token == 0 || ticket == 0 {
 		return token, err
 	}
-	t.runChain(ctx, &Params{Name: p.Name, Limit: p.Limit})
+	if t.hasChain {
+		t.runChain(ctx, &Params{Name: p.Name, Limit: p.Limit})
+	} else if t.addressed {
+		t.run.afterTicketed(ctx, SemaphoreQueue, p.Name, true)
+	}
 	return token, nil
 }
 

@@ -53,14 +53,15 @@ type Runner struct {
 	// block, and ctx may have ended.
 	AfterRelease func(ctx context.Context, name string)
 	// AfterTicketed, if not nil, is called after a statement freed a lock
-	// whose waiters hold tickets, once it committed (a release or break
-	// whose number is 3 or 4), and, with ifFree, after a ticket of an
-	// addressed queue was deleted (given up, or consumed apart from its
-	// grant, see FairSQL.ConsumeApart): it wakes the process of the name's
-	// oldest live ticket (with ifFree, only while the lock is free), for
-	// a dialect without a Wake statement. It must not block, and ctx may
-	// have ended.
-	AfterTicketed func(ctx context.Context, name string, ifFree bool)
+	// or a permit whose waiters hold tickets of queue q, once it committed
+	// (a release or break whose number is 3 or 4), and, with ifFree, after
+	// a ticket of an addressed queue was deleted (given up, granted
+	// leaving a permit free, or consumed apart from its grant, see
+	// FairSQL.ConsumeApart): it wakes the process of the name's oldest
+	// live ticket of q (with ifFree, only while the lock or a permit is
+	// free), for a dialect without a Wake statement. It must not block,
+	// and ctx may have ended.
+	AfterTicketed func(ctx context.Context, q Queue, name string, ifFree bool)
 	// Go, if not nil, runs f off the caller's path, in a goroutine that
 	// the dialect owns and waits for when it is closed (work that follows
 	// a grant, such as FairSQL.ConsumeApart's); nil: f runs in the caller.
@@ -89,10 +90,19 @@ func (r *Runner) goOff(f func()) {
 	f()
 }
 
-// afterTicketed calls r.AfterTicketed, if set, for name.
-func (r *Runner) afterTicketed(ctx context.Context, name string, ifFree bool) {
+// A Queue is a queue of tickets, as Runner.AfterTicketed names it.
+type Queue int
+
+// The queues of tickets.
+const (
+	LockQueue      Queue = iota // the lock table's (FairSQL)
+	SemaphoreQueue              // the semaphores' (FairSemaphoreSQL)
+)
+
+// afterTicketed calls r.AfterTicketed, if set, for name in q.
+func (r *Runner) afterTicketed(ctx context.Context, q Queue, name string, ifFree bool) {
 	if r.AfterTicketed != nil {
-		r.AfterTicketed(ctx, name, ifFree)
+		r.AfterTicketed(ctx, q, name, ifFree)
 	}
 }
 

@@ -60,6 +60,7 @@ type LeaseTable struct {
 	wake                                     Stmt
 	channel                                  string
 	ringsOnChange, hasWake                   bool
+	queue                                    Queue // whose tickets mark the rows
 }
 
 func newLeaseTable(run *Runner, c *Compiler, s LeaseSQL) LeaseTable {
@@ -99,7 +100,7 @@ func (t *LeaseTable) freed(ctx context.Context, name string, n int64) {
 			_, _ = t.run.Int(wctx, &t.wake, &Params{Name: name})
 			cancel()
 		} else {
-			t.run.afterTicketed(ctx, name, false)
+			t.run.afterTicketed(ctx, t.queue, name, false)
 		}
 	}
 	if n == freedNamed || n == freedBoth {
