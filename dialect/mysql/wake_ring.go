@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -154,13 +155,31 @@ func (b *bells) ringNow(ctx context.Context, k ringKey) {
 		f.ids, f.err = b.findBells(ctx, fmt.Sprintf(find, lit(k.name)))
 		early <- f
 	}()
-	_, err := b.db.ExecContext(ctx, fmt.Sprintf(mark, lit(k.name)))
+	err := b.count(ctx, fmt.Sprintf(mark, lit(k.name)))
 	f := <-early
 	if err != nil || f.err != nil {
 		return
 	}
 	for _, id := range f.ids {
 		_ = b.killOn(ctx, id)
+	}
+}
+
+// ringTries bounds the tries of a ring's count that the server rolled
+// back to break a deadlock.
+const ringTries = 3
+
+// count runs a ring's count, query, again when the server rolled it back
+// to break a deadlock: it locks the rows it scans (under REPEATABLE READ,
+// those of ended registrations or tickets too), and so may meet a reaping
+// statement that locks the same rows in another order. A lost count
+// would leave a waiter asleep until the lease would have ended.
+func (b *bells) count(ctx context.Context, query string) error {
+	for try := 1; ; try++ {
+		_, err := b.db.ExecContext(ctx, query)
+		if try == ringTries || !errors.Is(wrap(err), dialect.ErrTransient) {
+			return err
+		}
 	}
 }
 
