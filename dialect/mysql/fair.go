@@ -4,9 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
-
-	"github.com/sqllock/sqllock/dialect"
 
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
@@ -90,46 +87,4 @@ func execCount(ctx context.Context, conn *sql.Conn, query string, limit int) (in
 	}
 	n, err := res.RowsAffected()
 	return int(n), wrap(err)
-}
-
-// ticketsOf is a queue whose tickets the bells know while they are live,
-// so that a bell rung while its process has one ticket alone announces
-// that ticket's wake-up at once, before it reads its rings (see
-// bells.only).
-type ticketsOf struct {
-	*sqlrun.FairTable
-	b *bells
-}
-
-// Enqueue implements dialect.FairTable.
-func (t ticketsOf) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
-	tk, err := t.FairTable.Enqueue(ctx, p)
-	if err == nil {
-		t.b.setTicket(tk.ID, true)
-	}
-	return tk, err
-}
-
-// Grant implements dialect.FairTable.
-func (t ticketsOf) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
-	token, err := t.FairTable.Grant(ctx, p, ticket)
-	if token != 0 && ticket != 0 {
-		t.b.setTicket(ticket, false)
-	}
-	return token, err
-}
-
-// Wait implements dialect.FairTable.
-func (t ticketsOf) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
-	d, live, err := t.FairTable.Wait(ctx, tk)
-	if err == nil && !live {
-		t.b.setTicket(tk.ID, false)
-	}
-	return d, live, err
-}
-
-// Dequeue implements dialect.FairTable.
-func (t ticketsOf) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	t.b.setTicket(tk.ID, false)
-	return t.FairTable.Dequeue(ctx, tk)
 }

@@ -4,9 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -83,46 +81,6 @@ func wakingSemaphoreSQL(sems, holders, tickets, waker string) sqlrun.FairSemapho
 	s.First = sqlrun.SQL{}
 	s.Take = semaphoreTake(sems, holders, "TRUE")
 	return s
-}
-
-// semTicketsOf is a semaphores' queue whose tickets the bells know while
-// they are live (see ticketsOf).
-type semTicketsOf struct {
-	*sqlrun.FairSemaphoreTable
-	b *bells
-}
-
-// Enqueue implements dialect.FairSemaphoreTable.
-func (t semTicketsOf) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
-	tk, err := t.FairSemaphoreTable.Enqueue(ctx, p)
-	if err == nil {
-		t.b.setTicket(tk.ID, true)
-	}
-	return tk, err
-}
-
-// Grant implements dialect.FairSemaphoreTable.
-func (t semTicketsOf) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
-	token, err := t.FairSemaphoreTable.Grant(ctx, p, ticket)
-	if token != 0 && ticket != 0 {
-		t.b.setTicket(ticket, false)
-	}
-	return token, err
-}
-
-// Wait implements dialect.FairSemaphoreTable.
-func (t semTicketsOf) Wait(ctx context.Context, tk dialect.Ticket, limit int) (time.Duration, bool, error) {
-	d, live, err := t.FairSemaphoreTable.Wait(ctx, tk, limit)
-	if err == nil && !live {
-		t.b.setTicket(tk.ID, false)
-	}
-	return d, live, err
-}
-
-// Dequeue implements dialect.FairSemaphoreTable.
-func (t semTicketsOf) Dequeue(ctx context.Context, tk dialect.Ticket) error {
-	t.b.setTicket(tk.ID, false)
-	return t.FairSemaphoreTable.Dequeue(ctx, tk)
 }
 
 // reapSemaphoreTickets deletes a batch of up to limit expired tickets of

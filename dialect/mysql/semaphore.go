@@ -76,11 +76,9 @@ func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
 	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
 	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
 	addressed := !d.noWakeups
-	fair := sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(sems, holders, tickets, d.waker, addressed))
-	d.fairSems, d.wakingSems = fair, nil
+	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(sems, holders, tickets, d.waker, addressed))
 	if addressed {
-		d.fairSems = semTicketsOf{fair, d.bells}
-		d.wakingSems = semTicketsOf{sqlrun.NewFairSemaphoreTable(d.sems, c, wakingSemaphoreSQL(sems, holders, tickets, d.waker)), d.bells}
+		d.wakingSems = sqlrun.NewFairSemaphoreTable(d.sems, c, wakingSemaphoreSQL(sems, holders, tickets, d.waker))
 	}
 	d.reap.semTickets = reapTicketsSQL(tickets)
 	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s

@@ -235,10 +235,9 @@ func (d *Dialect) tables() error {
 	}, locks, versions, sems, holders, rwHeads, rwHolders)
 	d.releaseAll = c.Compile(releaseAllSQL(locks))
 	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets, d.waker, !d.noWakeups), nil)
-	var fair, waking dialect.FairTable = d.fair, nil
+	var waking dialect.FairTable
 	if !d.noWakeups {
-		fair = ticketsOf{d.fair, d.bells}
-		waking = ticketsOf{sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, tickets, d.waker), nil), d.bells}
+		waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, tickets, d.waker), nil)
 	}
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
@@ -251,7 +250,7 @@ func (d *Dialect) tables() error {
 	d.rwTables(c)
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: fair, Waking: waking, Versions: d.versions,
+		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: waking, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
 		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,

@@ -35,7 +35,7 @@ type bells struct {
 	keeper     sync.WaitGroup
 	gate       func() error // test seam: refuses to start a bell
 
-	tickets map[int64]bool // the live tickets of the process's waiters (see ticketsOf)
+	tickets map[int64]bool // the live tickets of the process's waiters (see setTicket)
 
 	ringing map[ringKey]bool // rung in the background: true once rung again meanwhile
 	rings   sync.WaitGroup   // the background rings
@@ -80,7 +80,7 @@ func (b *bells) close(ctx context.Context) error {
 }
 
 // setTicket records that the process's waiter holds the ticket id (live),
-// or no longer does.
+// or no longer does (the runner's Ticket).
 func (b *bells) setTicket(id int64, live bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

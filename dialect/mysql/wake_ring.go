@@ -26,6 +26,7 @@ func (d *Dialect) wakeUps(waiters string, queues []ticketQueue, tables ...string
 	d.bells = newBells(d.db, d.waker, waiters, queues, tables...)
 	d.run.AfterRelease = d.bells.ring
 	d.run.AfterTicketed = d.bells.ringTicket
+	d.run.Ticket = d.bells.setTicket
 	d.run.Go = d.bells.goOwned
 }
 

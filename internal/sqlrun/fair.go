@@ -117,13 +117,25 @@ func newTickets(run *Runner, c *Compiler, s queueSQL) tickets {
 // Enqueue implements dialect.FairTable and dialect.FairSemaphoreTable.
 func (t *tickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
 	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
+	if err == nil {
+		t.run.ticket(id, true)
+	}
 	return dialect.Ticket{Name: p.Name, Owner: p.Owner, ID: id, Addressed: t.addressed}, err
+}
+
+// granted tells the runner that ticket (0: none) was granted when token
+// is not 0.
+func (t *tickets) granted(ticket, token int64) {
+	if ticket != 0 && token != 0 {
+		t.run.ticket(ticket, false)
+	}
 }
 
 // Dequeue implements dialect.FairTable and dialect.FairSemaphoreTable. A
 // number of 2 calls Runner.AfterRelease for the ticket's name; an
 // addressed queue calls Runner.AfterTicketed.
 func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
+	t.run.ticket(tk.ID, false)
 	n, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
 	if n == 2 {
 		t.run.afterRelease(ctx, tk.Name)
@@ -154,6 +166,9 @@ func (t *tickets) waitFor(ctx context.Context, tk dialect.Ticket, limit int) (ti
 		return 0, false, err
 	}
 	_, err := t.run.Row(ctx, &t.wait, p, &us)
+	if err == nil && us < 0 {
+		t.run.ticket(tk.ID, false)
+	}
 	return time.Duration(max(us, 0)) * time.Microsecond, us >= 0, err
 }
 
@@ -246,15 +261,18 @@ func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOption
 }
 
 // Grant implements dialect.FairTable.
-func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (int64, error) {
+func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (token int64, err error) {
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Ticket: ticket, Channel: t.channel}
-	if t.apart {
-		return t.grantApart(ctx, p, params)
+	switch {
+	case t.apart:
+		token, err = t.grantApart(ctx, p, params)
+	case t.inOne:
+		token, err = t.run.GrantInt(ctx, &t.grant, params, t.undo(p.Name, p.Owner))
+	default:
+		token, err = t.grantInTx(ctx, params)
 	}
-	if t.inOne {
-		return t.run.GrantInt(ctx, &t.grant, params, t.undo(p.Name, p.Owner))
-	}
-	return t.grantInTx(ctx, params)
+	t.granted(ticket, token)
+	return token, err
 }
 
 // grantTimeout bounds a grant's transaction, which runs to its end once

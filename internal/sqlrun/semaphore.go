@@ -312,6 +312,7 @@ func NewFairSemaphoreTable(sems *SemaphoreTable, c *Compiler, s FairSemaphoreSQL
 // Chain's failure is not the grant's.
 func (t *FairSemaphoreTable) Grant(ctx context.Context, p dialect.SemaphoreParams, ticket int64) (int64, error) {
 	token, err := t.acquire(ctx, p, t, ticket)
+	t.granted(ticket, token)
 	if err != nil || token == 0 || ticket == 0 {
 		return token, err
 	}

@@ -62,6 +62,12 @@ type Runner struct {
 	// free), for a dialect without a Wake statement. It must not block,
 	// and ctx may have ended.
 	AfterTicketed func(ctx context.Context, q Queue, name string, ifFree bool)
+	// Ticket, if not nil, is told when a ticket of the runner's queues
+	// becomes live (taken, live) and when its waiter no longer holds it
+	// (granted, given up, or found not live): a dialect whose wake-ups
+	// reach a process, not a ticket, tells its one ticket's waiter at
+	// once. It must not block.
+	Ticket func(id int64, live bool)
 	// Go, if not nil, runs f off the caller's path, in a goroutine that
 	// the dialect owns and waits for when it is closed (work that follows
 	// a grant, such as FairSQL.ConsumeApart's); nil: f runs in the caller.
@@ -103,6 +109,13 @@ const (
 func (r *Runner) afterTicketed(ctx context.Context, q Queue, name string, ifFree bool) {
 	if r.AfterTicketed != nil {
 		r.AfterTicketed(ctx, q, name, ifFree)
+	}
+}
+
+// ticket calls r.Ticket, if set.
+func (r *Runner) ticket(id int64, live bool) {
+	if r.Ticket != nil {
+		r.Ticket(id, live)
 	}
 }
 
