@@ -47,7 +47,7 @@ func wakeLocker(d dialect.Dialect, kind string, ttl, maxBackoff time.Duration) (
 	case "rw-read", "rw-write":
 		return sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: ttl, MaxBackoff: maxBackoff})
 	}
-	return sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MaxBackoff: maxBackoff})
+	return sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MaxBackoff: maxBackoff, Fair: kind == "fair"})
 }
 
 // wakeHold takes name on l as the child of kind holds it: the other side
@@ -231,6 +231,104 @@ func wakeFromAnotherProcess(t *testing.T, kind string) {
 	r.expect(ctx, t, "released x")
 	if err := <-got; err != nil {
 		t.Fatalf("waiter: %v", err)
+	}
+}
+
+// A release in another process wakes the waiter of this process's ticket
+// through the ticket alone: no name is registered (nobody watches it), so
+// only the ring of the oldest ticket's bell can wake the waiter, whose
+// lease and backoff last 10 minutes. The release comes once the waiter
+// marked the row its release reports from (ticketed): a release before
+// the mark would let the waiter in without a ring.
+func TestTicketWakeFromAnotherProcess(t *testing.T) {
+	t.Parallel()
+	marked := map[string]string{ // kind: the marked row
+		"lock":      "sqllock_locks",
+		"fair":      "sqllock_locks",
+		"semaphore": "sqllock_semaphore_holders",
+		"fairsem":   "sqllock_semaphore_holders",
+	}
+	for kind, table := range marked {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			d, db, database := wakeEnv(t)
+			cmd, err := testutil.ChildCommand(ctx, wakeChildEnv, wakeChild{DSN: dbtest.MySQLDSN(t), Database: database, Name: "x", Kind: kind})
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				in.Close()
+				if err := cmd.Wait(); err != nil {
+					t.Errorf("child: %v; %s", err, stderr.String())
+				}
+			}()
+			lines := bufio.NewScanner(out)
+			if !lines.Scan() || lines.Text() != "held" {
+				t.Fatalf("child: %q, %v; want held", lines.Text(), lines.Err())
+			}
+			// The bell is up before the waiter comes: a bell that comes up
+			// lets every waiter try once.
+			r := make(recorder, 16)
+			sub := d.Catalogue().Notifier.Subscribe(r)
+			defer sub.Unsubscribe()
+			r.expect(ctx, t, "ready")
+			l, err := wakeLocker(d, kind, 10*time.Minute, 10*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				k, err := l.Acquire(ctx, "x")
+				if err == nil {
+					err = k.Release(context.WithoutCancel(ctx))
+				}
+				got <- err
+			}()
+			for {
+				var n int
+				err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+database+"`."+table+" WHERE name = 'x' AND ticketed").Scan(&n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n > 0 {
+					break
+				}
+				select {
+				case err := <-got:
+					t.Fatalf("the waiter returned before it marked the row: %v", err)
+				case <-time.After(10 * time.Millisecond): // polls an observable condition
+				}
+			}
+			if _, err := io.WriteString(in, "release\n"); err != nil {
+				t.Fatal(err)
+			}
+			if !lines.Scan() || lines.Text() != "released" {
+				t.Fatalf("child: %q, %v; want released", lines.Text(), lines.Err())
+			}
+			if told := r.next(ctx, t); !strings.HasPrefix(told, "released ") {
+				t.Fatalf("told %q, want a ticket's wake-up", told)
+			} else if _, ok := dialect.ParseTicketWake(strings.TrimPrefix(told, "released ")); !ok {
+				t.Fatalf("told %q, want a ticket's wake-up", told)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+		})
 	}
 }
 
