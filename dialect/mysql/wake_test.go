@@ -174,10 +174,25 @@ func TestWakeFromAnotherProcess(t *testing.T) {
 	}
 }
 
-func wakeFromAnotherProcess(t *testing.T, kind string) {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	d, _, database := wakeEnv(t)
+// inBackground runs acquire in a goroutine, releases the lock it
+// returns, and sends the first error, or nil.
+func inBackground(ctx context.Context, acquire func() (*sqllock.Lock, error)) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		k, err := acquire()
+		if err == nil {
+			err = k.Release(context.WithoutCancel(ctx))
+		}
+		got <- err
+	}()
+	return got
+}
+
+// holdInChild starts a wakeChild holding "x" as kind, and waits until it
+// holds it. release makes the child release it, and waits until it did;
+// stop waits for the child to end (deferred before ctx's cancel).
+func holdInChild(ctx context.Context, t *testing.T, database, kind string) (release, stop func()) {
+	t.Helper()
 	cmd, err := testutil.ChildCommand(ctx, wakeChildEnv, wakeChild{DSN: dbtest.MySQLDSN(t), Database: database, Name: "x", Kind: kind})
 	if err != nil {
 		t.Fatal(err)
@@ -195,16 +210,35 @@ func wakeFromAnotherProcess(t *testing.T, kind string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	stop = func() {
 		in.Close()
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("child: %v; %s", err, stderr.String())
 		}
-	}()
+	}
 	lines := bufio.NewScanner(out)
 	if !lines.Scan() || lines.Text() != "held" {
+		stop()
 		t.Fatalf("child: %q, %v; want held", lines.Text(), lines.Err())
 	}
+	release = func() {
+		t.Helper()
+		if _, err := io.WriteString(in, "release\n"); err != nil {
+			t.Fatal(err)
+		}
+		if !lines.Scan() || lines.Text() != "released" {
+			t.Fatalf("child: %q, %v; want released", lines.Text(), lines.Err())
+		}
+	}
+	return release, stop
+}
+
+func wakeFromAnotherProcess(t *testing.T, kind string) {
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	d, _, database := wakeEnv(t)
+	release, stop := holdInChild(ctx, t, database, kind)
+	defer stop()
 
 	r := make(recorder, 16)
 	watch(ctx, t, d, r, "x")
@@ -212,20 +246,8 @@ func wakeFromAnotherProcess(t *testing.T, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := wakeWait(ctx, l, kind, "x")
-		if err == nil {
-			err = k.Release(context.WithoutCancel(ctx))
-		}
-		got <- err
-	}()
-	if _, err := io.WriteString(in, "release\n"); err != nil {
-		t.Fatal(err)
-	}
-	if !lines.Scan() || lines.Text() != "released" {
-		t.Fatalf("child: %q, %v; want released", lines.Text(), lines.Err())
-	}
+	got := inBackground(ctx, func() (*sqllock.Lock, error) { return wakeWait(ctx, l, kind, "x") })
+	release()
 	// The only announcement of x after its registration's is the ring
 	// of the child's release (a new bell would say ready first).
 	r.expect(ctx, t, "released x")
@@ -254,33 +276,8 @@ func TestTicketWakeFromAnotherProcess(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 			defer cancel()
 			d, db, database := wakeEnv(t)
-			cmd, err := testutil.ChildCommand(ctx, wakeChildEnv, wakeChild{DSN: dbtest.MySQLDSN(t), Database: database, Name: "x", Kind: kind})
-			if err != nil {
-				t.Fatal(err)
-			}
-			in, err := cmd.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				in.Close()
-				if err := cmd.Wait(); err != nil {
-					t.Errorf("child: %v; %s", err, stderr.String())
-				}
-			}()
-			lines := bufio.NewScanner(out)
-			if !lines.Scan() || lines.Text() != "held" {
-				t.Fatalf("child: %q, %v; want held", lines.Text(), lines.Err())
-			}
+			release, stop := holdInChild(ctx, t, database, kind)
+			defer stop()
 			// The bell is up before the waiter comes: a bell that comes up
 			// lets every waiter try once.
 			r := make(recorder, 16)
@@ -291,14 +288,7 @@ func TestTicketWakeFromAnotherProcess(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
-			go func() {
-				k, err := l.Acquire(ctx, "x")
-				if err == nil {
-					err = k.Release(context.WithoutCancel(ctx))
-				}
-				got <- err
-			}()
+			got := inBackground(ctx, func() (*sqllock.Lock, error) { return l.Acquire(ctx, "x") })
 			for {
 				var n int
 				err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+database+"`."+table+" WHERE name = 'x' AND ticketed").Scan(&n)
@@ -314,12 +304,7 @@ func TestTicketWakeFromAnotherProcess(t *testing.T) {
 				case <-time.After(10 * time.Millisecond): // polls an observable condition
 				}
 			}
-			if _, err := io.WriteString(in, "release\n"); err != nil {
-				t.Fatal(err)
-			}
-			if !lines.Scan() || lines.Text() != "released" {
-				t.Fatalf("child: %q, %v; want released", lines.Text(), lines.Err())
-			}
+			release()
 			if told := r.next(ctx, t); !strings.HasPrefix(told, "released ") {
 				t.Fatalf("told %q, want a ticket's wake-up", told)
 			} else if _, ok := dialect.ParseTicketWake(strings.TrimPrefix(told, "released ")); !ok {
@@ -372,14 +357,7 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := l.Acquire(ctx, "x")
-		if err == nil {
-			err = k.Release(context.WithoutCancel(ctx))
-		}
-		got <- err
-	}()
+	got := inBackground(ctx, func() (*sqllock.Lock, error) { return l.Acquire(ctx, "x") })
 	// The waiter takes a ticket, and marks the lock's row before it
 	// sleeps.
 	testutil.Eventually(ctx, t, "the waiter's ticket and mark", func() bool {
@@ -459,14 +437,7 @@ func TestWithoutWakeups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := l.Acquire(ctx, "x")
-		if err == nil {
-			err = k.Release(context.WithoutCancel(ctx))
-		}
-		got <- err
-	}()
+	got := inBackground(ctx, func() (*sqllock.Lock, error) { return l.Acquire(ctx, "x") })
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -503,14 +474,7 @@ func TestOptimisticWaiterWoken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan error, 1)
-	go func() {
-		k, err := l.Acquire(ctx, "v")
-		if err == nil {
-			err = k.Release(context.WithoutCancel(ctx))
-		}
-		got <- err
-	}()
+	got := inBackground(ctx, func() (*sqllock.Lock, error) { return l.Acquire(ctx, "v") })
 	r.expect(ctx, t, "released v") // the waiter's room watches v
 	if err := k.Release(ctx); err != nil {
 		t.Fatal(err)
