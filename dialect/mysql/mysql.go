@@ -42,16 +42,14 @@ type Dialect struct {
 	versions *sqlrun.VersionTable
 	rw       *sqlrun.RWLockTable
 	reap     reapStmts
-	// releaseAll is ReleaseAll's statement (multi.go).
-	releaseAll sqlrun.Stmt
-	srv        server
-	run        *sqlrun.Runner
-	marks      marker // tags grant statements, so that they can be found and cancelled
-	clock      clockCheck
-	galera     galeraCheck
-	flavor     flavorCheck
-	tidb       *tidb // made by NewTiDB: TiDB's statements; nil for MySQL and MariaDB
-	cat        dialect.Catalogue
+	srv      server
+	run      *sqlrun.Runner
+	marks    marker // tags grant statements, so that they can be found and cancelled
+	clock    clockCheck
+	galera   galeraCheck
+	flavor   flavorCheck
+	tidb     *tidb // made by NewTiDB: TiDB's statements; nil for MySQL and MariaDB
+	cat      dialect.Catalogue
 
 	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
 	bells     *bells            // this process's wake-ups

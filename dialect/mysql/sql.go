@@ -87,6 +87,8 @@ func lockSQL(locks, floor string) sqlrun.LockSQL {
 	// replica that lacks the last grants.
 	s.Acquire = lockAcquire(locks, floor, false)
 	s.Campaign = lockAcquire(locks, floor, true)
+	s.Proclaim, s.Leader = electionSQL(locks)
+	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks), multiTx
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
 FROM %[1]s WHERE name = :name AND expires_at > %[2]s`, locks, now, micros("acquired_at"), micros("expires_at")))
@@ -233,7 +235,6 @@ func (d *Dialect) tables() error {
 		sqlrun.SemaphoreQueue: {semTickets, fmt.Sprintf(`(SELECT COUNT(*) FROM %[1]s h WHERE h.name = %%[1]s AND h.expires_at > %[3]s)
   < (SELECT s.lim FROM %[2]s s WHERE s.name = %%[1]s)`, holders, sems, now)},
 	}, locks, versions, sems, holders, rwHeads, rwHolders)
-	d.releaseAll = c.Compile(releaseAllSQL(locks))
 	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets, d.waker, !d.noWakeups), nil)
 	var waking dialect.FairTable
 	if !d.noWakeups {
@@ -250,9 +251,9 @@ func (d *Dialect) tables() error {
 	d.rwTables(c)
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: waking, Versions: d.versions,
+		Locks: d.locks, Multi: d.locks.Multi(), Fair: d.fair, Waking: waking, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
-		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
+		Elections: d.locks.Elections(), Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
 	}
 	return c.Err

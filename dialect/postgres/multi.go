@@ -1,25 +1,18 @@
 package postgres
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-// lockSets is the catalogue's Multi.
-type lockSets struct{ *Dialect }
-
-var _ dialect.MultiLockTable = lockSets{}
-
-// releaseAllSQL drops one hold of each lease of :leases in one statement,
-// as the lock table's Release does for one (announcing the names it frees
-// that someone waits for), and selects the name of each lease it released,
-// and whether the release freed a row marked by waiters with tickets (see
-// lockSQL).
+// releaseAllSQL is the lock sets' release (sqlrun.LockSQL.ReleaseAll): it
+// drops one hold of each lease of :leases in one statement, as the lock
+// table's Release does for one (announcing the names it frees that someone
+// waits for), and selects the name of each lease it released with
+// Release's number (3 when it freed a row marked by waiters with tickets,
+// see lockSQL).
 // The rows are locked first in the byte order of their names (COLLATE
 // "C", whatever the column's collation), the order in which AcquireAll
 // takes them, so that the release never waits for an acquisition in a
@@ -33,26 +26,15 @@ func releaseAllSQL(locks, durable string) sqlrun.SQL {
   WHERE name IN (SELECT name FROM k) AND (name, owner, token) IN (:leases) AND holds > 0 AND %[3]s
   RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters, ticketed
 )
-SELECT r.name, r.free AND r.ticketed
+SELECT r.name, CASE WHEN r.free AND r.ticketed THEN 3 ELSE 1 END
 FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`,
 		locks, releasedExpiry, durable))
 }
 
-// multiTx are the options of AcquireAll's transaction: each statement sees
-// the rows committed before it, as in autocommit.
+// multiTx are the options of a lock set's transaction, in which each name's
+// Acquire takes its row lock (and fence) until the transaction ends:
+// callers take names in the same order, so they never wait for each other
+// in a cycle. READ COMMITTED: each statement sees the rows committed
+// before it, as in autocommit. Nothing outlives the transaction: it suits
+// transaction poolers.
 var multiTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-
-// AcquireAll implements dialect.MultiLockTable: the lock table's Acquire
-// statement for each name, in one READ COMMITTED transaction. Each
-// statement takes its name's row lock (and fence) until the transaction
-// ends; callers take names in the same order, so they never wait for each
-// other in a cycle. Tokens are those of Acquire (the timeline in the high
-// bits). Nothing outlives the transaction: it suits transaction poolers.
-func (d lockSets) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
-	return d.locks.AcquireAll(ctx, multiTx, p)
-}
-
-// ReleaseAll implements dialect.MultiLockTable, in one statement.
-func (d lockSets) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
-	return d.locks.ReleaseMany(ctx, &d.releaseAll, ls, minHold)
-}

@@ -53,8 +53,6 @@ type Dialect struct {
 	// reapSemTickets deletes expired tickets of the semaphores' queue.
 	reapSemTickets sqlrun.Stmt
 	rw             *sqlrun.RWLockTable
-	// releaseAll is ReleaseAll's statement (multi.go).
-	releaseAll sqlrun.Stmt
 	// lead are the arguments put before every statement's own (see
 	// WithPooler); nil for none.
 	lead []any

@@ -74,6 +74,8 @@ func lockSQL(locks, seq, tickets, channel, durable string) sqlrun.LockSQL {
 	// lease of an earlier timeline is not re-entered: it is lost.
 	s.Acquire = lockAcquire(locks, seq, durable, false)
 	s.Campaign = lockAcquire(locks, seq, durable, true)
+	s.Proclaim, s.Leader = electionSQL(locks, durable)
+	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks, durable), multiTx
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT
 	// reads the statement's snapshot, but the hint's UPDATE the latest
@@ -251,7 +253,6 @@ func (d *Dialect) tables() error {
 	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead, Expand: d.expandEpoch()}
 	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, tickets, d.channel, durable(d.syncCommit)))
 	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
-	d.releaseAll = c.Compile(releaseAllSQL(locks, durable(d.syncCommit)))
 	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, seq, tickets, d.waker, durable(d.syncCommit)), nil)
 	d.waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, seq, tickets, d.waker, durable(d.syncCommit)), nil)
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
@@ -266,9 +267,9 @@ func (d *Dialect) tables() error {
 	d.rwTables(c)
 	runs := d.ledgerTables(c)
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Waking: d.waking, Versions: d.versions,
+		Locks: d.locks, Multi: d.locks.Multi(), Fair: d.fair, Waking: d.waking, Versions: d.versions,
 		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
-		Elections: elections{d}, Pessimistic: rowLocks{d}, Runs: runs,
+		Elections: d.locks.Elections(), Pessimistic: rowLocks{d}, Runs: runs,
 		Notifier: d.hub, Busy: busy, Ping: ping,
 	}
 	return c.Err

@@ -26,14 +26,9 @@ func fairSQL() sqlrun.FairSQL {
 SELECT :name, :owner, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + :ttl
 WHERE NOT %[2]s OR EXISTS (SELECT 1 FROM sqllock_locks x
     WHERE x.name = :name AND x.owner = :owner AND x.holds > 0 AND x.expires_at > %[1]s)
-ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
-  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner       = excluded.owner,
-  expires_at  = excluded.expires_at
+%[3]s
 WHERE (l.expires_at <= %[1]s AND NOT %[2]s) OR (l.owner = excluded.owner AND l.holds > 0 AND l.expires_at > %[1]s)
-RETURNING token`, now, ahead)),
+RETURNING token`, now, ahead, grantUpsert)),
 		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + :ttl) RETURNING id`,
 			tickets, now)),

@@ -70,6 +70,16 @@ FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, n
 	}
 }
 
+// grantUpsert is the conflict clause of a grant on the lock table (l):
+// the takeover of an expired or released row (a new token, one hold) or a
+// re-entry (one more hold); the statement's WHERE says which may happen.
+var grantUpsert = fmt.Sprintf(`ON CONFLICT (name) DO UPDATE SET
+  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
+  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
+  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
+  owner       = excluded.owner,
+  expires_at  = excluded.expires_at`, now)
+
 // lockSQL declares the lock table's statements. The acquire is one
 // statement, under SQLite's write lock from start to end. A new row starts
 // above the token floor; a takeover adds one to the row's token, which
@@ -80,17 +90,13 @@ func lockSQL() sqlrun.LockSQL {
 	s := sqlrun.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token", true)}
 	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
 VALUES (:name, :owner, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + :ttl)
-ON CONFLICT (name) DO UPDATE SET
-  token       = CASE WHEN l.expires_at <= %[1]s THEN l.token + 1 ELSE l.token END,
-  holds       = CASE WHEN l.expires_at <= %[1]s THEN 1 ELSE l.holds + 1 END,
-  acquired_at = CASE WHEN l.expires_at <= %[1]s THEN %[1]s ELSE l.acquired_at END,
-  owner       = excluded.owner,
-  expires_at  = excluded.expires_at
+%[2]s
 WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
-RETURNING token`, now))
+RETURNING token`, now, grantUpsert))
 	// A campaign's value goes to the values' table in the grant's
 	// transaction (see election.go).
-	s.Proclaim = sqlrun.X(proclaimSQL)
+	s.Proclaim, s.Leader = sqlrun.X(proclaimSQL), sqlrun.Q(leaderSQL)
+	s.ReleaseAll = releaseAllSQL()
 	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
 FROM sqllock_locks WHERE name = :name AND expires_at > %[1]s`, now))
@@ -146,10 +152,9 @@ func (d *Dialect) tables() error {
 	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions")),
 		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL()),
 		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}
-	d.releaseAll = c.Compile(releaseAllSQL())
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: lockSets{d}, Fair: d.fair, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: elections{d},
+		Locks: d.locks, Multi: d.locks.Multi(), Fair: d.fair, Versions: d.versions,
+		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: d.locks.Elections(),
 		Runs:         sqlrun.NewRunLedger(d.run, c, ledgerSQL()),
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		SingleWriter: true,

@@ -132,21 +132,19 @@ var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 // keeps a socket beside the database file and a goroutine reading it (see
 // Close).
 type Dialect struct {
-	db       *sql.DB
-	run      *sqlrun.Runner
-	locks    *sqlrun.LockTable
-	fair     *sqlrun.FairTable // the FIFO queue of locks (fair.go)
-	versions *sqlrun.VersionTable
-	rw       *sqlrun.RWLockTable
-	reap     []sqlrun.Stmt // one per table
-	sems     *sqlrun.SemaphoreTable
-	fairSems *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
-	// releaseAll is ReleaseAll's statement (multi.go).
-	releaseAll sqlrun.Stmt
-	wake       *waker // wake-ups between processes (wake.go)
-	noWakeups  bool   // the catalogue has no Notifier (WithoutWakeups)
-	logger     *slog.Logger
-	cat        dialect.Catalogue
+	db        *sql.DB
+	run       *sqlrun.Runner
+	locks     *sqlrun.LockTable
+	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
+	versions  *sqlrun.VersionTable
+	rw        *sqlrun.RWLockTable
+	reap      []sqlrun.Stmt // one per table
+	sems      *sqlrun.SemaphoreTable
+	fairSems  *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
+	wake      *waker                     // wake-ups between processes (wake.go)
+	noWakeups bool                       // the catalogue has no Notifier (WithoutWakeups)
+	logger    *slog.Logger
+	cat       dialect.Catalogue
 }
 
 var _ dialect.Dialect = (*Dialect)(nil)

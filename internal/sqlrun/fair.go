@@ -283,10 +283,8 @@ const grantTimeout = 10 * time.Second
 // grantInTx checks First, then grants in a short transaction: Grant (or
 // Acquire), Consume.
 func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
-	if t.run.Check != nil {
-		if err := t.run.Check(ctx); err != nil {
-			return 0, err
-		}
+	if err := t.run.check(ctx); err != nil {
+		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, err

@@ -49,10 +49,8 @@ var ErrRollback = errors.New("sqllock: grant rolled back")
 // dialect.ErrOutcomeUnknown. A connection that was cancelled, or whose
 // outcome is unknown, is discarded.
 func (r *Runner) Grant(ctx context.Context, g Grant) (int64, error) {
-	if r.Check != nil {
-		if err := r.Check(ctx); err != nil {
-			return 0, err
-		}
+	if err := r.check(ctx); err != nil {
+		return 0, err
 	}
 	conn, err := r.Pin(ctx)
 	if err != nil {

@@ -3,6 +3,7 @@ package sqlrun
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -42,6 +43,47 @@ type LedgerSQL struct {
 	Runs, Jobs, Occurrences, Reap, ReapJobs          SQL
 }
 
+// LedgerTerms are a dialect's words for the run ledger's portable
+// statements (see PortableLedgerSQL).
+type LedgerTerms struct {
+	Runs, Jobs string // the tables, qualified
+	Now        string // the database's time
+	Age        string // the time :age before Now
+	Job        string // :job, cast to text where the database cannot infer it
+	// Micros returns the microseconds since the Unix epoch of a time
+	// column, or of Now.
+	Micros func(string) string
+}
+
+// PortableLedgerSQL declares the run ledger's statements that read the
+// same on every database: all but Schedule, whose upsert is each
+// database's own. A dialect replaces any it must.
+func PortableLedgerSQL(w LedgerTerms) LedgerSQL {
+	columns := fmt.Sprintf(`job, occurrence, attempt, state, owner, token, %s, COALESCE(%s, 0), COALESCE(error, '')`,
+		w.Micros("started_at"), w.Micros("finished_at"))
+	return LedgerSQL{
+		Now: Q(`SELECT ` + w.Micros(w.Now)),
+		Attempts: Q(fmt.Sprintf(`SELECT %s, %s FROM %s WHERE job = :job AND occurrence = :occurrence ORDER BY attempt`,
+			columns, w.Micros(w.Now), w.Runs)),
+		Abandon: X(fmt.Sprintf(`UPDATE %s SET state = 'abandoned', finished_at = %s
+WHERE job = :job AND occurrence = :occurrence AND state = 'running'`, w.Runs, w.Now)),
+		Insert: X(fmt.Sprintf(`INSERT INTO %s (job, occurrence, attempt, state, owner, token, started_at)
+VALUES (:job, :occurrence, :attempt, 'running', :owner, :token, %s)`, w.Runs, w.Now)),
+		Finish: X(fmt.Sprintf(`UPDATE %s SET state = :state, finished_at = %s, error = NULLIF(:error, '')
+WHERE job = :job AND occurrence = :occurrence AND attempt = :attempt AND token = :token AND state = 'running'`, w.Runs, w.Now)),
+		Runs: Q(fmt.Sprintf(`SELECT %s FROM %s WHERE (%s = '' OR job = :job)
+ORDER BY started_at DESC, token DESC LIMIT :limit`, columns, w.Runs, w.Job)),
+		Jobs: Q(fmt.Sprintf(`SELECT job, period_us, phase_us, grace_us, %s, %s FROM %s
+WHERE period_us IS NOT NULL AND (%s = '' OR job = :job) ORDER BY job`, w.Micros("first_seen"), w.Micros("last_seen"), w.Jobs, w.Job)),
+		Occurrences: Q(fmt.Sprintf(`SELECT DISTINCT occurrence FROM %s
+WHERE job = :job AND occurrence >= :from AND occurrence <= :to ORDER BY occurrence`, w.Runs)),
+		Reap: X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (job, occurrence, attempt) IN (
+  SELECT job, occurrence, attempt FROM %[1]s
+  WHERE started_at < %[2]s AND COALESCE(finished_at, started_at) < %[2]s LIMIT :limit)`, w.Runs, w.Age)),
+		ReapJobs: X(fmt.Sprintf(`UPDATE %[1]s SET first_seen = %[2]s WHERE first_seen < %[2]s`, w.Jobs, w.Age)),
+	}
+}
+
 // RunLedger implements dialect.RunLedger.
 type RunLedger struct {
 	run                                              *Runner
@@ -62,8 +104,12 @@ func NewRunLedger(run *Runner, c *Compiler, s LedgerSQL) *RunLedger {
 
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
-// Now implements dialect.RunLedger.
+// Now implements dialect.RunLedger, after the runner's Check: the
+// ledger's occurrences and backoffs rest on the time it reads.
 func (l *RunLedger) Now(ctx context.Context) (time.Time, error) {
+	if err := l.run.check(ctx); err != nil {
+		return time.Time{}, err
+	}
 	us, err := l.run.Int(ctx, &l.now, &Params{})
 	return micros(us), err
 }

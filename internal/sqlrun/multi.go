@@ -2,22 +2,24 @@ package sqlrun
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// AcquireAll implements dialect.MultiLockTable.AcquireAll with the table's
-// own Acquire statement, run for each name in one transaction begun with
-// opts, as a grant (see Runner.Grant). A commit whose outcome is unknown
-// returns the tokens with the error, for the caller to release.
-func (t *LockTable) AcquireAll(ctx context.Context, opts *sql.TxOptions, p dialect.MultiAcquireParams) (tokens []int64, refused string, err error) {
+// AcquireAll implements dialect.MultiLockTable with the table's own
+// Acquire statement, run for each name in one transaction (begun with
+// LockSQL.MultiTx), as a grant (see Runner.Grant). A commit whose outcome
+// is unknown returns the tokens with the error, for the caller to release.
+func (t *LockTable) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) (tokens []int64, refused string, err error) {
 	tokens = make([]int64, len(p.Names))
 	granted := false
 	_, err = t.run.Grant(ctx, Grant{
-		InTx: true, TxOptions: opts,
+		InTx: true, TxOptions: t.multiTx,
 		Run: func(ctx context.Context, tx Querier, prefix string) (int64, error) {
 			for i, name := range p.Names {
 				n, err := intOn(ctx, tx, prefix, &t.acquire, &Params{Name: name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel})
@@ -53,42 +55,83 @@ func (t *LockTable) AcquireAll(ctx context.Context, opts *sql.TxOptions, p diale
 	return nil, "", err
 }
 
-// ReleaseMany runs st, a statement that drops one hold of each lease of
-// :leases (:names lists their names) and selects the name of each lease it
-// released (and, for a table with Wake, whether that release freed a row
-// marked by waiters with tickets, so that Wake runs for it), and
-// reports, for each lease of ls, whether it was released.
-func (t *LeaseTable) ReleaseMany(ctx context.Context, st *Stmt, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
-	p := &Params{Leases: ls, MinHold: minHold, Channel: t.channel}
-	got := make(map[string]bool, len(ls))
-	var woken []string
-	err := t.run.Each(ctx, st, p, func(rows *sql.Rows) error {
-		var (
-			name []byte
-			wake bool
-		)
-		dest := []any{&name}
-		if t.hasWake {
-			dest = append(dest, &wake)
+// ReleaseAll implements dialect.MultiLockTable with LockSQL.ReleaseAll,
+// and wakes the waiters of the names it frees, as Release does.
+//
+// A Query statement selects, for each lease it released, the name and
+// Release's number for it. An ExecID statement (a database whose UPDATE
+// returns no rows) reports on at most releaseChunk leases, through the
+// insert id it leaves: bit i says that the i-th lease of :leases was
+// released, bit releaseChunk+i that its release freed a row marked as
+// waited for (by waiters with tickets or without: both are woken), and the
+// bits from 32 on carry the call's nonce, :token. Each row adds its bits
+// to the value the rows before it left, recognised by the nonce; a value
+// left by an earlier statement on the connection has another nonce, and
+// the statement starts it over.
+func (t *LockTable) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
+	got := make(map[string]int64, len(ls))
+	var err error
+	if t.releaseAll.Kind == ExecID {
+		for start := 0; start < len(ls) && err == nil; start += releaseChunk {
+			err = t.releaseChunk(ctx, ls[start:min(start+releaseChunk, len(ls))], minHold, got)
 		}
-		if err := rows.Scan(dest...); err != nil {
-			return err
+	} else {
+		err = t.run.Each(ctx, &t.releaseAll, &Params{Leases: ls, MinHold: minHold, Channel: t.channel}, func(rows *sql.Rows) error {
+			var (
+				name []byte
+				n    int64
+			)
+			if err := rows.Scan(&name, &n); err != nil {
+				return err
+			}
+			got[string(name)] = n
+			return nil
+		})
+	}
+	out := make([]bool, len(ls))
+	for i, l := range ls {
+		n := got[l.Name]
+		out[i] = n >= dropped
+		if n > dropped {
+			t.freed(ctx, l.Name, n)
 		}
-		got[string(name)] = true
-		if wake {
-			woken = append(woken, string(name))
-		}
-		return nil
-	})
-	for _, name := range woken {
-		t.freed(ctx, name, freedTicketed)
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := make([]bool, len(ls))
-	for i, l := range ls {
-		out[i] = got[l.Name]
-	}
 	return out, nil
+}
+
+// releaseChunk is the most leases an ExecID ReleaseAll statement reports
+// on.
+const releaseChunk = 16
+
+// releaseChunk runs an ExecID ReleaseAll statement on chunk (see
+// ReleaseAll) and records each lease's number in got.
+func (t *LockTable) releaseChunk(ctx context.Context, chunk []dialect.Lease, minHold time.Duration, got map[string]int64) error {
+	nonce := releaseNonce()
+	id, err := t.run.Int(ctx, &t.releaseAll, &Params{Leases: chunk, MinHold: minHold, Token: nonce, Channel: t.channel})
+	if err != nil || id>>32 != nonce {
+		return err // or no lease of the chunk was released
+	}
+	for i, l := range chunk {
+		switch {
+		case id>>(releaseChunk+i)&1 == 1:
+			got[l.Name] = freedBoth
+		case id>>i&1 == 1:
+			got[l.Name] = dropped
+		}
+	}
+	return nil
+}
+
+// releaseNonce returns a random nonce of 31 bits whose top bit is set: in
+// the insert id's bits 32 to 62 it never matches what other statements
+// leave there (MySQL's tokens, microseconds since 1970, stay below 2^62
+// for thousands of years), and matches a value left by another ReleaseAll
+// once in 2^30 calls.
+func releaseNonce() int64 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return int64(binary.BigEndian.Uint32(b[:])&(1<<30-1) | 1<<30)
 }

@@ -101,10 +101,8 @@ func (t *RWLockTable) Withdraw(ctx context.Context, name, owner string) error {
 // a pinned connection; the connection is discarded when the transaction
 // did not end cleanly, since its state on the server is then unknown.
 func (t *RWLockTable) Acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error) {
-	if t.run.Check != nil {
-		if err := t.run.Check(ctx); err != nil {
-			return dialect.RWGrant{}, err
-		}
+	if err := t.run.check(ctx); err != nil {
+		return dialect.RWGrant{}, err
 	}
 	conn, err := t.run.Pin(ctx)
 	if err != nil {

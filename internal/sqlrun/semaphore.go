@@ -98,10 +98,8 @@ func (t *SemaphoreTable) Acquire(ctx context.Context, p dialect.SemaphoreParams)
 // not nil (q's statements replace grant and take).
 func (t *SemaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams, q *FairSemaphoreTable, ticket int64) (int64, error) {
 	if q != nil && q.hasFirst {
-		if t.run.Check != nil {
-			if err := t.run.Check(ctx); err != nil {
-				return 0, err
-			}
+		if err := t.run.check(ctx); err != nil {
+			return 0, err
 		}
 		// A refusal costs one statement and no transaction. The check is
 		// repeated in the grant.

@@ -119,6 +119,14 @@ func (r *Runner) ticket(id int64, live bool) {
 	}
 }
 
+// check runs r.Check, if set.
+func (r *Runner) check(ctx context.Context) error {
+	if r.Check != nil {
+		return r.Check(ctx)
+	}
+	return nil
+}
+
 // afterRelease calls r.AfterRelease, if set, for name.
 func (r *Runner) afterRelease(ctx context.Context, name string) {
 	if r.AfterRelease != nil {

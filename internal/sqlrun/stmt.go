@@ -145,6 +145,10 @@ type Stmt struct {
 	lead  []any    // arguments before the statement's own (see Compiler.Lead)
 }
 
+// declared reports whether st was compiled from a statement (not the
+// zero Stmt of one a dialect left out).
+func (st *Stmt) declared() bool { return st.parts != nil }
+
 // Compile parses s's named parameters for style. It fails on a name that
 // Params does not have.
 func Compile(style Style, s SQL) (Stmt, error) {

@@ -227,18 +227,37 @@ type LockSQL struct {
 	// release past its minimum hold leaves it. Its number is 0 when no
 	// such live lease is left, else as Release's.
 	Break SQL
+	// ReleaseAll drops one hold of each lease of :leases (:names lists
+	// their names, in the same order) in one statement, as Release does
+	// for one (see releaseAll for what it reports). Nil: no lock sets.
+	ReleaseAll SQL
+	// MultiTx are the options of the transaction in which AcquireAll
+	// runs Acquire for each name of a set (nil: the driver's default).
+	MultiTx *sql.TxOptions
+	// Proclaim stores :value as the value of the live lease (:name,
+	// :owner, :token), with the lease's token as the value's; its number
+	// is 1 when it did (an Exec that changes the row whenever it
+	// matches), 0 when the lease is not live.
+	Proclaim SQL
 	// Campaign, if set, is Acquire that also stores :value as the value of
 	// the lease it grants or re-enters (see dialect.Elections.Campaign).
-	// For a dialect that keeps values in a table of their own, Campaign
-	// is instead Acquire, then Proclaim, which stores :value for the
-	// lease (:name, :owner, :token), in one transaction.
-	Campaign, Proclaim SQL
+	// Without it (a dialect that keeps values in a table of their own),
+	// Campaign is Acquire, then Proclaim, in one transaction.
+	Campaign SQL
+	// Leader selects the owner, the token, the value, the expiry
+	// (microseconds since the Unix epoch) and the time left (in
+	// microseconds) of :name's live lease whose value was proclaimed for
+	// its token; no row without one. Nil: no elections.
+	Leader SQL
 }
 
-// LockTable implements dialect.LockTable.
+// LockTable implements dialect.LockTable, and, with the statements
+// they need, dialect.MultiLockTable (ReleaseAll) and dialect.Elections
+// (Leader).
 type LockTable struct {
 	LeaseTable
-	acquire, remaining, holder, brk, campaign, proclaim Stmt
+	acquire, remaining, holder, brk, campaign, proclaim, leader, releaseAll Stmt
+	multiTx                                                                 *sql.TxOptions
 	// campaignInTx: Campaign is Acquire and Proclaim in a transaction.
 	campaignInTx bool
 }
@@ -247,12 +266,33 @@ type LockTable struct {
 func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
 	t := &LockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
 		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining),
-		holder: c.Compile(s.Holder), brk: c.Compile(s.Break)}
-	if s.Campaign.Text != "" {
-		t.campaign = c.Compile(s.Campaign)
+		holder: c.Compile(s.Holder), brk: c.Compile(s.Break), multiTx: s.MultiTx}
+	for _, st := range []struct {
+		dst *Stmt
+		src SQL
+	}{{&t.campaign, s.Campaign}, {&t.proclaim, s.Proclaim}, {&t.leader, s.Leader}, {&t.releaseAll, s.ReleaseAll}} {
+		if st.src.Text != "" {
+			*st.dst = c.Compile(st.src)
+		}
 	}
-	if t.campaignInTx = s.Proclaim.Text != ""; t.campaignInTx {
-		t.proclaim = c.Compile(s.Proclaim)
+	t.campaignInTx = s.Campaign.Text == ""
+	return t
+}
+
+// Multi returns t as the catalogue's lock sets, nil without a ReleaseAll
+// statement.
+func (t *LockTable) Multi() dialect.MultiLockTable {
+	if !t.releaseAll.declared() {
+		return nil
+	}
+	return t
+}
+
+// Elections returns t as the catalogue's elections, nil without a Leader
+// statement.
+func (t *LockTable) Elections() dialect.Elections {
+	if !t.leader.declared() {
+		return nil
 	}
 	return t
 }
@@ -286,9 +326,9 @@ func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64
 		t.undo(p.Name, p.Owner))
 }
 
-// Campaign grants as Acquire does, and stores value as the lease's value
-// in the same statement (see dialect.Elections.Campaign); the table's
-// LockSQL must have a Campaign.
+// Campaign implements dialect.Elections: it grants as Acquire does, and
+// stores value as the lease's value, in the same statement or the same
+// transaction.
 func (t *LockTable) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel, Value: value}
 	if !t.campaignInTx {
@@ -307,13 +347,35 @@ func (t *LockTable) Campaign(ctx context.Context, p dialect.AcquireParams, value
 		Undo: t.undo(p.Name, p.Owner)})
 }
 
-// Proclaim stores value as the value of the live lease l with the
-// table's Proclaim statement, and reports whether l was live.
+// Proclaim implements dialect.Elections, after the runner's Check.
 func (t *LockTable) Proclaim(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+	if err := t.run.check(ctx); err != nil {
+		return false, err
+	}
 	p := t.params(l)
 	p.Value = value
 	n, err := t.run.Int(ctx, &t.proclaim, p)
 	return n == 1, err
+}
+
+// Leader implements dialect.Elections, after the runner's Check.
+func (t *LockTable) Leader(ctx context.Context, name string) (dialect.LeaderInfo, bool, error) {
+	if err := t.run.check(ctx); err != nil {
+		return dialect.LeaderInfo{}, false, err
+	}
+	info := dialect.LeaderInfo{Name: name}
+	var (
+		owner, value  []byte
+		expires, left int64
+	)
+	ok, err := t.run.Row(ctx, &t.leader, &Params{Name: name}, &owner, &info.Term, &value, &expires, &left)
+	if !ok || err != nil {
+		return dialect.LeaderInfo{}, false, err
+	}
+	info.Owner, info.Value = string(owner), string(value)
+	info.ExpiresAt = time.UnixMicro(expires).UTC()
+	info.ExpiresIn = time.Duration(left) * time.Microsecond
+	return info, true, nil
 }
 
 // Remaining implements dialect.LockTable.
