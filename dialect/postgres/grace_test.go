@@ -16,13 +16,23 @@ import (
 
 // pretendPromotion makes schema's sqllock tables remember the timeline
 // before the server's as the last one seen, as on a standby just promoted:
-// the next grant finds a new timeline.
+// the next grant on a new session finds a new timeline. The pool's idle
+// sessions are closed: each notes the timeline on which the grace let it
+// grant, and a real promotion changes the timeline, which this cannot.
 func pretendPromotion(ctx context.Context, t *testing.T, db *sql.DB, schema string) {
 	t.Helper()
 	if _, err := db.ExecContext(ctx, `SELECT setval('"`+schema+`".sqllock_timeline_seen',
   ((last_value >> 42) - 1) << 42) FROM "`+schema+`".sqllock_timeline_seen`); err != nil {
 		t.Fatal(err)
 	}
+	newSessions(db)
+}
+
+// newSessions closes db's idle connections, so that the next statements
+// run on new sessions.
+func newSessions(db *sql.DB) {
+	db.SetMaxIdleConns(-1)
+	db.SetMaxIdleConns(2) // database/sql's default
 }
 
 // After a timeline change, the server grants no lease, on any primitive,
