@@ -70,10 +70,8 @@ const epoch = `/*sqllock:epoch*/`
 // schema's sqllock_grant_epoch, or timelineEpoch without the grace.
 //
 // The call is a PL/pgSQL function's, which reads a sequence and a table:
-// on a busy server it cost a tenth of a grant's time (the benchmarks'
-// PostgreSQL semaphore at 8 clients: 0.85 of the raw statements with the
-// call, 1.02 without). So a session that the function let through notes
-// it (graceNote): the schema, the timeline, and the TTL it passed with.
+// on a busy server, a good part of a grant's time (BENCHMARKS.md). So a
+// session that the function let through notes it (graceNote): the schema, the timeline, and the TTL it passed with.
 // A grant on the same schema and timeline, of a TTL no longer, skips the
 // call: the grace of a timeline, once over, does not come back (a
 // promotion starts a new timeline, which no note names), and the function
