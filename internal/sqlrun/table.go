@@ -229,7 +229,8 @@ type LockSQL struct {
 	Break SQL
 	// ReleaseAll drops one hold of each lease of :leases (:names lists
 	// their names, in the same order) in one statement, as Release does
-	// for one (see releaseAll for what it reports). Nil: no lock sets.
+	// for one (see LockTable.ReleaseAll for what it reports). Empty: no
+	// lock sets.
 	ReleaseAll SQL
 	// MultiTx are the options of the transaction in which AcquireAll
 	// runs Acquire for each name of a set (nil: the driver's default).
@@ -247,7 +248,7 @@ type LockSQL struct {
 	// Leader selects the owner, the token, the value, the expiry
 	// (microseconds since the Unix epoch) and the time left (in
 	// microseconds) of :name's live lease whose value was proclaimed for
-	// its token; no row without one. Nil: no elections.
+	// its token; no row without one. Empty: no elections.
 	Leader SQL
 }
 
