@@ -71,9 +71,10 @@ const epoch = `/*sqllock:epoch*/`
 //
 // The call is a PL/pgSQL function's, which reads a sequence and a table:
 // on a busy server, a good part of a grant's time (BENCHMARKS.md). So a
-// session that the function let through notes it (graceNote): the schema, the timeline, and the TTL it passed with.
-// A grant on the same schema and timeline, of a TTL no longer, skips the
-// call: the grace of a timeline, once over, does not come back (a
+// session that the function let through notes it (graceNote): which
+// schema's grace (its table's OID), the timeline, and the TTL it passed
+// with. A grant on the same grace and timeline, of a TTL no longer, skips
+// the call: the grace of a timeline, once over, does not come back (a
 // promotion starts a new timeline, which no note names), and the function
 // has already recorded a TTL at least as long as the grant's. The note is
 // a custom setting of the session, set in the grant's transaction (undone
@@ -83,25 +84,25 @@ func (d *Dialect) expandEpoch() func(string) string {
 	if d.noGrace {
 		return strings.NewReplacer(epoch, timelineEpoch).Replace
 	}
-	fn := "sqllock_grant_epoch"
-	sqlrun.Qualify(d.schema, quote, &fn)
-	schema := `current_schema()`
-	if d.schema != "" {
-		schema = "'" + d.schema + "'" // a plain identifier (ValidateIdentifier)
-	}
+	fn, grace := "sqllock_grant_epoch", "sqllock_grace"
+	sqlrun.Qualify(d.schema, quote, &fn, &grace)
+	// The grace table's OID names the schema's grace: a schema dropped
+	// and migrated again has a new one, so notes taken before do not
+	// skip the calls that record its TTLs anew.
+	key := `'` + grace + `'::regclass::oid`
 	part := func(i int) string {
 		return fmt.Sprintf(`split_part(current_setting('%s', true), '/', %d)`, graceNote, i)
 	}
-	expr := fmt.Sprintf(`(CASE WHEN %[1]s = %[4]s AND %[2]s = (%[5]s)::text AND nullif(%[3]s, '')::bigint >= :ttl::bigint
+	expr := fmt.Sprintf(`(CASE WHEN %[1]s = (%[4]s)::text AND %[2]s = (%[5]s)::text AND nullif(%[3]s, '')::bigint >= :ttl::bigint
   THEN %[6]s
   ELSE %[7]s(:ttl::bigint) + 0 * length(set_config('%[8]s', %[4]s || '/' || (%[5]s) || '/' || :ttl::bigint, false)) END)`,
-		part(1), part(2), part(3), schema, timeline, timelineEpoch, fn, graceNote)
+		part(1), part(2), part(3), key, timeline, timelineEpoch, fn, graceNote)
 	return strings.NewReplacer(epoch, expr).Replace
 }
 
 // graceNote is the custom setting in which a session notes that
-// sqllock_grant_epoch let a grant through: "schema/timeline/ttl" (see
-// expandEpoch).
+// sqllock_grant_epoch let a grant through: "grace/timeline/ttl", where
+// grace is the OID of the schema's sqllock_grace table (see expandEpoch).
 const graceNote = "sqllock.grace"
 
 // The failover grace (Chubby's master fail-over rule): after a promotion,

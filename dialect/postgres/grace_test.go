@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/migrations"
 )
 
 // pretendPromotion makes schema's sqllock tables remember the timeline
@@ -28,8 +30,8 @@ func pretendPromotion(ctx context.Context, t *testing.T, db *sql.DB, schema stri
 	newSessions(db)
 }
 
-// newSessions closes db's idle connections, so that the next statements
-// run on new sessions.
+// newSessions closes the idle connections of db, a pool of the test's
+// own, so that the next statements run on new sessions.
 func newSessions(db *sql.DB) {
 	db.SetMaxIdleConns(-1)
 	db.SetMaxIdleConns(2) // database/sql's default
@@ -44,7 +46,9 @@ func TestFailoverGrace(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	db, schema := dbtest.Postgres(t)
+	_, schema := dbtest.Postgres(t)
+	// A pool of its own: pretendPromotion closes its idle sessions.
+	db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
 	d := dialectOn(t, db, schema)
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		t.Fatal(err)
@@ -125,5 +129,76 @@ func TestFailoverGrace(t *testing.T) {
 	}
 	if err := errors.Join(k.Release(ctx), held.Release(ctx)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A session's note of the grace it passed (expandEpoch) names the schema's
+// grace table, not the schema: once the grace's objects are dropped and
+// created again (migration 16 down and up), the new table records the TTL
+// of the next grant, even on the session that noted one before, so that a
+// failover then waits it out.
+func TestGraceNoteFollowsTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, schema := dbtest.Postgres(t)
+	db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
+	db.SetMaxOpenConns(1) // one session throughout
+	d := dialectOn(t, db, schema)
+	if err := sqllock.Migrate(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = time.Hour
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant := func() (pid int) {
+		t.Helper()
+		k, err := table.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	maxTTL := func() time.Duration {
+		t.Helper()
+		var us int64
+		if err := db.QueryRowContext(ctx, `SELECT max_ttl FROM "`+schema+`".sqllock_grace`).Scan(&us); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(us) * time.Microsecond
+	}
+	first := grant()
+	if got := maxTTL(); got != ttl {
+		t.Fatalf("longest TTL after the first grant: %v, want %v", got, ttl)
+	}
+	// Migration 16 down and up, on the same session.
+	if _, err := db.ExecContext(ctx, `SET search_path TO "`+schema+`"`); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"16_failover_grace.down.sql", "16_failover_grace.up.sql"} {
+		text, err := fs.ReadFile(migrations.Postgres(), file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, string(text)); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	if got := maxTTL(); got != 0 {
+		t.Fatalf("longest TTL after migration 16 down and up: %v, want 0", got)
+	}
+	if again := grant(); again != first {
+		t.Fatalf("the grants ran on sessions %d and %d, want one", first, again)
+	}
+	if got := maxTTL(); got != ttl {
+		t.Fatalf("longest TTL after a grant on the new grace table: %v, want %v", got, ttl)
 	}
 }
