@@ -33,7 +33,7 @@ var (
 	// nothing), so there is no SELECT ... FOR UPDATE to hold a lock with.
 	ErrUnsupported = dialect.ErrUnsupported
 	// ErrSchemaMissing means the lock tables are missing or outdated: run
-	// Migrate, or apply the files of the migrations package.
+	// Migrate, or apply the dialect's migration files with your own tool.
 	ErrSchemaMissing = dialect.ErrSchemaMissing
 	// ErrOutcomeUnknown means a statement may or may not have been applied:
 	// the connection failed (or the statement was abandoned) after it was

@@ -14,7 +14,7 @@ import (
 )
 
 // Migrate brings d's lock schema up to date with golang-migrate and the
-// embedded files of the migrations package. Versions are recorded in
+// dialect's embedded migration files (d.Migrations()). Versions are recorded in
 // sqllock_schema_migrations, never in the application's schema_migrations.
 // It is idempotent and safe to call from many processes at once: they
 // serialise on a database lock of the schema (PostgreSQL), database (MySQL)

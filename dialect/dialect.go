@@ -33,8 +33,8 @@ import (
 // errors.Is. The root package re-exports them under the same names.
 var (
 	// ErrSchemaMissing means the lock tables are missing or older than this
-	// version of the package expects: run sqllock.Migrate (or apply the files
-	// in the migrations package with your own tool).
+	// version of the package expects: run sqllock.Migrate (or apply the
+	// dialect's migration files with your own tool).
 	ErrSchemaMissing = errors.New("sqllock: lock schema missing or outdated: run sqllock.Migrate")
 
 	// ErrLocked means another owner holds the lock (or, for a transaction's

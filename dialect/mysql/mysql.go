@@ -28,7 +28,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 	"github.com/sqllock/sqllock/internal/sqlrun"
-	"github.com/sqllock/sqllock/migrations"
 )
 
 // Dialect is the MySQL/MariaDB dialect. Create it with New, and Close it
@@ -117,13 +116,13 @@ func (d *Dialect) DB() *sql.DB { return d.db }
 // Database returns the configured database, or "" for the DSN's default.
 func (d *Dialect) Database() string { return d.database }
 
-// Migrations returns the MySQL migration files, or the TiDB ones for a
-// dialect of NewTiDB.
+// Migrations implements dialect.Dialect: the package's Migrations, or
+// TiDBMigrations for a dialect of NewTiDB.
 func (d *Dialect) Migrations() fs.FS {
 	if d.tidb != nil {
-		return migrations.TiDB()
+		return TiDBMigrations()
 	}
-	return migrations.MySQL()
+	return Migrations()
 }
 
 // quote backquotes a validated identifier.

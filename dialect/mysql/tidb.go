@@ -37,7 +37,7 @@ import (
 //     tidb_txn_mode = 'pessimistic', TiDB's default.
 //   - "pessimistic lock retry limit reached" (1105), write conflicts (9007)
 //     and other retryable transaction errors wrap dialect.ErrTransient.
-//   - The migrations are migrations.TiDB: the token table allocates ids in
+//   - The migrations are TiDBMigrations: the token table allocates ids in
 //     order across TiDB servers (AUTO_ID_CACHE 1).
 //   - Its catalogue has no lock sets, FIFO queues, semaphores, read/write
 //     locks or elections, and no notifier: waiters poll.

@@ -13,7 +13,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/migrations"
 )
 
 // pretendPromotion makes schema's sqllock tables remember the timeline
@@ -184,7 +183,7 @@ func TestGraceNoteFollowsTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, file := range []string{"16_failover_grace.down.sql", "16_failover_grace.up.sql"} {
-		text, err := fs.ReadFile(migrations.Postgres(), file)
+		text, err := fs.ReadFile(postgres.Migrations(), file)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,6 @@ import (
 	"github.com/sqllock/sqllock/dialect/internal/listen"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 	"github.com/sqllock/sqllock/internal/sqlrun"
-	"github.com/sqllock/sqllock/migrations"
 )
 
 // Dialect is the PostgreSQL dialect. Create it with New or NewFromPool, and
@@ -161,8 +160,8 @@ func (d *Dialect) DB() *sql.DB { return d.db }
 // Schema returns the configured schema, or "" for the search_path default.
 func (d *Dialect) Schema() string { return d.schema }
 
-// Migrations returns the PostgreSQL migration files.
-func (d *Dialect) Migrations() fs.FS { return migrations.Postgres() }
+// Migrations implements dialect.Dialect: the package's Migrations.
+func (d *Dialect) Migrations() fs.FS { return Migrations() }
 
 // quote double-quotes a validated identifier.
 func quote(ident string) string { return `"` + ident + `"` }

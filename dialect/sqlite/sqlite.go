@@ -47,7 +47,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 	"github.com/sqllock/sqllock/internal/sqlrun"
-	"github.com/sqllock/sqllock/migrations"
 )
 
 // BusyTimeout is how long a connection opened by Open waits for another
@@ -205,8 +204,8 @@ func (d *Dialect) Name() string { return "sqlite" }
 // DB returns the pool lock statements run on.
 func (d *Dialect) DB() *sql.DB { return d.db }
 
-// Migrations returns the SQLite migration files.
-func (d *Dialect) Migrations() fs.FS { return migrations.SQLite() }
+// Migrations implements dialect.Dialect: the package's Migrations.
+func (d *Dialect) Migrations() fs.FS { return Migrations() }
 
 // MigrationDriver implements dialect.Dialect. The migration lock is SQLite's
 // write lock: the driver begins a transaction with BEGIN IMMEDIATE (waiting
