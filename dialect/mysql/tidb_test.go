@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +141,32 @@ func TestWrapTiDB(t *testing.T) {
 			if errors.Is(got, s) != (s == c.want) {
 				t.Errorf("%v: %v: errors.Is(%v) = %v", c.err, got, s, errors.Is(got, s))
 			}
+		}
+	}
+}
+
+// The TiDB migrations are a folder of their own: its files, not MySQL's,
+// are a TiDB dialect's, and MySQL's migration files leave the folder out.
+func TestTiDBMigrationsApart(t *testing.T) {
+	t.Parallel()
+	tidb, err := fs.Glob(mysql.TiDBMigrations(), "*.up.sql")
+	if err != nil || len(tidb) == 0 {
+		t.Fatalf("TiDB migrations: %v, %v", tidb, err)
+	}
+	rowlocks, err := fs.ReadFile(mysql.TiDBMigrations(), "5_create_rowlocks.up.sql")
+	if err != nil || !strings.Contains(string(rowlocks), "AUTO_ID_CACHE=1") {
+		t.Fatalf("TiDB's row-lock migration lacks AUTO_ID_CACHE=1 (%v)", err)
+	}
+	if _, err := fs.Stat(mysql.Migrations(), "19_semaphore_ticket_wakers.up.sql"); err != nil {
+		t.Fatalf("MySQL migrations: %v", err)
+	}
+	files, err := fs.ReadDir(mysql.Migrations(), ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !f.IsDir() && !strings.HasSuffix(f.Name(), ".sql") {
+			t.Errorf("MySQL migrations hold %s", f.Name())
 		}
 	}
 }
