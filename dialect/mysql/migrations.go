@@ -5,7 +5,7 @@ import (
 	"io/fs"
 )
 
-//go:embed migrations/*.sql migrations/tidb/*.sql
+//go:embed migrations/*.sql tidb_migrations/*.sql
 var migrationFiles embed.FS
 
 // Migrations returns the MySQL/MariaDB lock schema as golang-migrate files,
@@ -21,7 +21,7 @@ func Migrations() fs.FS { return sub("migrations") }
 // TiDBMigrations returns the TiDB lock schema (NewTiDB) as golang-migrate
 // files, at the root of the FS: MySQL's first migrations, with the token
 // table's ids allocated in order across TiDB servers (AUTO_ID_CACHE 1).
-func TiDBMigrations() fs.FS { return sub("migrations/tidb") }
+func TiDBMigrations() fs.FS { return sub("tidb_migrations") }
 
 // sub returns the folder dir of migrationFiles.
 func sub(dir string) fs.FS {
