@@ -3,6 +3,8 @@ package mysql
 import (
 	"embed"
 	"io/fs"
+
+	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 )
 
 //go:embed migrations/*.sql tidb_migrations/*.sql
@@ -16,15 +18,9 @@ var migrationFiles embed.FS
 // package's migrations folder, or read them here. Version numbers are
 // shared by the dialects, but each has only the migrations of what it
 // supports (golang-migrate allows gaps).
-func Migrations() fs.FS { return sub("migrations") }
+func Migrations() fs.FS { return sqlmigrate.Files(migrationFiles, "migrations") }
 
 // TiDBMigrations returns the TiDB lock schema (NewTiDB) as golang-migrate
 // files, at the root of the FS: MySQL's first migrations, with the token
 // table's ids allocated in order across TiDB servers (AUTO_ID_CACHE 1).
-func TiDBMigrations() fs.FS { return sub("tidb_migrations") }
-
-// sub returns the folder dir of migrationFiles.
-func sub(dir string) fs.FS {
-	f, _ := fs.Sub(migrationFiles, dir) // a constant, embedded above: no error
-	return f
-}
+func TiDBMigrations() fs.FS { return sqlmigrate.Files(migrationFiles, "tidb_migrations") }

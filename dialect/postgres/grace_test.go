@@ -29,6 +29,19 @@ func pretendPromotion(ctx context.Context, t *testing.T, db *sql.DB, schema stri
 	newSessions(db)
 }
 
+// graceSetup migrates a new schema on a pool of the test's own, and
+// returns the pool, the schema and the dialect on them.
+func graceSetup(ctx context.Context, t *testing.T) (*sql.DB, string, *postgres.Dialect) {
+	t.Helper()
+	_, schema := dbtest.Postgres(t)
+	db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
+	d := dialectOn(t, db, schema)
+	if err := sqllock.Migrate(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	return db, schema, d
+}
+
 // newSessions closes the idle connections of db, a pool of the test's
 // own, so that the next statements run on new sessions.
 func newSessions(db *sql.DB) {
@@ -45,13 +58,8 @@ func TestFailoverGrace(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, schema := dbtest.Postgres(t)
 	// A pool of its own: pretendPromotion closes its idle sessions.
-	db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
-	d := dialectOn(t, db, schema)
-	if err := sqllock.Migrate(ctx, d); err != nil {
-		t.Fatal(err)
-	}
+	db, schema, d := graceSetup(ctx, t)
 	const ttl = time.Hour
 	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
 	if err != nil {
@@ -140,13 +148,8 @@ func TestGraceNoteFollowsTheSchema(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	_, schema := dbtest.Postgres(t)
-	db := dbtest.OpenPostgres(t, dbtest.PostgresURL(t))
+	db, schema, d := graceSetup(ctx, t)
 	db.SetMaxOpenConns(1) // one session throughout
-	d := dialectOn(t, db, schema)
-	if err := sqllock.Migrate(ctx, d); err != nil {
-		t.Fatal(err)
-	}
 	const ttl = time.Hour
 	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
 	if err != nil {

@@ -3,6 +3,8 @@ package postgres
 import (
 	"embed"
 	"io/fs"
+
+	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
 )
 
 //go:embed migrations/*.sql
@@ -15,7 +17,4 @@ var migrationFiles embed.FS
 // package's migrations folder, or read them here. Version numbers are
 // shared by the dialects, but each has only the migrations of what it
 // supports (golang-migrate allows gaps).
-func Migrations() fs.FS {
-	f, _ := fs.Sub(migrationFiles, "migrations") // a constant, embedded above: no error
-	return f
-}
+func Migrations() fs.FS { return sqlmigrate.Files(migrationFiles, "migrations") }

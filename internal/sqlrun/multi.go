@@ -73,7 +73,7 @@ func (t *LockTable) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold 
 	var err error
 	if t.releaseAll.Kind == ExecID {
 		for start := 0; start < len(ls) && err == nil; start += releaseChunk {
-			err = t.releaseChunk(ctx, ls[start:min(start+releaseChunk, len(ls))], minHold, got)
+			err = t.releaseBits(ctx, ls[start:min(start+releaseChunk, len(ls))], minHold, got)
 		}
 	} else {
 		err = t.run.Each(ctx, &t.releaseAll, &Params{Leases: ls, MinHold: minHold, Channel: t.channel}, func(rows *sql.Rows) error {
@@ -106,9 +106,9 @@ func (t *LockTable) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold 
 // on.
 const releaseChunk = 16
 
-// releaseChunk runs an ExecID ReleaseAll statement on chunk (see
+// releaseBits runs an ExecID ReleaseAll statement on chunk (see
 // ReleaseAll) and records each lease's number in got.
-func (t *LockTable) releaseChunk(ctx context.Context, chunk []dialect.Lease, minHold time.Duration, got map[string]int64) error {
+func (t *LockTable) releaseBits(ctx context.Context, chunk []dialect.Lease, minHold time.Duration, got map[string]int64) error {
 	nonce := releaseNonce()
 	id, err := t.run.Int(ctx, &t.releaseAll, &Params{Leases: chunk, MinHold: minHold, Token: nonce, Channel: t.channel})
 	if err != nil || id>>32 != nonce {

@@ -259,8 +259,6 @@ type LockTable struct {
 	LeaseTable
 	acquire, remaining, holder, brk, campaign, proclaim, leader, releaseAll Stmt
 	multiTx                                                                 *sql.TxOptions
-	// campaignInTx: Campaign is Acquire and Proclaim in a transaction.
-	campaignInTx bool
 }
 
 // NewLockTable compiles s; a compile error is kept in c.
@@ -276,7 +274,6 @@ func NewLockTable(run *Runner, c *Compiler, s LockSQL) *LockTable {
 			*st.dst = c.Compile(st.src)
 		}
 	}
-	t.campaignInTx = s.Campaign.Text == ""
 	return t
 }
 
@@ -332,7 +329,7 @@ func (t *LockTable) Acquire(ctx context.Context, p dialect.AcquireParams) (int64
 // transaction.
 func (t *LockTable) Campaign(ctx context.Context, p dialect.AcquireParams, value string) (int64, error) {
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.channel, Value: value}
-	if !t.campaignInTx {
+	if t.campaign.declared() { // else Acquire and Proclaim in a transaction
 		return t.run.GrantInt(ctx, &t.campaign, params, t.undo(p.Name, p.Owner))
 	}
 	return t.run.Grant(ctx, Grant{InTx: true,

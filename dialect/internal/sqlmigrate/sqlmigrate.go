@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"time"
 
@@ -364,4 +365,15 @@ func (d *Driver) Version() (int, bool, error) {
 // migrations.
 func (d *Driver) Drop() error {
 	return errors.New("sqlmigrate: Drop is not supported; migrate down instead")
+}
+
+// Files returns the folder dir of a dialect's embedded migration files,
+// which holds them at its root. dir is a constant the embed directive
+// names, so fs.Sub cannot fail; if it did, the build itself is wrong.
+func Files(embedded fs.FS, dir string) fs.FS {
+	f, err := fs.Sub(embedded, dir)
+	if err != nil {
+		panic(err)
+	}
+	return f
 }
