@@ -25,6 +25,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // lockRow begins a transaction on a connection of e's pool that holds the
@@ -530,7 +531,7 @@ func TestClientRefusalIsNotOutcomeUnknown(t *testing.T) {
 		ctx := ctxT(t)
 		switch e.kind {
 		case "postgres":
-			sems := e.d.Catalogue().Semaphores
+			sems := testutil.Tables(t, e.d).Semaphores
 			over := math.MaxInt32
 			over++
 			_, err := sems.Acquire(ctx, dialect.SemaphoreParams{Name: "big", Owner: "o", TTL: time.Minute, Limit: over})

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // MaxValueLen is the longest leader value, in bytes.
@@ -38,11 +39,11 @@ type LeaderInfo = dialect.LeaderInfo
 // leading without being a leader itself).
 //
 // An Election is safe for concurrent use. It needs schema version 11 (see
-// Migrate) and a dialect that implements dialect.Elections (PostgreSQL,
+// Migrate) and a dialect that implements sqlrun.Elections (PostgreSQL,
 // MySQL/MariaDB, SQLite; not TiDB).
 type Election struct {
 	table    *Table
-	el       dialect.Elections
+	el       sqlrun.Elections
 	notifier dialect.Notifier // nil: Observe polls only
 	watches  bool             // the notifier announces the names watched (dialect.Catalogue.WatchesNames)
 }
@@ -52,16 +53,19 @@ type Election struct {
 // interval of Observe's reads. It returns an error wrapping ErrUnsupported
 // if d does not offer elections.
 func NewElection(d dialect.Dialect, opts ElectionOptions) (*Election, error) {
-	t, err := newTable(d, opts.config())
+	cat, tb, err := open(d)
 	if err != nil {
 		return nil, err
 	}
-	cat := d.Catalogue()
-	if cat.Elections == nil {
+	t, err := newTable(d, cat, tb, opts.config())
+	if err != nil {
+		return nil, err
+	}
+	if tb.Elections == nil {
 		return nil, cat.Unsupported(d.Name(), "Elections")
 	}
-	t.campaigns = cat.Elections
-	return &Election{table: t, el: cat.Elections, notifier: cat.Notifier, watches: cat.WatchesNames}, nil
+	t.campaigns = tb.Elections
+	return &Election{table: t, el: tb.Elections, notifier: cat.Notifier, watches: cat.WatchesNames}, nil
 }
 
 // ValidateValue reports whether value can be a leader's value: at most
@@ -146,7 +150,7 @@ func (e *Election) Leader(ctx context.Context, name string) (LeaderInfo, error) 
 // leader, or Guard the leader's transactions with the term.
 type Leadership struct {
 	lock *Lock
-	el   dialect.Elections
+	el   sqlrun.Elections
 
 	mu    sync.Mutex
 	value string

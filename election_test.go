@@ -461,7 +461,10 @@ func TestElectionBadInput(t *testing.T) {
 type plainDialect struct{ dialect.Dialect }
 
 func (d plainDialect) Catalogue() dialect.Catalogue {
-	return dialect.Catalogue{Locks: d.Dialect.Catalogue().Locks}
+	cat := d.Dialect.Catalogue()
+	locks := *cat.Locks
+	locks.ReleaseAll, locks.Leader = dialect.SQL{}, dialect.SQL{}
+	return dialect.Catalogue{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand, Locks: &locks, Hooks: cat.Hooks}
 }
 
 // Where the database announces releases, Observe learns of a resignation

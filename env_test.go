@@ -17,6 +17,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -58,7 +59,7 @@ type strategy struct {
 	grant func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error)
 	// stmts returns the lease statements on its table, with which a test
 	// plays a process that crashed or paused.
-	stmts func(d dialect.Dialect) dialect.LeaseTable
+	stmts func(d dialect.Dialect) sqlrun.LeaseTable
 }
 
 var (
@@ -69,9 +70,9 @@ var (
 			return sqllock.NewTable(d, opts)
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
-			return d.Catalogue().Locks.Acquire(ctx, p)
+			return tablesOf(d).Locks.Acquire(ctx, p)
 		},
-		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.Catalogue().Locks },
+		stmts: func(d dialect.Dialect) sqlrun.LeaseTable { return tablesOf(d).Locks },
 	}
 	optimisticStrategy = &strategy{
 		name:  "optimistic",
@@ -80,12 +81,22 @@ var (
 			return sqllock.NewOptimistic(d, optimisticOptions(opts))
 		},
 		grant: func(ctx context.Context, d dialect.Dialect, p dialect.AcquireParams) (int64, error) {
-			return d.Catalogue().Versions.Create(ctx, p)
+			return tablesOf(d).Versions.Create(ctx, p)
 		},
-		stmts: func(d dialect.Dialect) dialect.LeaseTable { return d.Catalogue().Versions },
+		stmts: func(d dialect.Dialect) sqlrun.LeaseTable { return tablesOf(d).Versions },
 	}
 	leaseStrategies = []*strategy{tableStrategy, optimisticStrategy}
 )
+
+// tablesOf returns the tables the runner builds from d's catalogue; the
+// dialects of these tests come from their constructors, which check it.
+func tablesOf(d dialect.Dialect) *sqlrun.Tables {
+	tb, err := sqlrun.Open(d)
+	if err != nil {
+		panic(err)
+	}
+	return tb
+}
 
 type envMaker struct {
 	kind string

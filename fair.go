@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -67,9 +68,8 @@ func (s fairStrategy) TryOnce(ctx context.Context, name, owner string, _ bool) (
 }
 
 // newFairTable sets t up as a fair lock table on d.
-func newFairTable(t *Table, d dialect.Dialect, opts engine.Config) (*Table, error) {
-	cat := d.Catalogue()
-	q := cat.Fair
+func newFairTable(t *Table, d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
+	q := tb.Fair
 	if q == nil {
 		return nil, fmt.Errorf("TableOptions.Fair: %w", cat.Unsupported(d.Name(), "Fair"))
 	}
@@ -83,7 +83,7 @@ func newFairTable(t *Table, d dialect.Dialect, opts engine.Config) (*Table, erro
 
 // lockTickets is the queue of a fair lock table whose leases last ttl.
 type lockTickets struct {
-	dialect.FairTable
+	sqlrun.FairTable
 	ttl time.Duration
 }
 
@@ -96,8 +96,8 @@ func (q lockTickets) Grant(ctx context.Context, name, owner string, ticket int64
 // ttl, where the dialect orders wake-ups by tickets (Catalogue.Waking): a
 // grant without a ticket is the lock table's Acquire.
 type wakingTickets struct {
-	dialect.FairTable
-	locks dialect.LockTable
+	sqlrun.FairTable
+	locks sqlrun.LockTable
 	ttl   time.Duration
 }
 

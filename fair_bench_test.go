@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // BenchmarkFairHandoff is BenchmarkHandoff (hold=0s) for fair lockers
@@ -50,22 +51,29 @@ type countingFair struct {
 	n *atomic.Int64
 }
 
-// Catalogue counts the statements of the FIFO queues, and of the
+// Tables counts the statements of the FIFO queues, and of the
 // semaphores.
-func (c countingFair) Catalogue() dialect.Catalogue {
-	cat := c.counting.Catalogue()
-	cat.Fair = countingQueue{cat.Fair, c.n}
-	q := c.Dialect.Catalogue().FairSemaphores
-	cat.Semaphores = countingSemaphores{c.Dialect.Catalogue().Semaphores, c.n}
-	cat.FairSemaphores = countingSemQueue{countingSemaphores{q, c.n}, q, c.n}
-	if w := c.Dialect.Catalogue().WakingSemaphores; w != nil {
-		cat.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
+func (c countingFair) Tables() (*sqlrun.Tables, error) {
+	inner, err := sqlrun.Open(c.Dialect)
+	if err != nil {
+		return nil, err
 	}
-	return cat
+	tb, err := c.counting.Tables()
+	if err != nil {
+		return nil, err
+	}
+	tb.Fair = countingQueue{tb.Fair, c.n}
+	q := inner.FairSemaphores
+	tb.Semaphores = countingSemaphores{inner.Semaphores, c.n}
+	tb.FairSemaphores = countingSemQueue{countingSemaphores{q, c.n}, q, c.n}
+	if w := inner.WakingSemaphores; w != nil {
+		tb.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
+	}
+	return tb, nil
 }
 
 type countingQueue struct {
-	dialect.FairTable
+	sqlrun.FairTable
 	n *atomic.Int64
 }
 
@@ -136,7 +144,7 @@ func BenchmarkFairSemaphoreHandoff(b *testing.B) {
 // countingSemaphores counts an unfair semaphore's attempts, lease reads
 // and releases.
 type countingSemaphores struct {
-	dialect.SemaphoreTable
+	sqlrun.SemaphoreTable
 	n *atomic.Int64
 }
 
@@ -158,7 +166,7 @@ func (c countingSemaphores) Release(ctx context.Context, l dialect.Lease, minHol
 // countingSemQueue counts the statements of a semaphores' FIFO queue.
 type countingSemQueue struct {
 	countingSemaphores
-	dialect.FairSemaphoreTable
+	sqlrun.FairSemaphoreTable
 	n *atomic.Int64
 }
 

@@ -131,7 +131,7 @@ func TestFairExpiredTicketIsSkipped(t *testing.T) {
 		ctx := ctxT(t)
 		const name = "fifo-crash"
 		l := e.fairLocker(t)
-		q := e.d.Catalogue().Fair
+		q := testutil.Tables(t, e.d).Fair
 		// A waiter that crashed: its ticket is first, and nobody renews it.
 		if _, err := q.Enqueue(ctx, dialect.AcquireParams{Name: name, Owner: "stale", TTL: time.Hour}); err != nil {
 			t.Fatal(err)

@@ -165,7 +165,7 @@ func TestFairSemaphoreCancelledAndCrashedWaiters(t *testing.T) {
 		e.queueSem(t, cctx, name, limit, 0, got)
 		// A waiter that crashed: second in line, and nobody renews its
 		// ticket, which expires in a second.
-		q := e.d.Catalogue().FairSemaphores
+		q := testutil.Tables(t, e.d).FairSemaphores
 		if _, err := q.Enqueue(ctx, dialect.AcquireParams{Name: name, Owner: "crashed", TTL: time.Second}); err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // benchDialects opens each dialect on a migrated, private schema.
@@ -337,23 +338,26 @@ type counting struct {
 	n *atomic.Int64
 }
 
-func (c counting) Catalogue() dialect.Catalogue {
-	cat := c.Dialect.Catalogue()
-	cat.Locks = countingLocks{cat.Locks, c.n}
-	if cat.Waking != nil {
-		cat.Waking = countingQueue{cat.Waking, c.n}
+func (c counting) Tables() (*sqlrun.Tables, error) {
+	tb, err := sqlrun.Open(c.Dialect)
+	if err != nil {
+		return nil, err
 	}
-	if s := cat.Semaphores; s != nil {
-		cat.Semaphores = countingSemaphores{s, c.n}
+	tb.Locks = countingLocks{tb.Locks, c.n}
+	if tb.Waking != nil {
+		tb.Waking = countingQueue{tb.Waking, c.n}
 	}
-	if w := cat.WakingSemaphores; w != nil {
-		cat.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
+	if s := tb.Semaphores; s != nil {
+		tb.Semaphores = countingSemaphores{s, c.n}
 	}
-	return cat
+	if w := tb.WakingSemaphores; w != nil {
+		tb.WakingSemaphores = countingSemQueue{countingSemaphores{w, c.n}, w, c.n}
+	}
+	return tb, nil
 }
 
 type countingLocks struct {
-	dialect.LockTable
+	sqlrun.LockTable
 	n *atomic.Int64
 }
 

@@ -658,7 +658,7 @@ func TestReaperSparesLiveLeases(t *testing.T) {
 		}
 		defer live.Release(ctx)
 		for _, n := range []string{"expired", "released"} {
-			if _, err := e.d.Catalogue().Locks.Acquire(ctx, dialect.AcquireParams{Name: n, Owner: "o", TTL: time.Minute}); err != nil {
+			if _, err := testutil.Tables(t, e.d).Locks.Acquire(ctx, dialect.AcquireParams{Name: n, Owner: "o", TTL: time.Minute}); err != nil {
 				t.Fatal(err)
 			}
 		}

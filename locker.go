@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // leaseLocker is what the lease-based strategies (Table, Optimistic) share:
@@ -37,7 +38,7 @@ func (a attempts) TryOnce(ctx context.Context, name, owner string, waiting bool)
 
 // init sets the locker up on table, of strategy on d. notifier announces
 // the releases that wake waiters; nil: they poll.
-func (l *leaseLocker) init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Notifier, opts engine.Config) error {
+func (l *leaseLocker) init(strategy string, d dialect.Dialect, table sqlrun.LeaseTable, notifier dialect.Notifier, opts engine.Config) error {
 	opts.Lost, opts.NotHeld = ErrLockLost, ErrNotHeld
 	if err := l.eng.Init(strategy, d, table, notifier, opts); err != nil {
 		return err

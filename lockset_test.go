@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -390,13 +391,16 @@ func TestAcquireAllOverlappingSets(t *testing.T) {
 // unknown outcome, as a connection lost during COMMIT would.
 type unknownCommit struct{ *sqlite.Dialect }
 
-func (u unknownCommit) Catalogue() dialect.Catalogue {
-	cat := u.Dialect.Catalogue()
-	cat.Multi = unknownMulti{cat.Multi}
-	return cat
+func (u unknownCommit) Tables() (*sqlrun.Tables, error) {
+	tb, err := sqlrun.Open(u.Dialect)
+	if err != nil {
+		return nil, err
+	}
+	tb.Multi = unknownMulti{tb.Multi}
+	return tb, nil
 }
 
-type unknownMulti struct{ dialect.MultiLockTable }
+type unknownMulti struct{ sqlrun.MultiLockTable }
 
 func (u unknownMulti) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) ([]int64, string, error) {
 	tokens, refused, err := u.MultiLockTable.AcquireAll(ctx, p)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -33,7 +34,7 @@ import (
 // An Optimistic is safe for concurrent use.
 type Optimistic struct {
 	leaseLocker
-	versions dialect.VersionTable
+	versions sqlrun.VersionTable
 }
 
 var _ Locker = (*Optimistic)(nil)
@@ -42,14 +43,14 @@ var _ Locker = (*Optimistic)(nil)
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported if d
 // has no version table.
 func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, error) {
-	if isNil(d) || d.DB() == nil {
-		return nil, ErrNilDB
+	cat, tb, err := open(d)
+	if err != nil {
+		return nil, err
 	}
-	cat := d.Catalogue()
-	if cat.Versions == nil {
+	if tb.Versions == nil {
 		return nil, cat.Unsupported(d.Name(), "Versions")
 	}
-	o := &Optimistic{versions: cat.Versions}
+	o := &Optimistic{versions: tb.Versions}
 	o.eng.Strategy = attempts{o}
 	// Waiters listen when the dialect announces the version table's
 	// releases too.

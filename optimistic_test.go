@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -66,7 +67,7 @@ func TestOptimisticSwapNeedsReadVersion(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		e.s = optimisticStrategy
-		v := e.d.Catalogue().Versions
+		v := testutil.Tables(t, e.d).Versions
 		p := dialect.AcquireParams{Name: "cas", Owner: "a", TTL: time.Minute}
 		start := time.Now()
 		v1, err := v.Create(ctx, p)

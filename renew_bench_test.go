@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // BenchmarkRenewal measures one renewal period of a process holding 1 000
@@ -25,7 +26,7 @@ func BenchmarkRenewal(b *testing.B) {
 		for _, n := range []int{1000, 10000} {
 			for i := len(held); i < n; i++ {
 				l := dialect.Lease{Name: fmt.Sprintf("renew-%d", i), Owner: "bench"}
-				tok, err := d.Catalogue().Locks.Acquire(ctx, dialect.AcquireParams{Name: l.Name, Owner: l.Owner, TTL: time.Hour})
+				tok, err := testutil.Tables(b, d).Locks.Acquire(ctx, dialect.AcquireParams{Name: l.Name, Owner: l.Owner, TTL: time.Hour})
 				if err != nil || tok == 0 {
 					b.Fatalf("grant %d: %v", i, err)
 				}
@@ -41,7 +42,7 @@ func BenchmarkRenewal(b *testing.B) {
 				var stmts int
 				for range b.N {
 					for i := 0; i < len(ls); i += dialect.MaxRenewBatch {
-						ok, err := d.Catalogue().Locks.RenewMany(ctx, ls[i:min(i+dialect.MaxRenewBatch, len(ls))], time.Hour)
+						ok, err := testutil.Tables(b, d).Locks.RenewMany(ctx, ls[i:min(i+dialect.MaxRenewBatch, len(ls))], time.Hour)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -62,7 +63,7 @@ func BenchmarkRenewal(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/leases=%d/single", kind, n), func(b *testing.B) {
 				for range b.N {
 					for _, l := range ls {
-						if ok, err := d.Catalogue().Locks.RenewMany(ctx, []dialect.Lease{l}, time.Hour); err != nil || !ok[0] {
+						if ok, err := testutil.Tables(b, d).Locks.RenewMany(ctx, []dialect.Lease{l}, time.Hour); err != nil || !ok[0] {
 							b.Fatalf("renew: %v %v", ok, err)
 						}
 					}

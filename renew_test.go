@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -20,13 +21,24 @@ type renewCounting struct {
 	batches, renewed *atomic.Int64
 }
 
-// Catalogue has the counted lock table alone: waiters poll.
+// Catalogue has the lock table alone: waiters poll.
 func (c renewCounting) Catalogue() dialect.Catalogue {
-	return dialect.Catalogue{Locks: renewCountingLocks{c.Dialect.Catalogue().Locks, c}}
+	cat := c.Dialect.Catalogue()
+	return dialect.Catalogue{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand, Locks: cat.Locks, Hooks: cat.Hooks}
+}
+
+// Tables counts the lock table's renewals.
+func (c renewCounting) Tables() (*sqlrun.Tables, error) {
+	tb, err := sqlrun.Build(c.DB(), c.Catalogue())
+	if err != nil {
+		return nil, err
+	}
+	tb.Locks = renewCountingLocks{tb.Locks, c}
+	return tb, nil
 }
 
 type renewCountingLocks struct {
-	dialect.LockTable
+	sqlrun.LockTable
 	c renewCounting
 }
 

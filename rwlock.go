@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -54,7 +55,7 @@ import (
 // is safe for concurrent use.
 type RWLock struct {
 	leaseLocker
-	rw dialect.RWLockTable
+	rw sqlrun.RWLockTable
 }
 
 var _ Locker = (*RWLock)(nil)
@@ -63,11 +64,11 @@ var _ Locker = (*RWLock)(nil)
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported for a
 // dialect without read/write locks (TiDB).
 func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
-	if isNil(d) || d.DB() == nil {
-		return nil, ErrNilDB
+	cat, tb, err := open(d)
+	if err != nil {
+		return nil, err
 	}
-	cat := d.Catalogue()
-	rw := cat.RWLocks
+	rw := tb.RWLocks
 	if rw == nil {
 		return nil, cat.Unsupported(d.Name(), "RWLocks")
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // BenchmarkRWLockShared measures AcquireShared+Release of the read side of
@@ -62,7 +64,7 @@ func BenchmarkRWLockShared(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rw := d.Catalogue().RWLocks
+		rw := testutil.Tables(b, d).RWLocks
 		for _, readers := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/readers=%d", kind, readers), func(b *testing.B) {
 				benchRWShared(b, d.DB(), readers, l, rw)
@@ -71,7 +73,7 @@ func BenchmarkRWLockShared(b *testing.B) {
 	}
 }
 
-func benchRWShared(b *testing.B, db *sql.DB, readers int, l *sqllock.RWLock, rw dialect.RWLockTable) {
+func benchRWShared(b *testing.B, db *sql.DB, readers int, l *sqllock.RWLock, rw sqlrun.RWLockTable) {
 	ctx := context.Background()
 	db.SetMaxIdleConns(readers + 2)
 	name := "bench-read-" + strconv.Itoa(readers)

@@ -10,6 +10,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // rwLocker returns a read/write locker on e's dialect.
@@ -212,7 +213,7 @@ func TestRWLockWriterWithdrawsIntent(t *testing.T) {
 func TestRWLockCrashedHolderExpires(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		rw := e.d.Catalogue().RWLocks
+		rw := testutil.Tables(t, e.d).RWLocks
 		// A reader that nobody renews, and a writer's intent nobody
 		// refreshes.
 		g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: "c", Owner: "crashed-reader", TTL: 3600e9, Shared: true})

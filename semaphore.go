@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -64,7 +65,7 @@ const MaxSemaphoreLimit = math.MaxInt32
 // take it.
 type Semaphore struct {
 	leaseLocker
-	sems  dialect.SemaphoreTable
+	sems  sqlrun.SemaphoreTable
 	limit int
 	fair  *fairQueue // nil unless Fair
 	// waking orders the wake-ups of waiters without Fair, where the
@@ -81,20 +82,20 @@ var _ Locker = (*Semaphore)(nil)
 // or with Fair one without their FIFO queue, is ErrUnsupported
 // (see dialect.Catalogue).
 func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semaphore, error) {
-	if isNil(d) || d.DB() == nil {
-		return nil, ErrNilDB
+	cat, tb, err := open(d)
+	if err != nil {
+		return nil, err
 	}
 	if limit < 1 || limit > MaxSemaphoreLimit {
 		return nil, fmt.Errorf("%w: semaphore limit %d: want 1 to %d (MaxSemaphoreLimit)", ErrInvalidOptions, limit, MaxSemaphoreLimit)
 	}
-	cat := d.Catalogue()
-	if cat.Semaphores == nil {
+	if tb.Semaphores == nil {
 		return nil, cat.Unsupported(d.Name(), "Semaphores")
 	}
-	s := &Semaphore{sems: cat.Semaphores, limit: limit}
-	var fair dialect.FairSemaphoreTable
+	s := &Semaphore{sems: tb.Semaphores, limit: limit}
+	var fair sqlrun.FairSemaphoreTable
 	if opts.Fair {
-		if fair = cat.FairSemaphores; fair == nil {
+		if fair = tb.FairSemaphores; fair == nil {
 			return nil, fmt.Errorf("SemaphoreOptions.Fair: %w", cat.Unsupported(d.Name(), "FairSemaphores"))
 		}
 		s.sems = fair // its Release wakes the ticket a freed permit admits
@@ -111,9 +112,9 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	case fair != nil:
 		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.eng.Opts.TTL})
 		s.eng.Strategy = fairStrategy{s.fair}
-	case cat.WakingSemaphores != nil:
+	case tb.WakingSemaphores != nil:
 		s.waking = newFairQueue(&s.leaseLocker, wakingSemaphoreTickets{
-			semaphoreTickets{cat.WakingSemaphores, limit, s.eng.Opts.TTL}, s.sems})
+			semaphoreTickets{tb.WakingSemaphores, limit, s.eng.Opts.TTL}, s.sems})
 	}
 	return s, nil
 }
@@ -121,7 +122,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 // semaphoreTickets is the queue of a fair semaphore of limit permits
 // whose leases last ttl.
 type semaphoreTickets struct {
-	dialect.FairSemaphoreTable
+	sqlrun.FairSemaphoreTable
 	limit int
 	ttl   time.Duration
 }
@@ -136,7 +137,7 @@ func (q semaphoreTickets) Grant(ctx context.Context, name, owner string, ticket 
 // grant without a ticket is the semaphore's Acquire.
 type wakingSemaphoreTickets struct {
 	semaphoreTickets
-	sems dialect.SemaphoreTable
+	sems sqlrun.SemaphoreTable
 }
 
 // Grant implements ticketQueue.
@@ -148,7 +149,7 @@ func (q wakingSemaphoreTickets) Grant(ctx context.Context, name, owner string, t
 }
 
 // Wait reports how long the waiter of t may sleep (see
-// dialect.FairSemaphoreTable.Wait).
+// sqlrun.FairSemaphoreTable.Wait).
 func (q semaphoreTickets) Wait(ctx context.Context, t dialect.Ticket) (time.Duration, bool, error) {
 	return q.FairSemaphoreTable.Wait(ctx, t, q.limit)
 }

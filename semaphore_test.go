@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // semaphore returns a semaphore of limit on e's dialect.
@@ -187,7 +188,7 @@ func (e *env) expireHolder(t *testing.T, name, owner string) {
 func TestSemaphoreCrashedHolderPermitReturns(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		sems := e.d.Catalogue().Semaphores
+		sems := testutil.Tables(t, e.d).Semaphores
 		// Two holders that crashed: nobody renews their leases.
 		var last int64
 		for _, owner := range []string{"crashed-1", "crashed-2"} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -29,16 +30,16 @@ type LockInfo = dialect.LockInfo
 // PostgreSQL's announcement of a release (LISTEN/NOTIFY) where it can.
 type Table struct {
 	leaseLocker
-	locks dialect.LockTable
+	locks sqlrun.LockTable
 	fair  *fairQueue // with Fair (fair.go)
 	// waking orders the wake-ups of waiters without Fair, where the
 	// dialect can (dialect.Catalogue.Waking); nil: they wait for
 	// announcements of the name.
 	waking *fairQueue
-	multi  dialect.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
+	multi  sqlrun.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
 	// campaigns, set on an Election's table, grants with the value that
 	// Campaign puts on the context (election.go).
-	campaigns dialect.Elections
+	campaigns sqlrun.Elections
 }
 
 var _ Locker = (*Table)(nil)
@@ -46,28 +47,41 @@ var _ Locker = (*Table)(nil)
 // NewTable returns a lock-table locker on d. The schema must have been
 // migrated (see Migrate).
 func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
-	t, err := newTable(d, opts.config())
+	cat, tb, err := open(d)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newTable(d, cat, tb, opts.config())
 	if err != nil || opts.Fair {
 		return t, err
 	}
-	if q := d.Catalogue().Waking; q != nil {
+	if q := tb.Waking; q != nil {
 		t.waking = newFairQueue(&t.leaseLocker, wakingTickets{q, t.locks, t.eng.Opts.TTL})
 	}
 	return t, nil
 }
 
+// open returns d's catalogue and the tables the runner builds from it, or
+// ErrNilDB for a nil dialect or pool.
+func open(d dialect.Dialect) (dialect.Catalogue, *sqlrun.Tables, error) {
+	if isNil(d) || d.DB() == nil {
+		return dialect.Catalogue{}, nil, ErrNilDB
+	}
+	tb, err := sqlrun.Open(d)
+	if err != nil {
+		return dialect.Catalogue{}, nil, err
+	}
+	return d.Catalogue(), tb, nil
+}
+
 // newTable is NewTable without waking (whose tickets' grants would not
 // store a Campaign's value), and the lock table of NewElection.
-func newTable(d dialect.Dialect, opts engine.Config) (*Table, error) {
-	if isNil(d) || d.DB() == nil {
-		return nil, ErrNilDB
-	}
-	cat := d.Catalogue()
-	t := &Table{locks: cat.Locks}
+func newTable(d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
+	t := &Table{locks: tb.Locks}
 	if opts.Fair {
-		return newFairTable(t, d, opts)
+		return newFairTable(t, d, cat, tb, opts)
 	}
-	t.multi = cat.Multi
+	t.multi = tb.Multi
 	t.eng.Strategy = attempts{t}
 	if err := t.init(observe.StrategyTable, d, t.locks, cat.Notifier, opts); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -19,19 +20,22 @@ type failing struct {
 	fail *atomic.Bool
 }
 
-func (d failing) Catalogue() dialect.Catalogue {
-	cat := d.Dialect.Catalogue()
-	cat.Locks = failingLocks{cat.Locks, d.fail}
-	if cat.Waking != nil {
-		cat.Waking = failingTickets{cat.Waking, d.fail}
+func (d failing) Tables() (*sqlrun.Tables, error) {
+	tb, err := sqlrun.Open(d.Dialect)
+	if err != nil {
+		return nil, err
 	}
-	return cat
+	tb.Locks = failingLocks{tb.Locks, d.fail}
+	if tb.Waking != nil {
+		tb.Waking = failingTickets{tb.Waking, d.fail}
+	}
+	return tb, nil
 }
 
 // failingTickets fails the grants of a waiter with a ticket as
 // failingLocks fails acquires.
 type failingTickets struct {
-	dialect.FairTable
+	sqlrun.FairTable
 	fail *atomic.Bool
 }
 
@@ -43,7 +47,7 @@ func (q failingTickets) Grant(ctx context.Context, p dialect.AcquireParams, tick
 }
 
 type failingLocks struct {
-	dialect.LockTable
+	sqlrun.LockTable
 	fail *atomic.Bool
 }
 

@@ -4,14 +4,15 @@
 // pick a dialect (postgres.New, mysql.New, sqlite.New) and hand it to a
 // strategy constructor of package sqllock; they do not call these methods.
 // A new database is supported by a package that implements [Dialect],
-// whose [Catalogue] lists the primitives it can hold, and passes the
-// conformance suite, dialecttest.Exercise.
+// whose [Catalogue] declares the statements of each primitive it can hold
+// ([LockSQL], [SemaphoreSQL], …) and the [Hooks] around them, and passes
+// the conformance suite, dialecttest.Exercise.
 //
 // A strategy owns behaviour (leases, renewal, waiting, reentrancy, errors);
-// a dialect owns SQL text and the mapping of server error codes. Every
-// lease-based table is a [LeaseTable], so the lease machinery is written
-// once against that interface. A grant is the fewest statements the
-// database allows (one upsert for the lock and version tables, a short
+// sqllock's runner owns how statements run (binding, connections, the
+// grant protocol, ticket queues); a dialect owns SQL text, the mapping of
+// server error codes and its notifier. A grant is the fewest statements
+// the database allows (one upsert for the lock and version tables, a short
 // transaction for semaphores, sets and read/write locks), so the round
 // trips of a strategy are those of the minimal raw SQL doing the same
 // transition. Implementations of every interface here must be safe for
@@ -122,7 +123,7 @@ type Lease struct {
 	Token int64
 }
 
-// AcquireParams are the parameters of Dialect.Acquire.
+// AcquireParams are the parameters of a grant: a lease on Name for Owner, for TTL.
 type AcquireParams struct {
 	Name  string
 	Owner string
@@ -171,7 +172,7 @@ type Dialect interface {
 	// failure to make the driver.
 	MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error)
 
-	// Catalogue returns what the dialect offers: its tables, hooks and
+	// Catalogue returns what the dialect offers: its statements, hooks and
 	// facts. It is the same at every call.
 	Catalogue() Catalogue
 	// Reap deletes, in one call, a batch of up to p.Limit rows from each
@@ -187,65 +188,6 @@ type Dialect interface {
 	// result below p.Limit means that no table had a full batch.
 	// Concurrent calls from many processes are safe.
 	Reap(ctx context.Context, p ReapParams) (int, error)
-}
-
-// LeaseTable runs the statements on leases of a table with a row per lock
-// name holding an owner, a fencing token, a hold count and an expiry on the
-// database clock: the lock table and the version table. A lease is named by
-// (name, owner, token); on the version table the token is the version.
-// Every method is one statement (RenewMany: at most two), run on a
-// connection of its own.
-type LeaseTable interface {
-	// RenewMany extends the live leases among ls to ttl from now and
-	// reports, for each, whether it was renewed: false when the lease is no
-	// longer held (expired, released, or taken over). Callers pass at most
-	// MaxRenewBatch leases.
-	RenewMany(ctx context.Context, ls []Lease, ttl time.Duration) ([]bool, error)
-	// Release drops one hold of the lease; the last hold frees the lock while
-	// keeping what the next token must exceed. It reports false when the
-	// lease was taken over or already fully released.
-	//
-	// A last hold released before the lease's acquisition time plus
-	// minHold, on the database clock, does not free the lock at once: the
-	// row keeps no hold and stays unexpired until that instant, so that
-	// no one (its owner included) acquires it before; then it is free
-	// like any expired lease, with nobody left to renew or release it.
-	// With minHold 0 (or once it has passed) the lock is free at once.
-	Release(ctx context.Context, l Lease, minHold time.Duration) (bool, error)
-	// Guard checks, inside tx, that the lease is live, and share-locks its
-	// row until tx ends so that no takeover can commit before tx does. It
-	// reports false when the lease is not live.
-	Guard(ctx context.Context, tx *sql.Tx, l Lease) (bool, error)
-	// List returns the held locks, and the released ones within their
-	// minimum hold, ordered by name.
-	List(ctx context.Context) ([]LockInfo, error)
-}
-
-// LockTable is the lock table: a LeaseTable whose rows are granted by one
-// upsert.
-type LockTable interface {
-	LeaseTable
-	// Acquire grants a lease on p.Name to p.Owner in one statement: it
-	// inserts the row, takes over an expired or released row (with a new
-	// token), or re-enters a live lease held by the same owner (same token,
-	// one more hold). It returns the lease's token, or 0 when another owner
-	// holds a live lease. Expiry is computed from the database clock. If ctx
-	// ends while the statement runs, the statement is cancelled on the
-	// server and Acquire returns only once it has ended: with the token if
-	// it was applied anyway, else with an error wrapping ctx's (or
-	// ErrOutcomeUnknown if the server could not be told).
-	Acquire(ctx context.Context, p AcquireParams) (token int64, err error)
-	// Remaining reports how long the live lease on name has left on the
-	// database clock; ok is false when there is no row. Only waiters ask:
-	// a dialect that announces releases marks the row as waited for.
-	Remaining(ctx context.Context, name string) (d time.Duration, ok bool, err error)
-	// Break ends the live lease on name now, whoever holds it, for an
-	// operator: the row keeps its token, so the next grant's is larger;
-	// the holder's renewals and guards fail from then on, and its release
-	// reports the lease gone. A lock released within its minimum hold is
-	// freed as well. It returns the lease it ended, and false (with no
-	// error) when nothing held name.
-	Break(ctx context.Context, name string) (broken LockInfo, ok bool, err error)
 }
 
 // MaxRenewBatch is the most leases one RenewMany call takes.

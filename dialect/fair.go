@@ -1,10 +1,8 @@
 package dialect
 
 import (
-	"context"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Ticket names a waiter's place in a lock's queue: a row of the ticket
@@ -17,38 +15,6 @@ type Ticket struct {
 	// ticket (TicketWake) alone, so that its name needs no watching
 	// (Subscription.Watch).
 	Addressed bool
-}
-
-// FairTable is the lock table with a queue of tickets per name. A ticket is
-// live until its expiry on the database clock; expired tickets are skipped,
-// and deleted by Dialect.Reap. The lock is granted to a ticket only when no
-// live ticket of the name is older, and without a ticket only when the name
-// has no live ticket at all; re-entry of a live lease by its owner is
-// granted regardless. Its Release (from LeaseTable) wakes the process of
-// the oldest live ticket when it frees the lock, where the dialect can
-// address one.
-type FairTable interface {
-	LeaseTable
-	// Grant grants a lease as LockTable.Acquire does, under the queue's
-	// rule above; ticket 0 means the caller has none. A grant to a ticket
-	// deletes it atomically with the grant (one statement, or one short
-	// transaction). It returns the token, or 0 when refused.
-	Grant(ctx context.Context, p AcquireParams, ticket int64) (token int64, err error)
-	// Enqueue takes a ticket for p.Owner on p.Name, live for p.TTL.
-	Enqueue(ctx context.Context, p AcquireParams) (Ticket, error)
-	// Wait reports how long the ticket's waiter may sleep before it tries
-	// again when no wake-up comes: 0 when the lock is free and no live
-	// ticket is older; else until the oldest live ticket ahead expires or,
-	// if none, until the holder's lease ends. live is false when the
-	// ticket is not live (expired, deleted, or never committed: a reply
-	// can outrun a commit that then fails): its waiter has no place.
-	Wait(ctx context.Context, t Ticket) (d time.Duration, live bool, err error)
-	// Dequeue deletes the ticket, and wakes the next ticket's process when
-	// the deleted one was the oldest live ticket and the lock is free.
-	Dequeue(ctx context.Context, t Ticket) error
-	// RenewTickets extends the tickets to ttl from now, in one statement;
-	// callers pass at most MaxRenewBatch tickets.
-	RenewTickets(ctx context.Context, ts []Ticket, ttl time.Duration) error
 }
 
 // ticketWakePrefix starts the announcement of a ticket's wake-up.
@@ -70,4 +36,55 @@ func ParseTicketWake(s string) (id int64, ok bool) {
 	}
 	id, err := strconv.ParseInt(rest, 10, 64)
 	return id, err == nil
+}
+
+// FairSQL declares the statements of the FIFO queue of the lock table (see
+// FairTable in internal/sqlrun). Tickets travel as :ticket; the waker of the
+// enqueueing process as :channel.
+type FairSQL struct {
+	// Grant grants a lease on :name to :owner for :ttl, as the lock
+	// table's Acquire does, but only under the queue's rule for :ticket
+	// (0: none); its number is the token, 0 when refused. Without Consume
+	// it also deletes the ticket, in the same statement, and runs as a
+	// grant (as LockSQL.Acquire). Otherwise a grant is a short
+	// transaction, after First, if set, outside it: Grant, or the lock
+	// table's Acquire when Grant is empty, then Consume.
+	Grant SQL
+	// First selects 1 when :ticket (0: none) may be granted :name under the
+	// queue's rule, or when :owner holds a live lease on :name (re-entry),
+	// else 0.
+	First SQL
+	// Consume deletes the ticket :ticket.
+	Consume SQL
+	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
+	// number is the ticket's id.
+	Enqueue SQL
+	// Wait selects the microseconds the waiter of :ticket may sleep (see
+	// FairTable.Wait in internal/sqlrun), or -1 when the ticket is not live.
+	Wait SQL
+	// Mark, if set, runs before Wait: it marks the lock row of :name, if
+	// live, as waited for by tickets, so that its release reports it (for
+	// a dialect whose Wait cannot mark it in the same statement).
+	Mark SQL
+	// Dequeue deletes :ticket, waking the next ticket's process if it was
+	// the oldest and the lock is free; or, for a dialect whose statement
+	// cannot wake it, its number is 2 so that Hooks.AfterRelease rings
+	// :name's waiting processes. With Addressed and
+	// Hooks.AfterTicketed, that hook runs after it.
+	Dequeue SQL
+	// Renew extends the tickets of :leases (their tokens are the tickets'
+	// ids; :names their names) to :ttl from now.
+	Renew SQL
+	// Channel is the value of :channel: the process's waker.
+	Channel string
+	// Addressed says that a release wakes a ticket's waiter through its
+	// ticket alone (see Ticket.Addressed).
+	Addressed bool
+	// ConsumeApart, for tickets that order wake-ups alone
+	// (Catalogue.Waking), makes a grant to a ticket the lock
+	// table's Acquire, after which Consume deletes the ticket off the
+	// grant's path (Hooks.Go), followed by Hooks.AfterTicketed (the
+	// lock may have been released before the ticket was gone). A deletion
+	// that fails leaves the ticket, which nobody renews, to expire.
+	ConsumeApart bool
 }

@@ -1,11 +1,11 @@
 package dialect
 
 import (
-	"context"
+	"database/sql"
 	"time"
 )
 
-// RWAcquireParams are the parameters of RWLockTable.Acquire.
+// RWAcquireParams are the parameters of a read/write lock's grant.
 type RWAcquireParams struct {
 	Name  string
 	Owner string
@@ -19,7 +19,7 @@ type RWAcquireParams struct {
 	Wait bool
 }
 
-// RWGrant is the outcome of RWLockTable.Acquire.
+// RWGrant is the outcome of a read/write lock's grant.
 type RWGrant struct {
 	// Token is the lease's token; 0 when refused.
 	Token int64
@@ -40,28 +40,55 @@ type RWGrant struct {
 	Left time.Duration
 }
 
-// RWLockTable runs the statements of read/write locks: a table of holders,
-// one row (a lease) per holder and name, and a head row per name that
-// serialises grants and keeps a waiting writer's intent. Its LeaseTable
-// methods act on the holders' leases, named by (name, owner, token).
-type RWLockTable interface {
-	LeaseTable
-	// Acquire grants p.Owner a lease on the side of p.Name that p asks
-	// for, in one short transaction that locks the name's head row: the
-	// read side when no live writer holds the name and no other owner's
-	// writer intent is live; the write side when no other owner holds a
-	// live lease of either side. An owner that holds a live lease of the
-	// name re-enters it (same token, one more hold), except that an owner
-	// holding the read side asking for the write side is refused (Upgrade). A
-	// new lease's token exceeds every token granted for the name before.
-	// A write grant clears the owner's intent. Expiry is computed on the
-	// database clock. An error leaves nothing granted unless it wraps
-	// ErrOutcomeUnknown (the commit's reply was lost).
-	Acquire(ctx context.Context, p RWAcquireParams) (RWGrant, error)
-	// Withdraw removes owner's writer intent on name, if it has one, in
-	// one statement, announcing it where releases are announced.
-	Withdraw(ctx context.Context, name, owner string) error
-	// Announces reports whether the releases of this table (and
-	// withdrawn intents) reach the dialect's Notifier.
-	Announces() bool
+// RWLockSQL declares the statements of read/write locks: a holders table
+// (a lease table, one row per name and owner, with a shared flag) and a
+// heads table (one row per name: the last token granted, a waiting
+// writer's intent, and the waiters hint). Acquire runs them in one short
+// transaction that locks the name's head row first, so that grants of a
+// name take turns while releases and renewals, which touch only holder
+// rows, never wait for them.
+type RWLockSQL struct {
+	// LeaseSQL are the holders table's lease statements.
+	LeaseSQL
+	// Head inserts :name's head row if it is missing, without an error (or
+	// a duplicate-key message in the server's log) when it exists.
+	Head SQL
+	// LockHead selects, locking :name's head row until the transaction
+	// ends: the intent's owner ('' if none), the microseconds the intent
+	// has left (0 if none), and whether the name is marked as waited for.
+	LockHead SQL
+	// Holders selects owner, shared, token, holds and the microseconds left
+	// (0 if none) of every holder row of :name, locking the rows, so that a
+	// guarded transaction holding one is waited for.
+	Holders SQL
+	// Purge deletes :name's released and expired holder rows.
+	Purge SQL
+	// NextToken draws :name's next token, above every earlier one of the
+	// name, and gives it as its number.
+	NextToken SQL
+	// InsertShared and InsertExclusive insert the lease (:name, :owner,
+	// :token) of their side, with one hold, expiring :ttl from now.
+	InsertShared, InsertExclusive SQL
+	// Reenter adds a hold to the lease (:name, :owner, :token) and
+	// extends it to at least :ttl from now.
+	Reenter SQL
+	// Intent records :owner's intent to write on :name for :ttl, and marks
+	// the name as waited for.
+	Intent SQL
+	// MarkWaiters marks :name as waited for.
+	MarkWaiters SQL
+	// ClearIntent removes :owner's intent on :name, inside a grant.
+	ClearIntent SQL
+	// Withdraw removes :owner's intent on :name on its own, announcing the
+	// name if it was waited for and releases are announced. A number of
+	// 2 says that the name was waited for, so that Hooks.AfterRelease
+	// rings.
+	Withdraw SQL
+	// Announces says that Release and Withdraw announce names on :channel.
+	Announces bool
+	// TxOptions are the options of the grant's transaction (nil: the
+	// driver's default); it must see rows committed by others after its
+	// own row locks were granted (READ COMMITTED, or SQLite's
+	// whole-database write lock).
+	TxOptions *sql.TxOptions
 }

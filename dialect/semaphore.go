@@ -1,7 +1,7 @@
 package dialect
 
 import (
-	"context"
+	"database/sql"
 	"errors"
 	"time"
 )
@@ -13,7 +13,7 @@ import (
 // package re-exports it.
 var ErrLimitMismatch = errors.New("sqllock: semaphore limit differs from the one its holders use")
 
-// SemaphoreParams are the parameters of SemaphoreTable.Acquire.
+// SemaphoreParams are the parameters of a semaphore's grant.
 type SemaphoreParams struct {
 	Name  string
 	Owner string
@@ -23,68 +23,106 @@ type SemaphoreParams struct {
 	Limit int
 }
 
-// SemaphoreTable runs the statements of the semaphore tables: a row per
-// name (its limit, and what its next token must exceed) and a row per
-// holder, keyed by (name, owner), holding a lease like a row of the lock
-// table. Its LeaseTable methods act on the holders' rows; List returns
-// one entry per holder, ordered by name.
-type SemaphoreTable interface {
-	LeaseTable
-	// Acquire grants p.Owner one of p.Limit permits of p.Name, in one
-	// statement or one short transaction that serialises the grants of
-	// p.Name (a database with one writer at a time, SQLite, serialises
-	// all grants): it re-enters a live permit of the same owner (same
-	// token, one more hold), or, if fewer than p.Limit of the name's
-	// leases are live, grants p.Owner a permit with a new token, larger
-	// than every token granted on p.Name before; a new permit's grant
-	// deletes the rows of the name's ended leases. It returns 0 when the
-	// semaphore is full, and an error wrapping ErrLimitMismatch when the
-	// name's holders were granted under another limit. Expiry is computed
-	// from the database clock. If ctx ends meanwhile, the transaction is
-	// ended on the server and Acquire returns only once it has ended (see
-	// LockTable.Acquire).
-	Acquire(ctx context.Context, p SemaphoreParams) (token int64, err error)
-	// Remaining reports how long the semaphore's first lease to end has
-	// left on the database clock; ok is false when it has no holder. Only
-	// waiters ask: a dialect that announces releases marks the name as
-	// waited for.
-	Remaining(ctx context.Context, name string) (d time.Duration, ok bool, err error)
-	// Announces reports whether releases of permits are announced through
-	// the dialect's Notifier, so that waiters need not poll.
-	Announces() bool
+// SemaphoreSQL declares the statements of the semaphore tables: a head row
+// per name (its limit, and for dialects without a sequence the name's last
+// token) and a holder row per (name, owner), whose lease statements are
+// LeaseSQL's. A holder row counts as a holder while its lease is live;
+// rows of ended leases stay until a grant of the name or the reaper
+// deletes them.
+//
+// An acquire is either one statement, Grant, or a short transaction in
+// which the head row's lock serialises the grants of a name:
+//
+//	Draw      lock :name's head row, creating it with :limit, and draw
+//	          the name's next token: its number
+//	Expire    delete :name's holder rows whose lease has ended
+//	Take      grant (:name, :owner) a permit with :token, if :name's limit
+//	          is :limit and a permit is free under it (its own row, if
+//	          ended, is taken over), or re-enter its live row (one more
+//	          hold, the row's token); its number is the token granted, 0
+//	          when refused
+//	Why       after a refusal: select the head row's limit and the number
+//	          of :name's live holders
+//	SetLimit  set the head row's limit to :limit, when Why found no
+//	          holder; Take runs once more
+type SemaphoreSQL struct {
+	LeaseSQL
+	// Grant, if set, is the whole acquire in one statement, with no
+	// transaction: it grants as Take does (setting the head row's limit
+	// when the name has no holder, and deleting the rows of the name's
+	// ended leases when it grants a new permit) and selects two numbers,
+	// the token granted (0 when refused, -1 when a grant of :name
+	// committed since its snapshot began: it is run again) and the limit
+	// the name's holders use (:limit when it has none).
+	Grant                             SQL
+	Draw, Expire, Take, Why, SetLimit SQL
+	// Remaining selects the microseconds until :name's first holder's
+	// lease ends (0 or less: look again at once, as when a permit is
+	// free), and no row when it has no holder.
+	Remaining SQL
+	// Isolation is the isolation level of the acquire's transaction.
+	Isolation sql.IsolationLevel
+	// Announces says whether Release announces freed permits.
+	Announces bool
 }
 
-// FairSemaphoreTable is the semaphore tables with a queue of tickets per
-// name, kept apart from the lock table's queue. A ticket is live until its
-// expiry on the database clock; expired tickets are skipped, and deleted
-// by Dialect.Reap. A name's permits go to its live tickets in ticket
-// order, one at a time: a ticket is granted only when a permit is free and
-// no live ticket of the name is older, and a caller without a ticket only
-// when a permit is free and the name has no live ticket at all; re-entry
-// by a holder is granted regardless. Its Release (from LeaseTable) wakes
-// the process of the oldest live ticket when it frees a permit, where the
-// dialect can address one.
-type FairSemaphoreTable interface {
-	SemaphoreTable
-	// Grant is Acquire under the queue's rule above; ticket 0 means the
-	// caller has none. A grant to a ticket deletes it in the same
-	// transaction and, if a permit is still free, wakes the process of
-	// the next live ticket, where the dialect can address one.
-	Grant(ctx context.Context, p SemaphoreParams, ticket int64) (token int64, err error)
-	// Enqueue takes a ticket for p.Owner on p.Name, live for p.TTL.
-	Enqueue(ctx context.Context, p AcquireParams) (Ticket, error)
-	// Wait reports how long the ticket's waiter may sleep before it tries
-	// again when no wake-up comes, for a semaphore of limit permits: 0 when
-	// a permit is free and no live ticket is older; else until the oldest
-	// live ticket ahead expires or, if none, the first holder's lease
-	// ends. live is false when the ticket is not live (see
-	// FairTable.Wait).
-	Wait(ctx context.Context, t Ticket, limit int) (d time.Duration, live bool, err error)
-	// Dequeue deletes the ticket, and wakes the next ticket's process
-	// when the deleted one was the oldest live ticket and a permit is
-	// free.
-	Dequeue(ctx context.Context, t Ticket) error
-	// RenewTickets extends the tickets to ttl from now, in one statement;
-	// callers pass at most MaxRenewBatch tickets.
-	RenewTickets(ctx context.Context, ts []Ticket, ttl time.Duration) error
+// FairSemaphoreSQL declares the statements of the semaphore tables' queue
+// of tickets (see FairSemaphoreTable in internal/sqlrun). Tickets travel as :ticket,
+// a semaphore's limit as :limit, and the waker of the enqueueing process
+// as :channel. A grant is the semaphore's acquire under the queue's rule:
+//
+//	Grant    the semaphore's Grant, which also refuses a new permit while
+//	         a live ticket of :name comes before :ticket (any, for 0), and
+//	         deletes :ticket when it grants one
+//	Take     for a semaphore without Grant: its Take, which also refuses
+//	         a new permit while a live ticket of :name comes before
+//	         :ticket (any, for 0); Consume then deletes :ticket
+//
+// First, if set, runs before the grant: it selects 1 when no live
+// ticket of :name comes before :ticket (0: none), or when :owner holds a
+// live permit of :name (re-entry), else 0, so that the waiters a ring wakes
+// but the queue does not serve are refused by one statement, without a
+// transaction.
+type FairSemaphoreSQL struct {
+	Grant, Take, First, Consume SQL
+	// Chain, if set, hands freed permits on: it wakes the process of
+	// :name's oldest live ticket if a permit is free, and selects the
+	// number of tickets it woke; or, for a dialect that cannot address a
+	// wake-up to one process (see Hooks.AfterRelease), it selects 1 when the
+	// processes waiting for :name are to be woken, else 0: when a live
+	// ticket waits, none comes before :ticket (0: none does), and a
+	// permit is free under :limit (0: whether or not).
+	//
+	// Chain runs in a statement of its own once a change that may leave
+	// a permit free beside a waiting ticket committed: a grant to a
+	// ticket (with :ticket 0 and the grant's :limit), a ticket given up
+	// (with that ticket and :limit 0), and a release whose statement woke
+	// a ticket (Release selects 2; :ticket and :limit 0). A statement sees
+	// only what committed before it began: of two such changes committing
+	// concurrently (two releases and the grant they wake, say), each may
+	// miss the other, and a release may wake the ticket being granted
+	// rather than the next one. The Chain of the one that commits last
+	// sees both.
+	Chain SQL
+	// Enqueue, Wait, Renew and Channel are as FairSQL's, on the
+	// semaphores' queue, with the sleep of FairSemaphoreTable.Wait in internal/sqlrun;
+	// Dequeue deletes :ticket (Chain wakes the next).
+	Enqueue, Wait, Dequeue, Renew SQL
+	Channel                       string
+	// Addressed is as FairSQL's.
+	Addressed bool
+	// Marks, if set, run one after the other before Wait: they mark the
+	// rows of :name as waited for by tickets, so that a release reports
+	// it (for a dialect whose Wait cannot mark them in the same
+	// statement). With MarksStay, the marks are never unset and the rows
+	// added later copy them: once the first mark's number is 1 (it found
+	// the name's row, marked now or before) and the others ran, a process
+	// does not run them again for the name.
+	Marks     []SQL
+	MarksStay bool
+	// Release, when set, replaces the semaphore's Release: it also wakes
+	// the process of the oldest live ticket when it frees a permit. It
+	// selects 0 when it released nothing, 2 when it woke a ticket, and 1
+	// otherwise.
+	Release SQL
 }

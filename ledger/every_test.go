@@ -16,7 +16,7 @@ import (
 // dbNow reads the database's time.
 func dbNow(t *testing.T, e *env) time.Time {
 	t.Helper()
-	now, err := e.d.Catalogue().Runs.Now(ctxT(t))
+	now, err := testutil.Tables(t, e.d).Runs.Now(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // State is the state of an attempt.
@@ -84,7 +85,7 @@ type Options struct {
 // attempt. It is safe for concurrent use.
 type Ledger struct {
 	d      dialect.Dialect
-	runs   dialect.RunLedger
+	runs   sqlrun.RunLedger
 	locks  *sqllock.Table
 	opts   Options
 	log    *slog.Logger
@@ -104,8 +105,12 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 	if d == nil {
 		return nil, fmt.Errorf("%w: ledger: nil dialect", sqllock.ErrInvalidOptions)
 	}
-	cat := d.Catalogue()
-	if cat.Runs == nil {
+	tb, err := sqlrun.Open(d)
+	if err != nil {
+		return nil, err
+	}
+	if tb.Runs == nil {
+		cat := d.Catalogue()
 		return nil, cat.Unsupported(d.Name(), "Runs")
 	}
 	if opts.Retries < 0 || opts.RetryBackoff < 0 {
@@ -130,7 +135,7 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 	if ttl == 0 {
 		ttl = defaultTTL
 	}
-	return &Ledger{d: d, runs: cat.Runs, locks: locks, opts: opts, log: log, owner: owner, ttl: ttl}, nil
+	return &Ledger{d: d, runs: tb.Runs, locks: locks, opts: opts, log: log, owner: owner, ttl: ttl}, nil
 }
 
 // Run is a claimed attempt of an occurrence, as its function sees it.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/ledger"
 )
 
@@ -19,7 +20,7 @@ import (
 func crashed(t *testing.T, e *env, job, key string) int64 {
 	t.Helper()
 	ctx := ctxT(t)
-	cat := e.d.Catalogue()
+	cat := testutil.Tables(t, e.d)
 	lease := dialect.Lease{Name: "run/" + job + "/" + key, Owner: "ghost"}
 	for ttl := 20 * time.Millisecond; ; ttl *= 2 {
 		var err error

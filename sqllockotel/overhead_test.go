@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -26,11 +27,14 @@ type memDialect struct {
 func (d *memDialect) Name() string                                          { return "mem" }
 func (d *memDialect) DB() *sql.DB                                           { return d.db }
 func (d *memDialect) Migrations() fs.FS                                     { return fstest.MapFS{} }
-func (d *memDialect) Catalogue() dialect.Catalogue                          { return dialect.Catalogue{Locks: &d.memLocks} }
+func (d *memDialect) Catalogue() dialect.Catalogue                          { return dialect.Catalogue{} }
 func (d *memDialect) Reap(context.Context, dialect.ReapParams) (int, error) { return 0, nil }
 func (d *memDialect) MigrationDriver(context.Context, *sql.Conn) (database.Driver, error) {
 	return nil, sqllock.ErrUnsupported
 }
+
+// Tables implements sqlrun.TableSource: the lock table in memory.
+func (d *memDialect) Tables() (*sqlrun.Tables, error) { return &sqlrun.Tables{Locks: &d.memLocks}, nil }
 
 type memLocks struct {
 	mu    sync.Mutex

@@ -25,6 +25,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/observe"
 	"github.com/sqllock/sqllock/rowlock"
@@ -84,14 +85,24 @@ type polling struct {
 }
 
 func newPolling(d dialect.Dialect) *polling {
-	return &polling{Dialect: d, locks: &countingLocks{LockTable: d.Catalogue().Locks, n: make(map[string]int)}}
+	tb, err := sqlrun.Open(d)
+	if err != nil {
+		panic(err)
+	}
+	return &polling{Dialect: d, locks: &countingLocks{LockTable: tb.Locks, n: make(map[string]int)}}
 }
 
 // Catalogue counts the lock table's statements and hides the notifier.
-func (p *polling) Catalogue() dialect.Catalogue { return dialect.Catalogue{Locks: p.locks} }
+func (p *polling) Catalogue() dialect.Catalogue {
+	cat := p.Dialect.Catalogue()
+	return dialect.Catalogue{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand, Locks: cat.Locks, Hooks: cat.Hooks}
+}
+
+// Tables has the counted lock table alone.
+func (p *polling) Tables() (*sqlrun.Tables, error) { return &sqlrun.Tables{Locks: p.locks}, nil }
 
 type countingLocks struct {
-	dialect.LockTable
+	sqlrun.LockTable
 	mu   sync.Mutex
 	n    map[string]int
 	gate chan struct{} // if not nil, acquires wait for it to close

@@ -156,7 +156,7 @@ func refuseWhileHeld(ctx context.Context, t *target) error {
 	if v, _, err := sqllock.MigrationVersion(ctx, t.d); err != nil || v == 0 {
 		return err
 	}
-	rows, _, err := listLocks(ctx, t.d)
+	rows, _, err := listLocks(ctx, t)
 	if err != nil {
 		return fmt.Errorf("listing held locks before migrate down: %w", t.fail(err))
 	}
@@ -233,7 +233,7 @@ func isTerminalWriter(w io.Writer) bool {
 // showLocks prints the locks of t once: a table, or JSON. stamped adds the
 // time of the listing (for --watch).
 func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool) error {
-	rows, skipped, err := listLocks(ctx, t.d)
+	rows, skipped, err := listLocks(ctx, t)
 	if err != nil {
 		return t.fail(err)
 	}

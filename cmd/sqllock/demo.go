@@ -43,7 +43,7 @@ func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		if _, err := t.d.Catalogue().Locks.List(ctx); err != nil { // is the schema there?
+		if _, err := t.tables.Locks.List(ctx); err != nil { // is the schema there?
 			return t.fail(err)
 		}
 		s := &demo{db: t.db, d: t.d, shop: shop.New(t.db, "sqllock_demo_", t.d.Name() == "postgres"), think: *think}

@@ -16,14 +16,16 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // target is an opened database: its pool and dialect.
 type target struct {
 	db       *sql.DB
 	d        dialect.Dialect
-	dsn      string // as given, for messages (password redacted)
-	embedded bool   // a local SQLite file: migrated on first use
+	tables   *sqlrun.Tables // d's, for the statements of views and probes
+	dsn      string         // as given, for messages (password redacted)
+	embedded bool           // a local SQLite file: migrated on first use
 }
 
 // Close stops what the dialect runs in the background (PostgreSQL's
@@ -103,6 +105,10 @@ func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
 			return nil, usageError{msg: fmt.Sprintf("%s: %v", t.dsn, err)}
 		}
 		return nil, unavailable("%s: %v", t.dsn, err)
+	}
+	if t.tables, err = sqlrun.Open(t.d); err != nil {
+		t.Close()
+		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

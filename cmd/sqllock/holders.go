@@ -185,8 +185,9 @@ JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token WHERE l.hold
 
 // listRWLocks adds the holders of the dialect's read/write locks to rows,
 // one row per holder, shared for a read lock.
-func listRWLocks(ctx context.Context, d dialect.Dialect, rows []lockRow) ([]lockRow, error) {
-	rw := d.Catalogue().RWLocks
+func listRWLocks(ctx context.Context, t *target, rows []lockRow) ([]lockRow, error) {
+	d, tb := t.d, t.tables
+	rw := tb.RWLocks
 	if rw == nil {
 		return rows, nil
 	}
@@ -228,30 +229,31 @@ var errNoLockView = errors.New("this server shows no row locks")
 // listLocks lists the locks of every strategy the dialect supports, held or
 // with a lease not yet reaped, by name. Pessimistic locks the server cannot
 // show are left out, with the reason in skipped.
-func listLocks(ctx context.Context, d dialect.Dialect) (rows []lockRow, skipped error, err error) {
+func listLocks(ctx context.Context, t *target) (rows []lockRow, skipped error, err error) {
+	d, tb := t.d, t.tables
 	cat := d.Catalogue()
-	infos, err := cat.Locks.List(ctx)
+	infos, err := tb.Locks.List(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	n := len(rows)
 	rows = leaseRows(rows, "table", infos)
-	if cat.Elections != nil {
+	if tb.Elections != nil {
 		if err := markElections(ctx, d, rows[n:]); err != nil {
 			return nil, nil, err
 		}
 	}
-	if vt := cat.Versions; vt != nil {
+	if vt := tb.Versions; vt != nil {
 		infos, err := vt.List(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
 		rows = leaseRows(rows, "optimistic", infos)
 	}
-	if rows, err = listSemaphores(ctx, d, rows); err != nil {
+	if rows, err = listSemaphores(ctx, t, rows); err != nil {
 		return nil, nil, err
 	}
-	if rows, err = listRWLocks(ctx, d, rows); err != nil {
+	if rows, err = listRWLocks(ctx, t, rows); err != nil {
 		return nil, nil, err
 	}
 	if cat.Pessimistic != nil {

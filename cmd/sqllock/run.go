@@ -336,11 +336,11 @@ func (e interruptedError) status() int {
 func (r *runner) holder(ctx context.Context, strategy string) string {
 	t := r.target
 	if r.max > 0 {
-		return semaphoreHolders(ctx, t.d, r.name, r.max)
+		return semaphoreHolders(ctx, t, r.name, r.max)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, _, err := listLocks(ctx, t.d)
+	rows, _, err := listLocks(ctx, t)
 	if err != nil {
 		return "held by another process"
 	}
@@ -361,7 +361,7 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 		return "", nil
 	}
 	if r.strategy != "table" {
-		left, ok, err := t.d.Catalogue().Locks.Remaining(ctx, r.name)
+		left, ok, err := t.tables.Locks.Remaining(ctx, r.name)
 		if err != nil {
 			return "", err
 		}
@@ -369,7 +369,7 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 			return r.holder(ctx, "table"), nil
 		}
 	}
-	if vt := t.d.Catalogue().Versions; vt != nil && r.strategy != "optimistic" {
+	if vt := t.tables.Versions; vt != nil && r.strategy != "optimistic" {
 		row, ok, err := vt.Read(ctx, r.name)
 		if err != nil {
 			return "", err

@@ -51,8 +51,8 @@ func newSemaphore(d dialect.Dialect, max int, opts sqllock.TableOptions) (sqlloc
 
 // semaphoreHolders describes the holders of the semaphore name, for
 // messages.
-func semaphoreHolders(ctx context.Context, d dialect.Dialect, name string, max int) string {
-	sems := d.Catalogue().Semaphores
+func semaphoreHolders(ctx context.Context, t *target, name string, max int) string {
+	sems := t.tables.Semaphores
 	if sems == nil {
 		return fmt.Sprintf("all %d permits held", max)
 	}
@@ -73,8 +73,9 @@ func semaphoreHolders(ctx context.Context, d dialect.Dialect, name string, max i
 
 // listSemaphores adds the holders of the dialect's semaphores to rows, one
 // row per holder. A schema older than the semaphores has none.
-func listSemaphores(ctx context.Context, d dialect.Dialect, rows []lockRow) ([]lockRow, error) {
-	sems := d.Catalogue().Semaphores
+func listSemaphores(ctx context.Context, t *target, rows []lockRow) ([]lockRow, error) {
+	d, tb := t.d, t.tables
+	sems := tb.Semaphores
 	if sems == nil {
 		return rows, nil
 	}

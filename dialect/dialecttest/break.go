@@ -13,7 +13,7 @@ import (
 // a lock released within its minimum hold too, and leaves a name never
 // granted or an expired lease alone.
 func checkBreak(t *testing.T, e *env) {
-	lt := e.Dialect.Catalogue().Locks
+	lt := e.tables(e.Dialect).Locks
 	tb := e.table(Locks)
 	broke := func(name string) (dialect.LockInfo, bool) {
 		t.Helper()

@@ -87,7 +87,7 @@
 // conflict, releases and withdrawals are announced where the table says
 // so, and the lease checks above hold for the holders table.
 //
-// Elections (dialect.Elections): a value is proclaimed only for a live
+// Elections (sqlrun.Elections): a value is proclaimed only for a live
 // lease (not for a stale owner or token, an expired, taken-over or released
 // lease) and read back as the leader only while that lease is live and
 // keeps the token it was proclaimed for; values travel byte for byte.
@@ -99,7 +99,7 @@
 // by a new period or phase; occurrences by range; reaping by age, at most
 // the batch asked for.
 //
-// Multi-name grants (dialect.Catalogue.Multi): a set is granted whole or
+// Multi-name grants (dialect.LockSQL.ReleaseAll): a set is granted whole or
 // not at all (a refused set leaves its other names as they were), re-entered
 // by its owner, with tokens that follow the lock table's rules; ReleaseAll
 // reports which leases it released and announces what it frees; a
@@ -119,6 +119,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -186,9 +187,9 @@ type Env struct {
 type Table string
 
 const (
-	// Locks is the lock table, dialect.LockTable.
+	// Locks is the lock table, sqlrun.LockTable.
 	Locks Table = "sqllock_locks"
-	// Versions is the version table, dialect.VersionTable.
+	// Versions is the version table, sqlrun.VersionTable.
 	Versions Table = "sqllock_versions"
 )
 
@@ -214,6 +215,10 @@ func Exercise(t *testing.T, h Harness) {
 	cat := probe.Dialect.Catalogue()
 	if cat.Locks == nil {
 		t.Fatal("dialecttest: the dialect's Catalogue has no Locks")
+	}
+	tb, err := sqlrun.Open(probe.Dialect)
+	if err != nil {
+		t.Fatalf("dialecttest: the runner cannot build the catalogue's tables: %v", err)
 	}
 	optimistic, pessimistic := cat.Versions != nil, cat.Pessimistic != nil
 	notifier, fair := cat.Notifier != nil, cat.Fair != nil
@@ -278,19 +283,19 @@ func Exercise(t *testing.T, h Harness) {
 	if cat.RWLocks != nil {
 		exerciseRW(&cat, h.Polling, run)
 	}
-	if el := cat.Elections; el != nil && !electionsRefused(t, el) {
+	if el := tb.Elections; el != nil && !electionsRefused(t, el) {
 		for _, c := range electionChecks {
-			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Elections) })
+			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Elections) })
 		}
 	}
 	if cat.Runs != nil {
 		for _, c := range ledgerChecks {
-			run("Runs/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Runs) })
+			run("Runs/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Runs) })
 		}
 	}
-	if cat.Multi != nil {
+	if tb.Multi != nil {
 		for _, c := range multiChecks {
-			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Multi) })
+			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Multi) })
 		}
 	}
 }
@@ -307,6 +312,14 @@ func newEnv(t *testing.T, h *Harness) *env {
 	ctx, cancel := context.WithTimeout(t.Context(), testTimeout)
 	t.Cleanup(cancel)
 	return &env{Env: h.New(t), h: h, t: t, ctx: ctx}
+}
+
+// tables returns the tables the runner builds from d's catalogue.
+func (e *env) tables(d dialect.Dialect) *sqlrun.Tables {
+	e.t.Helper()
+	tb, err := sqlrun.Open(d)
+	e.must(err, "sqlrun.Open")
+	return tb
 }
 
 // must fails the test if err is not nil.
@@ -371,7 +384,7 @@ func await[T any](e *env, what string, got <-chan T) T {
 // granted.
 type table struct {
 	name  Table
-	stmts dialect.LeaseTable
+	stmts sqlrun.LeaseTable
 	// grant makes one attempt to grant a lease on name to owner for ttl:
 	// it returns the lease's token, or 0 when another owner holds a live
 	// lease.
@@ -381,9 +394,9 @@ type table struct {
 // table returns the lease table k of the dialect under test.
 func (e *env) table(k Table) *table {
 	if k == Versions {
-		return versionTable(e.Dialect.Catalogue().Versions)
+		return versionTable(e.tables(e.Dialect).Versions)
 	}
-	lt := e.Dialect.Catalogue().Locks
+	lt := e.tables(e.Dialect).Locks
 	return &table{name: Locks, stmts: lt,
 		grant: func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
 			return lt.Acquire(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: ttl})
@@ -393,7 +406,7 @@ func (e *env) table(k Table) *table {
 // versionTable grants rows of the version table as the optimistic strategy
 // does: read the row, then create it, re-enter it or take it over by a
 // compare-and-swap on the version read.
-func versionTable(vt dialect.VersionTable) *table {
+func versionTable(vt sqlrun.VersionTable) *table {
 	grant := func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
 		row, ok, err := vt.Read(ctx, name)
 		if err != nil {

@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-// electionChecks are the checks of a dialect.Elections: a value is stored
+// electionChecks are the checks of a sqlrun.Elections: a value is stored
 // with a live lease only, and read back only for the token it was
 // proclaimed for.
 var electionChecks = []struct {
 	name  string
-	check func(t *testing.T, e *env, el dialect.Elections)
+	check func(t *testing.T, e *env, el sqlrun.Elections)
 }{
 	{"ProclaimAndRead", checkProclaimAndRead},
 	{"StaleLeases", checkProclaimStale},
@@ -24,7 +25,7 @@ var electionChecks = []struct {
 // electionsRefused reports whether el refuses elections on this server
 // with an error wrapping dialect.ErrUnsupported (TiDB); it fails the test
 // on any other error.
-func electionsRefused(t *testing.T, el dialect.Elections) bool {
+func electionsRefused(t *testing.T, el sqlrun.Elections) bool {
 	t.Helper()
 	_, _, err := el.Leader(t.Context(), "probe")
 	if errors.Is(err, dialect.ErrUnsupported) {
@@ -37,7 +38,7 @@ func electionsRefused(t *testing.T, el dialect.Elections) bool {
 }
 
 // leader reads the leader of name.
-func (e *env) leader(el dialect.Elections, name string) (dialect.LeaderInfo, bool) {
+func (e *env) leader(el sqlrun.Elections, name string) (dialect.LeaderInfo, bool) {
 	e.t.Helper()
 	info, ok, err := el.Leader(e.ctx, name)
 	e.must(err, "Leader "+name)
@@ -45,7 +46,7 @@ func (e *env) leader(el dialect.Elections, name string) (dialect.LeaderInfo, boo
 }
 
 // proclaim proclaims value for l and checks the reply.
-func (e *env) proclaim(el dialect.Elections, l dialect.Lease, value string, want bool) {
+func (e *env) proclaim(el sqlrun.Elections, l dialect.Lease, value string, want bool) {
 	e.t.Helper()
 	ok, err := el.Proclaim(e.ctx, l, value)
 	e.must(err, "Proclaim "+l.Name)
@@ -57,7 +58,7 @@ func (e *env) proclaim(el dialect.Elections, l dialect.Lease, value string, want
 // The leader is the live lease that proclaimed a value: none without a
 // row or before the proclamation; then its owner, token, value and expiry
 // on the database clock. Proclaiming again (the same value too) succeeds.
-func checkProclaimAndRead(t *testing.T, e *env, el dialect.Elections) {
+func checkProclaimAndRead(t *testing.T, e *env, el sqlrun.Elections) {
 	tb := e.table(Locks)
 	if _, ok := e.leader(el, "svc"); ok {
 		t.Fatal("Leader without a row: found one")
@@ -96,7 +97,7 @@ func checkProclaimAndRead(t *testing.T, e *env, el dialect.Elections) {
 
 // A proclamation for a lease that is not live changes nothing, and a value
 // is never read as a later lease's.
-func checkProclaimStale(t *testing.T, e *env, el dialect.Elections) {
+func checkProclaimStale(t *testing.T, e *env, el sqlrun.Elections) {
 	tb := e.table(Locks)
 	l := e.grant(tb, "svc", "a")
 	e.proclaim(el, l, "a", true)
@@ -128,7 +129,7 @@ func checkProclaimStale(t *testing.T, e *env, el dialect.Elections) {
 }
 
 // Values travel byte for byte as bind parameters, up to 65535 bytes.
-func checkElectionValues(t *testing.T, e *env, el dialect.Elections) {
+func checkElectionValues(t *testing.T, e *env, el sqlrun.Elections) {
 	tb := e.table(Locks)
 	for i, v := range []string{"", "it's \"quoted\"; DROP TABLE x; --", "ünïcödé ✓", strings.Repeat("x", 65535)} {
 		name := "svc" + string(rune('a'+i))
@@ -142,7 +143,7 @@ func checkElectionValues(t *testing.T, e *env, el dialect.Elections) {
 
 // campaign runs Campaign for owner on name and returns the lease, or a
 // zero token when refused.
-func (e *env) campaign(el dialect.Elections, name, owner, value string) dialect.Lease {
+func (e *env) campaign(el sqlrun.Elections, name, owner, value string) dialect.Lease {
 	e.t.Helper()
 	token, err := el.Campaign(e.ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: long}, value)
 	e.must(err, "Campaign "+name+" for "+owner)
@@ -152,7 +153,7 @@ func (e *env) campaign(el dialect.Elections, name, owner, value string) dialect.
 // Campaign grants as the lock table's acquire does and stores the value
 // with the lease it grants, in a new row and in a takeover (read back as
 // the new term's), or re-enters; a refused campaign changes nothing.
-func checkCampaign(t *testing.T, e *env, el dialect.Elections) {
+func checkCampaign(t *testing.T, e *env, el sqlrun.Elections) {
 	tb := e.table(Locks)
 	l := e.campaign(el, "svc", "a", "a:1")
 	if l.Token <= 0 {

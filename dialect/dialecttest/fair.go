@@ -14,7 +14,7 @@ import (
 // watches names), the release that frees a lock announces the oldest
 // live ticket's wake-up (dialect.TicketWake).
 func checkFair(t *testing.T, e *env) {
-	q := e.Dialect.Catalogue().Fair
+	q := e.tables(e.Dialect).Fair
 	const name = "fifo"
 	p := func(owner string) dialect.AcquireParams {
 		return dialect.AcquireParams{Name: name, Owner: owner, TTL: long}

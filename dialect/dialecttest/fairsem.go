@@ -16,7 +16,7 @@ import (
 // ticket be granted (a release, the oldest ticket given up, a grant
 // leaving a permit free) announces that ticket's wake-up.
 func checkFairSemaphore(t *testing.T, e *env) {
-	q := e.Dialect.Catalogue().FairSemaphores
+	q := e.tables(e.Dialect).FairSemaphores
 	const name, limit = "fifo-sem", 2
 	grant := func(owner string, ticket int64) int64 {
 		t.Helper()

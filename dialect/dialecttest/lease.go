@@ -77,7 +77,7 @@ func checkAcquire(t *testing.T, e *env) {
 // Remaining reports no row for a name never acquired, the time left on the
 // database clock for a live lease, and 0 for an expired or released one.
 func checkRemaining(t *testing.T, e *env) {
-	lt := e.Dialect.Catalogue().Locks
+	lt := e.tables(e.Dialect).Locks
 	remaining := func(name string) (time.Duration, bool) {
 		t.Helper()
 		d, ok, err := lt.Remaining(e.ctx, name)
@@ -289,7 +289,7 @@ func checkMinHold(t *testing.T, e *env, tb *table) {
 		t.Fatalf("List shows a lock released within its minimum hold of an hour as %+v (listed: %v), want no holds, owner o, token %d, expiry acquired_at + 1h, still ahead", li, ok, l.Token)
 	}
 	if tb.name == Locks {
-		if left, ok, err := e.Dialect.Catalogue().Locks.Remaining(e.ctx, name); err != nil || !ok || left <= 0 {
+		if left, ok, err := e.tables(e.Dialect).Locks.Remaining(e.ctx, name); err != nil || !ok || left <= 0 {
 			t.Fatalf("Remaining within the minimum hold = %v, %v, %v; want time left", left, ok, err)
 		}
 	}
@@ -561,7 +561,7 @@ func checkCancelledGrant(t *testing.T, e *env, tb *table) {
 // still at the version read, Reenter only the live lease of the same owner
 // at that version; the version grows with every Take and never otherwise.
 func checkSwaps(t *testing.T, e *env) {
-	vt := e.Dialect.Catalogue().Versions
+	vt := e.tables(e.Dialect).Versions
 	tb := versionTable(vt)
 	const name = "swap"
 	read := func() dialect.VersionRow {

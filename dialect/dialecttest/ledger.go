@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
-// ledgerChecks are the checks of a dialect.RunLedger: attempts recorded,
+// ledgerChecks are the checks of a sqlrun.RunLedger: attempts recorded,
 // finished once and only with their token, abandoned when running; job
 // schedules whose history restarts with a new period; occurrences by
 // range; reaping by age, in batches.
 var ledgerChecks = []struct {
 	name  string
-	check func(t *testing.T, e *env, rl dialect.RunLedger)
+	check func(t *testing.T, e *env, rl sqlrun.RunLedger)
 }{
 	{"Attempts", checkRunAttempts},
 	{"Abandon", checkRunAbandon},
@@ -36,7 +37,7 @@ func (e *env) inTx(fn func(tx *sql.Tx)) {
 }
 
 // startRun records attempt a of (job, occ) with token, running.
-func (e *env) startRun(rl dialect.RunLedger, job, occ string, a int, token int64, s dialect.JobSchedule) {
+func (e *env) startRun(rl sqlrun.RunLedger, job, occ string, a int, token int64, s dialect.JobSchedule) {
 	e.t.Helper()
 	s.Job = job
 	e.inTx(func(tx *sql.Tx) {
@@ -46,7 +47,7 @@ func (e *env) startRun(rl dialect.RunLedger, job, occ string, a int, token int64
 }
 
 // attempts reads the attempts of (job, occ).
-func (e *env) attempts(rl dialect.RunLedger, job, occ string) []dialect.RunRecord {
+func (e *env) attempts(rl sqlrun.RunLedger, job, occ string) []dialect.RunRecord {
 	e.t.Helper()
 	var rs []dialect.RunRecord
 	e.inTx(func(tx *sql.Tx) {
@@ -61,7 +62,7 @@ func (e *env) attempts(rl dialect.RunLedger, job, occ string) []dialect.RunRecor
 // only under its own token, with its state and error text (byte for byte,
 // up to 4 KB of UTF-8); Runs lists attempts the latest first, of one job
 // or of all.
-func checkRunAttempts(t *testing.T, e *env, rl dialect.RunLedger) {
+func checkRunAttempts(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	before, err := rl.Now(e.ctx)
 	e.must(err, "Now")
 	if before.Location() != time.UTC || before.IsZero() {
@@ -114,7 +115,7 @@ func checkRunAttempts(t *testing.T, e *env, rl dialect.RunLedger) {
 }
 
 // Abandon marks the running attempts of one occurrence, and only them.
-func checkRunAbandon(t *testing.T, e *env, rl dialect.RunLedger) {
+func checkRunAbandon(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	e.startRun(rl, "job", "a", 1, 1, dialect.JobSchedule{})
 	e.startRun(rl, "job", "b", 1, 2, dialect.JobSchedule{})
 	e.inTx(func(tx *sql.Tx) {
@@ -137,7 +138,7 @@ func checkRunAbandon(t *testing.T, e *env, rl dialect.RunLedger) {
 
 // Jobs lists the jobs with a period; a job keeps its first seen time
 // while its period and phase stay, and starts again when either changes.
-func checkRunSchedules(t *testing.T, e *env, rl dialect.RunLedger) {
+func checkRunSchedules(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	hourly := dialect.JobSchedule{Period: time.Hour, Phase: time.Minute, Grace: time.Second}
 	e.startRun(rl, "hourly", "1", 1, 1, hourly)
 	e.startRun(rl, "adhoc", "1", 1, 2, dialect.JobSchedule{})
@@ -178,7 +179,7 @@ func checkRunSchedules(t *testing.T, e *env, rl dialect.RunLedger) {
 
 // Occurrences lists a job's distinct occurrences within a range, both ends
 // included.
-func checkRunOccurrences(t *testing.T, e *env, rl dialect.RunLedger) {
+func checkRunOccurrences(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	for i, o := range []string{"2026-01-01T00:00:01.000000Z", "2026-01-01T00:00:02.000000Z", "2026-01-01T00:00:03.000000Z"} {
 		e.startRun(rl, "job", o, 1, int64(2*i+1), dialect.JobSchedule{})
 		e.startRun(rl, "job", o, 2, int64(2*i+2), dialect.JobSchedule{})
@@ -192,7 +193,7 @@ func checkRunOccurrences(t *testing.T, e *env, rl dialect.RunLedger) {
 }
 
 // Reap deletes attempts older than the age given, at most limit at a time.
-func checkRunReap(t *testing.T, e *env, rl dialect.RunLedger) {
+func checkRunReap(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	for i := range 3 {
 		e.startRun(rl, "job", string(rune('a'+i)), 1, int64(i+1), dialect.JobSchedule{Period: time.Second})
 	}

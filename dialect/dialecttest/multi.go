@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
-// multiChecks are the checks of a dialect.MultiLockTable.
+// multiChecks are the checks of a sqlrun.MultiLockTable.
 var multiChecks = []struct {
 	name  string
-	check func(t *testing.T, e *env, m dialect.MultiLockTable)
+	check func(t *testing.T, e *env, m sqlrun.MultiLockTable)
 }{
 	{"AllOrNothing", checkMultiAllOrNothing},
 	{"Tokens", checkMultiTokens},
@@ -27,7 +28,7 @@ var multiChecks = []struct {
 }
 
 // acquireAll runs AcquireAll of names (sorted here) for owner.
-func (e *env) acquireAll(m dialect.MultiLockTable, owner string, names ...string) ([]int64, string) {
+func (e *env) acquireAll(m sqlrun.MultiLockTable, owner string, names ...string) ([]int64, string) {
 	e.t.Helper()
 	names = slices.Sorted(slices.Values(names))
 	tokens, refused, err := m.AcquireAll(e.ctx, dialect.MultiAcquireParams{Names: names, Owner: owner, TTL: long})
@@ -54,7 +55,7 @@ func leases(owner string, names []string, tokens []int64) []dialect.Lease {
 // owner of every name re-enters them all (same tokens, one more hold each);
 // an owner holding some names gets the others along with one more hold of
 // its own.
-func checkMultiAllOrNothing(t *testing.T, e *env, m dialect.MultiLockTable) {
+func checkMultiAllOrNothing(t *testing.T, e *env, m sqlrun.MultiLockTable) {
 	tb := e.table(Locks)
 	names := []string{"all-a", "all-b", "all-c"}
 	tokens, refused := e.acquireAll(m, "o1", names...)
@@ -101,7 +102,7 @@ func checkMultiAllOrNothing(t *testing.T, e *env, m dialect.MultiLockTable) {
 // Tokens of a set follow the lock table's rules: each exceeds every token
 // granted for its name before, across release, expiry, takeover and Reap,
 // whether the name was granted alone or in a set.
-func checkMultiTokens(t *testing.T, e *env, m dialect.MultiLockTable) {
+func checkMultiTokens(t *testing.T, e *env, m sqlrun.MultiLockTable) {
 	tb := e.table(Locks)
 	names := []string{"tok-a", "tok-b"}
 	alone := e.grant(tb, "tok-a", "x")
@@ -147,7 +148,7 @@ func checkMultiTokens(t *testing.T, e *env, m dialect.MultiLockTable) {
 // released (not a lease taken over or already released), frees the last
 // holds, takes a set of dialect.MaxMultiAcquire leases, and keeps the
 // minimum hold.
-func checkMultiReleaseAll(t *testing.T, e *env, m dialect.MultiLockTable) {
+func checkMultiReleaseAll(t *testing.T, e *env, m sqlrun.MultiLockTable) {
 	tb := e.table(Locks)
 	names := []string{"rel-a", "rel-b", "rel-c"}
 	tokens, _ := e.acquireAll(m, "o1", names...)
@@ -186,7 +187,7 @@ func checkMultiReleaseAll(t *testing.T, e *env, m dialect.MultiLockTable) {
 	if slices.Contains(ok, false) || len(ok) != len(many) {
 		t.Fatalf("ReleaseAll of %d leases = %v", len(many), ok)
 	}
-	if infos, err := e.Dialect.Catalogue().Locks.List(e.ctx); err != nil || slices.ContainsFunc(infos, func(li dialect.LockInfo) bool { return li.Owner == "o5" }) {
+	if infos, err := e.tables(e.Dialect).Locks.List(e.ctx); err != nil || slices.ContainsFunc(infos, func(li dialect.LockInfo) bool { return li.Owner == "o5" }) {
 		t.Fatalf("the largest set still listed after its release: %v, %v", infos, err)
 	}
 
@@ -205,7 +206,7 @@ func checkMultiReleaseAll(t *testing.T, e *env, m dialect.MultiLockTable) {
 // A set whose context ends while a statement waits behind another
 // transaction's row lock returns an error wrapping the context's, and
 // nothing of the set is granted, then or later.
-func checkMultiCancel(t *testing.T, e *env, m dialect.MultiLockTable) {
+func checkMultiCancel(t *testing.T, e *env, m sqlrun.MultiLockTable) {
 	tb := e.table(Locks)
 	blocker := e.grant(tb, "cancel-b", "x")
 	e.release(tb, blocker, true)
@@ -237,7 +238,7 @@ func checkMultiCancel(t *testing.T, e *env, m dialect.MultiLockTable) {
 // own, as processes would) never hold a name together, never see a
 // deadlock error other than dialect.ErrTransient (a rolled-back attempt,
 // which they repeat), and all make progress.
-func checkMultiConcurrent(t *testing.T, e *env, m dialect.MultiLockTable) {
+func checkMultiConcurrent(t *testing.T, e *env, m sqlrun.MultiLockTable) {
 	const (
 		workers = 6
 		rounds  = 15
@@ -251,7 +252,7 @@ func checkMultiConcurrent(t *testing.T, e *env, m dialect.MultiLockTable) {
 	)
 	for w := range workers {
 		d := e.Open(e.t, 3)
-		mw := d.Catalogue().Multi
+		mw := e.tables(d).Multi
 		if mw == nil {
 			t.Fatal("Open returned a dialect without a MultiLockTable")
 		}
@@ -273,7 +274,7 @@ func checkMultiConcurrent(t *testing.T, e *env, m dialect.MultiLockTable) {
 
 // multiWorker takes rounds sets of 2 to 4 names of pool, checking and
 // recording their holders in holders.
-func multiWorker(ctx context.Context, m dialect.MultiLockTable, owner string, pool []string, rounds int, mu *sync.Mutex, holders map[string]string) error {
+func multiWorker(ctx context.Context, m sqlrun.MultiLockTable, owner string, pool []string, rounds int, mu *sync.Mutex, holders map[string]string) error {
 	for done := 0; done < rounds; {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: %d of %d sets: %w", owner, done, rounds, err)
@@ -326,7 +327,7 @@ func multiWorker(ctx context.Context, m dialect.MultiLockTable, owner string, po
 
 // A name that ReleaseAll frees while someone waits for it is announced,
 // as Release announces it.
-func checkMultiAnnounced(t *testing.T, e *env, m dialect.MultiLockTable) {
+func checkMultiAnnounced(t *testing.T, e *env, m sqlrun.MultiLockTable) {
 	cat := e.Dialect.Catalogue()
 	n := cat.Notifier
 	if n == nil || e.h.Polling {
@@ -348,7 +349,7 @@ func checkMultiAnnounced(t *testing.T, e *env, m dialect.MultiLockTable) {
 		sub.Watch("ann-b")
 		defer sub.Unwatch("ann-b")
 		e.awaitAnnounced(s, "ann-b") // the registration
-	} else if _, ok, err := e.Dialect.Catalogue().Locks.Remaining(e.ctx, "ann-b"); err != nil || !ok {
+	} else if _, ok, err := e.tables(e.Dialect).Locks.Remaining(e.ctx, "ann-b"); err != nil || !ok {
 		t.Fatalf("Remaining: %v, %v", ok, err)
 	}
 	_, err := m.ReleaseAll(e.ctx, leases("o", names, tokens), 0)

@@ -108,7 +108,7 @@ func checkNotifier(t *testing.T, e *env) {
 			announced(s2, name)
 			return l
 		}
-		if _, ok, err := e.Dialect.Catalogue().Locks.Remaining(e.ctx, name); err != nil || !ok {
+		if _, ok, err := e.tables(e.Dialect).Locks.Remaining(e.ctx, name); err != nil || !ok {
 			t.Fatalf("Remaining(%q): %v, %v", name, ok, err)
 		}
 		return l
@@ -124,7 +124,7 @@ func checkNotifier(t *testing.T, e *env) {
 	announced(s, w.Name)
 	announced(s2, w.Name)
 	b := waited(tb, "notify-broken")
-	if _, ok, err := cat.Locks.Break(e.ctx, b.Name); err != nil || !ok {
+	if _, ok, err := e.tables(e.Dialect).Locks.Break(e.ctx, b.Name); err != nil || !ok {
 		t.Fatalf("Break(%q): %v, %v", b.Name, ok, err)
 	}
 	announced(s, b.Name)

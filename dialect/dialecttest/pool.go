@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // Schema and database names are plain identifiers (see
@@ -118,8 +119,8 @@ func checkPoolNotClosed(t *testing.T, e *env) {
 	connClosed("a migration driver on a cancelled context", conn)
 	ping("a migration driver on a cancelled context")
 
-	tb := &table{name: Locks, stmts: d.Catalogue().Locks}
-	token, err := d.Catalogue().Locks.Acquire(e.ctx, dialect.AcquireParams{Name: "pool", Owner: "o", TTL: long})
+	tb := &table{name: Locks, stmts: e.tables(d).Locks}
+	token, err := e.tables(d).Locks.Acquire(e.ctx, dialect.AcquireParams{Name: "pool", Owner: "o", TTL: long})
 	e.must(err, "Acquire")
 	e.release(tb, dialect.Lease{Name: "pool", Owner: "o", Token: token}, true)
 	if c, ok := d.(interface{ Close(context.Context) error }); ok {
@@ -142,17 +143,17 @@ func checkPoolExhausted(t *testing.T, e *env) {
 	lease := []dialect.Lease{{Name: name, Owner: owner, Token: 1}}
 	ap := dialect.AcquireParams{Name: name, Owner: owner, TTL: long}
 	calls := map[string]func(context.Context) error{}
-	addLease := func(prefix string, lt dialect.LeaseTable) {
+	addLease := func(prefix string, lt sqlrun.LeaseTable) {
 		calls[prefix+"RenewMany"] = func(ctx context.Context) error { _, err := lt.RenewMany(ctx, lease, long); return err }
 		calls[prefix+"Release"] = func(ctx context.Context) error { _, err := lt.Release(ctx, lease[0], 0); return err }
 		calls[prefix+"List"] = func(ctx context.Context) error { _, err := lt.List(ctx); return err }
 	}
-	lt := d.Catalogue().Locks
+	lt := e.tables(d).Locks
 	addLease("Locks.", lt)
 	calls["Locks.Acquire"] = func(ctx context.Context) error { _, err := lt.Acquire(ctx, ap); return err }
 	calls["Locks.Remaining"] = func(ctx context.Context) error { _, _, err := lt.Remaining(ctx, name); return err }
 	calls["Reap"] = func(ctx context.Context) error { _, err := d.Reap(ctx, dialect.ReapParams{Limit: 10}); return err }
-	if vt := d.Catalogue().Versions; vt != nil {
+	if vt := e.tables(d).Versions; vt != nil {
 		sp := dialect.SwapParams{Name: name, Owner: owner, TTL: long, Version: 1}
 		addLease("Versions.", vt)
 		calls["Versions.Read"] = func(ctx context.Context) error { _, _, err := vt.Read(ctx, name); return err }

@@ -45,7 +45,7 @@ func checkReapLimit(t *testing.T, e *env) {
 		t.Fatalf("Reap deleted %d rows, want the %d expired and released ones", total, len(gone))
 	}
 	for _, l := range gone {
-		if _, ok, err := e.Dialect.Catalogue().Locks.Remaining(e.ctx, l.Name); err != nil || ok {
+		if _, ok, err := e.tables(e.Dialect).Locks.Remaining(e.ctx, l.Name); err != nil || ok {
 			t.Fatalf("Remaining(%q) after reaping: row still there (%v, %v)", l.Name, ok, err)
 		}
 	}

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // RWHolders is the holders table of read/write locks
-// (dialect.RWLockTable), for the hooks.
+// (sqlrun.RWLockTable), for the hooks.
 const RWHolders Table = "sqllock_rwlock_holders"
 
 // rwLeaseChecks are the lease checks that hold for the holders table,
@@ -21,10 +22,10 @@ const RWHolders Table = "sqllock_rwlock_holders"
 // locks do not offer.
 var rwLeaseChecks = []string{"Tokens", "RenewMany", "RenewManyBatch", "Release", "Guard", "List", "Names", "CancelledGrant"}
 
-// rwChecks run on a dialect.RWLockTable.
+// rwChecks run on a sqlrun.RWLockTable.
 var rwChecks = []struct {
 	name  string
-	check func(t *testing.T, e *env, rw dialect.RWLockTable)
+	check func(t *testing.T, e *env, rw sqlrun.RWLockTable)
 }{
 	{"Sides", checkRWSides},
 	{"Intent", checkRWIntent},
@@ -34,12 +35,11 @@ var rwChecks = []struct {
 
 // exerciseRW runs the read/write lock checks on probe's RWLocks.
 func exerciseRW(probe *dialect.Catalogue, polling bool, run func(string, func(*testing.T, *env))) {
-	rw := probe.RWLocks
-	rwOf := func(_ *testing.T, e *env) dialect.RWLockTable { return e.Dialect.Catalogue().RWLocks }
+	rwOf := func(_ *testing.T, e *env) sqlrun.RWLockTable { return e.tables(e.Dialect).RWLocks }
 	for _, c := range rwChecks {
 		run("RWLocks/"+c.name, func(t *testing.T, e *env) { c.check(t, e, rwOf(t, e)) })
 	}
-	if probe.Notifier != nil && rw.Announces() && !polling {
+	if probe.Notifier != nil && probe.RWLocks.Announces && !polling {
 		run("RWLocks/Announce", func(t *testing.T, e *env) { checkRWAnnounce(t, e, rwOf(t, e)) })
 	}
 	for _, c := range leaseChecks {
@@ -53,7 +53,7 @@ func exerciseRW(probe *dialect.Catalogue, polling bool, run func(string, func(*t
 
 // rwTable is the holders table as a lease table whose leases are granted
 // on the write side.
-func rwTable(rw dialect.RWLockTable) *table {
+func rwTable(rw sqlrun.RWLockTable) *table {
 	return &table{name: RWHolders, stmts: rw,
 		grant: func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
 			g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: name, Owner: owner, TTL: ttl})
@@ -65,7 +65,7 @@ func rwTable(rw dialect.RWLockTable) *table {
 }
 
 // rwGrant makes one attempt on the side of name asked for.
-func rwGrant(e *env, rw dialect.RWLockTable, name, owner string, shared, wait bool) dialect.RWGrant {
+func rwGrant(e *env, rw sqlrun.RWLockTable, name, owner string, shared, wait bool) dialect.RWGrant {
 	e.t.Helper()
 	g, err := rw.Acquire(e.ctx, dialect.RWAcquireParams{Name: name, Owner: owner, TTL: long, Shared: shared, Wait: wait})
 	e.must(err, fmt.Sprintf("Acquire %s by %s (shared %v)", name, owner, shared))
@@ -73,7 +73,7 @@ func rwGrant(e *env, rw dialect.RWLockTable, name, owner string, shared, wait bo
 }
 
 // rwRelease releases one hold of a granted lease.
-func rwRelease(e *env, rw dialect.RWLockTable, name, owner string, g dialect.RWGrant) {
+func rwRelease(e *env, rw sqlrun.RWLockTable, name, owner string, g dialect.RWGrant) {
 	e.t.Helper()
 	ok, err := rw.Release(e.ctx, dialect.Lease{Name: name, Owner: owner, Token: g.Token}, 0)
 	e.must(err, "Release "+name)
@@ -86,7 +86,7 @@ func rwRelease(e *env, rw dialect.RWLockTable, name, owner string, g dialect.RWG
 // grant order; re-entry keeps the token; an owner of the read side asking
 // for the write side is refused as an upgrade; a read by the writer
 // re-enters the write lease.
-func checkRWSides(t *testing.T, e *env, rw dialect.RWLockTable) {
+func checkRWSides(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	const name = "sides"
 	r1 := rwGrant(e, rw, name, "r1", true, false)
 	r2 := rwGrant(e, rw, name, "r2", true, false)
@@ -129,7 +129,7 @@ func checkRWSides(t *testing.T, e *env, rw dialect.RWLockTable) {
 // readers out (not the readers in, re-entering), until it is withdrawn,
 // or until the writer's grant clears it; an intent does not stop another
 // writer.
-func checkRWIntent(t *testing.T, e *env, rw dialect.RWLockTable) {
+func checkRWIntent(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	const name = "intent"
 	r := rwGrant(e, rw, name, "r", true, false)
 	if g := rwGrant(e, rw, name, "w", false, true); g.Token != 0 || !g.Marked {
@@ -164,7 +164,7 @@ func checkRWIntent(t *testing.T, e *env, rw dialect.RWLockTable) {
 
 // Expired holders are gone: a crashed reader's lease does not keep a
 // writer out, is not renewed, and its row is reaped; tokens keep growing.
-func checkRWExpired(t *testing.T, e *env, rw dialect.RWLockTable) {
+func checkRWExpired(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	const name = "expired"
 	r := rwGrant(e, rw, name, "r", true, false)
 	e.must(e.Expire(e.ctx, RWHolders, name), "Expire")
@@ -189,7 +189,7 @@ func checkRWExpired(t *testing.T, e *env, rw dialect.RWLockTable) {
 // Holders on pools of their own, as processes, take both sides of a few
 // names at random: never a reader beside a writer, never two writers, and
 // every writer's token above every token granted for its name before.
-func checkRWConcurrent(t *testing.T, e *env, rw dialect.RWLockTable) {
+func checkRWConcurrent(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	const (
 		workers = 6
 		rounds  = 40
@@ -204,7 +204,7 @@ func checkRWConcurrent(t *testing.T, e *env, rw dialect.RWLockTable) {
 	)
 	var wg sync.WaitGroup
 	for i := range workers {
-		other := e.Open(t, 2).Catalogue().RWLocks
+		other := e.tables(e.Open(t, 2)).RWLocks
 		wg.Go(func() {
 			owner := fmt.Sprintf("worker-%d", i)
 			for range rounds {
@@ -265,7 +265,7 @@ func checkRWConcurrent(t *testing.T, e *env, rw dialect.RWLockTable) {
 
 // The last release of a name that a refused waiter marked, and a withdrawn
 // intent, are announced to the dialect's subscribers.
-func checkRWAnnounce(t *testing.T, e *env, rw dialect.RWLockTable) {
+func checkRWAnnounce(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	s := newSubscriber()
 	sub := e.Dialect.Catalogue().Notifier.Subscribe(s)
 	defer sub.Unsubscribe()

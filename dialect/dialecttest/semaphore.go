@@ -12,12 +12,12 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// Semaphores is the table of semaphore holders, dialect.SemaphoreTable,
+// Semaphores is the table of semaphore holders, sqlrun.SemaphoreTable,
 // for the hooks: a row per (name, owner). The suite's checks of it that
 // expire or hold a name's row keep one holder per name.
 const Semaphores Table = "sqllock_semaphore_holders"
 
-// exerciseSemaphores runs the semaphore checks of a dialect.SemaphoreTable.
+// exerciseSemaphores runs the semaphore checks of a sqlrun.SemaphoreTable.
 //
 // Semaphore table: with a limit of 1, every lease check of the lock table
 // (tokens, renewal, release, minimum hold, guard, list, names, cancelled
@@ -48,7 +48,7 @@ func exerciseSemaphores(t *testing.T, run func(name string, check func(t *testin
 // semaphoreTable returns the semaphore table as a lease table whose grants
 // ask for limit permits.
 func (e *env) semaphoreTable(limit int) *table {
-	st := e.Dialect.Catalogue().Semaphores
+	st := e.tables(e.Dialect).Semaphores
 	return &table{name: Semaphores, stmts: st,
 		grant: func(ctx context.Context, name, owner string, ttl time.Duration) (int64, error) {
 			return st.Acquire(ctx, dialect.SemaphoreParams{Name: name, Owner: owner, TTL: ttl, Limit: limit})
@@ -143,7 +143,7 @@ func checkSemaphoreExpiry(t *testing.T, e *env) {
 // Remaining reports no row for a name without holders, otherwise at most
 // the time the first holder's lease has left, and 0 once a permit is free.
 func checkSemaphoreRemaining(t *testing.T, e *env) {
-	st := e.Dialect.Catalogue().Semaphores
+	st := e.tables(e.Dialect).Semaphores
 	const name = "remaining"
 	if d, ok, err := st.Remaining(e.ctx, name); err != nil || ok {
 		t.Fatalf("Remaining without holders: %v, %v, %v; want false", d, ok, err)
@@ -207,7 +207,7 @@ func checkSemaphoreConcurrent(t *testing.T, e *env) {
 	)
 	errs := make(chan error, workers)
 	for w := range workers {
-		st := e.Open(t, 2).Catalogue().Semaphores
+		st := e.tables(e.Open(t, 2)).Semaphores
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -261,7 +261,7 @@ func checkSemaphoreConcurrent(t *testing.T, e *env) {
 // A freed permit of a name someone waited for (as Remaining marks) is
 // announced.
 func checkSemaphoreAnnounced(t *testing.T, e *env) {
-	st := e.Dialect.Catalogue().Semaphores
+	st := e.tables(e.Dialect).Semaphores
 	if !st.Announces() {
 		t.Skip("the dialect's semaphores do not announce releases")
 	}

@@ -13,8 +13,8 @@ import (
 // statements that free the lock (Release, MultiLockTable.ReleaseAll,
 // Break) announce the oldest live ticket's wake-up.
 func checkWaking(t *testing.T, e *env) {
-	cat := e.Dialect.Catalogue()
-	q, locks := cat.Waking, cat.Locks
+	tabs := e.tables(e.Dialect)
+	q, locks := tabs.Waking, tabs.Locks
 	const name = "waking"
 	p := func(owner string) dialect.AcquireParams {
 		return dialect.AcquireParams{Name: name, Owner: owner, TTL: long}
@@ -69,8 +69,8 @@ func checkWaking(t *testing.T, e *env) {
 		t.Fatalf("Grant after the break: token %d; want one above %d", tokenA, tokenB)
 	}
 	c := enqueue("c")
-	if cat.Multi != nil {
-		released, err := cat.Multi.ReleaseAll(e.ctx, []dialect.Lease{{Name: name, Owner: "a", Token: tokenA}}, 0)
+	if tabs.Multi != nil {
+		released, err := tabs.Multi.ReleaseAll(e.ctx, []dialect.Lease{{Name: name, Owner: "a", Token: tokenA}}, 0)
 		if err != nil || len(released) != 1 || !released[0] {
 			t.Fatalf("ReleaseAll: %v, %v", released, err)
 		}
@@ -89,8 +89,8 @@ func checkWaking(t *testing.T, e *env) {
 // permit announces the oldest live ticket's wake-up, and a grant to a
 // ticket that leaves a permit free announces the next one's.
 func checkWakingSemaphore(t *testing.T, e *env) {
-	cat := e.Dialect.Catalogue()
-	q, sems := cat.WakingSemaphores, cat.Semaphores
+	tabs := e.tables(e.Dialect)
+	q, sems := tabs.WakingSemaphores, tabs.Semaphores
 	const name, limit = "waking-sem", 2
 	p := func(owner string) dialect.SemaphoreParams {
 		return dialect.SemaphoreParams{Name: name, Owner: owner, TTL: long, Limit: limit}

@@ -3,21 +3,21 @@ package mysql
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // electionSQL are the statements of leader election on the lock table
-// locks (sqlrun.LockSQL.Proclaim and Leader): a guarded write of a live
+// locks (dialect.LockSQL.Proclaim and Leader): a guarded write of a live
 // lease's value, and the read of the live lease whose value was proclaimed
 // for its token. The write also moves the expiry on by one microsecond, so
 // that it changes the row whenever it matches and its affected-row count is
 // 1 whether the DSN counts found or changed rows; a later expiry only
 // delays a takeover, and the holder's trust window, counted from its own
 // renewals, is unaffected.
-func electionSQL(locks string) (proclaim, leader sqlrun.SQL) {
-	proclaim = sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET value = :value, value_token = token, expires_at = expires_at + INTERVAL 1 MICROSECOND
+func electionSQL(locks string) (proclaim, leader dialect.SQL) {
+	proclaim = dialect.X(fmt.Sprintf(`UPDATE %[1]s SET value = :value, value_token = token, expires_at = expires_at + INTERVAL 1 MICROSECOND
 WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND expires_at > %[2]s`, locks, now))
-	leader = sqlrun.Q(fmt.Sprintf(`SELECT owner, token, value, %[3]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
+	leader = dialect.Q(fmt.Sprintf(`SELECT owner, token, value, %[3]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
 FROM %[1]s WHERE name = :name AND holds > 0 AND expires_at > %[2]s AND value_token = token`, locks, now, micros("expires_at")))
 	return proclaim, leader
 }

@@ -17,6 +17,9 @@ func BellID(d *Dialect) int64 {
 	return d.bells.bell.id
 }
 
+// Subscribers returns the number of subscriptions to d's bells.
+func Subscribers(d *Dialect) int { return d.bells.hub.Subscribers() }
+
 // For the tests of package mysql_test.
 const MigrationLockName = migrationLockName
 

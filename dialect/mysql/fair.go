@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // FIFO queues (sqllock.Options.Fair), and the wake-up order of an unfair
@@ -22,36 +22,36 @@ import (
 // ticketSQL declares the statements a lock's tickets have whatever their
 // grant: taking, marking, waiting, giving up and renewing. With addressed,
 // tickets record waker and mark the lock's row.
-func ticketSQL(locks, tickets, waker string, addressed bool) sqlrun.FairSQL {
-	s := sqlrun.FairSQL{
-		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
+func ticketSQL(locks, tickets, waker string, addressed bool) dialect.FairSQL {
+	s := dialect.FairSQL{
+		Enqueue: dialect.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),
 		// The mark is set before Wait reads the lock: a release that
 		// committed before the mark finds the lock free in Wait (0: try
 		// again at once, unless older tickets wait, whose waiters were
 		// rung); a later one reports the mark and rings.
-		Wait: sqlrun.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[3]s), -1, COALESCE(
+		Wait: dialect.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[3]s), -1, COALESCE(
   (SELECT TIMESTAMPDIFF(MICROSECOND, %[3]s, MIN(t.expires_at)) FROM %[1]s t
    WHERE t.name = :name AND t.expires_at > %[3]s AND t.id < :ticket),
   (SELECT TIMESTAMPDIFF(MICROSECOND, %[3]s, l.expires_at) FROM %[2]s l WHERE l.name = :name AND l.expires_at > %[3]s),
   0))`, tickets, locks, now)),
-		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
-		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
+		Dequeue: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Renew: dialect.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
-		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Consume: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 	}
 	if addressed {
 		s.Channel, s.Addressed = waker, true
-		s.Mark = sqlrun.X(fmt.Sprintf(`UPDATE %s SET ticketed = TRUE WHERE name = :name AND NOT ticketed AND expires_at > %s`, locks, now))
+		s.Mark = dialect.X(fmt.Sprintf(`UPDATE %s SET ticketed = TRUE WHERE name = :name AND NOT ticketed AND expires_at > %s`, locks, now))
 	}
 	return s
 }
 
 // fairSQL declares the FIFO queue's statements: First refuses a waiter
 // that the queue does not serve in one statement, without a transaction.
-func fairSQL(locks, tickets, waker string, addressed bool) sqlrun.FairSQL {
+func fairSQL(locks, tickets, waker string, addressed bool) dialect.FairSQL {
 	s := ticketSQL(locks, tickets, waker, addressed)
-	s.First = sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
+	s.First = dialect.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
     AND (:ticket = 0 OR t.id < :ticket))
   OR EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = :name AND l.owner = :owner AND l.holds > 0 AND l.expires_at > %[3]s)`,
 		tickets, locks, now))
@@ -61,8 +61,8 @@ func fairSQL(locks, tickets, waker string, addressed bool) sqlrun.FairSQL {
 // wakingSQL declares the statements of tickets that order wake-ups alone
 // (Catalogue.Waking): a grant is the lock table's Acquire, whatever
 // tickets are live, then the ticket's deletion (see
-// sqlrun.FairSQL.ConsumeApart).
-func wakingSQL(locks, tickets, waker string) sqlrun.FairSQL {
+// dialect.FairSQL.ConsumeApart).
+func wakingSQL(locks, tickets, waker string) dialect.FairSQL {
 	s := ticketSQL(locks, tickets, waker, true)
 	s.ConsumeApart = true
 	return s

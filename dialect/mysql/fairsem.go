@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore), and
@@ -34,40 +34,40 @@ import (
 
 // fairSemaphoreSQL declares the statements of the semaphores' FIFO queue;
 // with addressed, tickets record waker and mark the name's rows.
-func fairSemaphoreSQL(sems, holders, tickets, waker string, addressed bool) sqlrun.FairSemaphoreSQL {
+func fairSemaphoreSQL(sems, holders, tickets, waker string, addressed bool) dialect.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
-	s := sqlrun.FairSemaphoreSQL{
-		First: sqlrun.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
+	s := dialect.FairSemaphoreSQL{
+		First: dialect.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
     AND (:ticket = 0 OR t.id < :ticket))
   OR EXISTS (SELECT 1 FROM %[2]s h WHERE h.name = :name AND h.owner = :owner AND h.holds > 0 AND h.expires_at > %[3]s)`,
 			tickets, holders, now)),
 		Take: semaphoreTake(sems, holders, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s t WHERE t.name = :name AND t.expires_at > %s
     AND (:ticket = 0 OR t.id < :ticket))`, tickets, now)),
-		Consume: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
-		Enqueue: sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
+		Consume: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Enqueue: dialect.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),
-		Wait: sqlrun.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s), -1,
+		Wait: dialect.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s), -1,
   IF(NOT EXISTS (SELECT 1 %[4]s) AND (SELECT COUNT(*) %[3]s) < :limit, 0,
     COALESCE(TIMESTAMPDIFF(MICROSECOND, %[2]s, COALESCE((SELECT MIN(t.expires_at) %[4]s), (SELECT MIN(h.expires_at) %[3]s))), 0)))`,
 			tickets, now, live, ahead)),
-		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
-		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
+		Dequeue: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Renew: dialect.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 	}
 	if !addressed {
-		s.Chain = sqlrun.Q(fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s)
+		s.Chain = dialect.Q(fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s)
   AND NOT EXISTS (SELECT 1 %[3]s)
   AND (:limit = 0 OR (SELECT COUNT(*) %[4]s) < :limit)`, tickets, now, ahead, live))
 		return s
 	}
 	s.Channel, s.Addressed, s.MarksStay = waker, true, true
-	s.Marks = []sqlrun.SQL{
+	s.Marks = []dialect.SQL{
 		// Its number is 1 when the head row exists (marked now or
 		// before): LAST_INSERT_ID(expr) is evaluated for a matched row
 		// whether or not it changes.
-		sqlrun.XID(fmt.Sprintf(`UPDATE %s SET ticketed = 1 + 0 * LAST_INSERT_ID(1) WHERE name = :name`, sems)),
-		sqlrun.X(fmt.Sprintf(`UPDATE %s SET ticketed = TRUE WHERE name = :name AND NOT ticketed`, holders)),
+		dialect.XID(fmt.Sprintf(`UPDATE %s SET ticketed = 1 + 0 * LAST_INSERT_ID(1) WHERE name = :name`, sems)),
+		dialect.X(fmt.Sprintf(`UPDATE %s SET ticketed = TRUE WHERE name = :name AND NOT ticketed`, holders)),
 	}
 	return s
 }
@@ -76,9 +76,9 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 // wake-ups of an unfair semaphore's waiters (Catalogue.WakingSemaphores):
 // a grant to a ticket is the semaphore's acquire transaction, whatever
 // tickets are live, deleting the ticket.
-func wakingSemaphoreSQL(sems, holders, tickets, waker string) sqlrun.FairSemaphoreSQL {
+func wakingSemaphoreSQL(sems, holders, tickets, waker string) dialect.FairSemaphoreSQL {
 	s := fairSemaphoreSQL(sems, holders, tickets, waker, true)
-	s.First = sqlrun.SQL{}
+	s.First = dialect.SQL{}
 	s.Take = semaphoreTake(sems, holders, "TRUE")
 	return s
 }

@@ -4,7 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // multiTx are the options of a lock set's transaction, in which each name's
@@ -16,7 +16,7 @@ import (
 // which keeps transactions that insert neighbouring new names apart.
 var multiTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// releaseAllSQL is the lock sets' release (sqlrun.LockSQL.ReleaseAll):
+// releaseAllSQL is the lock sets' release (dialect.LockSQL.ReleaseAll):
 // it drops one hold of each lease of :leases (:names lists their names, in
 // the same order) in one statement, as the lock table's Release does for
 // one. MySQL's UPDATE returns no rows, so the statement reports through its
@@ -26,8 +26,8 @@ var multiTx = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 // bit 16+i, the release freed a row marked as waited for, by waiters with
 // tickets or without (at once, not within a minimum hold); bits from 32 on,
 // the call's nonce (:token).
-func releaseAllSQL(locks string) sqlrun.SQL {
-	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[2]s,
+func releaseAllSQL(locks string) dialect.SQL {
+	return dialect.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[2]s,
   token = token + 0 * LAST_INSERT_ID(
     IF(LAST_INSERT_ID() >> 32 = :token, LAST_INSERT_ID(), :token << 32)
     | (1 << (FIELD(name, :names) - 1))

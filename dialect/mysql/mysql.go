@@ -37,9 +37,6 @@ type Dialect struct {
 	db       *sql.DB
 	database string // validated; "" means the connection's default database
 	rq       rowLockQueries
-	locks    *sqlrun.LockTable
-	versions *sqlrun.VersionTable
-	rw       *sqlrun.RWLockTable
 	reap     reapStmts
 	srv      server
 	run      *sqlrun.Runner
@@ -50,16 +47,10 @@ type Dialect struct {
 	tidb     *tidb // made by NewTiDB: TiDB's statements; nil for MySQL and MariaDB
 	cat      dialect.Catalogue
 
-	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
-	bells     *bells            // this process's wake-ups
-	waker     string            // the tag of the dialect's bells (wake.go)
-	noWakeups bool              // WithoutWakeups
+	bells     *bells // this process's wake-ups
+	waker     string // the tag of the dialect's bells (wake.go)
+	noWakeups bool   // WithoutWakeups
 
-	sems *sqlrun.SemaphoreTable
-	// fairSems is the semaphores' FIFO queue, and wakingSems their
-	// tickets that order the wake-ups of unfair waiters, nil without
-	// wake-ups (fairsem.go).
-	fairSems, wakingSems dialect.FairSemaphoreTable
 	// reapSems selects a batch of expired semaphore holders, locking
 	// them; deleteHolder deletes one.
 	reapSems     sqlrun.Stmt
@@ -95,8 +86,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	}
 	d.rq = buildRowLockQueries(d.database)
 	d.marks = newMarker()
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: d.cancelGrant, Check: d.check}
-	if err := d.tables(); err != nil {
+	if err := d.build(); err != nil {
 		return nil, err
 	}
 	return d, nil

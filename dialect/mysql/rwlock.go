@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -17,45 +18,48 @@ func leftUntil(col string) string {
 // holders tables. Tokens are counted per name in the head row; like the
 // lock table's, a token is at least the grant's time in microseconds (see
 // clockToken).
-func rwLockSQL(heads, holders string) sqlrun.RWLockSQL {
-	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token"), Announces: true}
-	s.Head = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON DUPLICATE KEY UPDATE name = name`, heads))
-	s.LockHead = sqlrun.Q(fmt.Sprintf(`SELECT intent_owner, %s, waiters FROM %s WHERE name = :name FOR UPDATE`,
+func rwLockSQL(heads, holders string) dialect.RWLockSQL {
+	s := dialect.RWLockSQL{LeaseSQL: leaseSQL(holders, "token"), Announces: true}
+	s.Head = dialect.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON DUPLICATE KEY UPDATE name = name`, heads))
+	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, %s, waiters FROM %s WHERE name = :name FOR UPDATE`,
 		leftUntil("intent_expires_at"), heads))
-	s.Holders = sqlrun.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %s FROM %s WHERE name = :name FOR UPDATE`,
+	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %s FROM %s WHERE name = :name FOR UPDATE`,
 		leftUntil("expires_at"), holders))
-	s.Purge = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
-	s.NextToken = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`,
+	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
+	s.NextToken = dialect.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`,
 		heads, clockToken("token", now)))
 	// The head row, locked by the transaction, gives its waiters hint.
 	insert := `INSERT INTO %[1]s (name, owner, shared, token, holds, acquired_at, expires_at, waiters)
 SELECT :name, :owner, %[3]s, :token, 1, t.now, t.now + INTERVAL :ttl MICROSECOND, h.waiters
 FROM (SELECT ` + now + ` AS now) t JOIN %[2]s h ON h.name = :name`
-	s.InsertShared = sqlrun.X(fmt.Sprintf(insert, holders, heads, "TRUE"))
-	s.InsertExclusive = sqlrun.X(fmt.Sprintf(insert, holders, heads, "FALSE"))
-	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1,
+	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, heads, "TRUE"))
+	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, heads, "FALSE"))
+	s.Reenter = dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1,
   expires_at = GREATEST(expires_at, %s + INTERVAL :ttl MICROSECOND)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
-	s.Intent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + INTERVAL :ttl MICROSECOND,
+	s.Intent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + INTERVAL :ttl MICROSECOND,
   waiters = TRUE WHERE name = :name`, heads, now))
-	s.MarkWaiters = sqlrun.X(fmt.Sprintf(`UPDATE %s SET waiters = TRUE WHERE name = :name`, heads))
-	s.ClearIntent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s
+	s.MarkWaiters = dialect.X(fmt.Sprintf(`UPDATE %s SET waiters = TRUE WHERE name = :name`, heads))
+	s.ClearIntent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s
 WHERE name = :name AND intent_owner = :owner`, heads, released))
 	// The assignment of waiters to itself carries the result in
 	// LAST_INSERT_ID(expr), for a matched row only: 2 when the name is
 	// waited for.
-	s.Withdraw = sqlrun.XID(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s,
+	s.Withdraw = dialect.XID(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = %s,
   waiters = waiters + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
 WHERE name = :name AND intent_owner = :owner`, heads, released))
 	return s
 }
 
-// rwTables compiles the read/write lock statements with c.
-func (d *Dialect) rwTables(c *sqlrun.Compiler) {
+// rwSQL declares the read/write lock statements in cat, and compiles the
+// reaper's.
+func (d *Dialect) rwSQL(c *sqlrun.Compiler, cat *dialect.Catalogue) {
 	heads, holders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.database, quote, &heads, &holders)
-	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	d.reap.rwExpired = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
+	s := rwLockSQL(heads, holders)
+	s.TxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	cat.RWLocks = &s
+	d.reap.rwExpired = c.Compile(dialect.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 	d.reap.rwDelete = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -21,20 +22,20 @@ import (
 // does not offer semaphores.
 
 // semaphoreSQL declares the semaphore tables' statements.
-func semaphoreSQL(sems, holders string) sqlrun.SemaphoreSQL {
-	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted, Announces: true}
+func semaphoreSQL(sems, holders string) dialect.SemaphoreSQL {
+	s := dialect.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted, Announces: true}
 	s.Release = wakingRelease(holders, "token", true)
 	// The insert id is the token drawn.
-	s.Draw = sqlrun.XID(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, LAST_INSERT_ID(%s))
+	s.Draw = dialect.XID(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, LAST_INSERT_ID(%s))
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(%s)`, sems, clockToken("0", now), clockToken("token", now)))
-	s.Expire = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
+	s.Expire = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
 	s.Take = semaphoreTake(sems, holders, "TRUE")
-	s.Why = sqlrun.Q(fmt.Sprintf(`SELECT s.lim, (SELECT COUNT(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
+	s.Why = dialect.Q(fmt.Sprintf(`SELECT s.lim, (SELECT COUNT(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
 FROM %s s WHERE s.name = :name`, holders, now, sems))
-	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
+	s.SetLimit = dialect.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
 	// A free permit (a holder row of an ended lease stays until the next
 	// grant or the reaper deletes it) means: look again at once.
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT IF(COUNT(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name), 0,
+	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT IF(COUNT(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name), 0,
   TIMESTAMPDIFF(MICROSECOND, %[1]s, MIN(expires_at)))
 FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, holders, sems))
 	return s
@@ -50,9 +51,9 @@ FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, 
 // MySQL assigns left to right: expires_at, last, still reads the row's
 // own expiry. The live holders are counted in a derived table: MySQL
 // refuses a subquery on the table an INSERT writes, but not its FROM.
-func semaphoreTake(sems, holders, free string) sqlrun.SQL {
+func semaphoreTake(sems, holders, free string) dialect.SQL {
 	ended := holders + ".expires_at <= VALUES(acquired_at)"
-	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters, ticketed)
+	return dialect.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at, waiters, ticketed)
 SELECT :name, :owner, LAST_INSERT_ID(:token), 1, t.at, t.at + INTERVAL :ttl MICROSECOND, s.waiters, s.ticketed
 FROM (SELECT %[3]s AS at) AS t JOIN %[2]s s ON s.name = :name
   JOIN (SELECT COUNT(*) AS n, COALESCE(MAX(h.owner = :owner AND h.holds > 0), 0) AS mine
@@ -70,18 +71,19 @@ ON DUPLICATE KEY UPDATE
 		holders, sems, now, free, ended))
 }
 
-// semaphoreTables compiles the semaphore statements.
-func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
+// semaphoreSQLs declares the semaphore statements in cat, and compiles the
+// reaper's.
+func (d *Dialect) semaphoreSQLs(c *sqlrun.Compiler, cat *dialect.Catalogue) {
 	sems, holders, tickets := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_tickets"
 	sqlrun.Qualify(d.database, quote, &sems, &holders, &tickets)
-	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders))
+	cat.Semaphores = ptr(semaphoreSQL(sems, holders))
 	addressed := !d.noWakeups
-	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL(sems, holders, tickets, d.waker, addressed))
+	cat.FairSemaphores = ptr(fairSemaphoreSQL(sems, holders, tickets, d.waker, addressed))
 	if addressed {
-		d.wakingSems = sqlrun.NewFairSemaphoreTable(d.sems, c, wakingSemaphoreSQL(sems, holders, tickets, d.waker))
+		cat.WakingSemaphores = ptr(wakingSemaphoreSQL(sems, holders, tickets, d.waker))
 	}
 	d.reap.semTickets = reapTicketsSQL(tickets)
-	d.reapSems = c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
+	d.reapSems = c.Compile(dialect.Q(fmt.Sprintf(`SELECT name, owner FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, holders, now)))
 	d.deleteHolder = fmt.Sprintf(`DELETE FROM %s WHERE name = ? AND owner = ?`, holders)
 }

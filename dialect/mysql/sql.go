@@ -48,30 +48,30 @@ func micros(col string) string {
 
 // leaseSQL declares the lease statements of table, whose token column is
 // token.
-func leaseSQL(table, token string) sqlrun.LeaseSQL {
+func leaseSQL(table, token string) dialect.LeaseSQL {
 	// GREATEST(... + 1 µs) makes every renewal change the row, so the
 	// affected-row count is 1 whether the DSN counts found or changed rows.
 	const extend = `expires_at = GREATEST(expires_at + INTERVAL 1 MICROSECOND, ` + now + ` + INTERVAL :ttl MICROSECOND)`
-	return sqlrun.LeaseSQL{
-		RenewMany: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET %[3]s
+	return dialect.LeaseSQL{
+		RenewMany: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET %[3]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[4]s`, table, token, extend, now)),
 		// No RETURNING: a lease of the batch is live afterwards exactly
 		// when the update renewed it (nothing else makes the same
 		// (name, owner, token) live again).
-		Renewed: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
+		Renewed: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
 		Release: wakingRelease(table, token, false),
-		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+		Guard: dialect.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
 LOCK IN SHARE MODE`, table, token, now)),
-		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[4]s, %[5]s, TIMESTAMPDIFF(MICROSECOND, %[3]s, expires_at)
+		List: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[4]s, %[5]s, TIMESTAMPDIFF(MICROSECOND, %[3]s, expires_at)
 FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, now, micros("acquired_at"), micros("expires_at"))),
 	}
 }
 
 // lockSQL declares the lock table's statements.
-func lockSQL(locks, floor string) sqlrun.LockSQL {
-	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token")}
+func lockSQL(locks, floor string) dialect.LockSQL {
+	s := dialect.LockSQL{LeaseSQL: leaseSQL(locks, "token")}
 	s.Release = wakingRelease(locks, "token", true)
 	// One statement, no RETURNING: the token travels back as the
 	// statement's insert id via LAST_INSERT_ID(expr), and a refusal sets it
@@ -89,8 +89,8 @@ func lockSQL(locks, floor string) sqlrun.LockSQL {
 	s.Campaign = lockAcquire(locks, floor, true)
 	s.Proclaim, s.Leader = electionSQL(locks)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks), multiTx
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
-	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
+	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
+	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
 FROM %[1]s WHERE name = :name AND expires_at > %[2]s`, locks, now, micros("acquired_at"), micros("expires_at")))
 	s.Break = breakSQL(locks, true)
 	return s
@@ -102,7 +102,7 @@ FROM %[1]s WHERE name = :name AND expires_at > %[2]s`, locks, now, micros("acqui
 // LAST_INSERT_ID() from the token's LAST_INSERT_ID(expr) before it; on an
 // existing row, assigned first, while the conditions still read the row's
 // own columns, from the same expression as the token's.
-func lockAcquire(locks, floor string, value bool) sqlrun.SQL {
+func lockAcquire(locks, floor string, value bool) dialect.SQL {
 	cols, vals, sets := "", "", ""
 	if value {
 		cols = ", value, value_token"
@@ -113,7 +113,7 @@ func lockAcquire(locks, floor string, value bool) sqlrun.SQL {
                   IF(%[1]s.owner = :owner AND %[1]s.holds > 0, %[1]s.token, %[1]s.value_token)),`,
 			locks, clockToken(locks+".token", "VALUES(acquired_at)"))
 	}
-	return sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at%[6]s)
+	return dialect.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at%[6]s)
 SELECT :name, :owner, LAST_INSERT_ID(%[4]s), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND%[7]s
 FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE%[8]s
@@ -131,13 +131,13 @@ ON DUPLICATE KEY UPDATE%[8]s
 // number, the insert id, is as the release's (see wakingRelease), so that
 // the runner rings the waiters' bells as after a release; else it is the
 // rows changed (the expiry always changes).
-func breakSQL(locks string, ring bool) sqlrun.SQL {
+func breakSQL(locks string, ring bool) dialect.SQL {
 	const where = `WHERE name = :name AND owner = :owner AND token = :token AND expires_at > ` + now
 	if !ring {
-		return sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s
+		return dialect.X(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s
 %s`, locks, released, where))
 	}
-	return sqlrun.XID(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s,
+	return dialect.XID(fmt.Sprintf(`UPDATE %s SET holds = 0, expires_at = %s,
   token = token + 0 * LAST_INSERT_ID(1 + waiters + 2 * ticketed)
 %s`, locks, released, where))
 }
@@ -145,10 +145,10 @@ func breakSQL(locks string, ring bool) sqlrun.SQL {
 // versionSQL declares the version table's statements. Both swaps change a
 // column whenever they match (version, holds), so rows affected is rows
 // matched whatever clientFoundRows says.
-func versionSQL(versions, floor string) sqlrun.VersionSQL {
-	return sqlrun.VersionSQL{
+func versionSQL(versions, floor string) dialect.VersionSQL {
+	return dialect.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version"),
-		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s,
+		Read: dialect.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s,
   GREATEST(TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at), 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
 		// A new row starts above the version floor, read under a shared
@@ -156,15 +156,15 @@ FROM %[1]s WHERE name = :name`, versions, now)),
 		// does. The insert id is the new row's version, or 0 from the
 		// no-op update of an existing row (the affected-row count cannot
 		// tell, as it depends on clientFoundRows).
-		Create: sqlrun.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+		Create: dialect.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
 SELECT :name, :owner, LAST_INSERT_ID(%[4]s), 1, %[3]s, %[3]s + INTERVAL :ttl MICROSECOND
 FROM %[2]s f WHERE f.id = 1 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE %[1]s.version = %[1]s.version + LAST_INSERT_ID(0)`, versions, floor, now, clockToken("f.version", now))),
 		// The insert id is the new version, or 0 when no row matched.
-		Take: sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = LAST_INSERT_ID(%[3]s), holds = 1,
+		Take: dialect.XID(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = LAST_INSERT_ID(%[3]s), holds = 1,
   acquired_at = %[2]s, expires_at = %[2]s + INTERVAL :ttl MICROSECOND
 WHERE name = :name AND version = :version AND expires_at <= %[2]s`, versions, now, clockToken("version", now))),
-		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1,
+		Reenter: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1,
   expires_at = GREATEST(expires_at, %[2]s + INTERVAL :ttl MICROSECOND)
 WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > %[2]s`, versions, now)),
 	}
@@ -184,10 +184,10 @@ type floorReap struct {
 // column is token, and on its floor, whose column is floorCol.
 func newFloorReap(c *sqlrun.Compiler, table, token, floor, floorCol string) floorReap {
 	return floorReap{
-		lockFloor: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT %s FROM %s WHERE id = 1 FOR UPDATE`, floorCol, floor))),
-		expired: c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name, %s FROM %s WHERE expires_at <= %s
+		lockFloor: c.Compile(dialect.Q(fmt.Sprintf(`SELECT %s FROM %s WHERE id = 1 FOR UPDATE`, floorCol, floor))),
+		expired: c.Compile(dialect.Q(fmt.Sprintf(`SELECT name, %s FROM %s WHERE expires_at <= %s
 ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED`, token, table, now))),
-		raiseFloor: c.Compile(sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = GREATEST(%[2]s, :token) WHERE id = 1`, floor, floorCol))),
+		raiseFloor: c.Compile(dialect.X(fmt.Sprintf(`UPDATE %[1]s SET %[2]s = GREATEST(%[2]s, :token) WHERE id = 1`, floor, floorCol))),
 		delete:     deleteByName(table),
 	}
 }
@@ -219,44 +219,49 @@ type reapStmts struct {
 	semTickets string
 }
 
-// tables compiles the dialect's statements.
-func (d *Dialect) tables() error {
+// ptr returns a pointer to a copy of v: a catalogue's declaration.
+func ptr[T any](v T) *T { return &v }
+
+// build declares the dialect's statements in its catalogue and compiles
+// the reaper's; Build checks them all.
+func (d *Dialect) build() error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	versionFloor, rowlocks, waiters := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_waiters"
 	tickets, sems, holders := "sqllock_tickets", "sqllock_semaphores", "sqllock_semaphore_holders"
 	semTickets, rwHeads, rwHolders := "sqllock_semaphore_tickets", "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters, &tickets, &sems, &holders,
 		&semTickets, &rwHeads, &rwHolders)
-	c := &sqlrun.Compiler{Style: sqlrun.Question}
-	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, floor))
-	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, versionFloor))
-	d.wakeUps(waiters, []ticketQueue{
-		sqlrun.LockQueue: {tickets, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s l WHERE l.name = %%[1]s AND l.expires_at > %s)`, locks, now)},
-		sqlrun.SemaphoreQueue: {semTickets, fmt.Sprintf(`(SELECT COUNT(*) FROM %[1]s h WHERE h.name = %%[1]s AND h.expires_at > %[3]s)
+	hooks := dialect.Hooks{Wrap: wrap, Cancel: d.cancelGrant, Check: d.check}
+	d.wakeUps(&hooks, waiters, []ticketQueue{
+		dialect.LockQueue: {tickets, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s l WHERE l.name = %%[1]s AND l.expires_at > %s)`, locks, now)},
+		dialect.SemaphoreQueue: {semTickets, fmt.Sprintf(`(SELECT COUNT(*) FROM %[1]s h WHERE h.name = %%[1]s AND h.expires_at > %[3]s)
   < (SELECT s.lim FROM %[2]s s WHERE s.name = %%[1]s)`, holders, sems, now)},
 	}, locks, versions, sems, holders, rwHeads, rwHolders)
-	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, tickets, d.waker, !d.noWakeups), nil)
-	var waking dialect.FairTable
-	if !d.noWakeups {
-		waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, tickets, d.waker), nil)
+	d.run = &sqlrun.Runner{DB: d.db, Hooks: hooks}
+	d.cat = dialect.Catalogue{
+		Style:    dialect.Question,
+		Locks:    ptr(lockSQL(locks, floor)),
+		Versions: ptr(versionSQL(versions, versionFloor)),
+		Fair:     ptr(fairSQL(locks, tickets, d.waker, !d.noWakeups)),
+		Runs:     d.runsSQL(),
+		Hooks:    hooks, Pessimistic: rowLocks{d},
+		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
+		Cache: new(dialect.Cache),
 	}
+	if !d.noWakeups {
+		d.cat.Waking = ptr(wakingSQL(locks, tickets, d.waker))
+	}
+	c := &sqlrun.Compiler{Style: dialect.Question}
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
 		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),
-		rowLocks:      c.Compile(sqlrun.Q(fmt.Sprintf(`SELECT name FROM %s LIMIT :limit FOR UPDATE SKIP LOCKED`, rowlocks))),
+		rowLocks:      c.Compile(dialect.Q(fmt.Sprintf(`SELECT name FROM %s LIMIT :limit FOR UPDATE SKIP LOCKED`, rowlocks))),
 		deleteRowLock: deleteByName(rowlocks),
 		tickets:       reapTicketsSQL(tickets),
 	}
-	d.semaphoreTables(c)
-	d.rwTables(c)
-	runs := d.ledgerTables(c)
-	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: d.locks.Multi(), Fair: d.fair, Waking: waking, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
-		Elections: d.locks.Elections(), Pessimistic: rowLocks{d}, Runs: runs,
-		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
-	}
-	return c.Err
+	d.semaphoreSQLs(c, &d.cat)
+	d.rwSQL(c, &d.cat)
+	return sqlrun.Ready(d, c)
 }
 
 // Catalogue implements dialect.Dialect: MySQL and MariaDB hold every

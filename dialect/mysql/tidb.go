@@ -20,9 +20,11 @@ import (
 // all of its semantics, in a dialect made by NewTiDB:
 //
 //   - The lock table's Acquire is two statements, an upsert and the read
-//     of the token it granted, as TiDB's LAST_INSERT_ID(expr) cannot carry
-//     a token out of an upsert; the version table's Create is a short
-//     transaction (a locking read of the floor, then the insert).
+//     of the token it granted (LockSQL.AcquiredToken), as TiDB's
+//     LAST_INSERT_ID(expr) cannot carry a token out of an upsert; the
+//     version table's Create is a short transaction, a locking read of the
+//     floor, then the insert (VersionSQL.Floor). A grant whose transaction
+//     the server rolled back runs again, up to grantTries in all.
 //   - Release decrements the hold count without relying on the order of
 //     UPDATE assignments, which TiDB evaluates on the old row.
 //   - Guard locks the lease's row exclusively (FOR UPDATE): TiDB has no
@@ -45,10 +47,8 @@ import (
 // Its statements are portable: it runs on MySQL and MariaDB too (slower
 // than New's dialect there).
 type tidb struct {
-	d        *Dialect
-	locks    tidbLocks
-	versions tidbVersions
-	reap     tidbReap
+	d    *Dialect
+	reap tidbReap
 }
 
 var _ dialect.Pessimistic = (*tidb)(nil)
@@ -61,15 +61,13 @@ func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Nothing has run yet: the runner can still change.
-	d.run.Wrap = wrapTiDB
 	t := &tidb{d: d}
-	if err := t.tables(); err != nil {
-		return nil, err
-	}
-	d.tidb = t
+	hooks := d.cat.Hooks
+	hooks.Wrap, hooks.GrantTries = wrapTiDB, grantTries
+	// Nothing has run yet: the runner can still change.
+	d.run = &sqlrun.Runner{DB: db, Hooks: hooks}
 	d.cat = dialect.Catalogue{
-		Locks: &t.locks, Versions: &t.versions, Pessimistic: t,
+		Style: dialect.Question, Hooks: hooks, Pessimistic: t,
 		Reasons: map[string]string{
 			"Multi":          "lock sets are not supported on TiDB",
 			"Fair":           "FIFO queues are not supported on TiDB",
@@ -80,7 +78,12 @@ func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 			"Runs":           "the run ledger is not offered on TiDB",
 		},
 		NoSharedRowLock: true,
+		Cache:           new(dialect.Cache),
 	}
+	if err := t.build(&d.cat); err != nil {
+		return nil, err
+	}
+	d.tidb = t
 	return d, nil
 }
 
@@ -157,76 +160,49 @@ func wrapTiDB(err error) error {
 	return wrap(err)
 }
 
-// tidbSQL are the TiDB dialect's own statements, with ? placeholders.
-type tidbSQL struct {
-	// The lock table's Acquire: the upsert that inserts, takes over or
-	// re-enters; the read of the token of the lease granted; and the
-	// release of a grant whose token could not be read.
-	lockUpsert, lockToken, lockUndo string
-	// The version table's Create: read (and lock) the floor, insert.
-	versionFloor, versionInsert string
-}
-
-// tidbLocks is the lock table: MySQL's statements but for Acquire, Release
-// and Guard.
-type tidbLocks struct {
-	*sqlrun.LockTable
-	t *tidb
-	q *tidbSQL
-}
-
-// tidbVersions is the version table: MySQL's statements but for Create,
-// Release and Guard.
-type tidbVersions struct {
-	*sqlrun.VersionTable
-	t *tidb
-	q *tidbSQL
-}
-
 // tidbLeaseSQL is leaseSQL with a Release that reads only the old row's
 // columns (TiDB evaluates every assignment of an UPDATE on the old row,
 // MySQL each on the row as the assignments before it left it: both give
 // the same result here) — the last hold keeps the row unexpired until the
 // end of a minimum hold (:minhold) still ahead — and a Guard that locks
 // the row exclusively.
-func tidbLeaseSQL(table, token string) sqlrun.LeaseSQL {
+func tidbLeaseSQL(table, token string) dialect.LeaseSQL {
 	s := leaseSQL(table, token)
-	s.Release = sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at,
+	s.Release = dialect.X(fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at,
     IF(acquired_at + INTERVAL :minhold MICROSECOND > %[4]s, acquired_at + INTERVAL :minhold MICROSECOND, %[3]s)),
   holds = holds - 1
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, released, now))
-	s.Guard = sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+	s.Guard = dialect.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
 FOR UPDATE`, table, token, now))
 	return s
 }
 
-// tables compiles the TiDB dialect's statements.
-func (t *tidb) tables() error {
+// grantTries bounds how often a grant whose transaction the server rolled
+// back (a deadlock, a retry limit) runs: each try is safe to repeat, as
+// nothing of it was committed.
+const grantTries = 3
+
+// build declares the TiDB dialect's statements in cat, and compiles the
+// reaper's.
+func (t *tidb) build(cat *dialect.Catalogue) error {
 	locks, floor, versions := "sqllock_locks", "sqllock_token_floor", "sqllock_versions"
 	versionFloor, rowlocks := "sqllock_version_floor", "sqllock_rowlocks"
 	sqlrun.Qualify(t.d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks)
-	c := &sqlrun.Compiler{Style: sqlrun.Question}
 
-	ls := lockSQL(locks, floor)
-	ls.LeaseSQL = tidbLeaseSQL(locks, "token")
-	ls.Acquire = sqlrun.SQL{}         // tidbLocks.Acquire
-	ls.Break = breakSQL(locks, false) // TiDB's waiters poll
-	vs := versionSQL(versions, versionFloor)
-	vs.LeaseSQL = tidbLeaseSQL(versions, "version")
-	vs.Create = sqlrun.SQL{} // tidbVersions.Create
-
-	const lease = `, 1, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)`
-	q := &tidbSQL{
-		// A new row starts one above the token floor, read under a lock
-		// that the reaper must wait for (TiDB has no shared one). Every
-		// condition reads the row as it was: TiDB evaluates each
-		// assignment on the old row, MySQL on the row as the assignments
-		// before it left it, so each condition reads only columns not
-		// yet assigned, but for expires_at's, whose owner and holds read
-		// after their assignment still tell a grant from a refusal.
-		lockUpsert: fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
-SELECT ?, ?, f.token + 1, 1, t.at, t.at + INTERVAL ? MICROSECOND
+	// The lock table's Acquire is two statements (see tidb): an upsert,
+	// then the read of the token it granted. A new row starts one above
+	// the token floor, read under a lock that the reaper must wait for
+	// (TiDB has no shared one). Every condition reads the row as it was:
+	// TiDB evaluates each assignment on the old row, MySQL on the row as
+	// the assignments before it left it, so each condition reads only
+	// columns not yet assigned, but for expires_at's, whose owner and
+	// holds read after their assignment still tell a grant from a
+	// refusal. Leases are granted for at least a TTL: the lease the read
+	// finds is the one the upsert granted.
+	ls := dialect.LockSQL{LeaseSQL: tidbLeaseSQL(locks, "token"),
+		Acquire: dialect.X(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, token, holds, acquired_at, expires_at)
+SELECT :name, :owner, f.token + 1, 1, t.at, t.at + INTERVAL :ttl MICROSECOND
 FROM %[2]s f JOIN (SELECT %[3]s AS at) AS t WHERE f.id = 1 FOR UPDATE
 ON DUPLICATE KEY UPDATE
   token       = IF(%[1]s.expires_at <= VALUES(acquired_at), %[1]s.token + 1, %[1]s.token),
@@ -235,16 +211,28 @@ ON DUPLICATE KEY UPDATE
                   IF(%[1]s.owner = VALUES(owner) AND %[1]s.holds > 0, %[1]s.holds + 1, %[1]s.holds)),
   owner       = IF(%[1]s.expires_at <= VALUES(acquired_at), VALUES(owner), %[1]s.owner),
   expires_at  = IF(%[1]s.expires_at <= VALUES(acquired_at) OR (%[1]s.owner = VALUES(owner) AND %[1]s.holds > 0),
-                  VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now),
-		lockToken: fmt.Sprintf(`SELECT token FROM %s WHERE name = ? AND owner = ? AND holds > 0 AND expires_at > %s`, locks, now),
-		lockUndo: fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at, %[2]s), holds = holds - 1
-WHERE name = ? AND owner = ? AND holds > 0`, locks, released),
-
-		versionFloor:  fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, versionFloor),
-		versionInsert: fmt.Sprintf(`INSERT INTO %s (name, owner, version, holds, acquired_at, expires_at) VALUES (?, ?, ?`+lease, versions),
+                  VALUES(expires_at), %[1]s.expires_at)`, locks, floor, now)),
+		AcquiredToken: dialect.Q(fmt.Sprintf(`SELECT token FROM %s
+WHERE name = :name AND owner = :owner AND holds > 0 AND expires_at > %s`, locks, now)),
+		AcquireUndo: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at, %[2]s), holds = holds - 1
+WHERE name = :name AND owner = :owner AND holds > 0`, locks, released)),
 	}
-	t.locks = tidbLocks{LockTable: sqlrun.NewLockTable(t.d.run, c, ls), t: t, q: q}
-	t.versions = tidbVersions{VersionTable: sqlrun.NewVersionTable(t.d.run, c, vs), t: t, q: q}
+	mysql := lockSQL(locks, floor)
+	ls.Remaining, ls.Holder = mysql.Remaining, mysql.Holder
+	ls.Break = breakSQL(locks, false) // TiDB's waiters poll
+	cat.Locks = &ls
+
+	// The version table's Create reads and locks the version floor (so
+	// that the reaper cannot raise it meanwhile), then inserts the row one
+	// above it.
+	vs := versionSQL(versions, versionFloor)
+	vs.LeaseSQL = tidbLeaseSQL(versions, "version")
+	vs.Floor = dialect.Q(fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, versionFloor))
+	vs.Create = dialect.X(fmt.Sprintf(`INSERT INTO %s (name, owner, version, holds, acquired_at, expires_at)
+VALUES (:name, :owner, :version, 1, %[2]s, %[2]s + INTERVAL :ttl MICROSECOND)
+ON DUPLICATE KEY UPDATE name = name`, versions, now))
+	cat.Versions = &vs
+
 	t.reap = tidbReap{
 		locks:    newTiDBFloorReap(locks, "token", floor, "token"),
 		versions: newTiDBFloorReap(versions, "version", versionFloor, "version"),
@@ -254,105 +242,6 @@ WHERE name = ? AND owner = ? AND holds > 0`, locks, released),
 			delete:     deleteByName(rowlocks),
 		},
 	}
-	return c.Err
-}
-
-// Acquire implements dialect.LockTable in two statements, outside a
-// transaction: the upsert inserts a missing row one above the token floor,
-// takes an expired or released row over with the next token, or re-enters
-// the held lease of p.Owner, and changes nothing when another owner's live
-// lease, or a minimum hold, keeps the row; then, if it changed a row, the
-// token of p.Owner's live lease is read. Leases are granted for at least
-// a TTL: the lease read is the one the upsert granted. Should the read
-// fail, the hold granted is released again.
-func (l *tidbLocks) Acquire(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	var granted bool
-	run := func(ctx context.Context, q sqlrun.Querier, mark string) (int64, error) {
-		granted = false
-		res, err := q.ExecContext(ctx, mark+l.q.lockUpsert, p.Name, p.Owner, p.TTL.Microseconds())
-		if err != nil {
-			return 0, err
-		}
-		if n, err := res.RowsAffected(); err != nil || n == 0 {
-			return 0, err
-		}
-		granted = true
-		var token int64
-		err = q.QueryRowContext(ctx, mark+l.q.lockToken, p.Name, p.Owner).Scan(&token)
-		if errors.Is(err, sql.ErrNoRows) { // refused (a driver counting rows found, not changed)
-			return 0, nil
-		}
-		return token, err
-	}
-	for try := 1; ; try++ {
-		n, err := l.t.d.run.Grant(ctx, sqlrun.Grant{Run: run})
-		if err != nil && granted {
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sqlrun.UndoTimeout)
-			_, uerr := l.t.d.db.ExecContext(uctx, l.q.lockUndo, p.Name, p.Owner)
-			cancel()
-			return 0, errors.Join(err, wrapTiDB(uerr))
-		}
-		if err == nil || try == maxGrantTries || ctx.Err() != nil || !errors.Is(err, dialect.ErrTransient) {
-			return n, err
-		}
-	}
-}
-
-// Create implements dialect.VersionTable in a transaction: the version
-// floor is read and locked (so that the reaper cannot raise it meanwhile),
-// and the row inserted one above it.
-func (v *tidbVersions) Create(ctx context.Context, p dialect.AcquireParams) (int64, error) {
-	ttl := p.TTL.Microseconds()
-	return v.t.grantTx(ctx, func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error) {
-		var floor int64
-		if err := tx.QueryRowContext(ctx, mark+v.q.versionFloor).Scan(&floor); err != nil {
-			return 0, err
-		}
-		err := execOne(ctx, tx, mark+v.q.versionInsert, p.Name, p.Owner, floor+1, ttl)
-		if isDuplicate(err) { // the row exists
-			return 0, nil
-		}
-		return floor + 1, err
-	})
-}
-
-// isDuplicate reports a duplicate-key error.
-func isDuplicate(err error) bool {
-	var me *mysql.MySQLError
-	return errors.As(err, &me) && me.Number == 1062
-}
-
-// execOne runs query in tx and makes sure it changed one row. The error is
-// the driver's.
-func execOne(ctx context.Context, tx sqlrun.Querier, query string, args ...any) error {
-	res, err := tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err == nil && n != 1 {
-		err = fmt.Errorf("sqllock: %d rows changed by a statement on a locked row, want 1", n)
-	}
+	_, err := sqlrun.Open(t.d)
 	return err
-}
-
-// maxGrantTries bounds how often grantTx runs a grant whose transaction
-// the server rolled back (a deadlock, a retry limit): each try is safe to
-// repeat, as nothing of it was committed.
-const maxGrantTries = 3
-
-// grantTx runs fn, the statements of a grant, as a transaction grant (see
-// sqlrun.Runner.Grant): fn returns its number (a token, a version, 0 for a
-// refusal) and the driver's errors, and puts mark in front of each
-// statement. Its reads are all locking reads, which read the newest rows at
-// any isolation level; READ COMMITTED spares it MySQL's gap locks, on which
-// first uses of new names would deadlock.
-func (t *tidb) grantTx(ctx context.Context, fn func(ctx context.Context, tx sqlrun.Querier, mark string) (int64, error)) (int64, error) {
-	g := sqlrun.Grant{InTx: true, TxOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted}, Run: fn}
-	for try := 1; ; try++ {
-		n, err := t.d.run.Grant(ctx, g)
-		if err == nil || try == maxGrantTries || ctx.Err() != nil || !errors.Is(err, dialect.ErrTransient) {
-			return n, err
-		}
-	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/dialecttest"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 func newTiDB(db *sql.DB, database string) (dialect.Dialect, error) {
@@ -81,8 +82,8 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 	}
 	p := dialect.AcquireParams{Name: "n", Owner: "o", TTL: time.Minute}
 	checks := map[string]func() error{
-		"Acquire": func() error { _, err := d.Catalogue().Locks.Acquire(ctx, p); return err },
-		"Create":  func() error { _, err := d.Catalogue().Versions.Create(ctx, p); return err },
+		"Acquire": func() error { _, err := testutil.Tables(t, d).Locks.Acquire(ctx, p); return err },
+		"Create":  func() error { _, err := testutil.Tables(t, d).Versions.Create(ctx, p); return err },
 		"LockRow": func() error {
 			_, err := d.Catalogue().Pessimistic.LockRow(ctx, dialect.RowLockParams{Name: "n"})
 			return err
@@ -95,7 +96,7 @@ func TestMySQLDialectRefusesTiDB(t *testing.T) {
 		}
 	}
 	// Nothing was granted.
-	held, err := td.Catalogue().Locks.List(ctx)
+	held, err := testutil.Tables(t, td).Locks.List(ctx)
 	if err != nil || len(held) != 0 {
 		t.Errorf("List: %v, %v: want nothing held", held, err)
 	}

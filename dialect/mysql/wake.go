@@ -85,7 +85,7 @@ type wakeStmts struct {
 	hint                          []string // an IN list is appended
 	sleep, rung, seen             string   // formats: see below
 	ringMark, ringFind            string
-	queues                        []ticketStmts // by sqlrun.Queue
+	queues                        []ticketStmts // by dialect.Queue
 }
 
 // ticketStmts are the statements of the bells on a queue's tickets.
@@ -104,7 +104,7 @@ type ticketQueue struct{ tickets, free string }
 // newWakeStmts returns the statements of the bells on the waiters table,
 // whose registrations mark the rows of the lease tables named after it as
 // waited for, and of the bells tagged tag on the tickets of the queues, by
-// sqlrun.Queue.
+// dialect.Queue.
 func newWakeStmts(waiters string, queues []ticketQueue, tag string, tables ...string) wakeStmts {
 	var hint []string
 	for _, t := range tables {

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
-	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // bells keeps the process's bell (through a listen.Hub, which runs it
@@ -47,12 +47,12 @@ type bells struct {
 type ringKey struct {
 	name           string
 	ticket, ifFree bool
-	queue          sqlrun.Queue
+	queue          dialect.Queue
 }
 
 // newBells returns the wake-ups tagged tag on the waiters table, for the
 // lease tables (their waiters hints) named after it, and on the tickets of
-// the queues (by sqlrun.Queue).
+// the queues (by dialect.Queue).
 func newBells(db *sql.DB, tag, waiters string, queues []ticketQueue, tables ...string) *bells {
 	b := &bells{db: db, tag: tag, stmts: newWakeStmts(waiters, queues, tag, tables...), watched: make(map[string]int),
 		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[ringKey]bool),

@@ -11,7 +11,6 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
-	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // listen is the hub's listen.Func: one bell connection, from the pool,
@@ -277,10 +276,10 @@ func (b *bells) isBroken(bell bellID) bool {
 // rung is a registration, or a ticket, with rings its bell has not
 // announced.
 type rung struct {
-	name   string       // announced: the name, or the ticket's dialect.TicketWake
-	n      int64        // the rings counted
-	ticket int64        // the ticket's id; 0 for a registration
-	queue  sqlrun.Queue // the ticket's queue
+	name   string        // announced: the name, or the ticket's dialect.TicketWake
+	n      int64         // the rings counted
+	ticket int64         // the ticket's id; 0 for a registration
+	queue  dialect.Queue // the ticket's queue
 }
 
 // takeRung reads the registrations and tickets with rings that bell has

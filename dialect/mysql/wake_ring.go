@@ -10,24 +10,23 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // wakeUps makes the bells of the waiters table waiters, for the lease
 // tables (their waiters hints) named after it, and for the tickets of the
-// queues (by sqlrun.Queue); it rings them after every release that frees
-// a name some process waits for (see wakingRelease). A
+// queues (by dialect.Queue); the hooks it sets in h ring them after every
+// release that frees a name some process waits for (see wakingRelease). A
 // registration marks the rows of the lock and version tables, then the
 // semaphores' head and holder rows, then the read/write locks', each head
 // before its holders: a grant that adds a holder row copies its head's
 // mark under the head's lock, so it either comes after the head's mark or
 // commits its row before the holders' mark.
-func (d *Dialect) wakeUps(waiters string, queues []ticketQueue, tables ...string) {
+func (d *Dialect) wakeUps(h *dialect.Hooks, waiters string, queues []ticketQueue, tables ...string) {
 	d.bells = newBells(d.db, d.waker, waiters, queues, tables...)
-	d.run.AfterRelease = d.bells.ring
-	d.run.AfterTicketed = d.bells.ringTicket
-	d.run.Ticket = d.bells.setTicket
-	d.run.Go = d.bells.goOwned
+	h.AfterRelease = d.bells.ring
+	h.AfterTicketed = d.bells.ringTicket
+	h.Ticket = d.bells.setTicket
+	h.Go = d.bells.goOwned
 }
 
 // wakingRelease is the release statement of table, whose token column is
@@ -38,12 +37,12 @@ func (d *Dialect) wakeUps(waiters string, queues []ticketQueue, tables ...string
 // minimum hold keeps it taken (its waiters wait for the row's expiry) — 2
 // (waiters without tickets), or, with ticketed (a table with the
 // column), 3 (waiters with tickets) or 4 (both); else 1.
-func wakingRelease(table, token string, ticketed bool) sqlrun.SQL {
+func wakingRelease(table, token string, ticketed bool) dialect.SQL {
 	marks := "IF(waiters, 2, 1)"
 	if ticketed {
 		marks = "1 + waiters + 2 * ticketed"
 	}
-	return sqlrun.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s,
+	return dialect.XID(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s,
   %[2]s = %[2]s + 0 * LAST_INSERT_ID(IF(holds = 0 AND expires_at = %[4]s, %[5]s, 1))
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, released, marks))
 }
@@ -63,7 +62,7 @@ func (b *bells) ring(ctx context.Context, name string) {
 // ringTicket wakes the process of the oldest live ticket of name in
 // queue q (with ifFree, only while what it waits for is free), in the
 // background as ring does.
-func (b *bells) ringTicket(ctx context.Context, q sqlrun.Queue, name string, ifFree bool) {
+func (b *bells) ringTicket(ctx context.Context, q dialect.Queue, name string, ifFree bool) {
 	b.ringInBackground(ctx, ringKey{name: name, ticket: true, ifFree: ifFree, queue: q})
 }
 

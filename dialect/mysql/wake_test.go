@@ -365,6 +365,9 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 		err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT COUNT(*) FROM `%[1]s`.sqllock_tickets t JOIN `%[1]s`.sqllock_locks l ON l.name = t.name WHERE t.name = 'x' AND l.ticketed", database)).Scan(&n)
 		return err == nil && n == 1
 	})
+	// Its room subscribes after the ticket is taken: the bell is killed
+	// once it has (the test's subscription and the room's).
+	testutil.Eventually(ctx, t, "the waiter's room subscribed", func() bool { return mysql.Subscribers(d) == 2 })
 
 	var (
 		mu       sync.Mutex

@@ -3,19 +3,19 @@ package postgres
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // electionSQL are the statements of leader election on the lock table
-// locks (sqlrun.LockSQL.Proclaim and Leader): a guarded write of a live
+// locks (dialect.LockSQL.Proclaim and Leader): a guarded write of a live
 // lease's value (which, like a renewal, matches only a lease of the
 // current timeline), and the read of the live lease whose value was
 // proclaimed for its token.
-func electionSQL(locks, durableCond string) (proclaim, leader sqlrun.SQL) {
-	proclaim = sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET value = :value::text, value_token = token
+func electionSQL(locks, durableCond string) (proclaim, leader dialect.SQL) {
+	proclaim = dialect.X(fmt.Sprintf(`UPDATE %[1]s SET value = :value::text, value_token = token
 WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND expires_at > now() AND %[2]s AND %[3]s`,
 		locks, onTimeline("token"), durableCond))
-	leader = sqlrun.Q(fmt.Sprintf(`SELECT owner, token, value, %[2]s, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
+	leader = dialect.Q(fmt.Sprintf(`SELECT owner, token, value, %[2]s, (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE name = :name AND holds > 0 AND expires_at > now() AND value_token = token AND %[3]s`,
 		locks, micros("expires_at"), onTimeline("token")))
 	return proclaim, leader

@@ -13,6 +13,8 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // serverTimeline reads the server's current timeline ID the way an operator
@@ -49,7 +51,7 @@ func TestTokensCarryTimeline(t *testing.T) {
 			t.Fatalf("%s %d is not positive", what, token)
 		}
 	}
-	token, err := d.Catalogue().Locks.Acquire(ctx, dialect.AcquireParams{Name: "a", Owner: "o", TTL: time.Minute})
+	token, err := testutil.Tables(t, d).Locks.Acquire(ctx, dialect.AcquireParams{Name: "a", Owner: "o", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func TestTokensCarryTimeline(t *testing.T) {
 	if err := env.Expire(ctx, "sqllock_locks", "a"); err != nil {
 		t.Fatal(err)
 	}
-	taken, err := d.Catalogue().Locks.Acquire(ctx, dialect.AcquireParams{Name: "a", Owner: "p", TTL: time.Minute})
+	taken, err := testutil.Tables(t, d).Locks.Acquire(ctx, dialect.AcquireParams{Name: "a", Owner: "p", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +67,7 @@ func TestTokensCarryTimeline(t *testing.T) {
 	if taken <= token {
 		t.Fatalf("takeover token %d not above %d", taken, token)
 	}
-	v, err := d.Catalogue().Versions.Create(ctx, dialect.AcquireParams{Name: "v", Owner: "o", TTL: time.Minute})
+	v, err := testutil.Tables(t, d).Versions.Create(ctx, dialect.AcquireParams{Name: "v", Owner: "o", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +103,8 @@ func TestLeaseOfAnotherTimelineIsLost(t *testing.T) {
 	other := (tl+1)<<postgres.TimelineShift + 5
 	for _, tb := range []struct {
 		table, col string
-		lt         dialect.LeaseTable
-	}{{"sqllock_locks", "token", d.Catalogue().Locks}, {"sqllock_versions", "version", d.Catalogue().Versions}} {
+		lt         sqlrun.LeaseTable
+	}{{"sqllock_locks", "token", testutil.Tables(t, d).Locks}, {"sqllock_versions", "version", testutil.Tables(t, d).Versions}} {
 		for _, token := range []int64{other, 7} {
 			if _, err := db.ExecContext(ctx, `INSERT INTO "`+schema+`".`+tb.table+` (name, owner, `+tb.col+`, holds, acquired_at, expires_at)
 VALUES ('n', 'o', $1, 1, now(), now() + interval '1 hour')
@@ -131,13 +133,13 @@ ON CONFLICT (name) DO UPDATE SET `+tb.col+` = $1`, token); err != nil {
 	if _, err := db.ExecContext(ctx, `UPDATE "`+schema+`".sqllock_locks SET token = $1`, other); err != nil {
 		t.Fatal(err)
 	}
-	if token, err := d.Catalogue().Locks.Acquire(ctx, dialect.AcquireParams{Name: "n", Owner: "o", TTL: time.Minute}); err != nil || token != 0 {
+	if token, err := testutil.Tables(t, d).Locks.Acquire(ctx, dialect.AcquireParams{Name: "n", Owner: "o", TTL: time.Minute}); err != nil || token != 0 {
 		t.Fatalf("re-entry of a lease of another timeline: %d %v, want refused", token, err)
 	}
 	if _, err := db.ExecContext(ctx, `UPDATE "`+schema+`".sqllock_versions SET version = $1`, other); err != nil {
 		t.Fatal(err)
 	}
-	ok, err := d.Catalogue().Versions.Reenter(ctx, dialect.SwapParams{Name: "n", Owner: "o", TTL: time.Minute, Version: other})
+	ok, err := testutil.Tables(t, d).Versions.Reenter(ctx, dialect.SwapParams{Name: "n", Owner: "o", TTL: time.Minute, Version: other})
 	if err != nil || ok {
 		t.Fatalf("re-entry of a version of another timeline: %v %v, want refused", ok, err)
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // Tickets: FIFO queues (sqllock.Options.Fair), and the wake-up order of
@@ -37,8 +37,8 @@ func liveTicketsAhead(tickets string) string {
 // wakeOldestTicket is the wake-up that follows a release reporting that
 // it freed a row marked by waiters with tickets: it notifies the waker of
 // :name's oldest live ticket.
-func wakeOldestTicket(tickets string) sqlrun.SQL {
-	return sqlrun.Q(fmt.Sprintf(`SELECT count(pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id)) FROM (
+func wakeOldestTicket(tickets string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`SELECT count(pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id)) FROM (
   SELECT t.waker, t.id FROM %s t WHERE t.name = :name AND t.expires_at > now() ORDER BY t.id LIMIT 1) h`, tickets))
 }
 
@@ -48,10 +48,10 @@ func wakeOldestTicket(tickets string) sqlrun.SQL {
 // in the conflict's update, and only a re-entry of the caller's live lease
 // passes the first check with tickets ahead: a row that the reaper deletes
 // while the statement runs makes the insert go ahead without a conflict.
-func fairSQL(locks, seq, tickets, waker, durable string) sqlrun.FairSQL {
+func fairSQL(locks, seq, tickets, waker, durable string) dialect.FairSQL {
 	ahead := liveTicketsAhead(tickets)
 	s := ticketSQL(locks, tickets, waker)
-	s.Grant = sqlrun.Q(fmt.Sprintf(`WITH g AS (
+	s.Grant = dialect.Q(fmt.Sprintf(`WITH g AS (
 INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
 SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
 FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
@@ -76,10 +76,10 @@ SELECT token FROM g`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.
 
 // ticketSQL declares the statements a lock's tickets have whatever their
 // grant: taking, waiting, giving up and renewing.
-func ticketSQL(locks, tickets, waker string) sqlrun.FairSQL {
-	return sqlrun.FairSQL{
+func ticketSQL(locks, tickets, waker string) dialect.FairSQL {
+	return dialect.FairSQL{
 		Channel: waker, Addressed: true,
-		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
+		Enqueue: dialect.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
 RETURNING id`, tickets, ttl)),
 		// A waiter's first ask marks the lock's row (ticketed), so that
 		// its release reports it and the oldest ticket's process is woken
@@ -88,7 +88,7 @@ RETURNING id`, tickets, ttl)),
 		// lease without the mark and the UPDATE changed nothing, a release
 		// (or takeover) committed in between that woke nobody, and the
 		// waiter looks again at once (0).
-		Wait: sqlrun.Q(fmt.Sprintf(`WITH hint AS (
+		Wait: dialect.Q(fmt.Sprintf(`WITH hint AS (
   UPDATE %[2]s SET ticketed = true WHERE name = :name AND NOT ticketed AND expires_at > now() RETURNING 1
 )
 SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
@@ -102,7 +102,7 @@ ELSE coalesce(
   0) END`, tickets, locks)),
 		// The deleted ticket is still in the statement's snapshot: the
 		// next one is the oldest live ticket after it.
-		Dequeue: sqlrun.Q(fmt.Sprintf(`WITH d AS (DELETE FROM %[1]s WHERE id = :ticket::bigint RETURNING name, id)
+		Dequeue: dialect.Q(fmt.Sprintf(`WITH d AS (DELETE FROM %[1]s WHERE id = :ticket::bigint RETURNING name, id)
 SELECT count(*) FROM d LEFT JOIN LATERAL (
   SELECT pg_notify(h.waker, chr(1) || 'sqllock-ticket:' || h.id) FROM (
     SELECT n.waker, n.id FROM %[1]s n WHERE n.name = d.name AND n.expires_at > now() AND n.id > d.id
@@ -110,7 +110,7 @@ SELECT count(*) FROM d LEFT JOIN LATERAL (
       AND NOT EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = d.name AND l.expires_at > now())
     ORDER BY n.id LIMIT 1) h
 ) w ON true`, tickets, locks)),
-		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
+		Renew: dialect.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
 	}
 }
@@ -118,9 +118,9 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
 // wakingSQL declares the statements of tickets that order wake-ups alone
 // (Catalogue.Waking): the grant is the lock table's Acquire, whatever
 // tickets are live, with the ticket's deletion in the same statement.
-func wakingSQL(locks, seq, tickets, waker, durable string) sqlrun.FairSQL {
+func wakingSQL(locks, seq, tickets, waker, durable string) dialect.FairSQL {
 	s := ticketSQL(locks, tickets, waker)
-	s.Grant = sqlrun.Q(fmt.Sprintf(`WITH g AS (
+	s.Grant = dialect.Q(fmt.Sprintf(`WITH g AS (
 %s
 ), d AS (
   DELETE FROM %s WHERE id = :ticket::bigint AND EXISTS (SELECT 1 FROM g)
@@ -130,8 +130,8 @@ SELECT token FROM g`, lockAcquire(locks, seq, durable, false).Text, tickets))
 }
 
 // reapTicketsSQL deletes a batch of expired tickets.
-func reapTicketsSQL(tickets string) sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE id = ANY(ARRAY(
+func reapTicketsSQL(tickets string) dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE id = ANY(ARRAY(
   SELECT id FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 ))`, tickets))
 }

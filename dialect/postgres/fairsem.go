@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
@@ -22,7 +22,7 @@ import (
 // the next ticket. So the wake-up of the next ticket (Chain) runs in a
 // statement of its own once a grant to a ticket, a ticket given up, or a
 // release that woke a ticket committed: the Chain of the last of them to
-// commit sees them all (see sqlrun.FairSemaphoreSQL).
+// commit sees them all (see dialect.FairSemaphoreSQL).
 
 // freePermit is the condition that the live holders of the semaphore name
 // (an SQL expression) leave a permit free.
@@ -46,26 +46,26 @@ func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 // semaphoreChain wakes the process of :name's oldest live ticket if a
 // permit is free, and selects the number of tickets it woke: run once the
 // change it follows committed.
-func semaphoreChain(sems, holders, tickets string) sqlrun.SQL {
-	return sqlrun.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
+func semaphoreChain(sems, holders, tickets string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`SELECT count(*) FROM (%s) w`,
 		wakeOldest(tickets, ":name", "0", freePermit(sems, holders, ":name"))))
 }
 
 // semaphoreTicketSQL declares the statements a semaphore's tickets have
 // whatever their grant. Ticket ids are drawn from the lock tickets'
 // identity (see the migration), named by pg_get_serial_sequence.
-func semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker string) sqlrun.FairSemaphoreSQL {
-	return sqlrun.FairSemaphoreSQL{
+func semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker string) dialect.FairSemaphoreSQL {
+	return dialect.FairSemaphoreSQL{
 		Channel:   waker,
 		Addressed: true,
 		Chain:     semaphoreChain(sems, holders, tickets),
-		Enqueue: sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (id, name, owner, waker, expires_at)
+		Enqueue: dialect.Q(fmt.Sprintf(`INSERT INTO %s (id, name, owner, waker, expires_at)
 VALUES (nextval(pg_get_serial_sequence(%s, 'id')), :name, :owner, :channel, %s)
 RETURNING id`, tickets, literal(lockTickets), ttl)),
 		Wait: semaphoreWait(sems, holders, tickets, ""),
 		// Chain follows.
-		Dequeue: sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
-		Renew: sqlrun.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
+		Dequeue: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket::bigint`, tickets)),
+		Renew: dialect.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
 	}
 }
@@ -73,14 +73,14 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, ttl)),
 // semaphoreWait is the Wait of a semaphore's ticket. With marks, the
 // statement first sets the waiters' mark of the name's head row (marks is
 // its column) and answers 0 when it set it.
-func semaphoreWait(sems, holders, tickets, marks string) sqlrun.SQL {
+func semaphoreWait(sems, holders, tickets, marks string) dialect.SQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint`, tickets)
 	hint, hinted := "", ""
 	if marks != "" {
 		hint = fmt.Sprintf("WITH hint AS (\n  UPDATE %[1]s SET %[2]s = true WHERE name = :name AND NOT %[2]s RETURNING 1\n)\n", sems, marks)
 		hinted = "WHEN EXISTS (SELECT 1 FROM hint) THEN 0\n"
 	}
-	return sqlrun.Q(fmt.Sprintf(`%[4]sSELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
+	return dialect.Q(fmt.Sprintf(`%[4]sSELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
 %[5]sWHEN NOT EXISTS (SELECT 1 %[3]s)
   AND (SELECT count(*) FROM %[2]s h WHERE h.name = :name AND h.expires_at > now()) < :limit::bigint THEN 0
 ELSE coalesce(
@@ -91,7 +91,7 @@ ELSE coalesce(
 }
 
 // fairSemaphoreSQL declares the statements of the semaphores' queue.
-func fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
+func fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) dialect.FairSemaphoreSQL {
 	s := semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker)
 	// The semaphore's grant, refusing a new permit while a live ticket
 	// comes first, and deleting the ticket it grants.
@@ -101,7 +101,7 @@ func fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable s
 	// The semaphore's release (semaphoreRelease's statement), which also
 	// wakes the oldest live ticket's process when it frees a permit, and
 	// then selects 2.
-	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
+	s.Release = dialect.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS freed
@@ -118,7 +118,7 @@ SELECT count(*) + count(w.id) FROM r LEFT JOIN LATERAL (%[5]s) w ON true LEFT JO
 // ticket it grants; a waiter's first Wait marks the name's head row
 // (ticketed), so that releases report it (see semaphoreRelease), and
 // answers 0: a release that committed before the mark woke nobody.
-func wakingSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) sqlrun.FairSemaphoreSQL {
+func wakingSemaphoreSQL(sems, holders, seq, tickets, lockTickets, waker, durable string) dialect.FairSemaphoreSQL {
 	s := semaphoreTicketSQL(sems, holders, tickets, lockTickets, waker)
 	s.Grant = semaphoreGrant(sems, holders, seq, durable, "true", usedTicket(tickets))
 	s.Wait = semaphoreWait(sems, holders, tickets, "ticketed")

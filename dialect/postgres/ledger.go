@@ -3,20 +3,21 @@ package postgres
 import (
 	"fmt"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // ledgerSQL declares the run ledger's statements on the tables runs and
 // jobs. They run inside the ledger's guarded transactions, so their time
 // is clock_timestamp(), not the transaction's start.
-func ledgerSQL(runs, jobs string) sqlrun.LedgerSQL {
+func ledgerSQL(runs, jobs string) dialect.LedgerSQL {
 	const (
 		now = `clock_timestamp()`
 		age = `clock_timestamp() - CAST(:age AS bigint) * interval '1 microsecond'`
 	)
-	s := sqlrun.PortableLedgerSQL(sqlrun.LedgerTerms{Runs: runs, Jobs: jobs, Now: now, Age: age,
+	s := dialect.PortableLedgerSQL(dialect.LedgerTerms{Runs: runs, Jobs: jobs, Now: now, Age: age,
 		Job: `CAST(:job AS text)`, Micros: micros}) // a bare '' = :job has no type to infer
-	s.Schedule = sqlrun.X(fmt.Sprintf(`INSERT INTO %s AS j (job, period_us, phase_us, grace_us, first_seen, last_seen)
+	s.Schedule = dialect.X(fmt.Sprintf(`INSERT INTO %s AS j (job, period_us, phase_us, grace_us, first_seen, last_seen)
 VALUES (:job, NULLIF(CAST(:period AS bigint), 0), CAST(:phase AS bigint), CAST(:grace AS bigint), %[2]s, %[2]s)
 ON CONFLICT (job) DO UPDATE SET
   first_seen = CASE WHEN j.period_us IS NOT DISTINCT FROM excluded.period_us AND j.phase_us = excluded.phase_us
@@ -26,9 +27,9 @@ ON CONFLICT (job) DO UPDATE SET
 	return s
 }
 
-// ledgerTables compiles the run ledger's statements.
-func (d *Dialect) ledgerTables(c *sqlrun.Compiler) *sqlrun.RunLedger {
+// runsSQL declares the run ledger's statements.
+func (d *Dialect) runsSQL() *dialect.LedgerSQL {
 	runs, jobs := "sqllock_runs", "sqllock_run_jobs"
 	sqlrun.Qualify(d.schema, quote, &runs, &jobs)
-	return sqlrun.NewRunLedger(d.run, c, ledgerSQL(runs, jobs))
+	return ptr(ledgerSQL(runs, jobs))
 }

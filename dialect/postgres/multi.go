@@ -4,10 +4,10 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
-// releaseAllSQL is the lock sets' release (sqlrun.LockSQL.ReleaseAll): it
+// releaseAllSQL is the lock sets' release (dialect.LockSQL.ReleaseAll): it
 // drops one hold of each lease of :leases in one statement, as the lock
 // table's Release does for one (announcing the names it frees that someone
 // waits for), and selects the name of each lease it released with
@@ -17,8 +17,8 @@ import (
 // "C", whatever the column's collation), the order in which AcquireAll
 // takes them, so that the release never waits for an acquisition in a
 // cycle.
-func releaseAllSQL(locks, durable string) sqlrun.SQL {
-	return sqlrun.Q(fmt.Sprintf(`WITH k AS (
+func releaseAllSQL(locks, durable string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`WITH k AS (
   SELECT name FROM %[1]s WHERE name IN (:names) AND (name, owner, token) IN (:leases) AND holds > 0
   ORDER BY name COLLATE "C" FOR UPDATE
 ), r AS (

@@ -165,14 +165,14 @@ func TestListeningBesideAPooler(t *testing.T) {
 			}
 			const name = "beside-a-pooler"
 			p := dialect.AcquireParams{Name: name, Owner: "a", TTL: time.Hour}
-			token, err := d.Catalogue().Locks.Acquire(ctx, p)
+			token, err := testutil.Tables(t, d).Locks.Acquire(ctx, p)
 			if err != nil || token == 0 {
 				t.Fatalf("acquire: %d, %v", token, err)
 			}
-			if _, ok, err := d.Catalogue().Locks.Remaining(ctx, name); err != nil || !ok {
+			if _, ok, err := testutil.Tables(t, d).Locks.Remaining(ctx, name); err != nil || !ok {
 				t.Fatalf("remaining: %v, %v", ok, err)
 			}
-			if ok, err := d.Catalogue().Locks.Release(ctx, dialect.Lease{Name: name, Owner: "a", Token: token}, 0); err != nil || !ok {
+			if ok, err := testutil.Tables(t, d).Locks.Release(ctx, dialect.Lease{Name: name, Owner: "a", Token: token}, 0); err != nil || !ok {
 				t.Fatalf("release: %v, %v", ok, err)
 			}
 			select {

@@ -31,27 +31,21 @@ import (
 // Close it when done: while its lockers wait, it runs a listening connection.
 // A Dialect is safe for concurrent use.
 type Dialect struct {
-	db         *sql.DB
-	ownDB      bool        // db wraps a pgx pool and is ours to close
-	schema     string      // validated; "" means the connection's search_path
-	channel    string      // NOTIFY channel of released names
-	hub        *listen.Hub // the listening connection, shared by every locker
-	cat        dialect.Catalogue
-	rq         rowLockQueries
-	run        *sqlrun.Runner
-	locks      *sqlrun.LockTable
-	versions   *sqlrun.VersionTable
-	fair       *sqlrun.FairTable
-	waking     *sqlrun.FairTable // tickets that order wake-ups (fair.go)
-	waker      string            // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
-	reap       reapStmts
-	sems       *sqlrun.SemaphoreTable
-	fairSems   *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
-	wakingSems *sqlrun.FairSemaphoreTable // tickets that order semaphore wake-ups (fairsem.go)
-	reapSems   sqlrun.Stmt
+	db       *sql.DB
+	ownDB    bool        // db wraps a pgx pool and is ours to close
+	schema   string      // validated; "" means the connection's search_path
+	channel  string      // NOTIFY channel of released names
+	hub      *listen.Hub // the listening connection, shared by every locker
+	cat      dialect.Catalogue
+	rq       rowLockQueries
+	run      *sqlrun.Runner
+	waker    string // NOTIFY channel of this dialect's FIFO wake-ups (fair.go)
+	reap     reapStmts
+	reapSems sqlrun.Stmt
 	// reapSemTickets deletes expired tickets of the semaphores' queue.
 	reapSemTickets sqlrun.Stmt
-	rw             *sqlrun.RWLockTable
+	// full reports a NewFromPool pool at its limit (see dialect.Hooks.Full).
+	full func() (bool, int)
 	// lead are the arguments put before every statement's own (see
 	// WithPooler); nil for none.
 	lead []any
@@ -104,8 +98,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	d.waker = newWaker()
 	d.rq = buildRowLockQueries(d.schema, durable(d.syncCommit))
 	d.hub = listen.New(d.listen, listenLinger)
-	d.run = &sqlrun.Runner{DB: db, Wrap: wrap, Cancel: cancelGrant, Durable: d.syncCommit != ""}
-	if err := d.tables(); err != nil {
+	if err := d.build(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -120,18 +113,21 @@ func NewFromPool(pool *pgxpool.Pool, opts ...Option) (*Dialect, error) {
 		return nil, dialect.ErrNilDB
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	d, err := New(db, opts...)
+	// The database/sql wrapper opens as many connections as asked for; the
+	// wait for one happens in the pgx pool, which knows its own limit.
+	full := func(d *Dialect) error {
+		d.full = func() (bool, int) {
+			st := pool.Stat()
+			return st.AcquiredConns() >= st.MaxConns(), int(st.MaxConns())
+		}
+		return nil
+	}
+	d, err := New(db, append(opts, full)...)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	d.ownDB = true
-	// The database/sql wrapper opens as many connections as asked for; the
-	// wait for one happens in the pgx pool, which knows its own limit.
-	d.run.Full = func() (bool, int) {
-		st := pool.Stat()
-		return st.AcquiredConns() >= st.MaxConns(), int(st.MaxConns())
-	}
 	return d, nil
 }
 

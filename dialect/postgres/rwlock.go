@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -16,11 +17,11 @@ func left(col string) string {
 // holders tables. Tokens are counted per name in the head row, and carry
 // the timeline in their high bits (see epoch.go): a name's next token is
 // one more than its last, or the current timeline's first.
-func rwLockSQL(heads, holders, channel, durable string) sqlrun.RWLockSQL {
-	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", durable), Announces: true}
+func rwLockSQL(heads, holders, channel, durable string) dialect.RWLockSQL {
+	s := dialect.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", durable), Announces: true}
 	s.Channel = channel
 	// The last release of a name someone waited for announces it.
-	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
+	s.Release = dialect.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %[2]s SET holds = holds - 1, expires_at = %[3]s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS last
@@ -28,24 +29,24 @@ func rwLockSQL(heads, holders, channel, durable string) sqlrun.RWLockSQL {
 SELECT count(*) FROM r LEFT JOIN LATERAL (
   SELECT pg_notify(:channel, r.name) WHERE r.last AND EXISTS (SELECT 1 FROM %[1]s h WHERE h.name = r.name AND h.waiters)
 ) n ON true`, heads, holders, releasedExpiry, durable))
-	s.Head = sqlrun.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`, heads))
-	s.LockHead = sqlrun.Q(fmt.Sprintf(`SELECT intent_owner, %[2]s, waiters FROM %[1]s WHERE name = :name AND %[3]s FOR UPDATE`,
+	s.Head = dialect.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`, heads))
+	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, %[2]s, waiters FROM %[1]s WHERE name = :name AND %[3]s FOR UPDATE`,
 		heads, left("intent_expires_at"), durable))
-	s.Holders = sqlrun.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %[2]s FROM %[1]s
+	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %[2]s FROM %[1]s
 WHERE name = :name FOR UPDATE`, holders, left("expires_at")))
-	s.Purge = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= now())`, holders))
-	s.NextToken = sqlrun.Q(fmt.Sprintf(`UPDATE %s SET token = greatest(token, (SELECT %s)) + 1 WHERE name = :name RETURNING token`, heads, epoch))
+	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= now())`, holders))
+	s.NextToken = dialect.Q(fmt.Sprintf(`UPDATE %s SET token = greatest(token, (SELECT %s)) + 1 WHERE name = :name RETURNING token`, heads, epoch))
 	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)
 VALUES (:name, :owner, %s, :token, 1, now(), ` + ttl + `)`
-	s.InsertShared = sqlrun.X(fmt.Sprintf(insert, holders, "true"))
-	s.InsertExclusive = sqlrun.X(fmt.Sprintf(insert, holders, "false"))
-	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
+	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, "true"))
+	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, "false"))
+	s.Reenter = dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, ttl))
-	s.Intent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s, waiters = true WHERE name = :name`, heads, ttl))
-	s.MarkWaiters = sqlrun.X(fmt.Sprintf(`UPDATE %s SET waiters = true WHERE name = :name`, heads))
-	s.ClearIntent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = '-infinity'
+	s.Intent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s, waiters = true WHERE name = :name`, heads, ttl))
+	s.MarkWaiters = dialect.X(fmt.Sprintf(`UPDATE %s SET waiters = true WHERE name = :name`, heads))
+	s.ClearIntent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = '', intent_expires_at = '-infinity'
 WHERE name = :name AND intent_owner = :owner`, heads))
-	s.Withdraw = sqlrun.Q(fmt.Sprintf(`WITH w AS (
+	s.Withdraw = dialect.Q(fmt.Sprintf(`WITH w AS (
   UPDATE %s SET intent_owner = '', intent_expires_at = '-infinity'
   WHERE name = :name AND intent_owner = :owner
   RETURNING name, waiters
@@ -57,17 +58,19 @@ SELECT count(*) FROM w LEFT JOIN LATERAL (SELECT pg_notify(:channel, w.name) WHE
 // reapRWSQL deletes a batch of released and expired holder rows, skipping
 // rows locked by a grant or a guarded transaction. Tokens are counted in
 // the head rows, which are kept.
-func reapRWSQL(holders string) sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (name, owner) IN (
+func reapRWSQL(holders string) dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (name, owner) IN (
   SELECT name, owner FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`, holders))
 }
 
-// rwTables compiles the read/write lock statements with c.
-func (d *Dialect) rwTables(c *sqlrun.Compiler) {
+// rwSQL declares the read/write lock statements in cat, and compiles the
+// reaper's.
+func (d *Dialect) rwSQL(c *sqlrun.Compiler, cat *dialect.Catalogue) {
 	heads, holders := "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.schema, quote, &heads, &holders)
-	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(heads, holders, d.channel, durable(d.syncCommit)),
-		&sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	s := rwLockSQL(heads, holders, d.channel, durable(d.syncCommit))
+	s.TxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	cat.RWLocks = &s
 	d.reap.rw = c.Compile(reapRWSQL(holders))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
@@ -14,8 +15,8 @@ import (
 // announced with NOTIFY, on the channel of the lock table; the releases of
 // names whose waiters hold tickets report it, and Wake wakes the oldest
 // live ticket's process when a permit is free.
-func semaphoreSQL(sems, holders, seq, tickets, channel, durable string) sqlrun.SemaphoreSQL {
-	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Announces: true}
+func semaphoreSQL(sems, holders, seq, tickets, channel, durable string) dialect.SemaphoreSQL {
+	s := dialect.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", durable), Announces: true}
 	s.Channel = channel
 	s.Grant = semaphoreGrant(sems, holders, seq, durable, "true", "")
 	// The first ask of a waiter sets the hint and answers 0: a release
@@ -23,7 +24,7 @@ func semaphoreSQL(sems, holders, seq, tickets, channel, durable string) sqlrun.S
 	// waiter looks again at once; later releases are announced. So does
 	// a free permit (the holder rows of ended leases stay until a grant
 	// or the reaper deletes them).
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`WITH hint AS (
+	s.Remaining = dialect.Q(fmt.Sprintf(`WITH hint AS (
   UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters RETURNING 1
 )
 SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
@@ -55,9 +56,9 @@ FROM %[2]s h WHERE h.name = :name HAVING count(*) > 0`, sems, holders))
 //
 // A grant also deletes the holder rows of ended leases of the name (gone)
 // but its own owner's, whose row it takes over (ins).
-func semaphoreGrant(sems, holders, seq, durable, free, more string) sqlrun.SQL {
+func semaphoreGrant(sems, holders, seq, durable, free, more string) dialect.SQL {
 	live := fmt.Sprintf(`expires_at > now() AND %s`, onTimeline("token"))
-	return sqlrun.Q(fmt.Sprintf(`WITH h AS (
+	return dialect.Q(fmt.Sprintf(`WITH h AS (
   SELECT owner, holds, %[5]s AS live FROM %[2]s WHERE name = :name
 ), s AS (
   SELECT xmin AS version, lim FROM %[1]s WHERE name = :name
@@ -96,8 +97,8 @@ FROM v WHERE %[7]s`, sems, holders, seq, epoch, live, ttl, durable, free, more))
 // permit of a name someone waited for on :channel, and selects 3 when it
 // freed a permit of a name whose waiters hold tickets (ticketed), 1 when
 // it released otherwise.
-func semaphoreRelease(sems, holders, durable string) sqlrun.SQL {
-	return sqlrun.Q(fmt.Sprintf(`WITH r AS (
+func semaphoreRelease(sems, holders, durable string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %[4]s
   RETURNING name, holds = 0 AND expires_at <= now() AS freed
@@ -109,22 +110,22 @@ LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE k.waiters) n ON true
 
 // reapSemaphoresSQL deletes a batch of expired and released holder rows.
 // Tokens come from a sequence: deleting rows sets none back.
-func reapSemaphoresSQL(holders string) sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (name, owner) IN (
+func reapSemaphoresSQL(holders string) dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (name, owner) IN (
   SELECT name, owner FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
 ) AND expires_at <= now()`, holders))
 }
 
-// semaphoreTables compiles the semaphore statements.
-func (d *Dialect) semaphoreTables(c *sqlrun.Compiler) {
+// semaphoreSQLs declares the semaphore statements in cat, and compiles the
+// reaper's.
+func (d *Dialect) semaphoreSQLs(c *sqlrun.Compiler, cat *dialect.Catalogue) {
 	sems, holders, seq := "sqllock_semaphores", "sqllock_semaphore_holders", "sqllock_semaphore_token_seq"
 	tickets, lockTickets := "sqllock_semaphore_tickets", "sqllock_tickets"
 	sqlrun.Qualify(d.schema, quote, &sems, &holders, &seq, &tickets, &lockTickets)
-	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL(sems, holders, seq, tickets, d.channel, durable(d.syncCommit)))
-	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c,
-		fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable(d.syncCommit)))
-	d.wakingSems = sqlrun.NewFairSemaphoreTable(d.sems, c,
-		wakingSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable(d.syncCommit)))
+	durable := durable(d.syncCommit)
+	cat.Semaphores = ptr(semaphoreSQL(sems, holders, seq, tickets, d.channel, durable))
+	cat.FairSemaphores = ptr(fairSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable))
+	cat.WakingSemaphores = ptr(wakingSemaphoreSQL(sems, holders, seq, tickets, lockTickets, d.waker, durable))
 	d.reapSems = c.Compile(reapSemaphoresSQL(holders))
 	d.reapSemTickets = c.Compile(reapTicketsSQL(tickets))
 }

@@ -35,27 +35,27 @@ func micros(col string) string { return `(extract(epoch FROM ` + col + `) * 1000
 
 // leaseSQL declares the lease statements of table, whose token column is
 // token.
-func leaseSQL(table, token, durable string) sqlrun.LeaseSQL {
-	return sqlrun.LeaseSQL{
-		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
+func leaseSQL(table, token, durable string) dialect.LeaseSQL {
+	return dialect.LeaseSQL{
+		RenewMany: dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > now()
   AND %[4]s AND %[5]s
 RETURNING name, owner, %[2]s`, table, token, ttl, onTimeline(token), durable)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+		Release: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND %[4]s`, table, token, releasedExpiry, durable)),
-		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+		Guard: dialect.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > clock_timestamp()
   AND %[3]s AND %[4]s
 FOR SHARE`, table, token, onTimeline(token), durable)),
-		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[3]s, %[4]s,
+		List: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[3]s, %[4]s,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE holds > 0 OR expires_at > now() ORDER BY name`, table, token, micros("acquired_at"), micros("expires_at"))),
 	}
 }
 
 // lockSQL declares the lock table's statements.
-func lockSQL(locks, seq, tickets, channel, durable string) sqlrun.LockSQL {
-	s := sqlrun.LockSQL{LeaseSQL: leaseSQL(locks, "token", durable)}
+func lockSQL(locks, seq, tickets, channel, durable string) dialect.LockSQL {
+	s := dialect.LockSQL{LeaseSQL: leaseSQL(locks, "token", durable)}
 	s.Channel = channel
 	// The token comes from the sequence; on takeover it is drawn in the
 	// UPDATE, after the row lock, so it exceeds the token it replaces.
@@ -84,7 +84,7 @@ func lockSQL(locks, seq, tickets, channel, durable string) sqlrun.LockSQL {
 	// between — one that read no hint and announced nothing — and the
 	// waiter must look again at once (0) rather than sleep until the lease
 	// it saw would have ended.
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`WITH hint AS (
+	s.Remaining = dialect.Q(fmt.Sprintf(`WITH hint AS (
   UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters AND expires_at > now()
   RETURNING 1
 )
@@ -97,7 +97,7 @@ FROM %[1]s l WHERE l.name = :name`, locks))
 	// waiters with tickets reports it (3), and Wake wakes the oldest
 	// ticket's process: the ticket table is not read by the releases of
 	// other rows.
-	s.Release = sqlrun.Q(fmt.Sprintf(`WITH r AS (
+	s.Release = dialect.Q(fmt.Sprintf(`WITH r AS (
   UPDATE %s SET holds = holds - 1, expires_at = %s
   WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND %s
   RETURNING name, holds = 0 AND expires_at <= now() AS free, waiters, ticketed
@@ -105,12 +105,12 @@ FROM %[1]s l WHERE l.name = :name`, locks))
 SELECT count(*) + 2 * count(*) FILTER (WHERE r.free AND r.ticketed)
 FROM r LEFT JOIN LATERAL (SELECT pg_notify(:channel, r.name) WHERE r.free AND r.waiters) n ON true`, locks, releasedExpiry, durable))
 	s.Wake = wakeOldestTicket(tickets)
-	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[2]s, %[3]s,
+	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[2]s, %[3]s,
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE name = :name AND expires_at > now()`, locks, micros("acquired_at"), micros("expires_at")))
 	// A break frees the row as a last release past its minimum hold does,
 	// and announces it the same way.
-	s.Break = sqlrun.Q(fmt.Sprintf(`WITH b AS (
+	s.Break = dialect.Q(fmt.Sprintf(`WITH b AS (
   UPDATE %s SET holds = 0, expires_at = '-infinity'
   WHERE name = :name AND owner = :owner AND token = :token AND expires_at > now() AND %s
   RETURNING name, waiters, ticketed
@@ -126,7 +126,7 @@ FROM b LEFT JOIN LATERAL (SELECT pg_notify(:channel, b.name) WHERE b.waiters) n 
 // in the token column's assignment, and value_token's, which PostgreSQL
 // evaluates after it (in column order: value_token was added later),
 // reads it back with currval.
-func lockAcquire(locks, seq, durable string, value bool) sqlrun.SQL {
+func lockAcquire(locks, seq, durable string, value bool) dialect.SQL {
 	cols, vals, sets := "", "", ""
 	if value {
 		cols = ", value, value_token"
@@ -135,7 +135,7 @@ func lockAcquire(locks, seq, durable string, value bool) sqlrun.SQL {
   value       = EXCLUDED.value,
   value_token = CASE WHEN l.expires_at <= now() THEN %s + currval('%s') ELSE l.token END`, epochOf("EXCLUDED.token"), seq)
 	}
-	return sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at%[9]s)
+	return dialect.Q(fmt.Sprintf(`INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at%[9]s)
 SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s%[10]s
 FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
 ON CONFLICT (name) DO UPDATE SET
@@ -150,26 +150,26 @@ RETURNING token`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.toke
 }
 
 // versionSQL declares the version table's statements.
-func versionSQL(versions, floor, durable string) sqlrun.VersionSQL {
-	return sqlrun.VersionSQL{
+func versionSQL(versions, floor, durable string) dialect.VersionSQL {
+	return dialect.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version", durable),
-		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > now(),
+		Read: dialect.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > now(),
   (extract(epoch FROM greatest(expires_at, now()) - now()) * 1000000)::bigint
 FROM %s WHERE name = :name`, versions)),
 		// A new row starts above the version floor, read under a shared
 		// lock: a reaper raising it waits for the insert to commit, and an
 		// insert after the reaper's deletions reads the raised floor.
-		Create: sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+		Create: dialect.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
 SELECT :name, :owner, greatest(f.version + 1, %[4]s), 1, now(), %[3]s FROM %[2]s f WHERE f.id = 1 AND %[5]s FOR SHARE
 ON CONFLICT (name) DO NOTHING
 RETURNING version`, versions, floor, ttl, epoch, durable)),
 		// A takeover's version is one more, or the current timeline's
 		// first when the row's is of an earlier timeline (see epoch.go).
-		Take: sqlrun.Q(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = greatest(version + 1, (SELECT %s)), holds = 1,
+		Take: dialect.Q(fmt.Sprintf(`UPDATE %s SET owner = :owner, version = greatest(version + 1, (SELECT %s)), holds = 1,
   acquired_at = now(), expires_at = %s
 WHERE name = :name AND version = :version AND expires_at <= now() AND %s
 RETURNING version`, versions, epoch, ttl, durable)),
-		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
+		Reenter: dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
 WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > now()
   AND %s AND %s`, versions, ttl, onTimeline("version"), durable)),
 	}
@@ -187,8 +187,8 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 // A row whose name's fence an acquire holds (see lockSQL) is left for a
 // later pass: the acquire may have drawn its token before the row's holder
 // drew a larger one.
-func reapSQL(locks string) sqlrun.SQL {
-	return sqlrun.Q(fmt.Sprintf(`WITH d AS (
+func reapSQL(locks string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`WITH d AS (
   DELETE FROM %[1]s WHERE name = ANY(ARRAY(
     SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
   )) AND expires_at <= now() AND pg_try_advisory_xact_lock(%[2]s)
@@ -214,9 +214,9 @@ func fence(name string) string {
 // reaper wait; the reaper never waits for anything else while holding it);
 // the second deletes a batch of expired and released rows, skipping locked
 // ones, and raises the floor to the largest version deleted.
-func reapVersionsSQL(versions, floor string) (lockFloor, reap sqlrun.SQL) {
-	return sqlrun.Q(fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, floor)),
-		sqlrun.Q(fmt.Sprintf(`WITH d AS (
+func reapVersionsSQL(versions, floor string) (lockFloor, reap dialect.SQL) {
+	return dialect.Q(fmt.Sprintf(`SELECT version FROM %s WHERE id = 1 FOR UPDATE`, floor)),
+		dialect.Q(fmt.Sprintf(`WITH d AS (
   DELETE FROM %[1]s WHERE name = ANY(ARRAY(
     SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
   )) AND expires_at <= now()
@@ -233,8 +233,8 @@ SELECT count(*) FROM d`, versions, floor))
 // waits for a holder, so SKIP LOCKED passes over both. A waiter granted a
 // row the reaper deleted meanwhile finds no row, and LockRow creates it
 // again. Tokens come from a sequence: deleting rows changes none.
-func reapRowLocksSQL(rowlocks string) sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE name = ANY(ARRAY(
+func reapRowLocksSQL(rowlocks string) dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE name = ANY(ARRAY(
   SELECT name FROM %[1]s LIMIT :limit FOR UPDATE SKIP LOCKED
 ))`, rowlocks))
 }
@@ -245,16 +245,30 @@ type reapStmts struct {
 	rw                                               sqlrun.Stmt // the read/write lock holders
 }
 
-// tables compiles the dialect's statements.
-func (d *Dialect) tables() error {
+// ptr returns a pointer to a copy of v: a catalogue's declaration.
+func ptr[T any](v T) *T { return &v }
+
+// build declares the dialect's statements in its catalogue and compiles
+// the reaper's; Build checks them all.
+func (d *Dialect) build() error {
 	locks, seq, versions := "sqllock_locks", "sqllock_token_seq", "sqllock_versions"
 	floor, rowlocks, tickets := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_tickets"
 	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks, &tickets)
-	c := &sqlrun.Compiler{Style: sqlrun.Dollar, Lead: d.lead, Expand: d.expandEpoch()}
-	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL(locks, seq, tickets, d.channel, durable(d.syncCommit)))
-	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL(versions, floor, durable(d.syncCommit)))
-	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(locks, seq, tickets, d.waker, durable(d.syncCommit)), nil)
-	d.waking = sqlrun.NewFairTable(d.locks, c, wakingSQL(locks, seq, tickets, d.waker, durable(d.syncCommit)), nil)
+	durable := durable(d.syncCommit)
+	hooks := dialect.Hooks{Wrap: wrap, Cancel: cancelGrant, Durable: d.syncCommit != "", Full: d.full}
+	d.run = &sqlrun.Runner{DB: d.db, Hooks: hooks}
+	d.cat = dialect.Catalogue{
+		Style: dialect.Dollar, Lead: d.lead, Expand: d.expandEpoch(),
+		Locks:    ptr(lockSQL(locks, seq, tickets, d.channel, durable)),
+		Versions: ptr(versionSQL(versions, floor, durable)),
+		Fair:     ptr(fairSQL(locks, seq, tickets, d.waker, durable)),
+		Waking:   ptr(wakingSQL(locks, seq, tickets, d.waker, durable)),
+		Runs:     d.runsSQL(),
+		Hooks:    hooks, Pessimistic: rowLocks{d},
+		Notifier: d.hub, Busy: busy, Ping: ping,
+		Cache: new(dialect.Cache),
+	}
+	c := &sqlrun.Compiler{Style: d.cat.Style, Lead: d.cat.Lead, Expand: d.cat.Expand}
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
 	d.reap = reapStmts{
 		locks:        c.Compile(reapSQL(locks)),
@@ -263,16 +277,9 @@ func (d *Dialect) tables() error {
 		rowLocks:     c.Compile(reapRowLocksSQL(rowlocks)),
 		tickets:      c.Compile(reapTicketsSQL(tickets)),
 	}
-	d.semaphoreTables(c)
-	d.rwTables(c)
-	runs := d.ledgerTables(c)
-	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: d.locks.Multi(), Fair: d.fair, Waking: d.waking, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, WakingSemaphores: d.wakingSems, RWLocks: d.rw,
-		Elections: d.locks.Elections(), Pessimistic: rowLocks{d}, Runs: runs,
-		Notifier: d.hub, Busy: busy, Ping: ping,
-	}
-	return c.Err
+	d.semaphoreSQLs(c, &d.cat)
+	d.rwSQL(c, &d.cat)
+	return sqlrun.Ready(d, c)
 }
 
 // Reap implements dialect.Dialect: a batch of the lock table, of the

@@ -1,6 +1,6 @@
 package sqlite
 
-// The statements of leader election (sqlrun.LockSQL.Proclaim and Leader):
+// The statements of leader election (dialect.LockSQL.Proclaim and Leader):
 // a guarded write of a live lease's value, with its token, into the value
 // table (one statement: it writes only if the lease is live; a Campaign is
 // the lock table's Acquire and this in one transaction), and the read of

@@ -347,7 +347,7 @@ func TestDequeueAnnounced(t *testing.T) {
 	if name := next("the registration"); name != "queued" {
 		t.Fatalf("announced %q, want the registration of %q", name, "queued")
 	}
-	fair := d.Catalogue().Fair
+	fair := testutil.Tables(t, d).Fair
 	tk, err := fair.Enqueue(ctx, dialect.AcquireParams{Name: "queued", Owner: "gone", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -3,38 +3,38 @@ package sqlite
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // rwLockSQL declares the read/write lock statements. A grant is a
 // transaction under SQLite's write lock, so grants take turns with every
 // other write to the database. Tokens are counted per name in the head
 // row, which is kept.
-func rwLockSQL() sqlrun.RWLockSQL {
+func rwLockSQL() dialect.RWLockSQL {
 	const heads, holders = "sqllock_rwlock_heads", "sqllock_rwlock_holders"
-	s := sqlrun.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", false)}
-	s.Head = sqlrun.X(`INSERT INTO ` + heads + ` (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`)
-	s.LockHead = sqlrun.Q(fmt.Sprintf(`SELECT intent_owner, max(intent_expires_at - %s, 0), waiters FROM %s WHERE name = :name`, now, heads))
-	s.Holders = sqlrun.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))
-	s.Purge = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
-	s.NextToken = sqlrun.Q(`UPDATE ` + heads + ` SET token = token + 1 WHERE name = :name RETURNING token`)
+	s := dialect.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", false)}
+	s.Head = dialect.X(`INSERT INTO ` + heads + ` (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`)
+	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, max(intent_expires_at - %s, 0), waiters FROM %s WHERE name = :name`, now, heads))
+	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))
+	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
+	s.NextToken = dialect.Q(`UPDATE ` + heads + ` SET token = token + 1 WHERE name = :name RETURNING token`)
 	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)
 VALUES (:name, :owner, %d, :token, 1, ` + now + `, ` + now + ` + :ttl)`
-	s.InsertShared = sqlrun.X(fmt.Sprintf(insert, holders, 1))
-	s.InsertExclusive = sqlrun.X(fmt.Sprintf(insert, holders, 0))
-	s.Reenter = sqlrun.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = max(expires_at, %s + :ttl)
+	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, 1))
+	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, 0))
+	s.Reenter = dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = max(expires_at, %s + :ttl)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
-	s.Intent = sqlrun.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + :ttl, waiters = 1 WHERE name = :name`, heads, now))
-	s.MarkWaiters = sqlrun.X(`UPDATE ` + heads + ` SET waiters = 1 WHERE name = :name`)
+	s.Intent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + :ttl, waiters = 1 WHERE name = :name`, heads, now))
+	s.MarkWaiters = dialect.X(`UPDATE ` + heads + ` SET waiters = 1 WHERE name = :name`)
 	clear := `UPDATE ` + heads + ` SET intent_owner = '', intent_expires_at = ` + released + ` WHERE name = :name AND intent_owner = :owner`
-	s.ClearIntent, s.Withdraw = sqlrun.X(clear), sqlrun.X(clear)
+	s.ClearIntent, s.Withdraw = dialect.X(clear), dialect.X(clear)
 	return s
 }
 
 // reapRWSQL deletes a batch of released and expired holder rows of the
 // read/write locks. Tokens are counted in the head rows, which are kept.
-func reapRWSQL() sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM sqllock_rwlock_holders WHERE (name, owner) IN (
+func reapRWSQL() dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM sqllock_rwlock_holders WHERE (name, owner) IN (
   SELECT name, owner FROM sqllock_rwlock_holders WHERE expires_at <= %s ORDER BY expires_at LIMIT :limit
 )`, now))
 }

@@ -3,7 +3,7 @@ package sqlite
 import (
 	"fmt"
 
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // semaphoreSQL declares the semaphore tables' statements. An acquire is
@@ -11,20 +11,20 @@ import (
 // then on it holds SQLite's write lock, so grants of every name take turns.
 // A token is the name's previous token plus one, kept in the head row,
 // which is never deleted.
-func semaphoreSQL() sqlrun.SemaphoreSQL {
+func semaphoreSQL() dialect.SemaphoreSQL {
 	const sems, holders = "sqllock_semaphores", "sqllock_semaphore_holders"
-	s := sqlrun.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", false)}
-	s.Draw = sqlrun.Q(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 1)
+	s := dialect.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token", false)}
+	s.Draw = dialect.Q(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, 1)
 ON CONFLICT (name) DO UPDATE SET token = token + 1
 RETURNING token`, sems))
-	s.Expire = sqlrun.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
+	s.Expire = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
 	s.Take = semaphoreTake("true")
-	s.Why = sqlrun.Q(fmt.Sprintf(`SELECT s.lim, (SELECT count(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
+	s.Why = dialect.Q(fmt.Sprintf(`SELECT s.lim, (SELECT count(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
 FROM %s s WHERE s.name = :name`, holders, now, sems))
-	s.SetLimit = sqlrun.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
+	s.SetLimit = dialect.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
 	// A free permit (a holder row of an ended lease stays until the next
 	// grant or the reaper deletes it) means: look again at once.
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT CASE WHEN count(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name) THEN 0
+	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT CASE WHEN count(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name) THEN 0
   ELSE min(expires_at) - %[1]s END
 FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING count(*) > 0`, now, holders, sems))
 	return s
@@ -35,8 +35,8 @@ FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING count(*) > 0`, now, 
 // granted: :token for a new row, or for the owner's row of an ended lease,
 // which it takes over; the row's own token for a re-entry; no row when
 // the owner's row is released but kept by a minimum hold.
-func semaphoreTake(free string) sqlrun.SQL {
-	return sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_semaphore_holders AS x (name, owner, token, holds, acquired_at, expires_at)
+func semaphoreTake(free string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`INSERT INTO sqllock_semaphore_holders AS x (name, owner, token, holds, acquired_at, expires_at)
 SELECT :name, :owner, :token, 1, t.at, t.at + :ttl
 FROM (SELECT %[1]s AS at) AS t JOIN sqllock_semaphores s ON s.name = :name
 WHERE s.lim = :limit AND (
@@ -54,8 +54,8 @@ RETURNING token`, now, free))
 
 // reapSemaphoresSQL deletes a batch of expired and released holder rows.
 // Tokens are kept in the head rows, which stay.
-func reapSemaphoresSQL() sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM sqllock_semaphore_holders WHERE (name, owner) IN (
+func reapSemaphoresSQL() dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM sqllock_semaphore_holders WHERE (name, owner) IN (
   SELECT name, owner FROM sqllock_semaphore_holders WHERE expires_at <= %s ORDER BY expires_at LIMIT :limit
 )`, now))
 }

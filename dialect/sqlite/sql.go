@@ -55,17 +55,17 @@ const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
 // holds. One that never writes has nothing to commit; its reads come from
 // one snapshot in which the lease was live. The transaction must belong to
 // the same database file as the locks.
-func leaseSQL(table, token string, rings bool) sqlrun.LeaseSQL {
-	return sqlrun.LeaseSQL{
-		RenewMany: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
+func leaseSQL(table, token string, rings bool) dialect.LeaseSQL {
+	return dialect.LeaseSQL{
+		RenewMany: dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
 WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
 RETURNING name, owner, %[2]s`, table, token, now)),
-		Release: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
+		Release: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
 		RingsOnChange: rings,
-		Guard: sqlrun.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
+		Guard: dialect.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
-		List: sqlrun.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
+		List: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
 FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, now)),
 	}
 }
@@ -86,45 +86,45 @@ var grantUpsert = fmt.Sprintf(`ON CONFLICT (name) DO UPDATE SET
 // already exceeds every earlier token of the name. All SET expressions read
 // the row as it was. The upsert returns no row when the WHERE refuses it:
 // held by another owner.
-func lockSQL() sqlrun.LockSQL {
-	s := sqlrun.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token", true)}
-	s.Acquire = sqlrun.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
+func lockSQL() dialect.LockSQL {
+	s := dialect.LockSQL{LeaseSQL: leaseSQL("sqllock_locks", "token", true)}
+	s.Acquire = dialect.Q(fmt.Sprintf(`INSERT INTO sqllock_locks AS l (name, owner, token, holds, acquired_at, expires_at)
 VALUES (:name, :owner, (SELECT token + 1 FROM sqllock_token_floor WHERE id = 1), 1, %[1]s, %[1]s + :ttl)
 %[2]s
 WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
 RETURNING token`, now, grantUpsert))
 	// A campaign's value goes to the values' table in the grant's
 	// transaction (see election.go).
-	s.Proclaim, s.Leader = sqlrun.X(proclaimSQL), sqlrun.Q(leaderSQL)
+	s.Proclaim, s.Leader = dialect.X(proclaimSQL), dialect.Q(leaderSQL)
 	s.ReleaseAll = releaseAllSQL()
-	s.Remaining = sqlrun.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
-	s.Holder = sqlrun.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
+	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
+	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s
 FROM sqllock_locks WHERE name = :name AND expires_at > %[1]s`, now))
 	// A broken lease frees the row at once: 2 rings the wake-ups.
-	s.Break = sqlrun.Q(fmt.Sprintf(`UPDATE sqllock_locks SET holds = 0, expires_at = %s
+	s.Break = dialect.Q(fmt.Sprintf(`UPDATE sqllock_locks SET holds = 0, expires_at = %s
 WHERE name = :name AND owner = :owner AND token = :token AND expires_at > %s
 RETURNING 2`, released, now))
 	return s
 }
 
 // versionSQL declares the version table's statements.
-func versionSQL() sqlrun.VersionSQL {
+func versionSQL() dialect.VersionSQL {
 	const versions = "sqllock_versions"
-	return sqlrun.VersionSQL{
+	return dialect.VersionSQL{
 		LeaseSQL: leaseSQL(versions, "version", true),
-		Read: sqlrun.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s, max(expires_at - %[2]s, 0)
+		Read: dialect.Q(fmt.Sprintf(`SELECT version, owner, holds, expires_at > %[2]s, max(expires_at - %[2]s, 0)
 FROM %[1]s WHERE name = :name`, versions, now)),
 		// A new row starts above the version floor, which the trigger of
 		// migration 6 raises with every deletion; the statement runs under
 		// SQLite's write lock, so no deletion comes between.
-		Create: sqlrun.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
+		Create: dialect.Q(fmt.Sprintf(`INSERT INTO %[1]s (name, owner, version, holds, acquired_at, expires_at)
 VALUES (:name, :owner, (SELECT version + 1 FROM sqllock_version_floor WHERE id = 1), 1, %[2]s, %[2]s + :ttl)
 ON CONFLICT (name) DO NOTHING
 RETURNING version`, versions, now)),
-		Take: sqlrun.Q(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + :ttl
+		Take: dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET owner = :owner, version = version + 1, holds = 1, acquired_at = %[2]s, expires_at = %[2]s + :ttl
 WHERE name = :name AND version = :version AND expires_at <= %[2]s
 RETURNING version`, versions, now)),
-		Reenter: sqlrun.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1, expires_at = max(expires_at, %[2]s + :ttl)
+		Reenter: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds + 1, expires_at = max(expires_at, %[2]s + :ttl)
 WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND expires_at > %[2]s`, versions, now)),
 	}
 }
@@ -134,35 +134,38 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 // acquirers take turns; a trigger raises the table's floor (the token floor
 // of migration 1, the version floor of migration 6) to every deleted token
 // or version in the same statement.
-func reapSQL(table string) sqlrun.SQL {
-	return sqlrun.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE name IN (
+func reapSQL(table string) dialect.SQL {
+	return dialect.X(fmt.Sprintf(`DELETE FROM %[1]s WHERE name IN (
   SELECT name FROM %[1]s WHERE expires_at <= %[2]s ORDER BY expires_at LIMIT :limit
 )`, table, now))
 }
 
-// tables compiles the dialect's statements.
-func (d *Dialect) tables() error {
-	c := &sqlrun.Compiler{Style: sqlrun.Question}
-	d.locks = sqlrun.NewLockTable(d.run, c, lockSQL())
-	d.versions = sqlrun.NewVersionTable(d.run, c, versionSQL())
-	d.sems = sqlrun.NewSemaphoreTable(d.run, c, semaphoreSQL())
-	d.fairSems = sqlrun.NewFairSemaphoreTable(d.sems, c, fairSemaphoreSQL())
-	d.rw = sqlrun.NewRWLockTable(d.run, c, rwLockSQL(), nil)
-	d.fair = sqlrun.NewFairTable(d.locks, c, fairSQL(), nil)
-	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions")),
-		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL()),
-		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}
+// ptr returns a pointer to a copy of v: a catalogue's declaration.
+func ptr[T any](v T) *T { return &v }
+
+// build declares the dialect's statements in its catalogue and compiles
+// the reaper's; Build checks them all.
+func (d *Dialect) build() error {
+	hooks := dialect.Hooks{Wrap: wrap, AfterRelease: d.wake.ring}
+	d.run = &sqlrun.Runner{DB: d.db, Hooks: hooks}
 	d.cat = dialect.Catalogue{
-		Locks: d.locks, Multi: d.locks.Multi(), Fair: d.fair, Versions: d.versions,
-		Semaphores: d.sems, FairSemaphores: d.fairSems, RWLocks: d.rw, Elections: d.locks.Elections(),
-		Runs:         sqlrun.NewRunLedger(d.run, c, ledgerSQL()),
+		Style: dialect.Question,
+		Locks: ptr(lockSQL()), Fair: ptr(fairSQL()), Versions: ptr(versionSQL()),
+		Semaphores: ptr(semaphoreSQL()), FairSemaphores: ptr(fairSemaphoreSQL()), RWLocks: ptr(rwLockSQL()),
+		Runs:         ptr(ledgerSQL()),
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
+		Hooks:        hooks,
 		SingleWriter: true,
+		Cache:        new(dialect.Cache),
 	}
 	if hasWakeups && !d.noWakeups {
 		d.cat.Notifier, d.cat.WatchesNames, d.cat.AnnouncesVersions = d.wake, true, true
 	}
-	return c.Err
+	c := &sqlrun.Compiler{Style: dialect.Question}
+	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions")),
+		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL()),
+		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}
+	return sqlrun.Ready(d, c)
 }
 
 // Catalogue implements dialect.Dialect. SQLite has no row locks

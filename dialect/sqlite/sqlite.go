@@ -133,15 +133,9 @@ var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
 type Dialect struct {
 	db        *sql.DB
 	run       *sqlrun.Runner
-	locks     *sqlrun.LockTable
-	fair      *sqlrun.FairTable // the FIFO queue of locks (fair.go)
-	versions  *sqlrun.VersionTable
-	rw        *sqlrun.RWLockTable
 	reap      []sqlrun.Stmt // one per table
-	sems      *sqlrun.SemaphoreTable
-	fairSems  *sqlrun.FairSemaphoreTable // the semaphores' FIFO queue (fairsem.go)
-	wake      *waker                     // wake-ups between processes (wake.go)
-	noWakeups bool                       // the catalogue has no Notifier (WithoutWakeups)
+	wake      *waker        // wake-ups between processes (wake.go)
+	noWakeups bool          // the catalogue has no Notifier (WithoutWakeups)
 	logger    *slog.Logger
 	cat       dialect.Catalogue
 }
@@ -175,7 +169,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if _, ok := db.Driver().(*msqlite.Driver); !ok {
 		return nil, fmt.Errorf("sqlite: the pool's driver is %T, not modernc.org/sqlite's", db.Driver())
 	}
-	d := &Dialect{db: db, run: &sqlrun.Runner{DB: db, Wrap: wrap}}
+	d := &Dialect{db: db}
 	for _, o := range opts {
 		o(d)
 	}
@@ -183,8 +177,7 @@ func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 		d.logger = slog.New(slog.DiscardHandler)
 	}
 	d.wake = newWaker(db, d.logger)
-	d.run.AfterRelease = d.wake.ring
-	if err := d.tables(); err != nil {
+	if err := d.build(); err != nil {
 		return nil, err
 	}
 	return d, nil

@@ -217,7 +217,7 @@ func TestTransactionsBeginImmediate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok, err := other.Catalogue().Locks.Acquire(ctx, p); err != nil || tok == 0 {
+	if tok, err := testutil.Tables(t, other).Locks.Acquire(ctx, p); err != nil || tok == 0 {
 		t.Fatalf("acquire beside a read-only transaction: %d, %v", tok, err)
 	}
 	if err := ro.Rollback(); err != nil {
@@ -228,7 +228,7 @@ func TestTransactionsBeginImmediate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = other.Catalogue().Locks.Acquire(ctx, p)
+	_, err = testutil.Tables(t, other).Locks.Acquire(ctx, p)
 	var se *msqlite.Error
 	if !errors.Is(err, dialect.ErrTransient) || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY {
 		t.Fatalf("acquire beside a fresh read-write transaction: %v, want ErrTransient wrapping SQLITE_BUSY", err)
@@ -236,7 +236,7 @@ func TestTransactionsBeginImmediate(t *testing.T) {
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
-	if tok, err := other.Catalogue().Locks.Acquire(ctx, p); err != nil || tok == 0 {
+	if tok, err := testutil.Tables(t, other).Locks.Acquire(ctx, p); err != nil || tok == 0 {
 		t.Fatalf("re-entry after the transaction: %d, %v", tok, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -92,26 +93,30 @@ func (h HistoryTracer) Renewed(ctx context.Context, e observe.RenewedEvent) {
 	record(ctx, Event{Kind: Renewed, Name: e.Name, Token: e.Token, At: at, TrustUntil: trustUntil(at, h.TTL)})
 }
 
-// TraceTickets returns d with its FIFO queues (dialect.Catalogue.Fair and
-// FairSemaphores) recording the tickets of Workers' turns, and every other
-// method d's own.
+// TraceTickets returns d with its FIFO queues (the Fair and
+// FairSemaphores tables) recording the tickets of Workers' turns, and every
+// other method d's own.
 func TraceTickets(d dialect.Dialect) dialect.Dialect { return ticketTracer{d} }
 
 type ticketTracer struct{ dialect.Dialect }
 
-func (d ticketTracer) Catalogue() dialect.Catalogue {
-	cat := d.Dialect.Catalogue()
-	if cat.Fair != nil {
-		cat.Fair = ticketTable{cat.Fair}
+// Tables implements sqlrun.TableSource.
+func (d ticketTracer) Tables() (*sqlrun.Tables, error) {
+	tb, err := sqlrun.Open(d.Dialect)
+	if err != nil {
+		return nil, err
 	}
-	if cat.FairSemaphores != nil {
-		cat.FairSemaphores = ticketSemTable{cat.FairSemaphores}
+	if tb.Fair != nil {
+		tb.Fair = ticketTable{tb.Fair}
 	}
-	return cat
+	if tb.FairSemaphores != nil {
+		tb.FairSemaphores = ticketSemTable{tb.FairSemaphores}
+	}
+	return tb, nil
 }
 
 // ticketTable is a fair lock table recording its tickets.
-type ticketTable struct{ dialect.FairTable }
+type ticketTable struct{ sqlrun.FairTable }
 
 func (q ticketTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
 	tk, err := q.FairTable.Enqueue(ctx, p)
@@ -132,7 +137,7 @@ func (q ticketTable) Dequeue(ctx context.Context, t dialect.Ticket) error {
 }
 
 // ticketSemTable is a fair semaphore's tables recording its tickets.
-type ticketSemTable struct{ dialect.FairSemaphoreTable }
+type ticketSemTable struct{ sqlrun.FairSemaphoreTable }
 
 func (q ticketSemTable) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
 	tk, err := q.FairSemaphoreTable.Enqueue(ctx, p)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -97,7 +98,7 @@ func (refuseStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Durat
 func TestRenewalEvents(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		store   dialect.LeaseTable
+		store   sqlrun.LeaseTable
 		outcome observe.RenewOutcome
 		cause   observe.LostCause
 	}{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -18,7 +19,7 @@ type leaseKey struct{ name, owner string }
 // Leases tracks this process's live leases of one locker, so that re-entering
 // a lock shares the lease (one renewal loop, one context) of the first hold.
 type Leases struct {
-	store dialect.LeaseTable
+	store sqlrun.LeaseTable
 	opts  Config
 	freed func(name string) // called when a lock is released for good; may be nil
 	batch *renewBatcher
@@ -30,7 +31,7 @@ type Leases struct {
 }
 
 // NewLeases returns the leases of a locker on store.
-func NewLeases(store dialect.LeaseTable, opts Config) *Leases {
+func NewLeases(store sqlrun.LeaseTable, opts Config) *Leases {
 	return &Leases{store: store, opts: opts, byKey: make(map[leaseKey]*Lease), epoch: time.Now(),
 		batch: &renewBatcher{store: store, ttl: opts.TTL, window: renewBatchWindow(opts.RenewInterval)}}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // Locker is what the lease-based primitives share: the process's leases on
@@ -19,7 +20,7 @@ type Locker struct {
 	// Strategy makes the primitive's acquisition attempts.
 	Strategy Strategy
 
-	table dialect.LeaseTable
+	table sqlrun.LeaseTable
 }
 
 // Strategy is what a lease-based primitive adds to the shared machinery:
@@ -42,7 +43,7 @@ type Grant struct {
 
 // Init sets the locker up on table, of strategy on d. notifier announces
 // the releases that wake waiters; nil: they poll.
-func (l *Locker) Init(strategy string, d dialect.Dialect, table dialect.LeaseTable, notifier dialect.Notifier, opts Config) error {
+func (l *Locker) Init(strategy string, d dialect.Dialect, table sqlrun.LeaseTable, notifier dialect.Notifier, opts Config) error {
 	opts, err := opts.WithDefaults()
 	if err != nil {
 		return err

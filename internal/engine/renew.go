@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // renewBatchWindow is how long a batch stays open for renewals falling due
@@ -19,7 +20,7 @@ func renewBatchWindow(renewInterval time.Duration) time.Duration {
 // one process holding thousands of leases renews them in a bounded number
 // of statements per period.
 type renewBatcher struct {
-	store  dialect.LeaseTable
+	store  sqlrun.LeaseTable
 	ttl    time.Duration
 	window time.Duration
 	ev     *Events

@@ -9,67 +9,16 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// FairSQL declares the statements of the FIFO queue of the lock table (see
-// dialect.FairTable). Tickets travel as :ticket; the waker of the
-// enqueueing process as :channel.
-type FairSQL struct {
-	// Grant grants a lease on :name to :owner for :ttl, as the lock
-	// table's Acquire does, but only under the queue's rule for :ticket
-	// (0: none); its number is the token, 0 when refused. Without Consume
-	// it also deletes the ticket, in the same statement, and runs as a
-	// grant (see Runner.Grant). Otherwise a grant is a short
-	// transaction, after First, if set, outside it: Grant, or the lock
-	// table's Acquire when Grant is empty, then Consume.
-	Grant SQL
-	// First selects 1 when :ticket (0: none) may be granted :name under the
-	// queue's rule, or when :owner holds a live lease on :name (re-entry),
-	// else 0.
-	First SQL
-	// Consume deletes the ticket :ticket.
-	Consume SQL
-	// Enqueue inserts a ticket for :name and :owner, live for :ttl; its
-	// number is the ticket's id.
-	Enqueue SQL
-	// Wait selects the microseconds the waiter of :ticket may sleep (see
-	// dialect.FairTable.Wait), or -1 when the ticket is not live.
-	Wait SQL
-	// Mark, if set, runs before Wait: it marks the lock row of :name, if
-	// live, as waited for by tickets, so that its release reports it (for
-	// a dialect whose Wait cannot mark it in the same statement).
-	Mark SQL
-	// Dequeue deletes :ticket, waking the next ticket's process if it was
-	// the oldest and the lock is free; or, for a dialect whose statement
-	// cannot wake it, its number is 2 so that Runner.AfterRelease rings
-	// :name's waiting processes. With Addressed and
-	// Runner.AfterTicketed, that hook runs after it.
-	Dequeue SQL
-	// Renew extends the tickets of :leases (their tokens are the tickets'
-	// ids; :names their names) to :ttl from now.
-	Renew SQL
-	// Channel is the value of :channel: the process's waker.
-	Channel string
-	// Addressed says that a release wakes a ticket's waiter through its
-	// ticket alone (see dialect.Ticket.Addressed).
-	Addressed bool
-	// ConsumeApart, for tickets that order wake-ups alone
-	// (dialect.Catalogue.Waking), makes a grant to a ticket the lock
-	// table's Acquire, after which Consume deletes the ticket off the
-	// grant's path (Runner.Go), followed by Runner.AfterTicketed (the
-	// lock may have been released before the ticket was gone). A deletion
-	// that fails leaves the ticket, which nobody renews, to expire.
-	ConsumeApart bool
-}
-
 // queueSQL are the statements a queue of tickets has whatever it queues
 // for (see FairSQL and FairSemaphoreSQL); First, Consume and Release may
 // be empty.
 type queueSQL struct {
-	enqueue, dequeue, renew, wait, first, consume, release SQL
-	marks                                                  []SQL
+	enqueue, dequeue, renew, wait, first, consume, release dialect.SQL
+	marks                                                  []dialect.SQL
 	marksStay                                              bool
 	channel                                                string
 	addressed                                              bool
-	queue                                                  Queue
+	queue                                                  dialect.Queue
 }
 
 // tickets runs the statements of a queue of tickets, whatever it queues
@@ -83,7 +32,7 @@ type tickets struct {
 	hasFirst, hasRelease bool
 	addressed            bool   // see FairSQL.Addressed
 	waker                string // the value of :channel
-	queue                Queue
+	queue                dialect.Queue
 	// marked, for marks that stay (see FairSemaphoreSQL.MarksStay): the
 	// names whose marks this process set.
 	marked *markedNames
@@ -114,7 +63,7 @@ func newTickets(run *Runner, c *Compiler, s queueSQL) tickets {
 	return q
 }
 
-// Enqueue implements dialect.FairTable and dialect.FairSemaphoreTable.
+// Enqueue implements FairTable and FairSemaphoreTable.
 func (t *tickets) Enqueue(ctx context.Context, p dialect.AcquireParams) (dialect.Ticket, error) {
 	id, err := t.run.Int(ctx, &t.enqueue, &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Channel: t.waker})
 	if err == nil {
@@ -131,9 +80,9 @@ func (t *tickets) granted(ticket, token int64) {
 	}
 }
 
-// Dequeue implements dialect.FairTable and dialect.FairSemaphoreTable. A
-// number of 2 calls Runner.AfterRelease for the ticket's name; an
-// addressed queue calls Runner.AfterTicketed.
+// Dequeue implements FairTable and FairSemaphoreTable. A
+// number of 2 calls dialect.Hooks.AfterRelease for the ticket's name; an
+// addressed queue calls dialect.Hooks.AfterTicketed.
 func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
 	t.run.ticket(tk.ID, false)
 	n, err := t.run.Int(ctx, &t.dequeue, &Params{Name: tk.Name, Ticket: tk.ID})
@@ -146,8 +95,8 @@ func (t *tickets) Dequeue(ctx context.Context, tk dialect.Ticket) error {
 	return err
 }
 
-// RenewTickets implements dialect.FairTable and
-// dialect.FairSemaphoreTable.
+// RenewTickets implements FairTable and
+// FairSemaphoreTable.
 func (t *tickets) RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error {
 	ls := make([]dialect.Lease, len(ts))
 	for i, tk := range ts {
@@ -226,33 +175,32 @@ func (m *markedNames) add(name string) {
 
 // releaseOwn runs the queue's own Release for l, a lease of lt, and
 // returns its number.
-func (t *tickets) releaseOwn(ctx context.Context, lt *LeaseTable, l dialect.Lease, minHold time.Duration) (int64, error) {
+func (t *tickets) releaseOwn(ctx context.Context, lt *leaseTable, l dialect.Lease, minHold time.Duration) (int64, error) {
 	p := lt.params(l)
 	p.MinHold = minHold
 	return t.run.Int(ctx, &t.release, p)
 }
 
-// FairTable implements dialect.FairTable over a lock table and the
+// fairTable implements FairTable over a lock table and the
 // statements of its queue.
-type FairTable struct {
-	*LockTable
+type fairTable struct {
+	*lockTable
 	tickets
 	grant Stmt
 	// inOne: a grant is one statement. hasGrant: a grant's transaction
 	// has a Grant of its own. apart: see FairSQL.ConsumeApart.
 	inOne, hasGrant, apart bool
-	txOpts                 *sql.TxOptions
 }
 
-var _ dialect.FairTable = (*FairTable)(nil)
+var _ FairTable = (*fairTable)(nil)
 
-// NewFairTable compiles s for the queue of locks; a compile error is kept
-// in c. A grant's transaction runs with txOpts.
-func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOptions) *FairTable {
-	t := &FairTable{LockTable: locks, txOpts: txOpts, hasGrant: s.Grant.Text != "", apart: s.ConsumeApart,
+// newFairTable compiles s for the queue of locks; a compile error is kept
+// in c.
+func newFairTable(locks *lockTable, c *Compiler, s dialect.FairSQL) *fairTable {
+	t := &fairTable{lockTable: locks, hasGrant: s.Grant.Text != "", apart: s.ConsumeApart,
 		tickets: newTickets(locks.run, c, queueSQL{enqueue: s.Enqueue, dequeue: s.Dequeue, renew: s.Renew, wait: s.Wait,
-			marks: []SQL{s.Mark}, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed,
-			queue: LockQueue})}
+			marks: []dialect.SQL{s.Mark}, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed,
+			queue: dialect.LockQueue})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
 	if t.hasGrant {
 		t.grant = c.Compile(s.Grant)
@@ -260,8 +208,8 @@ func NewFairTable(locks *LockTable, c *Compiler, s FairSQL, txOpts *sql.TxOption
 	return t
 }
 
-// Grant implements dialect.FairTable.
-func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (token int64, err error) {
+// Grant implements FairTable.
+func (t *fairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket int64) (token int64, err error) {
 	params := &Params{Name: p.Name, Owner: p.Owner, TTL: p.TTL, Ticket: ticket, Channel: t.channel}
 	switch {
 	case t.apart:
@@ -277,12 +225,12 @@ func (t *FairTable) Grant(ctx context.Context, p dialect.AcquireParams, ticket i
 
 // grantTimeout bounds a grant's transaction, which runs to its end once
 // begun, whatever the caller's context: a grant is never left half done,
-// and one that committed is returned (see dialect.LockTable.Acquire).
+// and one that committed is returned (see LockTable.Acquire).
 const grantTimeout = 10 * time.Second
 
 // grantInTx checks First, then grants in a short transaction: Grant (or
 // Acquire), Consume.
-func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
+func (t *fairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 	if err := t.run.check(ctx); err != nil {
 		return 0, err
 	}
@@ -305,7 +253,7 @@ func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 				return t.run.Wrap(err)
 			}
 		}
-		tx, err := conn.BeginTx(tctx, t.txOpts)
+		tx, err := conn.BeginTx(tctx, nil)
 		if err != nil {
 			return t.run.Wrap(err)
 		}
@@ -333,8 +281,8 @@ func (t *FairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 const consumeTimeout = 5 * time.Second
 
 // grantApart is Grant with FairSQL.ConsumeApart.
-func (t *FairTable) grantApart(ctx context.Context, p dialect.AcquireParams, params *Params) (int64, error) {
-	token, err := t.LockTable.Acquire(ctx, p)
+func (t *fairTable) grantApart(ctx context.Context, p dialect.AcquireParams, params *Params) (int64, error) {
+	token, err := t.lockTable.Acquire(ctx, p)
 	if token == 0 || params.Ticket == 0 {
 		return token, err
 	}
@@ -343,13 +291,13 @@ func (t *FairTable) grantApart(ctx context.Context, p dialect.AcquireParams, par
 		cctx, cancel := context.WithTimeout(ctx, consumeTimeout)
 		defer cancel()
 		if _, err := t.run.Int(cctx, &t.consume, params); err == nil {
-			t.run.afterTicketed(ctx, LockQueue, p.Name, true)
+			t.run.afterTicketed(ctx, dialect.LockQueue, p.Name, true)
 		}
 	})
 	return token, nil
 }
 
-// Wait implements dialect.FairTable.
-func (t *FairTable) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
+// Wait implements FairTable.
+func (t *fairTable) Wait(ctx context.Context, tk dialect.Ticket) (time.Duration, bool, error) {
 	return t.waitFor(ctx, tk, 0)
 }

@@ -27,7 +27,7 @@ type Grant struct {
 	// and returns the grant's number: a token, or 0 for a refusal. Its
 	// errors are the driver's, or ErrRollback.
 	Run func(ctx context.Context, q Querier, prefix string) (int64, error)
-	// Undo releases the grant numbered n: see Runner.Durable. Nil for a
+	// Undo releases the grant numbered n: see dialect.Hooks.Durable. Nil for a
 	// grant that is never undone.
 	Undo func(ctx context.Context, n int64) error
 }
@@ -97,6 +97,14 @@ func (r *Runner) Grant(ctx context.Context, g Grant) (int64, error) {
 	return n, nil
 }
 
+// again reports whether a grant that failed with err at its try-th run
+// runs again: its transaction was rolled back by the server
+// (dialect.ErrTransient), dialect.Hooks.GrantTries allows another run, and ctx
+// has not ended.
+func (r *Runner) again(ctx context.Context, err error, try int) bool {
+	return err != nil && try < r.GrantTries && ctx.Err() == nil && errors.Is(err, dialect.ErrTransient)
+}
+
 // runGrant runs g on conn, in its transaction if it has one.
 func runGrant(ctx context.Context, conn *sql.Conn, prefix string, g Grant) (int64, error) {
 	if !g.InTx {
@@ -115,13 +123,13 @@ func runGrant(ctx context.Context, conn *sql.Conn, prefix string, g Grant) (int6
 }
 
 // errUndurable marks a grant that completed after a cancel request under
-// Runner.Durable: it may be on the primary alone.
+// dialect.Hooks.Durable: it may be on the primary alone.
 var errUndurable = errors.New("sqllock: a cancel request reached a grant that may have been waiting for the synchronous standby: it was released again")
 
 // UndoTimeout bounds the release of a grant that may not be durable.
 const UndoTimeout = 5 * time.Second
 
-// undo releases, under Runner.Durable, the grant n of g that completed
+// undo releases, under dialect.Hooks.Durable, the grant n of g that completed
 // after a cancel request, and returns the error to report: ctx's, joined
 // with errUndurable and the release's.
 func (r *Runner) undo(ctx context.Context, g Grant, n int64) error {

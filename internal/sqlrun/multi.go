@@ -11,11 +11,11 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// AcquireAll implements dialect.MultiLockTable with the table's own
+// AcquireAll implements MultiLockTable with the table's own
 // Acquire statement, run for each name in one transaction (begun with
 // LockSQL.MultiTx), as a grant (see Runner.Grant). A commit whose outcome
 // is unknown returns the tokens with the error, for the caller to release.
-func (t *LockTable) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) (tokens []int64, refused string, err error) {
+func (t *lockTable) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams) (tokens []int64, refused string, err error) {
 	tokens = make([]int64, len(p.Names))
 	granted := false
 	_, err = t.run.Grant(ctx, Grant{
@@ -55,23 +55,17 @@ func (t *LockTable) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams
 	return nil, "", err
 }
 
-// ReleaseAll implements dialect.MultiLockTable with LockSQL.ReleaseAll,
+// ReleaseAll implements MultiLockTable with LockSQL.ReleaseAll,
 // and wakes the waiters of the names it frees, as Release does.
 //
-// A Query statement selects, for each lease it released, the name and
-// Release's number for it. An ExecID statement (a database whose UPDATE
-// returns no rows) reports on at most releaseChunk leases, through the
-// insert id it leaves: bit i says that the i-th lease of :leases was
-// released, bit releaseChunk+i that its release freed a row marked as
-// waited for (by waiters with tickets or without: both are woken), and the
-// bits from 32 on carry the call's nonce, :token. Each row adds its bits
-// to the value the rows before it left, recognised by the nonce; a value
-// left by an earlier statement on the connection has another nonce, and
-// the statement starts it over.
-func (t *LockTable) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
+// The statement's outcome is read by its kind, as dialect.LockSQL's
+// ReleaseAll says: rows of (name, number), or, for an ExecID, the bits of
+// at most releaseChunk leases (a freed row's waiters, with tickets or
+// without, are all woken).
+func (t *lockTable) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
 	got := make(map[string]int64, len(ls))
 	var err error
-	if t.releaseAll.Kind == ExecID {
+	if t.releaseAll.Kind == dialect.ExecID {
 		for start := 0; start < len(ls) && err == nil; start += releaseChunk {
 			err = t.releaseBits(ctx, ls[start:min(start+releaseChunk, len(ls))], minHold, got)
 		}
@@ -108,7 +102,7 @@ const releaseChunk = 16
 
 // releaseBits runs an ExecID ReleaseAll statement on chunk (see
 // ReleaseAll) and records each lease's number in got.
-func (t *LockTable) releaseBits(ctx context.Context, chunk []dialect.Lease, minHold time.Duration, got map[string]int64) error {
+func (t *lockTable) releaseBits(ctx context.Context, chunk []dialect.Lease, minHold time.Duration, got map[string]int64) error {
 	nonce := releaseNonce()
 	id, err := t.run.Int(ctx, &t.releaseAll, &Params{Leases: chunk, MinHold: minHold, Token: nonce, Channel: t.channel})
 	if err != nil || id>>32 != nonce {

@@ -10,57 +10,9 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// RWLockSQL declares the statements of read/write locks: a holders table
-// (a lease table, one row per name and owner, with a shared flag) and a
-// heads table (one row per name: the last token granted, a waiting
-// writer's intent, and the waiters hint). Acquire runs them in one short
-// transaction that locks the name's head row first, so that grants of a
-// name take turns while releases and renewals, which touch only holder
-// rows, never wait for them.
-type RWLockSQL struct {
-	// LeaseSQL are the holders table's lease statements.
-	LeaseSQL
-	// Head inserts :name's head row if it is missing, without an error (or
-	// a duplicate-key message in the server's log) when it exists.
-	Head SQL
-	// LockHead selects, locking :name's head row until the transaction
-	// ends: the intent's owner ('' if none), the microseconds the intent
-	// has left (0 if none), and whether the name is marked as waited for.
-	LockHead SQL
-	// Holders selects owner, shared, token, holds and the microseconds left
-	// (0 if none) of every holder row of :name, locking the rows, so that a
-	// guarded transaction holding one is waited for.
-	Holders SQL
-	// Purge deletes :name's released and expired holder rows.
-	Purge SQL
-	// NextToken draws :name's next token, above every earlier one of the
-	// name, and gives it as its number.
-	NextToken SQL
-	// InsertShared and InsertExclusive insert the lease (:name, :owner,
-	// :token) of their side, with one hold, expiring :ttl from now.
-	InsertShared, InsertExclusive SQL
-	// Reenter adds a hold to the lease (:name, :owner, :token) and
-	// extends it to at least :ttl from now.
-	Reenter SQL
-	// Intent records :owner's intent to write on :name for :ttl, and marks
-	// the name as waited for.
-	Intent SQL
-	// MarkWaiters marks :name as waited for.
-	MarkWaiters SQL
-	// ClearIntent removes :owner's intent on :name, inside a grant.
-	ClearIntent SQL
-	// Withdraw removes :owner's intent on :name on its own, announcing the
-	// name if it was waited for and releases are announced. A number of
-	// 2 says that the name was waited for, so that Runner.AfterRelease
-	// rings.
-	Withdraw SQL
-	// Announces says that Release and Withdraw announce names on :channel.
-	Announces bool
-}
-
-// RWLockTable implements dialect.RWLockTable over a dialect's statements.
-type RWLockTable struct {
-	LeaseTable
+// rwLockTable implements RWLockTable over a dialect's statements.
+type rwLockTable struct {
+	leaseTable
 	head, lockHead, holders, purge, nextToken  Stmt
 	insertShared, insertExclusive, reenter     Stmt
 	intent, markWaiters, clearIntent, withdraw Stmt
@@ -69,27 +21,27 @@ type RWLockTable struct {
 	txOptions *sql.TxOptions
 }
 
-// NewRWLockTable compiles s; a compile error is kept in c. The grant's
+// newRWLockTable compiles s; a compile error is kept in c. The grant's
 // transaction begins with txOptions (nil: the driver's default); it must
 // see rows committed by others after its own row locks were granted
 // (READ COMMITTED, or SQLite's whole-database write lock).
-func NewRWLockTable(run *Runner, c *Compiler, s RWLockSQL, txOptions *sql.TxOptions) *RWLockTable {
-	return &RWLockTable{LeaseTable: newLeaseTable(run, c, s.LeaseSQL),
+func newRWLockTable(run *Runner, c *Compiler, s dialect.RWLockSQL) *rwLockTable {
+	return &rwLockTable{leaseTable: newLeaseTable(run, c, s.LeaseSQL),
 		head: c.Compile(s.Head), lockHead: c.Compile(s.LockHead), holders: c.Compile(s.Holders),
 		purge: c.Compile(s.Purge), nextToken: c.Compile(s.NextToken),
 		insertShared: c.Compile(s.InsertShared), insertExclusive: c.Compile(s.InsertExclusive),
 		reenter: c.Compile(s.Reenter), intent: c.Compile(s.Intent), markWaiters: c.Compile(s.MarkWaiters),
 		clearIntent: c.Compile(s.ClearIntent), withdraw: c.Compile(s.Withdraw),
-		announces: s.Announces, txOptions: txOptions}
+		announces: s.Announces, txOptions: s.TxOptions}
 }
 
-var _ dialect.RWLockTable = (*RWLockTable)(nil)
+var _ RWLockTable = (*rwLockTable)(nil)
 
-// Announces implements dialect.RWLockTable.
-func (t *RWLockTable) Announces() bool { return t.announces }
+// Announces implements RWLockTable.
+func (t *rwLockTable) Announces() bool { return t.announces }
 
-// Withdraw implements dialect.RWLockTable.
-func (t *RWLockTable) Withdraw(ctx context.Context, name, owner string) error {
+// Withdraw implements RWLockTable.
+func (t *rwLockTable) Withdraw(ctx context.Context, name, owner string) error {
 	n, err := t.run.Int(ctx, &t.withdraw, &Params{Name: name, Owner: owner, Channel: t.channel})
 	if n == 2 {
 		t.run.afterRelease(ctx, name)
@@ -97,10 +49,10 @@ func (t *RWLockTable) Withdraw(ctx context.Context, name, owner string) error {
 	return err
 }
 
-// Acquire implements dialect.RWLockTable. The grant is one transaction on
+// Acquire implements RWLockTable. The grant is one transaction on
 // a pinned connection; the connection is discarded when the transaction
 // did not end cleanly, since its state on the server is then unknown.
-func (t *RWLockTable) Acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error) {
+func (t *rwLockTable) Acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error) {
 	if err := t.run.check(ctx); err != nil {
 		return dialect.RWGrant{}, err
 	}
@@ -137,7 +89,7 @@ func (h *holder) live() bool { return h.holds > 0 && h.left > 0 }
 // acquireOn runs the grant's transaction on conn. clean reports whether the
 // transaction ended (committed or rolled back) with an answer from the
 // server.
-func (t *RWLockTable) acquireOn(ctx context.Context, conn *sql.Conn, p dialect.RWAcquireParams) (g dialect.RWGrant, clean bool, err error) {
+func (t *rwLockTable) acquireOn(ctx context.Context, conn *sql.Conn, p dialect.RWAcquireParams) (g dialect.RWGrant, clean bool, err error) {
 	tx, err := conn.BeginTx(ctx, t.txOptions)
 	if err != nil {
 		return g, false, err

@@ -1,9 +1,10 @@
 // Package sqlrun runs the statements of sqllock's dialects. A dialect
-// declares its statements as data (SQL text with named parameters, see SQL)
-// and builds its tables with NewLockTable and NewVersionTable; everything
-// else — binding parameters, pinning connections, cancelling grants on the
-// server, telling a statement that was never sent from one whose outcome is
-// unknown — is written once, here.
+// declares its statements as data (dialect.SQL, in one declaration per
+// primitive of its dialect.Catalogue), and Open builds every primitive's
+// table from them; everything else — binding parameters, pinning
+// connections, the grant protocol (cancelling grants on the server, undoing
+// late ones), the ticket queues, telling a statement that was never sent
+// from one whose outcome is unknown — is written once, here.
 package sqlrun
 
 import (
@@ -15,67 +16,15 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// Wrap maps a driver error onto the dialect's sentinels.
-type Wrap func(error) error
-
-// Canceller prepares the cancelling of a statement about to run on conn: it
-// returns a text to put in front of the statement (a comment by which the
-// server's process list shows it, say; may be empty) and a function that
-// cancels the statement on the server when called while it runs.
-type Canceller func(ctx context.Context, conn *sql.Conn) (prefix string, cancel func(context.Context) error, err error)
-
 // Runner runs a dialect's statements. Each runs on a connection pinned for
 // it, so that the failure to obtain a connection (nothing was sent) is told
 // apart from the failure of a statement (something may have been), and so
 // that database/sql never runs a statement a second time on another
-// connection after a driver reported driver.ErrBadConn for it.
+// connection after a driver reported driver.ErrBadConn for it. The hooks
+// are the dialect's (see dialect.Hooks); Wrap must be set.
 type Runner struct {
-	DB   *sql.DB
-	Wrap Wrap
-	// Cancel, if not nil, cancels grants on the server (see Grant). Nil
-	// leaves it to the driver's reaction to the context.
-	Cancel Canceller
-	// Check, if not nil, runs before every grant; its error is returned
-	// as is, and no statement is sent.
-	Check func(ctx context.Context) error
-	// Durable says that grants must be durable on a synchronous standby
-	// (see the postgres dialect's WithSynchronousCommit): a grant that
-	// completed although a cancel request was sent for it may have been
-	// committed locally only (PostgreSQL commits at once, with a warning,
-	// when a wait for the standby is cancelled), so Grant undoes it and
-	// reports an error.
-	Durable bool
-	// AfterRelease, if not nil, is called after a statement freed a lock
-	// that some process waits for, once it committed: a release whose
-	// number is 2, a withdrawn intent likewise, a fair semaphore's grant
-	// or ticket given up that leaves a permit to a waiting ticket. It
-	// wakes the waiting processes where the statement cannot; it must not
-	// block, and ctx may have ended.
-	AfterRelease func(ctx context.Context, name string)
-	// AfterTicketed, if not nil, is called after a statement freed a lock
-	// or a permit whose waiters hold tickets of queue q, once it committed
-	// (a release or break whose number is 3 or 4), and, with ifFree, after
-	// a ticket of an addressed queue was deleted (given up, granted
-	// leaving a permit free, or consumed apart from its grant, see
-	// FairSQL.ConsumeApart): it wakes the process of the name's oldest
-	// live ticket of q (with ifFree, only while the lock or a permit is
-	// free), for a dialect without a Wake statement. It must not block,
-	// and ctx may have ended.
-	AfterTicketed func(ctx context.Context, q Queue, name string, ifFree bool)
-	// Ticket, if not nil, is told when a ticket of the runner's queues
-	// becomes live (taken, live) and when its waiter no longer holds it
-	// (granted, given up, or found not live): a dialect whose wake-ups
-	// reach a process, not a ticket, tells its one ticket's waiter at
-	// once. It must not block.
-	Ticket func(id int64, live bool)
-	// Go, if not nil, runs f off the caller's path, in a goroutine that
-	// the dialect owns and waits for when it is closed (work that follows
-	// a grant, such as FairSQL.ConsumeApart's); nil: f runs in the caller.
-	Go func(f func())
-	// Full, if not nil, reports whether every connection the pool may open
-	// is in use, for a pool that database/sql does not bound itself (a
-	// pgxpool behind stdlib.OpenDBFromPool). Nil: DB.Stats decides.
-	Full func() (full bool, limit int)
+	DB *sql.DB
+	dialect.Hooks
 }
 
 // full reports whether the pool is at its limit.
@@ -96,17 +45,8 @@ func (r *Runner) goOff(f func()) {
 	f()
 }
 
-// A Queue is a queue of tickets, as Runner.AfterTicketed names it.
-type Queue int
-
-// The queues of tickets.
-const (
-	LockQueue      Queue = iota // the lock table's (FairSQL)
-	SemaphoreQueue              // the semaphores' (FairSemaphoreSQL)
-)
-
 // afterTicketed calls r.AfterTicketed, if set, for name in q.
-func (r *Runner) afterTicketed(ctx context.Context, q Queue, name string, ifFree bool) {
+func (r *Runner) afterTicketed(ctx context.Context, q dialect.Queue, name string, ifFree bool) {
 	if r.AfterTicketed != nil {
 		r.AfterTicketed(ctx, q, name, ifFree)
 	}
@@ -201,7 +141,7 @@ func (r *Runner) Each(ctx context.Context, st *Stmt, p *Params, scan func(*sql.R
 func intOn(ctx context.Context, q Querier, prefix string, st *Stmt, p *Params) (int64, error) {
 	text, args := st.bind(p)
 	text = prefix + text
-	if st.Kind == Query {
+	if st.Kind == dialect.Query {
 		var n int64
 		err := q.QueryRowContext(ctx, text, args...).Scan(&n)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -213,7 +153,7 @@ func intOn(ctx context.Context, q Querier, prefix string, st *Stmt, p *Params) (
 	if err != nil {
 		return 0, err
 	}
-	if st.Kind == ExecID {
+	if st.Kind == dialect.ExecID {
 		// An insert id with no row changed is not this statement's
 		// grant: TiDB can report one set by an execution of the statement
 		// that it abandoned and retried after a write conflict, although
@@ -228,7 +168,7 @@ func intOn(ctx context.Context, q Querier, prefix string, st *Stmt, p *Params) (
 }
 
 // eachOn runs st on q and calls scan for each row; the error is wrapped.
-func eachOn(ctx context.Context, q Querier, wrap Wrap, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
+func eachOn(ctx context.Context, q Querier, wrap func(error) error, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
 	text, args := st.bind(p)
 	rows, err := q.QueryContext(ctx, text, args...)
 	if err != nil {
@@ -250,6 +190,6 @@ func IntOn(ctx context.Context, tx *sql.Tx, st *Stmt, p *Params) (int64, error) 
 }
 
 // EachOn runs st in tx and calls scan for each row; the error is wrapped.
-func EachOn(ctx context.Context, tx *sql.Tx, wrap Wrap, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
+func EachOn(ctx context.Context, tx *sql.Tx, wrap func(error) error, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
 	return eachOn(ctx, tx, wrap, st, p, scan)
 }

@@ -9,47 +9,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// Style is a dialect's placeholder syntax.
-type Style int
-
-const (
-	// Question writes ? for every parameter, in order (MySQL, SQLite).
-	Question Style = iota
-	// Dollar writes $n, numbering parameters by first use (PostgreSQL).
-	Dollar
-)
-
-// Kind is how a statement reports its outcome.
-type Kind int
-
-const (
-	// Query selects rows; as a number, the first column of the first row
-	// (no row counts as 0).
-	Query Kind = iota
-	// Exec changes rows; as a number, how many it affected.
-	Exec
-	// ExecID changes rows; as a number, the insert id it reports
-	// (MySQL's LAST_INSERT_ID(expr) channel for statements without
-	// RETURNING).
-	ExecID
-)
-
-// SQL is a statement as a dialect declares it: text with named parameters,
-// and the kind of its outcome. Parameters are written :name and take their
-// values from Params (see Params for the names); a colon next to another
-// colon (a PostgreSQL cast, ::bigint) or followed by anything but a lower-case
-// letter is text. Since the values are bound by name, the order in which a
-// dialect's text uses them cannot drift from the order of the arguments.
-type SQL struct {
-	Text string
-	Kind Kind
-}
-
-// Q, X and XID declare statements of kind Query, Exec and ExecID.
-func Q(text string) SQL   { return SQL{text, Query} }
-func X(text string) SQL   { return SQL{text, Exec} }
-func XID(text string) SQL { return SQL{text, ExecID} }
-
 // Params are the values of a statement's named parameters.
 type Params struct {
 	Name    string        // :name
@@ -60,7 +19,7 @@ type Params struct {
 	MinHold time.Duration // :minhold, in whole microseconds
 	Limit   int           // :limit
 	Channel string        // :channel, the notification channel
-	Ticket  int64         // :ticket, a waiter's ticket (see dialect.FairTable)
+	Ticket  int64         // :ticket, a waiter's ticket (see FairTable)
 	// The run ledger's (see LedgerSQL).
 	Job        string        // :job
 	Occurrence string        // :occurrence
@@ -72,7 +31,7 @@ type Params struct {
 	Grace      time.Duration // :grace, in whole microseconds
 	Age        time.Duration // :age, in whole microseconds
 	From, To   string        // :from and :to, a range of occurrences
-	Value      string        // :value, an election's value (see dialect.Elections)
+	Value      string        // :value, an election's value (see Elections)
 	// Leases expands :names to a list of their names and :leases to a
 	// list of (name, owner, token) tuples, for IN (...).
 	Leases []dialect.Lease
@@ -135,8 +94,8 @@ func (p *Params) value(name string) any {
 
 // Stmt is a statement compiled for a dialect's placeholder style.
 type Stmt struct {
-	Kind  Kind
-	style Style
+	Kind  dialect.Kind
+	style dialect.Style
 	parts []string // text around the parameters: len(parts) == len(names)+1
 	names []string // the parameters, in order of use
 	list  bool     // a parameter expands to a list: rendered at each use
@@ -151,7 +110,7 @@ func (st *Stmt) declared() bool { return st.parts != nil }
 
 // Compile parses s's named parameters for style. It fails on a name that
 // Params does not have.
-func Compile(style Style, s SQL) (Stmt, error) {
+func Compile(style dialect.Style, s dialect.SQL) (Stmt, error) {
 	st := Stmt{Kind: s.Kind, style: style}
 	t := s.Text
 	var cur strings.Builder
@@ -190,7 +149,7 @@ func Compile(style Style, s SQL) (Stmt, error) {
 // Compiler compiles a dialect's statements, keeping the first error, so
 // that a constructor compiles them all and checks once.
 type Compiler struct {
-	Style Style
+	Style dialect.Style
 	// Lead are arguments passed before every statement's own, which the
 	// driver takes as options of the statement: pgx's QueryExecMode, say,
 	// through its database/sql driver. Nil for none.
@@ -203,7 +162,7 @@ type Compiler struct {
 }
 
 // Compile compiles s; after an error it returns a zero Stmt.
-func (c *Compiler) Compile(s SQL) Stmt {
+func (c *Compiler) Compile(s dialect.SQL) Stmt {
 	if c.Err != nil {
 		return Stmt{}
 	}
@@ -256,7 +215,7 @@ func (s *Stmt) render(p *Params) (string, []arg) {
 	)
 	mark := func(a arg) {
 		refs = append(refs, a)
-		if s.style == Dollar {
+		if s.style == dialect.Dollar {
 			b.WriteString("$" + strconv.Itoa(len(refs)))
 		} else {
 			b.WriteByte('?')
@@ -283,12 +242,12 @@ func (s *Stmt) render(p *Params) (string, []arg) {
 				b.WriteByte(')')
 			}
 		default:
-			if n, ok := nums[name]; ok && s.style == Dollar {
+			if n, ok := nums[name]; ok && s.style == dialect.Dollar {
 				b.WriteString("$" + strconv.Itoa(n))
 				continue
 			}
 			mark(arg{name: name})
-			if s.style == Dollar {
+			if s.style == dialect.Dollar {
 				if nums == nil {
 					nums = make(map[string]int)
 				}

@@ -1,7 +1,7 @@
 // Package testutil holds what sqllock's tests share beyond a database: a
-// wait for a condition the test can observe (Eventually), and the running of
-// a test binary as child processes of its own tests (ChildMain,
-// ChildCommand).
+// wait for a condition the test can observe (Eventually), the running of a
+// test binary as child processes of its own tests (ChildMain,
+// ChildCommand), and a dialect's tables (Tables).
 package testutil
 
 import (
@@ -12,6 +12,9 @@ import (
 	"os/exec"
 	"testing"
 	"time"
+
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // Eventually calls cond until it reports true, pausing between calls (1ms
@@ -72,4 +75,15 @@ func ChildCommand(ctx context.Context, env string, c any) (*exec.Cmd, error) {
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env+"="+string(spec))
 	return cmd, nil
+}
+
+// Tables returns the tables the runner builds from d's catalogue, failing t
+// if it cannot.
+func Tables(t testing.TB, d dialect.Dialect) *sqlrun.Tables {
+	t.Helper()
+	tb, err := sqlrun.Open(d)
+	if err != nil {
+		t.Fatalf("sqlrun.Open(%s): %v", d.Name(), err)
+	}
+	return tb
 }

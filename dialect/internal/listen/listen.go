@@ -86,6 +86,13 @@ var _ dialect.Notifier = (*Hub)(nil)
 // Announced implements dialect.Notifier.
 func (h *Hub) Announced() uint64 { return h.announced.Load() }
 
+// Subscribers returns the number of live subscriptions.
+func (h *Hub) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.subs)
+}
+
 // Subscribe implements dialect.Notifier.
 func (h *Hub) Subscribe(s dialect.Subscriber) dialect.Subscription {
 	sub := &subscription{h: h, s: s}
