@@ -15,6 +15,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // newElection returns an election on d.
@@ -461,10 +462,11 @@ func TestElectionBadInput(t *testing.T) {
 type plainDialect struct{ dialect.Dialect }
 
 func (d plainDialect) Catalogue() dialect.Catalogue {
-	cat := d.Dialect.Catalogue()
+	cat := testutil.LocksOnly(d.Dialect.Catalogue())
 	locks := *cat.Locks
 	locks.ReleaseAll, locks.Leader = dialect.SQL{}, dialect.SQL{}
-	return dialect.Catalogue{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand, Locks: &locks, Hooks: cat.Hooks}
+	cat.Locks = &locks
+	return cat
 }
 
 // Where the database announces releases, Observe learns of a resignation

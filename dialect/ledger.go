@@ -33,7 +33,8 @@ type JobSchedule struct {
 	FirstSeen, LastSeen time.Time
 }
 
-// LedgerSQL declares the statements of the run ledger (RunLedger in internal/sqlrun).
+// LedgerSQL declares the statements of the run ledger (RunLedger in
+// internal/sqlrun).
 // Times are selected as microseconds since the Unix epoch, on the database
 // clock; inside a transaction, the clock's time at the statement, not the
 // transaction's start.

@@ -67,9 +67,9 @@ type SemaphoreSQL struct {
 }
 
 // FairSemaphoreSQL declares the statements of the semaphore tables' queue
-// of tickets (see FairSemaphoreTable in internal/sqlrun). Tickets travel as :ticket,
-// a semaphore's limit as :limit, and the waker of the enqueueing process
-// as :channel. A grant is the semaphore's acquire under the queue's rule:
+// of tickets (see FairSemaphoreTable in internal/sqlrun). Tickets travel
+// as :ticket, a semaphore's limit as :limit, and the waker of the
+// enqueueing process as :channel. A grant is the semaphore's acquire under the queue's rule:
 //
 //	Grant    the semaphore's Grant, which also refuses a new permit while
 //	         a live ticket of :name comes before :ticket (any, for 0), and
@@ -105,8 +105,8 @@ type FairSemaphoreSQL struct {
 	// sees both.
 	Chain SQL
 	// Enqueue, Wait, Renew and Channel are as FairSQL's, on the
-	// semaphores' queue, with the sleep of FairSemaphoreTable.Wait in internal/sqlrun;
-	// Dequeue deletes :ticket (Chain wakes the next).
+	// semaphores' queue, with the sleep of FairSemaphoreTable.Wait in
+	// internal/sqlrun; Dequeue deletes :ticket (Chain wakes the next).
 	Enqueue, Wait, Dequeue, Renew SQL
 	Channel                       string
 	// Addressed is as FairSQL's.

@@ -168,9 +168,10 @@ type LockSQL struct {
 	// matches), 0 when the lease is not live.
 	Proclaim SQL
 	// Campaign, if set, is Acquire that also stores :value as the value of
-	// the lease it grants or re-enters (see Elections.Campaign in internal/sqlrun).
-	// Without it (a dialect that keeps values in a table of their own),
-	// Campaign is Acquire, then Proclaim, in one transaction.
+	// the lease it grants or re-enters (see Elections.Campaign in
+	// internal/sqlrun). Without it (a dialect that keeps values in a table
+	// of their own), Campaign is Acquire, then Proclaim, in one
+	// transaction.
 	Campaign SQL
 	// Leader selects the owner, the token, the value, the expiry
 	// (microseconds since the Unix epoch) and the time left (in

@@ -84,18 +84,13 @@ type polling struct {
 	locks *countingLocks
 }
 
-func newPolling(d dialect.Dialect) *polling {
-	tb, err := sqlrun.Open(d)
-	if err != nil {
-		panic(err)
-	}
-	return &polling{Dialect: d, locks: &countingLocks{LockTable: tb.Locks, n: make(map[string]int)}}
+func newPolling(t *testing.T, d dialect.Dialect) *polling {
+	return &polling{Dialect: d, locks: &countingLocks{LockTable: testutil.Tables(t, d).Locks, n: make(map[string]int)}}
 }
 
 // Catalogue counts the lock table's statements and hides the notifier.
 func (p *polling) Catalogue() dialect.Catalogue {
-	cat := p.Dialect.Catalogue()
-	return dialect.Catalogue{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand, Locks: cat.Locks, Hooks: cat.Hooks}
+	return testutil.LocksOnly(p.Dialect.Catalogue())
 }
 
 // Tables has the counted lock table alone.
@@ -291,7 +286,7 @@ func scenario(t *testing.T, e *db) {
 	ctx, root := tp.Tracer("test").Start(ctx, "scenario")
 
 	// Acquire, and a refused try.
-	pd := newPolling(e.d)
+	pd := newPolling(t, e.d)
 	tbl, err := sqllock.NewTable(pd, sqllock.TableOptions{MaxBackoff: time.Hour, Observer: obs})
 	if err != nil {
 		t.Fatal(err)

@@ -251,7 +251,7 @@ func (d *Dialect) build() error {
 	if !d.noWakeups {
 		d.cat.Waking = ptr(wakingSQL(locks, tickets, d.waker))
 	}
-	c := &sqlrun.Compiler{Style: dialect.Question}
+	c := sqlrun.NewCompiler(d.cat)
 	d.reap = reapStmts{
 		locks:         newFloorReap(c, locks, "token", floor, "token"),
 		versions:      newFloorReap(c, versions, "version", versionFloor, "version"),

@@ -217,8 +217,8 @@ WHERE name = :name AND owner = :owner AND holds > 0 AND expires_at > %s`, locks,
 		AcquireUndo: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET expires_at = IF(holds > 1, expires_at, %[2]s), holds = holds - 1
 WHERE name = :name AND owner = :owner AND holds > 0`, locks, released)),
 	}
-	mysql := lockSQL(locks, floor)
-	ls.Remaining, ls.Holder = mysql.Remaining, mysql.Holder
+	mine := lockSQL(locks, floor) // MySQL's
+	ls.Remaining, ls.Holder = mine.Remaining, mine.Holder
 	ls.Break = breakSQL(locks, false) // TiDB's waiters poll
 	cat.Locks = &ls
 

@@ -268,7 +268,7 @@ func (d *Dialect) build() error {
 		Notifier: d.hub, Busy: busy, Ping: ping,
 		Cache: new(dialect.Cache),
 	}
-	c := &sqlrun.Compiler{Style: d.cat.Style, Lead: d.cat.Lead, Expand: d.cat.Expand}
+	c := sqlrun.NewCompiler(d.cat)
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
 	d.reap = reapStmts{
 		locks:        c.Compile(reapSQL(locks)),

@@ -161,7 +161,7 @@ func (d *Dialect) build() error {
 	if hasWakeups && !d.noWakeups {
 		d.cat.Notifier, d.cat.WatchesNames, d.cat.AnnouncesVersions = d.wake, true, true
 	}
-	c := &sqlrun.Compiler{Style: dialect.Question}
+	c := sqlrun.NewCompiler(d.cat)
 	d.reap = []sqlrun.Stmt{c.Compile(reapSQL("sqllock_locks")), c.Compile(reapSQL("sqllock_versions")),
 		c.Compile(reapSemaphoresSQL()), c.Compile(reapRWSQL()), c.Compile(reapTicketsSQL()),
 		c.Compile(reapTicketsOf("sqllock_semaphore_tickets"))}

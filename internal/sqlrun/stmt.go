@@ -161,6 +161,13 @@ type Compiler struct {
 	Err    error
 }
 
+// NewCompiler returns a compiler of statements as cat's are compiled: a
+// dialect's own statements (its reaper's) with its declarations'
+// placeholders, lead arguments and macros.
+func NewCompiler(cat dialect.Catalogue) *Compiler {
+	return &Compiler{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand}
+}
+
 // Compile compiles s; after an error it returns a zero Stmt.
 func (c *Compiler) Compile(s dialect.SQL) Stmt {
 	if c.Err != nil {

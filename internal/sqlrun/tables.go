@@ -397,7 +397,7 @@ func Build(db *sql.DB, cat dialect.Catalogue) (*Tables, error) {
 		return nil, fmt.Errorf("%w: a catalogue needs Locks and Wrap", dialect.ErrInvalidOptions)
 	}
 	run := &Runner{DB: db, Hooks: cat.Hooks}
-	c := &Compiler{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand}
+	c := NewCompiler(cat)
 	locks := newLockTable(run, c, *cat.Locks)
 	t := &Tables{Locks: locks}
 	if locks.releaseAll.declared() {

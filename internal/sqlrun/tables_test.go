@@ -67,7 +67,7 @@ func TestOpenBuildsOnce(t *testing.T) {
 	if c.Versions != nil || c.Locks == b.Locks {
 		t.Fatalf("Open of a changed catalogue: %+v, want tables of its own without Versions", c)
 	}
-	if again, _ := Open(d); again.Versions != b.Versions {
+	if again, err := Open(d); err != nil || again.Versions != b.Versions {
 		t.Fatal("the changed catalogue's tables replaced the dialect's")
 	}
 }

@@ -77,6 +77,12 @@ func ChildCommand(ctx context.Context, env string, c any) (*exec.Cmd, error) {
 	return cmd, nil
 }
 
+// LocksOnly returns cat with its lock table's declaration and its runner's
+// hooks alone: no other primitive, and no notifier (waiters poll).
+func LocksOnly(cat dialect.Catalogue) dialect.Catalogue {
+	return dialect.Catalogue{Style: cat.Style, Lead: cat.Lead, Expand: cat.Expand, Locks: cat.Locks, Hooks: cat.Hooks}
+}
+
 // Tables returns the tables the runner builds from d's catalogue, failing t
 // if it cannot.
 func Tables(t testing.TB, d dialect.Dialect) *sqlrun.Tables {
