@@ -22,7 +22,7 @@ func TestRunFair(t *testing.T) {
 		} {
 			name := "fair-" + c.kind
 			h := b.hold(t, name, c.flags...)
-			last := <-h.token
+			last := h.waitToken(t)
 			const waiters = 3
 			type grant struct {
 				i     int
@@ -37,6 +37,8 @@ func TestRunFair(t *testing.T) {
 					case tok := <-w.token:
 						granted <- grant{i, tok}
 					case <-w.done:
+						// Ended without the lock: token 0 fails the test below.
+						granted <- grant{i, 0}
 					}
 				}()
 				testutil.Eventually(ctxT(t), t, fmt.Sprintf("%s waiter %d's ticket", c.kind, i),
@@ -47,6 +49,11 @@ func TestRunFair(t *testing.T) {
 			<-h.exit
 			for want := range waiters {
 				g := <-granted
+				if g.token == 0 {
+					w := ws[g.i]
+					<-w.done
+					t.Fatalf("%s: waiter %d ended (exit %d) without the lock:\n%s", c.kind, g.i, w.code, w.stderr)
+				}
 				if g.i != want || g.token <= last {
 					t.Fatalf("%s: granted to waiter %d (token %d), want waiter %d with a token above %d", c.kind, g.i, g.token, want, last)
 				}

@@ -74,8 +74,8 @@ func TestLocksEscapesNames(t *testing.T) {
 // with the value it proclaimed.
 func TestLocksEveryKind(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
-		<-b.hold(t, "rw", "--shared").token
-		<-b.hold(t, "sem", "--max", "3").token
+		b.hold(t, "rw", "--shared").waitToken(t)
+		b.hold(t, "sem", "--max", "3").waitToken(t)
 		c := b.cmd(t, "elect", "--ttl", "60s", "--value", "alpha:1", "boss", "--", "sh", "-c", "cat")
 		stdin, err := c.StdinPipe()
 		if err != nil {
@@ -127,8 +127,8 @@ func TestLocksPessimisticMode(t *testing.T) {
 		if b.kind != "postgres" {
 			return
 		}
-		<-b.hold(t, "shr", "--strategy", "pessimistic", "--shared").token
-		<-b.hold(t, "exc", "--strategy", "pessimistic").token
+		b.hold(t, "shr", "--strategy", "pessimistic", "--shared").waitToken(t)
+		b.hold(t, "exc", "--strategy", "pessimistic").waitToken(t)
 		// Both sessions of this test's row-lock table have pinged.
 		q := `SELECT count(DISTINCT a.pid) FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid
 	AND l.locktype = 'relation' AND l.relation = $1::regclass WHERE a.query LIKE '-- sqllock_rowlocks %'`

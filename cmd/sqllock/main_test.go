@@ -221,11 +221,15 @@ func (b backend) cmd(t *testing.T, args ...string) *exec.Cmd {
 // holder is a `sqllock run` whose command prints its token and then waits
 // for a line on its standard input.
 type holder struct {
+	name  string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	token chan int64    // the token, once the command runs
 	exit  chan int      // the exit status
 	done  chan struct{} // closed once the run has ended
+	// Set before done is closed: the exit status and standard error.
+	code   int
+	stderr string
 }
 
 const holdScript = `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"; read line || true`
@@ -233,7 +237,7 @@ const holdScript = `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"; read line || true`
 func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 	t.Helper()
 	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c", holdScript)
-	h := &holder{cmd: b.cmd(t, args...), token: make(chan int64, 1), exit: make(chan int, 1), done: make(chan struct{})}
+	h := &holder{name: name, cmd: b.cmd(t, args...), token: make(chan int64, 1), exit: make(chan int, 1), done: make(chan struct{})}
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -256,11 +260,12 @@ func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 				h.token <- tok
 			}
 		}
-		code := exitStatus(h.cmd.Wait())
-		if stderr.Len() > 0 {
-			t.Logf("%s: %s", name, stderr.String())
+		h.code = exitStatus(h.cmd.Wait())
+		h.stderr = stderr.String()
+		if h.stderr != "" {
+			t.Logf("%s: %s", name, h.stderr)
 		}
-		h.exit <- code
+		h.exit <- h.code
 		close(h.done)
 	}()
 	// The holder ends before the test does (and before its schema is
@@ -270,6 +275,25 @@ func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 		<-h.done
 	})
 	return h
+}
+
+// waitToken returns the token the run printed once its command ran. The
+// test fails if the run ended first (it could not reach the database, or
+// its context ended), instead of waiting for a token that never comes.
+func (h *holder) waitToken(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case tok := <-h.token:
+		return tok
+	case <-h.done:
+	}
+	select {
+	case tok := <-h.token:
+		return tok
+	default:
+		t.Fatalf("run %s ended (exit %d) before its command ran:\n%s", h.name, h.code, h.stderr)
+		return 0
+	}
 }
 
 // Two runs at once with --no-wait: exactly one runs its command, the other
@@ -290,7 +314,7 @@ func TestRunNoWaitExcludes(t *testing.T) {
 		if code != exitNotAcquired {
 			t.Fatalf("first run to end exited %d, want 75", code)
 		}
-		tok := <-winner.token
+		tok := winner.waitToken(t)
 		if tok <= 0 {
 			t.Fatalf("token %d", tok)
 		}
@@ -300,7 +324,7 @@ func TestRunNoWaitExcludes(t *testing.T) {
 		}
 		next := b.hold(t, "job", "--no-wait")
 		next.stdin.Close()
-		if got := <-next.token; got <= tok {
+		if got := next.waitToken(t); got <= tok {
 			t.Fatalf("next token %d, want > %d", got, tok)
 		}
 		if code := <-next.exit; code != 0 {
@@ -325,7 +349,7 @@ func TestRunAfterHolderKilled(t *testing.T) {
 					ttl = time.Hour
 				}
 				h := b.hold(t, name, "--strategy", strategy, "--ttl", ttl.String())
-				tok := <-h.token
+				tok := h.waitToken(t)
 				if err := h.cmd.Process.Kill(); err != nil {
 					t.Fatal(err)
 				}
@@ -372,7 +396,7 @@ func TestRunLostPessimisticLock(t *testing.T) {
 			return
 		}
 		h := b.hold(t, "conn", "--strategy", "pessimistic", "--grace", "5s")
-		<-h.token
+		h.waitToken(t)
 		// The connections holding a lock on this test's row-lock table (on
 		// MySQL, every connection to the test's database).
 		q := `SELECT pg_terminate_backend(l.pid) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
@@ -414,7 +438,7 @@ func TestRunLostLock(t *testing.T) {
 		// late: the lease is lost to the theft alone, found by the next
 		// renewal (every 5s).
 		h := b.hold(t, "lease", "--ttl", "15s", "--grace", "5s")
-		<-h.token
+		h.waitToken(t)
 		// Another owner takes the row: the next renewal finds it gone.
 		res, err := b.d.DB().ExecContext(ctxT(t), qualify(b, "UPDATE {sqllock_locks} SET owner = 'thief' WHERE name = 'lease'"))
 		if err != nil {
@@ -532,7 +556,7 @@ func TestSchemaMissing(t *testing.T) {
 func TestLocksAndReap(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "listed", "--ttl", "30s")
-		tok := <-h.token
+		tok := h.waitToken(t)
 		out, err := b.cmd(t, "locks", "--json").Output()
 		if err != nil {
 			t.Fatal(err)

@@ -154,7 +154,7 @@ func TestMigrateDirtyAndForce(t *testing.T) {
 func TestMigrateDownRefusesWhileHeld(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "busy", "--ttl", "60s")
-		<-h.token
+		h.waitToken(t)
 		out, err := b.cmd(t, "migrate", "down").CombinedOutput()
 		if code := exitStatus(err); code != exitFailure || !strings.Contains(string(out), `1 lock held ("busy")`) || !strings.Contains(string(out), "--force") {
 			t.Fatalf("migrate down while held: exit %d, want 1 naming the lock (\"1 lock held\") and --force:\n%s", code, out)
@@ -171,7 +171,7 @@ func TestMigrateDownRefusesWhileHeld(t *testing.T) {
 			t.Fatalf("migrate up: %v\n%s", err, out)
 		}
 		h = b.hold(t, "busy", "--ttl", "60s", "--grace", "1s")
-		<-h.token
+		h.waitToken(t)
 		out, err = b.cmd(t, "migrate", "down", "--force").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "schema removed" {
 			t.Fatalf("migrate down --force: %v\n%s", err, out)

@@ -107,7 +107,7 @@ func interruptedStatus(t *testing.T, c *exec.Cmd, sc *bufio.Scanner) int {
 func TestRunInterruptedWhileWaiting(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "busy")
-		<-h.token
+		h.waitToken(t)
 		c := b.cmd(t, "run", "-v", "busy", "true")
 		if code := interruptedStatus(t, c, startUntil(t, c, "waiting for lock")); code != 130 {
 			t.Fatalf("run interrupted while waiting: exit %d, want 130", code)

@@ -223,7 +223,7 @@ func TestRunMaxTime(t *testing.T) {
 func TestRunFlags(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "flk", "--ttl", "60s")
-		<-h.token
+		h.waitToken(t)
 		for _, c := range []struct {
 			args []string
 			want int
@@ -268,9 +268,9 @@ func TestRunFlags(t *testing.T) {
 		}
 		// Shared holders run side by side; an exclusive one is refused.
 		s1 := b.hold(t, "shr", "--strategy", "pessimistic", "-s")
-		<-s1.token
+		s1.waitToken(t)
 		s2 := b.hold(t, "shr", "--strategy", "pessimistic", "--shared", "-n")
-		<-s2.token
+		s2.waitToken(t)
 		if out, err := b.cmd(t, "run", "--strategy", "pessimistic", "-n", "shr", "true").CombinedOutput(); exitStatus(err) != exitNotAcquired {
 			t.Fatalf("exclusive run beside shared holders: %v\n%s", err, out)
 		}
@@ -281,7 +281,7 @@ func TestRunFlags(t *testing.T) {
 func TestRunVerbose(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "vrb", "--ttl", "60s")
-		tok := <-h.token
+		tok := h.waitToken(t)
 		c := b.cmd(t, "run", "-v", "vrb", "--", "true")
 		stderr, err := c.StderrPipe()
 		if err != nil {
@@ -314,7 +314,7 @@ func TestRunOneNamespace(t *testing.T) {
 		all := strategies(b)
 		for _, held := range all {
 			h := b.hold(t, "ns-"+held, "--strategy", held)
-			<-h.token
+			h.waitToken(t)
 			for _, other := range all {
 				if other == held {
 					continue
@@ -377,7 +377,7 @@ func TestLocksAllStrategies(t *testing.T) {
 		var holders []*holder
 		for _, s := range strategies(b) {
 			h := b.hold(t, "all-"+s, "--strategy", s)
-			<-h.token
+			h.waitToken(t)
 			holders = append(holders, h)
 		}
 		var waiter *holder

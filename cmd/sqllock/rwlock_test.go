@@ -10,9 +10,9 @@ import (
 func TestRunReadWriteLock(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		r1 := b.hold(t, "rw", "-s")
-		t1 := <-r1.token
+		t1 := r1.waitToken(t)
 		r2 := b.hold(t, "rw", "--shared", "-n")
-		if t2 := <-r2.token; t2 <= t1 {
+		if t2 := r2.waitToken(t); t2 <= t1 {
 			t.Fatalf("second reader's token %d, want > %d", t2, t1)
 		}
 		for _, flags := range [][]string{{"--exclusive"}, {}} {
@@ -26,7 +26,7 @@ func TestRunReadWriteLock(t *testing.T) {
 		<-r1.done
 		<-r2.done
 		w := b.hold(t, "rw", "--exclusive", "-n")
-		<-w.token
+		w.waitToken(t)
 		if out, err := b.cmd(t, "run", "-n", "-s", "rw", "true").CombinedOutput(); exitStatus(err) != exitNotAcquired {
 			t.Fatalf("reader beside a writer: %v\n%s", err, out)
 		}

@@ -10,11 +10,11 @@ import (
 func TestRunMax(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		lock := b.hold(t, "sem", "--ttl", "60s")
-		<-lock.token
+		lock.waitToken(t)
 		h1 := b.hold(t, "sem", "--max", "2")
-		t1 := <-h1.token
+		t1 := h1.waitToken(t)
 		h2 := b.hold(t, "sem", "--max", "2", "-n")
-		if t2 := <-h2.token; t2 <= t1 {
+		if t2 := h2.waitToken(t); t2 <= t1 {
 			t.Fatalf("second permit's token %d, want > %d", t2, t1)
 		}
 		// Operators see both holders.

@@ -75,7 +75,7 @@ func TestUnlockMinHold(t *testing.T) {
 func TestUnlockRunningHolder(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "busy", "--ttl", "3s", "--grace", "5s")
-		tok := <-h.token
+		tok := h.waitToken(t)
 		out, code := b.unlock(t, "-f", "busy")
 		if code != 0 || !strings.Contains(out, "token "+strconv.FormatInt(tok, 10)) {
 			t.Fatalf("unlock -f: exit %d, printed %q; want 0 and the lease of token %d", code, out, tok)
