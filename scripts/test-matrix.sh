@@ -333,12 +333,21 @@ trap "[ -z \"\$child\" ] || kill \"\$child\" 2>/dev/null || true; on_exit" EXIT
 trap "exit 143" TERM
 trap "exit 130" INT
 cd "$dir"
-printf "test-matrix: %s\n" "$bin -test.paniconexit0 -test.timeout=10m -test.shuffle=on ${args[*]:-}" >&2
-"$bin" -test.paniconexit0 -test.timeout=10m -test.shuffle=on ${args[@]+"${args[@]}"} &
-child=$!
-st=0
-wait "$child" || st=$?
-child=""
+run() {
+	printf "test-matrix: %s\n" "$bin -test.paniconexit0 -test.timeout=10m -test.shuffle=on ${args[*]:-}" >&2
+	"$bin" -test.paniconexit0 -test.timeout=10m -test.shuffle=on ${args[@]+"${args[@]}"} &
+	child=$!
+	st=0
+	wait "$child" || st=$?
+	child=""
+}
+run
+# A PgBouncer that exited (see pgb_watch in scripts/test.sh) was restarted:
+# the package runs once more.
+if [ "$st" != 0 ] && [ "$(pgb_crashes)" != 0 ]; then
+	printf "test-matrix: a PgBouncer of this run exited, and was restarted:\n%s\ntest-matrix: running the package once more\n" "$(cat "$pgb_dir/crashes")" >&2
+	run
+fi
 exit "$st"
 '
 
