@@ -47,7 +47,8 @@ readonly MY_PORT=${SQLLOCK_TEST_MY_PORT:-3306}
 readonly DB=test
 readonly WAIT_SECONDS=60 # bound on every wait for a server to start
 
-log() { printf 'test.sh: %s\n' "$*" >&2; }
+# log: a line on standard error, with the time since the script started.
+log() { printf 'test.sh: [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2; }
 die() {
 	printf 'test.sh: error: %s\n' "$*" >&2
 	exit 1
@@ -833,4 +834,5 @@ rm -f "$step_out"
 if [ -s "$chaos_report" ] && [[ " ${flags[*]:-} " != *" -v "* ]]; then
 	cat "$chaos_report"
 fi
+log "done: exit status $status"
 exit "$status"
