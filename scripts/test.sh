@@ -697,10 +697,11 @@ pgb_setup() {
 # nor started, and their tests are skipped.
 selected() { [ -z "${SQLLOCK_TEST_DATABASES:-}" ] || [[ ",${SQLLOCK_TEST_DATABASES// /}," == *",$1,"* ]]; }
 
-# on_exit: what this run leaves behind is cleaned up (its PgBouncers, the
-# chaos report) or reported (servers it started and leaves running).
+# on_exit: what this run leaves behind is cleaned up (its PgBouncers and
+# their watchdog, the chaos report, the last step's output) or reported
+# (servers it started and leaves running).
 on_exit() {
-	rm -f "${chaos_report:-}"
+	rm -f "${chaos_report:-}" "${step_out:-}"
 	pgb_stop
 	report_started
 }
@@ -829,7 +830,6 @@ for step in rest chaos; do
 	fi
 	[ "$step_status" = 0 ] || status=$step_status
 done
-rm -f "$step_out"
 [ "$(pgb_crashes)" = 0 ] || log "PgBouncer exited $(pgb_crashes) time(s) during the run and was restarted: see above"
 if [ -s "$chaos_report" ] && [[ " ${flags[*]:-} " != *" -v "* ]]; then
 	cat "$chaos_report"
