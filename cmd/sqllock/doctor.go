@@ -220,6 +220,10 @@ func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, t
 		return found("pooler", statusOK, "none: the server process is the one the connection was given at startup"), false
 	}
 	name := pgBouncerName(ctx, cfg)
+	status, risk := statusOK, ""
+	if pgBouncerExitsOnCancel(name) {
+		status, risk = statusProblem, "; PgBouncer before 1.21 can exit on a cancel request, which sqllock sends when a context ends during a wait: upgrade it"
+	}
 	for range 3 {
 		other, err1 := pid(b)
 		again, err2 := pid(a)
@@ -227,10 +231,25 @@ func (t *target) pgPooler(ctx context.Context, cfg *dsnpkg.Config) (f finding, t
 			return found("pooler", statusProblem, "%s: %v", name, message(err)), false
 		}
 		if other == first || again != first {
-			return found("pooler", statusOK, "%s, transaction pooling: a connection's statements run on changing server processes (sqllock's statements run unnamed and need no session)", name), true
+			return found("pooler", status, "%s, transaction pooling: a connection's statements run on changing server processes (sqllock's statements run unnamed and need no session)%s", name, risk), true
 		}
 	}
-	return found("pooler", statusOK, "%s, session pooling: each connection keeps its server process", name), false
+	return found("pooler", status, "%s, session pooling: each connection keeps its server process%s", name, risk), false
+}
+
+// pgBouncerExitsOnCancel reports whether name (of pgBouncerName) is a
+// PgBouncer version before 1.21, which can exit on a cancel request that
+// races with the end of its statement (PgBouncer issues 822 and 847).
+func pgBouncerExitsOnCancel(name string) bool {
+	_, v, ok := strings.Cut(name, "PgBouncer ")
+	var major, minor int
+	if !ok {
+		return false
+	}
+	if n, _ := fmt.Sscanf(v, "%d.%d", &major, &minor); n != 2 {
+		return false
+	}
+	return major < 1 || major == 1 && minor < 21
 }
 
 // pgxConn is the pgx connection under a driver connection of the pool.

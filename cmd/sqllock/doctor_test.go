@@ -161,3 +161,23 @@ func TestDoctorUnreachable(t *testing.T) {
 		}
 	}
 }
+
+// The pooler check flags a PgBouncer version that can exit on a cancel
+// request, and only when its console told the version.
+func TestPgBouncerExitsOnCancel(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a pooler: PgBouncer 1.18.0": true,
+		"a pooler: PgBouncer 1.20.1": true,
+		"a pooler: PgBouncer 1.9.0":  true,
+		"a pooler: PgBouncer 1.21.0": false,
+		"a pooler: PgBouncer 1.24.1": false,
+		"a pooler: PgBouncer 2.0.0":  false,
+		"a pooler: PgBouncer":        false,
+		"a pooler: PgBouncer (its console refused SHOW VERSION to this user)": false,
+		"a pooler (the server process differs from the one given at startup)": false,
+	} {
+		if got := pgBouncerExitsOnCancel(name); got != want {
+			t.Errorf("pgBouncerExitsOnCancel(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
