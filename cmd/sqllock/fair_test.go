@@ -46,20 +46,20 @@ func TestRunFair(t *testing.T) {
 				ws = append(ws, w)
 			}
 			h.stdin.Close()
-			<-h.exit
+			h.wait()
 			for want := range waiters {
 				g := <-granted
 				if g.token == 0 {
 					w := ws[g.i]
-					<-w.done
-					t.Fatalf("%s: waiter %d ended (exit %d) without the lock:\n%s", c.kind, g.i, w.code, w.stderr)
+					code := w.wait()
+					t.Fatalf("%s: waiter %d ended (exit %d) without the lock:\n%s", c.kind, g.i, code, w.stderr)
 				}
 				if g.i != want || g.token <= last {
 					t.Fatalf("%s: granted to waiter %d (token %d), want waiter %d with a token above %d", c.kind, g.i, g.token, want, last)
 				}
 				last = g.token
 				ws[g.i].stdin.Close()
-				<-ws[g.i].exit
+				ws[g.i].wait()
 			}
 		}
 		for _, args := range [][]string{

@@ -225,7 +225,6 @@ type holder struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	token chan int64    // the token, once the command runs
-	exit  chan int      // the exit status
 	done  chan struct{} // closed once the run has ended
 	// Set before done is closed: the exit status and standard error.
 	code   int
@@ -237,7 +236,7 @@ const holdScript = `echo "$SQLLOCK_NAME $SQLLOCK_TOKEN"; read line || true`
 func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 	t.Helper()
 	args := append(append([]string{"run"}, flags...), name, "--", "sh", "-c", holdScript)
-	h := &holder{name: name, cmd: b.cmd(t, args...), token: make(chan int64, 1), exit: make(chan int, 1), done: make(chan struct{})}
+	h := &holder{name: name, cmd: b.cmd(t, args...), token: make(chan int64, 1), done: make(chan struct{})}
 	var err error
 	if h.stdin, err = h.cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -265,7 +264,6 @@ func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 		if h.stderr != "" {
 			t.Logf("%s: %s", name, h.stderr)
 		}
-		h.exit <- h.code
 		close(h.done)
 	}()
 	// The holder ends before the test does (and before its schema is
@@ -275,6 +273,12 @@ func (b backend) hold(t *testing.T, name string, flags ...string) *holder {
 		<-h.done
 	})
 	return h
+}
+
+// wait waits for the run to end, and returns its exit status.
+func (h *holder) wait() int {
+	<-h.done
+	return h.code
 }
 
 // waitToken returns the token the run printed once its command ran. The
@@ -306,9 +310,11 @@ func TestRunNoWaitExcludes(t *testing.T) {
 			code   int
 		)
 		select {
-		case code = <-a.exit:
+		case <-a.done:
+			code = a.code
 			winner = c
-		case code = <-c.exit:
+		case <-c.done:
+			code = c.code
 			winner = a
 		}
 		if code != exitNotAcquired {
@@ -319,7 +325,7 @@ func TestRunNoWaitExcludes(t *testing.T) {
 			t.Fatalf("token %d", tok)
 		}
 		winner.stdin.Close()
-		if code := <-winner.exit; code != 0 {
+		if code := winner.wait(); code != 0 {
 			t.Fatalf("holder exited %d", code)
 		}
 		next := b.hold(t, "job", "--no-wait")
@@ -327,7 +333,7 @@ func TestRunNoWaitExcludes(t *testing.T) {
 		if got := next.waitToken(t); got <= tok {
 			t.Fatalf("next token %d, want > %d", got, tok)
 		}
-		if code := <-next.exit; code != 0 {
+		if code := next.wait(); code != 0 {
 			t.Fatalf("next run exited %d", code)
 		}
 	})
@@ -355,14 +361,18 @@ func TestRunAfterHolderKilled(t *testing.T) {
 				}
 				killed := time.Now()
 				h.stdin.Close() // the orphaned command ends too, closing the output
-				<-h.exit
+				h.wait()
 				next := b.hold(t, name, "--strategy", strategy, "--timeout", "50s")
 				next.stdin.Close()
 				var got int64
 				select {
 				case got = <-next.token:
-				case code := <-next.exit:
-					t.Fatalf("%s: the next run exited %d without the lock, %v after the kill (TTL %v)", strategy, code, time.Since(killed), ttl)
+				case <-next.done:
+					select {
+					case got = <-next.token: // printed just before it ended
+					default:
+						t.Fatalf("%s: the next run exited %d without the lock, %v after the kill (TTL %v)", strategy, next.code, time.Since(killed), ttl)
+					}
 				}
 				if got <= tok {
 					t.Fatalf("%s: token %d after the killed holder's %d", strategy, got, tok)
@@ -373,7 +383,7 @@ func TestRunAfterHolderKilled(t *testing.T) {
 				if waited := time.Since(killed); strategy != "pessimistic" && waited > 15*ttl {
 					t.Fatalf("%s: took the lock over %v after the kill, want within 15 × TTL %v", strategy, waited, ttl)
 				}
-				if code := <-next.exit; code != 0 {
+				if code := next.wait(); code != 0 {
 					t.Fatalf("%s: next run exited %d", strategy, code)
 				}
 			})
@@ -425,7 +435,7 @@ JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relname = 'sqllock_rowlock
 				t.Fatal(err)
 			}
 		}
-		if code := <-h.exit; code != exitLost {
+		if code := h.wait(); code != exitLost {
 			t.Fatalf("exit %d, want 76", code)
 		}
 	})
@@ -447,7 +457,7 @@ func TestRunLostLock(t *testing.T) {
 		if n, _ := res.RowsAffected(); n != 1 {
 			t.Fatalf("stole %d rows", n)
 		}
-		if code := <-h.exit; code != exitLost {
+		if code := h.wait(); code != exitLost {
 			t.Fatalf("exit %d, want 76", code)
 		}
 	})
@@ -573,7 +583,7 @@ func TestLocksAndReap(t *testing.T) {
 			t.Fatalf("locks table: %v\n%s", err, out)
 		}
 		h.stdin.Close()
-		<-h.exit
+		h.wait()
 		out, err = b.cmd(t, "reap").Output()
 		// The table row, and the rows run's check of the other strategies
 		// created: the row-lock row (on servers with pessimistic locks)

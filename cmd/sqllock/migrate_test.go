@@ -160,7 +160,7 @@ func TestMigrateDownRefusesWhileHeld(t *testing.T) {
 			t.Fatalf("migrate down while held: exit %d, want 1 naming the lock (\"1 lock held\") and --force:\n%s", code, out)
 		}
 		h.stdin.Close()
-		if code := <-h.exit; code != 0 {
+		if code := h.wait(); code != 0 {
 			t.Fatalf("holder exited %d", code)
 		}
 		out, err = b.cmd(t, "migrate", "down").CombinedOutput()

@@ -325,7 +325,7 @@ func TestRunOneNamespace(t *testing.T) {
 				}
 			}
 			h.stdin.Close()
-			<-h.exit
+			h.wait()
 			for _, other := range all {
 				if out, err := b.cmd(t, "run", "--strategy", other, "-n", "ns-"+held, "--", "true").CombinedOutput(); err != nil {
 					t.Errorf("%s run after the %s holder ended: %v\n%s", other, held, err, out)
@@ -392,7 +392,7 @@ func TestLocksAllStrategies(t *testing.T) {
 				h.stdin.Close()
 			}
 			for _, h := range holders {
-				<-h.exit
+				h.wait()
 			}
 		}()
 		var rows []lockRow

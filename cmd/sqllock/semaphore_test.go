@@ -31,7 +31,7 @@ func TestRunMax(t *testing.T) {
 			t.Fatalf("run with another --max: exit %d, want a failure naming the limit:\n%s", code, out)
 		}
 		h1.stdin.Close()
-		<-h1.exit
+		h1.wait()
 		if out, err := b.cmd(t, "run", "--max", "2", "-n", "sem", "true").CombinedOutput(); err != nil {
 			t.Fatalf("run after a holder ended: %v\n%s", err, out)
 		}

@@ -80,7 +80,7 @@ func TestUnlockRunningHolder(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "token "+strconv.FormatInt(tok, 10)) {
 			t.Fatalf("unlock -f: exit %d, printed %q; want 0 and the lease of token %d", code, out, tok)
 		}
-		if code := <-h.exit; code != exitLost {
+		if code := h.wait(); code != exitLost {
 			t.Fatalf("broken holder: exit %d, want 76", code)
 		}
 		if next, code := b.runToken(t, "busy", "-n"); code != 0 || next <= tok {
