@@ -215,6 +215,7 @@ type holding interface {
 	ReleaseHold(ctx context.Context, rollback bool) error
 	Guard(ctx context.Context, tx *sql.Tx) error
 	Released() bool // released, by this handle or lost: Release must not retry
+	TrustedUntil() time.Time
 	Events() *engine.Events
 }
 
@@ -263,6 +264,17 @@ func (k *Lock) Token() int64 { return k.h.Ident().Token }
 // holder; contexts derived from it learn of the loss only when it is
 // cancelled.
 func (k *Lock) Context() context.Context { return k.h.Context() }
+
+// TrustedUntil returns the instant, on this process's monotonic clock, until
+// which a lease-based lock can be trusted from what its renewals have
+// heard: the start of the last successful renewal (or of the acquisition)
+// plus the TTL less a margin of min(TTL/10, 1s). Renewals move it forward;
+// while they fail it stays put, and the lock is lost when it passes. A
+// holder that hands the lease's protection to something it cannot cancel
+// at once (a child process, say) can stop that work by this instant. It
+// returns the zero time once the lock has ended, and for a pessimistic
+// lock, which has no lease: it lasts as long as its connection.
+func (k *Lock) TrustedUntil() time.Time { return k.h.TrustedUntil() }
 
 // Done is shorthand for Context().Done().
 func (k *Lock) Done() <-chan struct{} { return k.h.Context().Done() }

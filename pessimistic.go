@@ -290,6 +290,7 @@ func (h *rowHold) Ident() dialect.Lease     { return h.ref }
 func (h *rowHold) Context() context.Context { return h.ctx }
 func (h *rowHold) Tx() *sql.Tx              { return h.rl.Tx }
 func (h *rowHold) Released() bool           { return true }
+func (h *rowHold) TrustedUntil() time.Time  { return time.Time{} }
 func (h *rowHold) Events() *engine.Events   { return h.p.ev }
 
 func (h *rowHold) addHold() bool {

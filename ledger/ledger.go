@@ -158,6 +158,12 @@ func (r *Run) Guard(ctx context.Context, tx *sql.Tx) error {
 	return r.lock.Guard(ctx, tx)
 }
 
+// TrustedUntil returns the instant, on this process's monotonic clock,
+// until which the attempt's lease can be trusted from what its renewals
+// have heard, as sqllock.Lock.TrustedUntil does; the zero time once the
+// lease has ended.
+func (r *Run) TrustedUntil() time.Time { return r.lock.TrustedUntil() }
+
 // Result is what Run did.
 type Result struct {
 	// Ran says that Run called the function at least once.

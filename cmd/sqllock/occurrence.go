@@ -160,7 +160,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		running = true
 		mu.Unlock()
 		r.logf("running occurrence %s of %q (attempt %d, token %d)", run.Occurrence, r.name, run.Attempt, run.Token)
-		c, err := r.supervise(held, run.Token, []string{
+		c, err := r.supervise(held, run.TrustedUntil, run.Token, []string{
 			"SQLLOCK_OCCURRENCE=" + run.Occurrence,
 			"SQLLOCK_ATTEMPT=" + strconv.Itoa(run.Attempt),
 		}, jobSigs)

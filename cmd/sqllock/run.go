@@ -188,7 +188,7 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 // such as "releasing") on stderr and success (done) in verbose mode, and
 // returns the command's outcome.
 func (r *runner) superviseThen(ctx context.Context, lock *sqllock.Lock, sigs <-chan os.Signal, release func(context.Context) error, doing, done string) error {
-	code, err := r.supervise(lock.Context(), lock.Token(), nil, sigs)
+	code, err := r.supervise(lock.Context(), lock.TrustedUntil, lock.Token(), nil, sigs)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if rerr := release(rctx); rerr != nil && !errors.Is(rerr, sqllock.ErrLockLost) {
@@ -406,13 +406,17 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 // supervise runs the command, under a supervisor that keeps its process
 // group from outliving sqllock, while the lease of held (a lock's context,
 // ended with cause sqllock.ErrLockLost when it is lost) lasts, and returns
-// its exit status. The command's environment gets SQLLOCK_NAME,
-// SQLLOCK_TOKEN (token) and env.
-func (r *runner) supervise(held context.Context, token int64, env []string, sigs <-chan os.Signal) (int, error) {
+// its exit status. trusted tells the lease's trust deadline (the zero time
+// for a lock without a lease): the supervisor hears of every move, and
+// stops the job by that deadline on its own if none comes, so that a
+// stopped or starved sqllock cannot leave it running unlocked. The
+// command's environment gets SQLLOCK_NAME, SQLLOCK_TOKEN (token) and env.
+func (r *runner) supervise(held context.Context, trusted func() time.Time, token int64, env []string, sigs <-chan os.Signal) (int, error) {
+	lead := leadFor(r.grace, r.ttl)
 	j, err := startJob(r.argv, append([]string{
 		"SQLLOCK_NAME=" + r.name,
 		"SQLLOCK_TOKEN=" + strconv.FormatInt(token, 10),
-	}, env...), r.grace)
+	}, env...), r.grace, lead, trusted())
 	if err != nil {
 		return 0, err
 	}
@@ -428,6 +432,10 @@ func (r *runner) supervise(held context.Context, token int64, env []string, sigs
 		defer t.Stop()
 		maxC = t.C
 	}
+	// Renewals move the trust deadline every TTL/3: look for a move ten
+	// times as often.
+	beat := time.NewTicker(min(max(r.ttl/30, 10*time.Millisecond), time.Second))
+	defer beat.Stop()
 	// stop sends s to the job's group and SIGKILL after --grace.
 	stop := func(s syscall.Signal) {
 		j.signal(s)
@@ -435,15 +443,28 @@ func (r *runner) supervise(held context.Context, token int64, env []string, sigs
 			killC = time.After(r.grace)
 		}
 	}
+	isLost := func() bool {
+		return held.Err() != nil && errors.Is(context.Cause(held), sqllock.ErrLockLost)
+	}
 	for {
 		select {
 		case s := <-sigs:
 			stop(s.(syscall.Signal))
+		case <-beat.C:
+			j.trust(trusted())
 		case <-lost:
 			lost = nil
-			if errors.Is(context.Cause(held), sqllock.ErrLockLost) {
+			if isLost() {
 				wasLost = true
-				fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran; stopping it (SIGTERM to its process group, SIGKILL after %v)\n", r.name, r.argv[0], r.grace)
+				kill := r.grace
+				if left := time.Until(j.until); !j.until.IsZero() && left < kill {
+					kill = max(left, 0).Round(time.Millisecond)
+				}
+				if kill > 0 {
+					fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran; stopping it (SIGTERM to its process group, SIGKILL after %v)\n", r.name, r.argv[0], kill)
+				} else {
+					fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran; its supervisor stopped it when the lease's trust window ended\n", r.name, r.argv[0])
+				}
 				stop(syscall.SIGTERM)
 			}
 		case <-maxC:
@@ -455,7 +476,13 @@ func (r *runner) supervise(held context.Context, token int64, env []string, sigs
 		case err := <-j.exited:
 			code := j.finish(err)
 			switch {
-			case wasLost:
+			case wasLost || code == exitLost:
+				return exitLost, nil
+			case isLost():
+				// Lost while sqllock could not tell (stopped, say): the
+				// supervisor stopped the job by the trust deadline, or
+				// it ended before; either way the lock did not last.
+				fmt.Fprintf(os.Stderr, "sqllock: lock %q lost while %s ran\n", r.name, r.argv[0])
 				return exitLost, nil
 			case tooLong:
 				return exitTimedOut, nil

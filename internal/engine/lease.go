@@ -451,6 +451,19 @@ func (l *Lease) Events() *Events { return l.ls.ev }
 // the lease is lost, Config.NotHeld once every hold is released.
 func (l *Lease) Context() context.Context { return l.ctx }
 
+// TrustedUntil returns when this process stops trusting the lease, on the
+// local monotonic clock: the start of the last successful renewal (or of
+// the grant) plus the TTL less the trust margin. Once the lease has ended
+// it returns the zero time.
+func (l *Lease) TrustedUntil() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return time.Time{}
+	}
+	return l.trustUntil
+}
+
 // Granted returns when the lease was granted, on the local clock.
 func (l *Lease) Granted() time.Time { return l.granted }
 
