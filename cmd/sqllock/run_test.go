@@ -662,3 +662,71 @@ func TestRunOnTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A stopped `sqllock run` (SIGSTOP: a frozen VM, a debugger, an operator's
+// mistake) cannot renew its lease, but its job must not run on beside the
+// next holder: the supervisor stops the job by the lease's trust deadline,
+// before another run can take the lock, and the run, once continued,
+// exits 76.
+func TestRunStoppedRunner(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		for _, mode := range []string{"table", "optimistic", "occurrence"} {
+			t.Run(mode, func(t *testing.T) {
+				t.Parallel()
+				pidfile := filepath.Join(t.TempDir(), "pid")
+				name := "stopped-" + mode
+				flags, next := []string{"--ttl", "2", "--strategy", mode}, []string{"-w", "50"}
+				if mode == "occurrence" {
+					flags, next = []string{"--ttl", "2", "--occurrence", "k"}, []string{"--wait"}
+				}
+				run := func(extra []string, script string) *exec.Cmd {
+					args := append(append(append([]string{"run"}, flags...), extra...), name, "--", "sh", "-c", script, pidfile)
+					return b.cmd(t, args...)
+				}
+				a := run(nil, `echo $$ > "$0"; echo ready; exec sleep 60`)
+				out, err := a.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var stderr bytes.Buffer
+				a.Stderr = &stderr
+				if err := a.Start(); err != nil {
+					t.Fatal(err)
+				}
+				if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+					_ = a.Process.Kill()
+					t.Fatalf("first run: %q, %v\n%s", line, a.Wait(), stderr.String())
+				}
+				pid, err := os.ReadFile(pidfile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				job, _ := strconv.Atoi(strings.TrimSpace(string(pid)))
+				if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+				// While sqllock is stopped, its job ends...
+				for deadline := time.Now().Add(time.Minute); syscall.Kill(job, 0) == nil; time.Sleep(20 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						_ = a.Process.Signal(syscall.SIGCONT)
+						t.Fatalf("the job of a stopped run was still running a minute later")
+					}
+				}
+				// ... and the next run's job runs alone. Not on SQLite: a
+				// process stopped while it writes (a renewal) keeps the
+				// file's write lock, and every other process waits until
+				// it goes on.
+				if b.kind != "sqlite" {
+					got, err := run(next, `if kill -0 "$(cat "$0")" 2>/dev/null; then echo beside; else echo alone; fi`).CombinedOutput()
+					if err != nil || !strings.Contains(string(got), "alone") {
+						t.Errorf("the next run: %v\n%s (want its job to run alone: the stopped run's job ended)", err, got)
+					}
+				}
+				_ = a.Process.Signal(syscall.SIGCONT)
+				if code := exitStatus(a.Wait()); code != exitLost || !strings.Contains(stderr.String(), "not renewed in time") {
+					t.Errorf("the stopped run, continued, exited %d, want %d:\n%s", code, exitLost, stderr.String())
+				}
+			})
+		}
+	})
+}

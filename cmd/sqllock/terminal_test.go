@@ -9,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -106,4 +108,134 @@ kill -TERM %1; wait
 	if fg != job {
 		t.Errorf("a foreground run's job is not the foreground group: %s, the job's %s\n%s", fg, job, out)
 	}
+}
+
+// shell is an interactive bash on a pseudo-terminal of its own, driven as
+// a person at a keyboard would: keys in, the screen's text out.
+type shell struct {
+	t      *testing.T
+	master *os.File
+	mu     sync.Mutex
+	out    strings.Builder
+	seen   int           // how much of out earlier expects consumed
+	more   chan struct{} // signalled when out grows
+	done   chan struct{} // closed once the terminal's output ended
+}
+
+// newShell starts bash -i on a new pseudo-terminal, with $BIN the binary
+// under test and $DSN a lock database. Its prompt is the last exit
+// status: "<0> ".
+func newShell(t *testing.T) *shell {
+	t.Helper()
+	master, slavePath := openPTY(t)
+	slave, err := os.OpenFile(slavePath, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slave.Close()
+	c := exec.Command("bash", "--norc", "--noprofile", "-i")
+	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
+	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	c.Env = append(os.Environ(), "BIN="+bin, "DSN=sqlite:"+filepath.Join(t.TempDir(), "l.db"), "PS1=<$?> ", "TERM=dumb")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &shell{t: t, master: master, more: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := master.Read(buf)
+			s.mu.Lock()
+			s.out.Write(buf[:n])
+			s.mu.Unlock()
+			select {
+			case s.more <- struct{}{}:
+			default:
+			}
+			if err != nil { // EIO once the session's last holder of the slave exits
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = c.Process.Kill()
+		_ = c.Wait()
+		master.Close()
+		<-s.done
+	})
+	return s
+}
+
+// send types keys.
+func (s *shell) send(keys string) {
+	s.t.Helper()
+	if _, err := s.master.WriteString(keys); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// expect waits until the screen shows want after what earlier expects
+// matched, and consumes it; the test fails if a minute passes first.
+func (s *shell) expect(want string) {
+	s.t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		s.mu.Lock()
+		text := s.out.String()
+		i := strings.Index(text[s.seen:], want)
+		if i >= 0 {
+			s.seen += i + len(want)
+		}
+		s.mu.Unlock()
+		if i >= 0 {
+			return
+		}
+		select {
+		case <-s.more:
+		case <-s.done:
+			s.t.Fatalf("the terminal closed before it showed %q:\n%s", want, text)
+		case <-deadline:
+			s.t.Fatalf("the terminal never showed %q:\n%s", want, text)
+		}
+	}
+}
+
+// Ctrl-Z on a foreground `sqllock run` stops the job and gives the shell
+// its prompt, with the job listed as stopped and the lock still held; fg
+// resumes the job in the foreground, where Ctrl-C ends it (130), and bg in
+// the background. A stop that outlasts the lease's trust window ends the
+// job: another run takes the lock, and the resumed run exits 76.
+func TestRunJobControl(t *testing.T) {
+	t.Parallel()
+	s := newShell(t)
+	s.send(`"$BIN" run --dsn "$DSN" jc -- sh -c 'echo RUN""NING; while read x; do echo GOT-$x; done'` + "\n")
+	s.expect("RUNNING")
+	s.send("\x1a") // Ctrl-Z
+	s.expect("Stopped")
+	s.send(`jobs; "$BIN" run -n --dsn "$DSN" jc true 2>/dev/null; echo BUSY=$? PROMPT-$((1+1))` + "\n")
+	s.expect("BUSY=75 PROMPT-2")
+	s.send("fg\n")
+	s.send("ping\n") // read by the job once it has the terminal again
+	s.expect("GOT-ping")
+	s.send("\x03") // Ctrl-C
+	s.expect("<130> ")
+
+	s.send(`"$BIN" run --dsn "$DSN" jc -- sh -c 'echo BG""START; sleep 1; echo BG""DONE'` + "\n")
+	s.expect("BGSTART")
+	s.send("\x1a")
+	s.expect("Stopped")
+	s.send("bg\n")
+	s.expect("BGDONE")
+	s.send("wait; echo STATUS=$?\n")
+	s.expect("STATUS=0")
+
+	s.send(`"$BIN" run --ttl 2 --dsn "$DSN" jc2 -- sh -c 'echo LONG""STOP; exec sleep 60'` + "\n")
+	s.expect("LONGSTOP")
+	s.send("\x1a")
+	s.expect("Stopped")
+	s.send(`"$BIN" run -w 60 --dsn "$DSN" jc2 -- echo TAKEN""OVER` + "\n")
+	s.expect("TAKENOVER")
+	s.send("fg; echo STATUS=$?\n")
+	s.expect("STATUS=76")
 }
