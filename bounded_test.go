@@ -175,6 +175,8 @@ func TestSilentServerBounded(t *testing.T) {
 				return err
 			})
 			wantNoAnswer(t, "Acquire", err, wasNotSent)
+			err = returnsWithin(t, "Migrate", func() error { return sqllock.Migrate(bg, d) })
+			wantNoAnswer(t, "Migrate", err, wasNotSent)
 		})
 	}
 }

@@ -77,8 +77,8 @@ func WithDatabase(name string) Option {
 }
 
 // WithStatementTimeout bounds each call the dialect makes to the server —
-// connecting, and each statement (or short transaction) of an acquire,
-// release, renewal, reap or migration — to d, whatever the caller's
+// connecting (for Migrate too), and each statement (or short transaction)
+// of an acquire, release, renewal or reap — to d, whatever the caller's
 // context: a silent server or network makes a call fail within d (plus 2
 // s for a cancel request to the server) with an error wrapping
 // dialect.ErrNoAnswer, and dialect.ErrUnavailable when nothing was sent,
