@@ -51,6 +51,12 @@ var (
 	// established: no statement was sent, nothing was applied, and trying
 	// again later is safe.
 	ErrUnavailable = dialect.ErrUnavailable
+	// ErrNoAnswer means the database did not answer within the dialect's
+	// statement timeout (postgres.WithStatementTimeout,
+	// mysql.WithStatementTimeout; default 10 s), which bounds every call
+	// even when its context never ends. It comes with ErrUnavailable when
+	// no statement was sent, else with ErrOutcomeUnknown.
+	ErrNoAnswer = dialect.ErrNoAnswer
 	// ErrReadOnly means the server refuses writes: a standby, a read
 	// replica, or a primary demoted after a failover. Locks are granted
 	// and renewed only on a writable primary; a held lease whose renewal

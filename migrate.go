@@ -11,6 +11,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/source/iofs"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // Migrate brings d's lock schema up to date with golang-migrate and the
@@ -96,7 +97,10 @@ func withMigrate(ctx context.Context, d dialect.Dialect, fn func(*migrate.Migrat
 	if err != nil {
 		return err
 	}
-	conn, err := d.DB().Conn(ctx)
+	// Connecting is bounded by the dialect's statement timeout; the wait
+	// for another migrator and the migrations last as long as ctx.
+	run := sqlrun.Runner{DB: d.DB(), Hooks: d.Catalogue().Hooks}
+	conn, err := run.Pin(ctx)
 	if err != nil {
 		return err
 	}

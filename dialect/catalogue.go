@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Catalogue is what a dialect offers: its statements, one declaration per
@@ -174,7 +175,20 @@ type Hooks struct {
 	// is in use, for a pool that database/sql does not bound itself (a
 	// pgxpool behind stdlib.OpenDBFromPool). Nil: the pool's Stats decide.
 	Full func() (full bool, limit int)
+	// StatementTimeout bounds each call of the runner — connecting, and
+	// the statements of one grant, release, renewal, read or reap —
+	// whatever the caller's context: when it passes first, the call
+	// returns an error wrapping ErrNoAnswer (see there). A statement still
+	// running then is cancelled on the server (Cancel) and, if that does
+	// not end it, abandoned 2 s later: a call takes at most
+	// StatementTimeout + 2 s. 0: the caller's context alone bounds the
+	// call.
+	StatementTimeout time.Duration
 }
+
+// DefaultStatementTimeout is the dialects' StatementTimeout unless told
+// otherwise (their WithStatementTimeout option).
+const DefaultStatementTimeout = 10 * time.Second
 
 // Cache keeps what the runner built from a catalogue (see
 // Catalogue.Cache): one value, stored with the key it was built for. It is

@@ -71,6 +71,14 @@ var (
 	// nothing was applied, and trying again later is safe.
 	ErrUnavailable = errors.New("sqllock: database unavailable: no statement was sent")
 
+	// ErrNoAnswer means the database did not answer within the statement
+	// timeout (Hooks.StatementTimeout; the dialects' WithStatementTimeout),
+	// although the caller's context had not ended: a server that accepts
+	// connections and then says nothing, or a network that went silent. It
+	// comes with ErrUnavailable when no statement was sent (the connection
+	// was never established), else with ErrOutcomeUnknown.
+	ErrNoAnswer = errors.New("sqllock: no answer from the database within the statement timeout")
+
 	// ErrReadOnly means the server refuses writes: a standby (hot
 	// standby, read replica) or a server set read-only, as a demoted
 	// primary is after a failover. Locks are granted and renewed only on a

@@ -110,7 +110,9 @@ func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
 		t.Close()
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// The dialect bounds each of its statements by the same timeout (its
+	// WithStatementTimeout, left at the default).
+	pctx, cancel := context.WithTimeout(ctx, dialect.DefaultStatementTimeout)
 	defer cancel()
 	if err := t.db.PingContext(pctx); err != nil {
 		t.Close()

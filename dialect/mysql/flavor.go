@@ -51,7 +51,7 @@ func (d *Dialect) checkFlavor(ctx context.Context) error {
 		return d.flavor.err
 	}
 	var version string
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+	err := d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		return d.run.Wrap(conn.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version))
 	})
 	if err != nil {
@@ -59,7 +59,7 @@ func (d *Dialect) checkFlavor(ctx context.Context) error {
 	}
 	d.flavor.tidb = isTiDB(version)
 	if d.flavor.tidb && d.tidb != nil {
-		err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+		err := d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 			return d.run.Wrap(conn.QueryRowContext(ctx, `SELECT @@tidb_txn_mode`).Scan(&d.flavor.txnMode))
 		})
 		if err != nil {

@@ -34,7 +34,7 @@ func (d *Dialect) checkPessimistic(ctx context.Context) error {
 		return d.galera.err
 	}
 	var name, value string
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+	err := d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		err := conn.QueryRowContext(ctx, `SHOW GLOBAL VARIABLES LIKE 'wsrep_on'`).Scan(&name, &value)
 		if errors.Is(err, sql.ErrNoRows) { // MySQL: no wsrep at all
 			return nil

@@ -94,7 +94,7 @@ func (d *Dialect) checkServer(ctx context.Context) error {
 	// On a connection pinned like a lock statement's, so that an exhausted
 	// pool is reported as such (ErrPoolExhausted: nothing was sent).
 	var same, readOnly bool
-	err := d.run.Conn(ctx, func(conn *sql.Conn) error {
+	err := d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		return wrap(conn.QueryRowContext(ctx, sysdateIsNow).Scan(&same, &readOnly))
 	})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/golang-migrate/migrate/v4/database"
@@ -41,11 +42,13 @@ type Dialect struct {
 	srv      server
 	run      *sqlrun.Runner
 	marks    marker // tags grant statements, so that they can be found and cancelled
-	clock    clockCheck
-	galera   galeraCheck
-	flavor   flavorCheck
-	tidb     *tidb // made by NewTiDB: TiDB's statements; nil for MySQL and MariaDB
-	cat      dialect.Catalogue
+	// stmtTimeout bounds each call to the server (WithStatementTimeout).
+	stmtTimeout time.Duration
+	clock       clockCheck
+	galera      galeraCheck
+	flavor      flavorCheck
+	tidb        *tidb // made by NewTiDB: TiDB's statements; nil for MySQL and MariaDB
+	cat         dialect.Catalogue
 
 	bells     *bells // this process's wake-ups
 	waker     string // the tag of the dialect's bells (wake.go)
@@ -73,12 +76,33 @@ func WithDatabase(name string) Option {
 	}
 }
 
+// WithStatementTimeout bounds each call the dialect makes to the server —
+// connecting (for Migrate too), and each statement (or short transaction)
+// of an acquire, release, renewal or reap — to d, whatever the caller's
+// context: a silent server or network makes a call fail within d (plus 2
+// s for a cancel request to the server) with an error wrapping
+// dialect.ErrNoAnswer, and dialect.ErrUnavailable when nothing was sent,
+// else dialect.ErrOutcomeUnknown. A context that ends sooner bounds the
+// call as before. Default dialect.DefaultStatementTimeout (10 s); 0 turns
+// the bound off, leaving the caller's context alone. A wait of a
+// pessimistic Acquire in the database's lock queue is not a statement
+// bounded so: it lasts as long as its context.
+func WithStatementTimeout(d time.Duration) Option {
+	return func(dl *Dialect) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithStatementTimeout(%v): negative", dialect.ErrInvalidOptions, d)
+		}
+		dl.stmtTimeout = d
+		return nil
+	}
+}
+
 // New returns the dialect for db, a pool opened with the "mysql" driver.
 func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if db == nil {
 		return nil, dialect.ErrNilDB
 	}
-	d := &Dialect{db: db, waker: newWaker()}
+	d := &Dialect{db: db, waker: newWaker(), stmtTimeout: dialect.DefaultStatementTimeout}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err
@@ -145,7 +169,7 @@ type reapFunc func(ctx context.Context, conn *sql.Conn, limit int) (int, error)
 // reapEach runs each of reaps, in chunks of at most reapChunk rows, until
 // it has deleted limit rows or a chunk was not full, on one connection.
 func (d *Dialect) reapEach(ctx context.Context, limit int, reaps ...reapFunc) (total int, err error) {
-	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
+	err = d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		for _, reap := range reaps {
 			for left := limit; left > 0; {
 				chunk := min(left, reapChunk)

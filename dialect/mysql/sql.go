@@ -231,7 +231,7 @@ func (d *Dialect) build() error {
 	semTickets, rwHeads, rwHolders := "sqllock_semaphore_tickets", "sqllock_rwlock_heads", "sqllock_rwlock_holders"
 	sqlrun.Qualify(d.database, quote, &locks, &floor, &versions, &versionFloor, &rowlocks, &waiters, &tickets, &sems, &holders,
 		&semTickets, &rwHeads, &rwHolders)
-	hooks := dialect.Hooks{Wrap: wrap, Cancel: d.cancelGrant, Check: d.check}
+	hooks := dialect.Hooks{Wrap: wrap, Cancel: d.cancelGrant, Check: d.check, StatementTimeout: d.stmtTimeout}
 	d.wakeUps(&hooks, waiters, []ticketQueue{
 		dialect.LockQueue: {tickets, fmt.Sprintf(`NOT EXISTS (SELECT 1 FROM %s l WHERE l.name = %%[1]s AND l.expires_at > %s)`, locks, now)},
 		dialect.SemaphoreQueue: {semTickets, fmt.Sprintf(`(SELECT COUNT(*) FROM %[1]s h WHERE h.name = %%[1]s AND h.expires_at > %[3]s)

@@ -60,6 +60,8 @@ type Dialect struct {
 	syncCommit string
 	// noGrace turns the failover grace off (WithoutFailoverGrace).
 	noGrace bool
+	// stmtTimeout bounds each call to the server (WithStatementTimeout).
+	stmtTimeout time.Duration
 }
 
 // Option configures a Dialect.
@@ -79,13 +81,34 @@ func WithSchema(name string) Option {
 	}
 }
 
+// WithStatementTimeout bounds each call the dialect makes to the server —
+// connecting (for Migrate too), and each statement (or short transaction)
+// of an acquire, release, renewal or reap — to d, whatever the caller's
+// context: a silent server or network makes a call fail within d (plus 2
+// s for a cancel request to the server) with an error wrapping
+// dialect.ErrNoAnswer, and dialect.ErrUnavailable when nothing was sent,
+// else dialect.ErrOutcomeUnknown. A context that ends sooner bounds the
+// call as before. Default dialect.DefaultStatementTimeout (10 s); 0 turns
+// the bound off, leaving the caller's context alone. A wait of a
+// pessimistic Acquire in the database's lock queue is not a statement
+// bounded so: it lasts as long as its context.
+func WithStatementTimeout(d time.Duration) Option {
+	return func(dl *Dialect) error {
+		if d < 0 {
+			return fmt.Errorf("%w: WithStatementTimeout(%v): negative", dialect.ErrInvalidOptions, d)
+		}
+		dl.stmtTimeout = d
+		return nil
+	}
+}
+
 // New returns the dialect for db, a pool opened with the "pgx" driver of
 // github.com/jackc/pgx/v5/stdlib.
 func New(db *sql.DB, opts ...Option) (*Dialect, error) {
 	if db == nil {
 		return nil, dialect.ErrNilDB
 	}
-	d := &Dialect{db: db, probeEvery: probeEvery}
+	d := &Dialect{db: db, probeEvery: probeEvery, stmtTimeout: dialect.DefaultStatementTimeout}
 	for _, o := range opts {
 		if err := o(d); err != nil {
 			return nil, err

@@ -255,7 +255,8 @@ func (d *Dialect) build() error {
 	floor, rowlocks, tickets := "sqllock_version_floor", "sqllock_rowlocks", "sqllock_tickets"
 	sqlrun.Qualify(d.schema, quote, &locks, &seq, &versions, &floor, &rowlocks, &tickets)
 	durable := durable(d.syncCommit)
-	hooks := dialect.Hooks{Wrap: wrap, Cancel: cancelGrant, Durable: d.syncCommit != "", Full: d.full}
+	hooks := dialect.Hooks{Wrap: wrap, Cancel: cancelGrant, Durable: d.syncCommit != "", Full: d.full,
+		StatementTimeout: d.stmtTimeout}
 	d.run = &sqlrun.Runner{DB: d.db, Hooks: hooks}
 	d.cat = dialect.Catalogue{
 		Style: dialect.Dollar, Lead: d.lead, Expand: d.expandEpoch(),
@@ -321,7 +322,7 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 
 // reapVersions runs the reaper's transaction on the version table.
 func (d *Dialect) reapVersions(ctx context.Context, p *sqlrun.Params) (n int64, err error) {
-	err = d.run.Conn(ctx, func(conn *sql.Conn) error {
+	err = d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		if err != nil {
 			return wrap(err)

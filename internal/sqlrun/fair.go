@@ -244,7 +244,7 @@ func (t *fairTable) grantInTx(ctx context.Context, p *Params) (int64, error) {
 		grant = &t.grant
 	}
 	var token int64
-	err := t.run.Conn(tctx, func(conn *sql.Conn) error {
+	err := t.run.Conn(tctx, func(tctx context.Context, conn *sql.Conn) error {
 		// A refusal costs one statement and no transaction. The check is
 		// not repeated in the transaction: a ticket taken in between
 		// came after this waiter, whose Acquire it cannot precede.

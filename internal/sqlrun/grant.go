@@ -37,7 +37,8 @@ type Grant struct {
 var ErrRollback = errors.New("sqllock: grant rolled back")
 
 // Grant runs g, after r.Check, on a connection pinned for it, such that
-// nothing is granted after it returned an error. When ctx ends while g
+// nothing is granted after it returned an error. ctx is bounded by
+// r.StatementTimeout first (see Bound and Settle). When ctx ends while g
 // runs (its commit included), r.Cancel asks the server to end the
 // statement running, and Grant waits for g to return (see Cancellable): if
 // g completed anyway, Grant returns its number and no error, and the
@@ -49,6 +50,14 @@ var ErrRollback = errors.New("sqllock: grant rolled back")
 // dialect.ErrOutcomeUnknown. A connection that was cancelled, or whose
 // outcome is unknown, is discarded.
 func (r *Runner) Grant(ctx context.Context, g Grant) (int64, error) {
+	bctx, stop := r.Bound(ctx)
+	defer stop()
+	n, err := r.grant(bctx, g)
+	return n, Settle(bctx, err)
+}
+
+// grant is Grant on ctx, bounded.
+func (r *Runner) grant(ctx context.Context, g Grant) (int64, error) {
 	if err := r.check(ctx); err != nil {
 		return 0, err
 	}
@@ -77,7 +86,7 @@ func (r *Runner) Grant(ctx context.Context, g Grant) (int64, error) {
 	if cancelled {
 		_ = dialect.Discard(conn)
 		if err != nil {
-			return 0, errors.Join(ctx.Err(), r.Wrap(err))
+			return 0, errors.Join(cause(ctx), r.Wrap(err))
 		}
 		if r.Durable && n != 0 && g.Undo != nil {
 			return 0, r.undo(ctx, g, n)
@@ -135,7 +144,7 @@ const UndoTimeout = 5 * time.Second
 func (r *Runner) undo(ctx context.Context, g Grant, n int64) error {
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), UndoTimeout)
 	defer cancel()
-	return errors.Join(ctx.Err(), errUndurable, g.Undo(uctx, n))
+	return errors.Join(cause(ctx), errUndurable, g.Undo(uctx, n))
 }
 
 // GrantInt runs st as a grant (see Grant) and returns its number; undo,

@@ -64,7 +64,13 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 		}
 		var token int64
 		var found bool
-		cancelled, err := Cancellable(ctx, cancel, func(qctx context.Context) error {
+		// A wait in the database's lock queue lasts as long as ctx; a
+		// try is a statement like any other, bounded.
+		lctx, lstop := ctx, context.CancelFunc(func() {})
+		if !p.Wait {
+			lctx, lstop = r.Run.Bound(ctx)
+		}
+		cancelled, err := Cancellable(lctx, cancel, func(qctx context.Context) error {
 			var err error
 			token, found, err = r.Lock(qctx, tx, p)
 			return err
@@ -77,23 +83,34 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 			// The server may still be acting on the cancel: the
 			// connection's state is unknown.
 			_ = dialect.Discard(conn)
-			return nil, errors.Join(ctx.Err(), r.Run.Wrap(err))
+			err = Settle(lctx, errors.Join(cause(lctx), r.Run.Wrap(err)))
+			lstop()
+			return nil, err
 		case err != nil:
+			lstop()
 			conn.Close()
 			return nil, r.Run.Wrap(err)
 		case found:
+			lstop()
 			return &dialect.RowLock{RowTx: dialect.RowTx{Conn: conn, Tx: tx}, Token: token}, nil
 		case creates == maxRowCreates:
+			lstop()
 			conn.Close()
 			return nil, fmt.Errorf("%w: the row of lock %q was deleted %d times between its creation and its lock",
 				dialect.ErrTransient, p.Name, creates)
 		}
 		// No row: the name's first use, or the reaper deleted the row
 		// before this lock (or the one this call waited behind) took it.
-		if err := r.Create(ctx, conn, p.Name); err != nil {
-			conn.Close()
-			return nil, r.Run.Wrap(err)
+		lstop()
+		cctx, cstop := r.Run.Bound(ctx)
+		err = r.Create(cctx, conn, p.Name)
+		if err != nil {
+			err = Settle(cctx, r.Run.Wrap(err))
+			cstop()
+			_ = dialect.Discard(conn)
+			return nil, err
 		}
+		cstop()
 	}
 }
 

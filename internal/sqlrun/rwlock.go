@@ -53,6 +53,14 @@ func (t *rwLockTable) Withdraw(ctx context.Context, name, owner string) error {
 // a pinned connection; the connection is discarded when the transaction
 // did not end cleanly, since its state on the server is then unknown.
 func (t *rwLockTable) Acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error) {
+	bctx, stop := t.run.Bound(ctx)
+	defer stop()
+	g, err := t.acquire(bctx, p)
+	return g, Settle(bctx, err)
+}
+
+// acquire is Acquire on ctx, bounded.
+func (t *rwLockTable) acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error) {
 	if err := t.run.check(ctx); err != nil {
 		return dialect.RWGrant{}, err
 	}
@@ -69,7 +77,7 @@ func (t *rwLockTable) Acquire(ctx context.Context, p dialect.RWAcquireParams) (d
 	if err != nil {
 		err = t.run.Wrap(err)
 		if ctx.Err() != nil {
-			err = errors.Join(ctx.Err(), err)
+			err = errors.Join(cause(ctx), err)
 		}
 	}
 	return g, err

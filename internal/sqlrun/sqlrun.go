@@ -12,6 +12,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sqllock/sqllock/dialect"
 )
@@ -74,40 +75,105 @@ func (r *Runner) afterRelease(ctx context.Context, name string) {
 	}
 }
 
+// Bound returns ctx bounded by r.StatementTimeout (see
+// dialect.Hooks.StatementTimeout): a context that ends with ctx, or when the
+// timeout passes, with a cause wrapping dialect.ErrNoAnswer. Call stop when
+// the call is done. Every call of the runner is bounded so; Settle turns
+// its error into the one to return.
+func (r *Runner) Bound(ctx context.Context) (bctx context.Context, stop context.CancelFunc) {
+	if r.StatementTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, r.StatementTimeout, noAnswer(r.StatementTimeout))
+}
+
+// noAnswer is the cause of a context of Bound whose timeout passed.
+func noAnswer(d time.Duration) error {
+	return fmt.Errorf("%w (%v: the dialect's WithStatementTimeout)", dialect.ErrNoAnswer, d)
+}
+
+// cause returns the error to report for ctx, which ended: its cause when
+// Bound's timeout ended it, else ctx.Err().
+func cause(ctx context.Context) error {
+	if c := context.Cause(ctx); errors.Is(c, dialect.ErrNoAnswer) {
+		return c
+	}
+	return ctx.Err()
+}
+
+// Settle returns err, the error of a call bounded by Bound(ctx), saying
+// so when the bound ended the call: with dialect.ErrNoAnswer, and with
+// dialect.ErrOutcomeUnknown unless err says that nothing was sent
+// (dialect.ErrUnavailable, dialect.ErrPoolExhausted, NotSent) or that the
+// outcome is unknown already.
+func Settle(bctx context.Context, err error) error {
+	if err == nil || bctx.Err() == nil || errors.Is(err, dialect.ErrNoAnswer) {
+		return err
+	}
+	c := context.Cause(bctx)
+	if !errors.Is(c, dialect.ErrNoAnswer) {
+		return err
+	}
+	if errors.Is(err, dialect.ErrUnavailable) || errors.Is(err, dialect.ErrPoolExhausted) ||
+		errors.Is(err, dialect.ErrOutcomeUnknown) || NotSent(err) {
+		return fmt.Errorf("%w: %w", c, err)
+	}
+	return fmt.Errorf("%w: %w: %w", dialect.ErrOutcomeUnknown, c, err)
+}
+
 // Pin takes a connection of the pool for the caller's exclusive use; the
-// caller closes it. No statement has been sent when it fails: if ctx ended
-// while the pool was at its limit, the error wraps dialect.ErrPoolExhausted
-// as well as ctx's error; if ctx ended otherwise, it is ctx's error; if no
-// connection could be established, it wraps dialect.ErrUnavailable.
+// caller closes it. Connecting is bounded by r.StatementTimeout (see
+// Bound). No statement has been sent when it fails: if ctx ended (or the
+// bound passed) while the pool was at its limit, the error wraps
+// dialect.ErrPoolExhausted as well as ctx's error; if ctx ended otherwise,
+// it is ctx's error; if no connection could be established (within the
+// bound: the error wraps dialect.ErrNoAnswer too), it wraps
+// dialect.ErrUnavailable.
 func (r *Runner) Pin(ctx context.Context) (*sql.Conn, error) {
-	conn, err := r.DB.Conn(ctx)
+	bctx, stop := r.Bound(ctx)
+	defer stop()
+	conn, err := r.DB.Conn(bctx)
 	if err == nil {
 		return conn, nil
 	}
-	if cerr := ctx.Err(); cerr != nil {
+	if bctx.Err() != nil {
+		cerr := cause(bctx)
 		if full, limit := r.full(); full {
 			return nil, fmt.Errorf("%w: all %d connections of the pool in use: %w",
 				dialect.ErrPoolExhausted, limit, cerr)
+		}
+		if errors.Is(cerr, dialect.ErrNoAnswer) {
+			return nil, fmt.Errorf("%w: %w: %w", dialect.ErrUnavailable, cerr, err)
 		}
 		return nil, cerr
 	}
 	return nil, fmt.Errorf("%w: %w", dialect.ErrUnavailable, err)
 }
 
-// Conn runs fn on a pinned connection. Errors of fn are returned as they
-// are: fn wraps them.
-func (r *Runner) Conn(ctx context.Context, fn func(conn *sql.Conn) error) error {
-	conn, err := r.Pin(ctx)
+// Conn runs fn on a pinned connection, with ctx bounded by
+// r.StatementTimeout (see Bound): fn runs its statements with the ctx it
+// is given. Errors of fn are returned as they are (fn wraps them), save
+// that a call the bound ended says so (see Settle).
+func (r *Runner) Conn(ctx context.Context, fn func(ctx context.Context, conn *sql.Conn) error) error {
+	bctx, stop := r.Bound(ctx)
+	defer stop()
+	conn, err := r.Pin(bctx)
 	if err != nil {
-		return err
+		return Settle(bctx, err)
 	}
-	defer conn.Close()
-	return fn(conn)
+	err = fn(bctx, conn)
+	if err != nil && bctx.Err() != nil {
+		// Ended mid-statement: the driver may not have noticed.
+		_ = dialect.Discard(conn)
+	} else {
+		conn.Close()
+	}
+	return Settle(bctx, err)
 }
 
 // Int runs st and returns its number: see Kind.
 func (r *Runner) Int(ctx context.Context, st *Stmt, p *Params) (n int64, err error) {
-	err = r.Conn(ctx, func(conn *sql.Conn) error {
+	err = r.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		n, err = intOn(ctx, conn, "", st, p)
 		return r.Wrap(err)
 	})
@@ -117,7 +183,7 @@ func (r *Runner) Int(ctx context.Context, st *Stmt, p *Params) (n int64, err err
 // Row runs st, which selects at most one row, into dest; ok is false when
 // it selects none.
 func (r *Runner) Row(ctx context.Context, st *Stmt, p *Params, dest ...any) (ok bool, err error) {
-	err = r.Conn(ctx, func(conn *sql.Conn) error {
+	err = r.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		text, args := st.bind(p)
 		err := conn.QueryRowContext(ctx, text, args...).Scan(dest...)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -133,7 +199,7 @@ func (r *Runner) Row(ctx context.Context, st *Stmt, p *Params, dest ...any) (ok 
 
 // Each runs st and calls scan for each row it selects.
 func (r *Runner) Each(ctx context.Context, st *Stmt, p *Params, scan func(*sql.Rows) error) error {
-	return r.Conn(ctx, func(conn *sql.Conn) error { return eachOn(ctx, conn, r.Wrap, st, p, scan) })
+	return r.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error { return eachOn(ctx, conn, r.Wrap, st, p, scan) })
 }
 
 // intOn runs st on q, after prefix, and returns its number. The error is

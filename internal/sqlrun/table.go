@@ -84,7 +84,7 @@ func (t *leaseTable) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time
 		got[l] = true
 		return nil
 	}
-	err := t.run.Conn(ctx, func(conn *sql.Conn) error {
+	err := t.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		if t.renewMany.Kind == dialect.Query {
 			return eachOn(ctx, conn, t.run.Wrap, &t.renewMany, p, scan)
 		}
