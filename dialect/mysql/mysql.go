@@ -290,22 +290,31 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 // migrationStatements are the statements of MigrationDriver.
 func (d *Dialect) migrationStatements() sqlmigrate.Statements {
 	st := sqlmigrate.Statements{
-		Lock:         `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
-		Unlock:       `DO RELEASE_LOCK(` + migrationLockName + `)`,
-		Canceller:    d.killQuery,
-		EnsureTable:  "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
+		Lock:        `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
+		Unlock:      `DO RELEASE_LOCK(` + migrationLockName + `)`,
+		Canceller:   d.killQuery,
+		EnsureTable: "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
+		TableExists: `SELECT COUNT(*) > 0 FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name = 'sqllock_schema_migrations'`,
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
 		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
 		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,
 	}
 	if d.database != "" {
-		// Before the lock, whose name is the selected database's.
-		st.Session = []string{
-			"CREATE DATABASE IF NOT EXISTS " + quote(d.database),
-			"USE " + quote(d.database),
-		}
+		// Before the lock, whose name is the selected database's. The
+		// database is created only if it is missing: CREATE DATABASE IF
+		// NOT EXISTS needs the CREATE privilege even when it exists.
+		st.Session = []string{"USE " + quote(d.database)}
+		st.Create = []string{"CREATE DATABASE IF NOT EXISTS " + quote(d.database)}
+		st.Missing = unknownDatabase
 	}
 	return st
+}
+
+// unknownDatabase reports MySQL's error 1049, unknown database.
+func unknownDatabase(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1049
 }
 
 // migrationLockName is the name of the migration lock, computed on the
