@@ -161,6 +161,23 @@ func (d *Driver) session() error {
 	return nil
 }
 
+// EnsureTable creates the version table, and the schema or database it is
+// in, if missing: it takes the lock, runs Setup and EnsureTable, and
+// releases the lock. sqllock.Migrate calls it before a run that writes a
+// version record, so that a role without the privilege to create them
+// fails before golang-migrate starts the run. A run ensures the table
+// itself otherwise, before its first version record (see SetVersion).
+func (d *Driver) EnsureTable() error {
+	if err := d.Lock(); err != nil {
+		return err
+	}
+	if err := d.ensure(); err != nil {
+		_ = d.Unlock()
+		return err
+	}
+	return d.Unlock()
+}
+
 // ensure runs Setup and EnsureTable once per driver, under the lock, before
 // the first version record is written. Concurrent CREATE ... IF NOT EXISTS
 // can fail on PostgreSQL with a unique violation: under the lock, it does
