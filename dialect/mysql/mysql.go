@@ -279,9 +279,27 @@ func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int,
 // run instead of going back to the pool, which releases the lock whatever
 // happened. On TiDB, a wait for the lock that TiDB ends with an error is
 // repeated until ctx ends.
+//
+// New's dialect refuses to migrate a TiDB server, with an error wrapping
+// dialect.ErrUnsupported, before anything is run: its migrations are
+// MySQL's, which TiDB cannot apply (it refuses an index on a column added
+// by the same ALTER TABLE, and a migration cut off there leaves the schema
+// dirty), and its migrators would not wait for each other there (TiDB ends
+// a wait for the lock with an error). NewTiDB's dialect has TiDB's.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
 	if d.tidb != nil {
 		return d.tidb.migrationDriver(ctx, conn)
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		_ = dialect.Discard(conn)
+		return nil, wrap(err)
+	}
+	if isTiDB(version) {
+		_ = dialect.Discard(conn)
+		return nil, fmt.Errorf("%w: the server is TiDB (VERSION() %q), which cannot apply the MySQL "+
+			"dialect's migrations: use mysql.NewTiDB (a tidb:// DSN for the sqllock command), whose "+
+			"migrations are TiDB's", dialect.ErrUnsupported, version)
 	}
 	drv, err := sqlmigrate.New(ctx, conn, d.migrationStatements())
 	return drv, wrap(err)
