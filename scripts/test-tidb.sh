@@ -133,7 +133,7 @@ export SQLLOCK_TEST_TIDB_DSN="root@tcp($HOST:$port)/test"
 report="$dir/chaos-report"
 code=0
 go test -race -count=1 -timeout 20m \
-	-run '^(TestTiDBConformance|TestMySQLDialectRefusesTiDB|TestMigrationLockNameLengthTiDB|TestTiDBExclusionBesideReaper|TestTiDBConcurrentMigrate)$' "$@" ./dialect/mysql/ || code=1
+	-run '^(TestTiDBConformance|TestMySQLDialectRefusesTiDB|TestMigrationLockNameLengthTiDB|TestTiDBExclusionBesideReaper|TestTiDBConcurrentMigrate|TestTiDBConcurrentMigrateAfterDown)$' "$@" ./dialect/mysql/ || code=1
 SQLLOCK_CHAOS_REPORT="$report" go test -race -count=1 -timeout 30m \
 	-run '^TestChaos$/^tidb$' "$@" ./internal/chaos/ || code=1
 [ -f "$report" ] && cat "$report"

@@ -87,11 +87,11 @@ func (t *target) diagnose(ctx context.Context, cfg *dsnpkg.Config) []finding {
 	switch t.d.Name() {
 	case "postgres":
 		pooler, transaction := t.pgPooler(ctx, cfg)
-		findings = append(findings, pooler, t.schemaFinding(ctx),
+		findings = append(findings, pooler, t.schemaFinding(ctx), t.privileges(ctx),
 			t.clock(ctx, `SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint`),
 			t.pgListen(ctx, transaction))
 	case "mysql":
-		findings = append(findings, t.mysqlPooler(ctx), t.schemaFinding(ctx),
+		findings = append(findings, t.mysqlPooler(ctx), t.schemaFinding(ctx), t.privileges(ctx),
 			t.clock(ctx, `SELECT CAST(UNIX_TIMESTAMP(SYSDATE(6)) * 1000000 AS SIGNED)`))
 		findings = append(findings, t.mysqlWakeups(ctx)...)
 	default:

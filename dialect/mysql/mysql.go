@@ -303,9 +303,27 @@ func deleteEach(ctx context.Context, tx *sql.Tx, query string, keys []any) (int,
 // run instead of going back to the pool, which releases the lock whatever
 // happened. On TiDB, a wait for the lock that TiDB ends with an error is
 // repeated until ctx ends.
+//
+// New's dialect refuses to migrate a TiDB server, with an error wrapping
+// dialect.ErrUnsupported, before anything is run: its migrations are
+// MySQL's, which TiDB cannot apply (it refuses an index on a column added
+// by the same ALTER TABLE, and a migration cut off there leaves the schema
+// dirty), and its migrators would not wait for each other there (TiDB ends
+// a wait for the lock with an error). NewTiDB's dialect has TiDB's.
 func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database.Driver, error) {
 	if d.tidb != nil {
 		return d.tidb.migrationDriver(ctx, conn)
+	}
+	var version string
+	if err := conn.QueryRowContext(ctx, `SELECT VERSION()`).Scan(&version); err != nil {
+		_ = dialect.Discard(conn)
+		return nil, wrap(err)
+	}
+	if isTiDB(version) {
+		_ = dialect.Discard(conn)
+		return nil, fmt.Errorf("%w: the server is TiDB (VERSION() %q), which cannot apply the MySQL "+
+			"dialect's migrations: use mysql.NewTiDB (a tidb:// DSN for the sqllock command), whose "+
+			"migrations are TiDB's", dialect.ErrUnsupported, version)
 	}
 	drv, err := sqlmigrate.New(ctx, conn, d.migrationStatements())
 	return drv, wrap(err)
@@ -314,22 +332,31 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 // migrationStatements are the statements of MigrationDriver.
 func (d *Dialect) migrationStatements() sqlmigrate.Statements {
 	st := sqlmigrate.Statements{
-		Lock:         `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
-		Unlock:       `DO RELEASE_LOCK(` + migrationLockName + `)`,
-		Canceller:    d.killQuery,
-		EnsureTable:  "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
+		Lock:        `SELECT GET_LOCK(` + migrationLockName + `, 5) = 1`,
+		Unlock:      `DO RELEASE_LOCK(` + migrationLockName + `)`,
+		Canceller:   d.killQuery,
+		EnsureTable: "CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version BIGINT NOT NULL PRIMARY KEY, dirty BOOLEAN NOT NULL) ENGINE = InnoDB",
+		TableExists: `SELECT COUNT(*) > 0 FROM information_schema.tables
+WHERE table_schema = DATABASE() AND table_name = 'sqllock_schema_migrations'`,
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
 		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
 		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,
 	}
 	if d.database != "" {
-		// Before the lock, whose name is the selected database's.
-		st.Session = []string{
-			"CREATE DATABASE IF NOT EXISTS " + quote(d.database),
-			"USE " + quote(d.database),
-		}
+		// Before the lock, whose name is the selected database's. The
+		// database is created only if it is missing: CREATE DATABASE IF
+		// NOT EXISTS needs the CREATE privilege even when it exists.
+		st.Session = []string{"USE " + quote(d.database)}
+		st.Create = []string{"CREATE DATABASE IF NOT EXISTS " + quote(d.database)}
+		st.Missing = unknownDatabase
 	}
 	return st
+}
+
+// unknownDatabase reports MySQL's error 1049, unknown database.
+func unknownDatabase(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1049
 }
 
 // migrationLockName is the name of the migration lock, computed on the

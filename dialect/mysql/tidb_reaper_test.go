@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
@@ -185,4 +188,67 @@ func TestTiDBConcurrentMigrate(t *testing.T) {
 			t.Errorf("migration %d: %v", i, err)
 		}
 	}
+}
+
+// Right after a MigrateDown, eight processes migrating one database at
+// once with the MySQL dialect are all refused before anything runs (its
+// migrations are MySQL's), and the schema stays clean; eight with the TiDB
+// dialect then all succeed, one step at a time, and leave it clean at the
+// newest version.
+func TestTiDBConcurrentMigrateAfterDown(t *testing.T) {
+	t.Parallel()
+	_, database := dbtest.TiDB(t)
+	dsn := dbtest.TiDBDSN(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	first, err := newTiDB(dbtest.OpenMySQL(t, dsn), database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqllock.Migrate(ctx, first); err != nil {
+		t.Fatalf("first migration: %v", err)
+	}
+	newest, _, err := sqllock.MigrationVersion(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqllock.MigrateDown(ctx, first); err != nil {
+		t.Fatalf("down: %v", err)
+	}
+	migrateAtOnce := func(open func(*sql.DB, string) (dialect.Dialect, error)) []error {
+		const n = 8
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			d, err := open(dbtest.OpenMySQL(t, dsn), database)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { errs[i] = sqllock.Migrate(ctx, d) })
+		}
+		wg.Wait()
+		return errs
+	}
+	checkVersion := func(when string, want uint) {
+		t.Helper()
+		if v, dirty, err := sqllock.MigrationVersion(ctx, first); err != nil || v != want || dirty {
+			t.Fatalf("%s: version %d, dirty %v, %v; want %d, clean", when, v, dirty, err, want)
+		}
+	}
+
+	for i, err := range migrateAtOnce(func(db *sql.DB, database string) (dialect.Dialect, error) {
+		return mysql.New(db, mysql.WithDatabase(database))
+	}) {
+		if !errors.Is(err, dialect.ErrUnsupported) {
+			t.Errorf("MySQL dialect's migration %d on TiDB: %v, want dialect.ErrUnsupported", i, err)
+		}
+	}
+	checkVersion("after the MySQL dialect's migrations", 0)
+
+	for i, err := range migrateAtOnce(newTiDB) {
+		if err != nil {
+			t.Errorf("migration %d: %v", i, err)
+		}
+	}
+	checkVersion("after the TiDB dialect's migrations", newest)
 }

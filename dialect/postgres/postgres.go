@@ -238,6 +238,7 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 	}
 	st.Lock = fmt.Sprintf(`SELECT true FROM pg_advisory_xact_lock(hashtextextended('sqllock:migrate:' || COALESCE(%s, ''), 0))`, schema)
 	st.EnsureTable = `CREATE TABLE IF NOT EXISTS ` + table + ` (version bigint NOT NULL PRIMARY KEY, dirty boolean NOT NULL)`
+	st.TableExists = `SELECT to_regclass('` + table + `') IS NOT NULL`
 	st.ReadVersion = `SELECT version, dirty FROM ` + table + ` LIMIT 1`
 	st.ClearVersion = `DELETE FROM ` + table
 	st.WriteVersion = `INSERT INTO ` + table + ` (version, dirty) VALUES ($1, $2)`

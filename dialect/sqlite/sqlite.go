@@ -216,6 +216,7 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 		Begin:        "BEGIN IMMEDIATE",
 		Busy:         isBusy,
 		EnsureTable:  `CREATE TABLE IF NOT EXISTS sqllock_schema_migrations (version INTEGER NOT NULL PRIMARY KEY, dirty INTEGER NOT NULL)`,
+		TableExists:  `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sqllock_schema_migrations'`,
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
 		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
 		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,

@@ -3,6 +3,14 @@
 // the caller's pool, records versions in a table named by the dialect, and
 // does not need multi-statement support in the user's DSN.
 //
+// It runs DDL only to change the schema: reading the version, and a run
+// that finds nothing to do, take the migration lock and read, which a role
+// with no more than SELECT, INSERT, UPDATE and DELETE on the tables may do.
+// The version table (and the schema or database it is in) is created under
+// the lock before the first version record of a run is written, so a role
+// without the privilege to create them fails there, before anything of the
+// run is written.
+//
 // Its connection never goes back to the pool: Close, and New when it fails,
 // discard it, so that no transaction, session lock or session setting of a
 // migration outlives it. Statements that end a transaction or release the
@@ -33,10 +41,15 @@ const CleanupTimeout = 5 * time.Second
 
 // Statements is the SQL a dialect supplies. Placeholders are the dialect's own.
 type Statements struct {
-	// Session runs once, first, outside the lock (for example to create
-	// and select a database); may be empty. Its settings end with the
-	// connection.
+	// Session runs once, first, outside the lock (for example to select
+	// a database); may be empty. Its settings end with the connection.
 	Session []string
+	// Create makes what Session needs, such as the database it selects:
+	// when a statement of Session fails with an error that Missing
+	// reports, Create runs and then Session again. Both may be nil. It
+	// needs DDL privileges, so it runs only when something is missing.
+	Create  []string
+	Missing func(error) bool
 	// TxLock makes the migration lock a transaction's, for servers with
 	// transactional DDL: Lock begins a transaction with Begin, runs
 	// Prepare in it and then takes the lock with the Lock statement (if
@@ -66,8 +79,14 @@ type Statements struct {
 	// Setup runs under the lock, before EnsureTable (for example to create
 	// the schema, which concurrent migrators would otherwise race on).
 	Setup []string
-	// EnsureTable creates the version table if it does not exist.
+	// EnsureTable creates the version table if it does not exist. It and
+	// Setup run under the lock before the first version record of a run,
+	// and not at all for a run that writes none.
 	EnsureTable string
+	// TableExists selects one boolean: whether the version table exists.
+	// It takes no arguments and needs no privilege beyond those on the
+	// table, found as ReadVersion finds it.
+	TableExists string
 	// ReadVersion selects (version, dirty) from the version table.
 	ReadVersion string
 	// ClearVersion deletes every row of the version table.
@@ -96,6 +115,9 @@ type Driver struct {
 	// failed records that a statement failed since the current
 	// transaction began, so that it is rolled back.
 	failed bool
+	// ensured records that Setup and EnsureTable ran, in the lock's
+	// current transaction under TxLock: see ensure.
+	ensured bool
 }
 
 // New returns a driver on conn, whose statements run on ctx. It takes
@@ -109,7 +131,7 @@ func New(ctx context.Context, conn *sql.Conn, st Statements) (*Driver, error) {
 	return d, nil
 }
 
-// init prepares the connection and ensures the version table.
+// init prepares the connection: no DDL runs unless Session needs Create.
 func (d *Driver) init() error {
 	if d.st.Canceller != nil {
 		var err error
@@ -117,23 +139,61 @@ func (d *Driver) init() error {
 			return err
 		}
 	}
+	err := d.session()
+	if err != nil && len(d.st.Create) > 0 && d.st.Missing != nil && d.st.Missing(err) {
+		for _, q := range d.st.Create {
+			if err := d.exec(q); err != nil {
+				return err
+			}
+		}
+		err = d.session()
+	}
+	return err
+}
+
+// session runs the Session statements.
+func (d *Driver) session() error {
 	for _, q := range d.st.Session {
 		if err := d.exec(q); err != nil {
 			return err
 		}
 	}
-	// Concurrent CREATE ... IF NOT EXISTS can fail on PostgreSQL with a
-	// unique violation, so the setup runs under the migration lock.
+	return nil
+}
+
+// EnsureTable creates the version table, and the schema or database it is
+// in, if missing: it takes the lock, runs Setup and EnsureTable, and
+// releases the lock. sqllock.Migrate calls it before a run that writes a
+// version record, so that a role without the privilege to create them
+// fails before golang-migrate starts the run. A run ensures the table
+// itself otherwise, before its first version record (see SetVersion).
+func (d *Driver) EnsureTable() error {
 	if err := d.Lock(); err != nil {
 		return err
 	}
+	if err := d.ensure(); err != nil {
+		_ = d.Unlock()
+		return err
+	}
+	return d.Unlock()
+}
+
+// ensure runs Setup and EnsureTable once per driver, under the lock, before
+// the first version record is written. Concurrent CREATE ... IF NOT EXISTS
+// can fail on PostgreSQL with a unique violation: under the lock, it does
+// not race. Under TxLock it runs in the lock's transaction, once per
+// transaction (Lock starts another).
+func (d *Driver) ensure() error {
+	if d.ensured {
+		return nil
+	}
 	for _, q := range slices.Concat(d.st.Setup, []string{d.st.EnsureTable}) {
 		if err := d.exec(q); err != nil {
-			_ = d.Unlock()
 			return err
 		}
 	}
-	return d.Unlock()
+	d.ensured = true
+	return nil
 }
 
 // Open is not supported: drivers are built from a connection by New.
@@ -161,6 +221,9 @@ func (d *Driver) Lock() error {
 		held, err := d.tryLock()
 		if err == nil && held {
 			d.failed = false
+			if d.st.TxLock {
+				d.ensured = false // a new transaction
+			}
 			return nil
 		}
 		// Drop what the attempt may have left: its transaction, or a
@@ -315,8 +378,13 @@ func Split(body []byte) []string {
 	return stmts
 }
 
-// SetVersion records version and dirty, replacing what was there.
+// SetVersion records version and dirty, replacing what was there. The
+// first record of a run ensures the version table first (see ensure):
+// golang-migrate writes one before each migration it runs.
 func (d *Driver) SetVersion(version int, dirty bool) error {
+	if err := d.ensure(); err != nil {
+		return err
+	}
 	if !d.st.TxLock { // a transaction of its own
 		if err := d.exec("BEGIN"); err != nil {
 			return err
@@ -338,7 +406,8 @@ func (d *Driver) SetVersion(version int, dirty bool) error {
 	return err
 }
 
-// Version returns the recorded version, or database.NilVersion.
+// Version returns the recorded version, or database.NilVersion (also when
+// the version table does not exist yet).
 func (d *Driver) Version() (int, bool, error) {
 	var (
 		v     int64
@@ -346,6 +415,11 @@ func (d *Driver) Version() (int, bool, error) {
 		none  bool
 	)
 	err := d.run(func(ctx context.Context) error {
+		var exists bool
+		if err := d.conn.QueryRowContext(ctx, d.st.TableExists, d.args()...).Scan(&exists); err != nil || !exists {
+			none = true
+			return err
+		}
 		err := d.conn.QueryRowContext(ctx, d.st.ReadVersion, d.args()...).Scan(&v, &dirty)
 		if errors.Is(err, sql.ErrNoRows) {
 			none, err = true, nil

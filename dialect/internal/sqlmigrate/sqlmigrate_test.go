@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/golang-migrate/migrate/v4/database"
 	msqlite "modernc.org/sqlite"
 
 	"github.com/sqllock/sqllock/dialect/internal/sqlmigrate"
@@ -35,6 +36,7 @@ func statements(setup ...string) sqlmigrate.Statements {
 		Begin:        "BEGIN IMMEDIATE",
 		Setup:        setup,
 		EnsureTable:  `CREATE TABLE IF NOT EXISTS versions (version INTEGER NOT NULL PRIMARY KEY, dirty INTEGER NOT NULL)`,
+		TableExists:  `SELECT COUNT(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = 'versions'`,
 		ReadVersion:  `SELECT version, dirty FROM versions LIMIT 1`,
 		ClearVersion: `DELETE FROM versions`,
 		WriteVersion: `INSERT INTO versions (version, dirty) VALUES (?, ?)`,
@@ -73,8 +75,7 @@ func checkClean(t *testing.T, db *sql.DB, path string) {
 	}
 }
 
-// A New whose context ends half-way, inside the lock's transaction, rolls
-// it back and discards its connection.
+// A New whose context ends half-way discards its connection.
 func TestNewCancelledDiscardsConnection(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "m.db")
@@ -86,11 +87,78 @@ func TestNewCancelledDiscardsConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv, err := sqlmigrate.New(ctx, conn, statements(`SELECT cancel_ctx('`+t.Name()+`')`))
+	st := statements()
+	st.Session = []string{`SELECT cancel_ctx('` + t.Name() + `')`, `SELECT 1`}
+	drv, err := sqlmigrate.New(ctx, conn, st)
 	if !errors.Is(err, context.Canceled) || drv != nil {
 		t.Fatalf("New: %v, want context.Canceled", err)
 	}
 	checkClean(t, db, path)
+}
+
+// A first version record whose context ends in the setup, inside the
+// lock's transaction, fails; Unlock rolls the transaction back and Close
+// discards the connection.
+func TestSetupCancelledRollsBack(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "m.db")
+	db := open(t, path)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	cancels.Store(t.Name(), cancel)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := sqlmigrate.New(ctx, conn, statements(`SELECT cancel_ctx('`+t.Name()+`')`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.SetVersion(1, true); !errors.Is(err, context.Canceled) {
+		t.Fatalf("SetVersion: %v, want context.Canceled", err)
+	}
+	if err := drv.Unlock(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock: %v, want context.Canceled", err)
+	}
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkClean(t, db, path)
+}
+
+// Reading the version and a run that writes none create nothing: the
+// version table is made before the first version record.
+func TestVersionCreatesNothing(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "m.db")
+	db := open(t, path)
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := sqlmigrate.New(t.Context(), conn, statements())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Lock(); err != nil {
+		t.Fatal(err)
+	}
+	if v, dirty, err := drv.Version(); err != nil || v != database.NilVersion || dirty {
+		t.Fatalf("Version: %d, %v, %v; want NilVersion", v, dirty, err)
+	}
+	if err := drv.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if err := drv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM sqlite_schema`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d tables after reading the version, %v", n, err)
+	}
 }
 
 // A run whose context ends after a migration is rolled back as a whole,
