@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -114,8 +113,5 @@ func held(lock *Lock) engine.Held {
 // acquireError describes a failed acquire statement, joining ctx's error
 // when ctx ended meanwhile.
 func acquireError(ctx context.Context, name string, err error) error {
-	if ctx.Err() != nil {
-		err = errors.Join(ctx.Err(), err)
-	}
-	return fmt.Errorf("sqllock: acquire %q: %w", name, err)
+	return fmt.Errorf("sqllock: acquire %q: %w", name, sqlrun.WithCause(ctx, err))
 }

@@ -86,7 +86,7 @@ func (r *Runner) grant(ctx context.Context, g Grant) (int64, error) {
 	if cancelled {
 		_ = dialect.Discard(conn)
 		if err != nil {
-			return 0, errors.Join(cause(ctx), r.Wrap(err))
+			return 0, WithCause(ctx, r.Wrap(err))
 		}
 		if r.Durable && n != 0 && g.Undo != nil {
 			return 0, r.undo(ctx, g, n)

@@ -3,7 +3,6 @@ package sqlrun
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -83,7 +82,7 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 			// The server may still be acting on the cancel: the
 			// connection's state is unknown.
 			_ = dialect.Discard(conn)
-			err = Settle(lctx, errors.Join(cause(lctx), r.Run.Wrap(err)))
+			err = Settle(lctx, WithCause(lctx, r.Run.Wrap(err)))
 			lstop()
 			return nil, err
 		case err != nil:

@@ -3,7 +3,6 @@ package sqlrun
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -75,10 +74,7 @@ func (t *rwLockTable) acquire(ctx context.Context, p dialect.RWAcquireParams) (d
 		conn.Close()
 	}
 	if err != nil {
-		err = t.run.Wrap(err)
-		if ctx.Err() != nil {
-			err = errors.Join(cause(ctx), err)
-		}
+		err = WithCause(ctx, t.run.Wrap(err))
 	}
 	return g, err
 }

@@ -101,6 +101,17 @@ func cause(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// WithCause returns err joined with ctx's error (see cause), which ended
+// while the call that failed with err ran, unless err already says so: a
+// driver that returns the context's error must not have it reported twice.
+func WithCause(ctx context.Context, err error) error {
+	c := cause(ctx)
+	if c == nil || errors.Is(err, c) {
+		return err
+	}
+	return errors.Join(c, err)
+}
+
 // Settle returns err, the error of a call bounded by Bound(ctx), saying
 // so when the bound ended the call: with dialect.ErrNoAnswer, and with
 // dialect.ErrOutcomeUnknown unless err says that nothing was sent
