@@ -49,8 +49,10 @@ import (
 //
 // Acquire waits as a Table's does; releases (and withdrawn intents) of
 // names someone waits for are announced, on PostgreSQL with LISTEN/NOTIFY
-// and on MySQL and MariaDB by the waiting processes' bells, as for a
-// Table; on SQLite waiters poll, every MaxBackoff at the most. MinHold is not supported. List returns the
+// and on MySQL and MariaDB by the waiting processes' bells, and on SQLite
+// through the sockets beside the database file, as for a Table (where
+// none can be bound, waiters poll, every MaxBackoff at the most). MinHold
+// is not supported. List returns the
 // holders' leases, readers' and writers' alike, ordered by name. An RWLock
 // is safe for concurrent use.
 type RWLock struct {

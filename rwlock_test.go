@@ -446,3 +446,80 @@ func TestRWLockQueuedReaderAndWriterHandOff(t *testing.T) {
 		release(t, ctx, second.k)
 	})
 }
+
+// A reader of another process, waiting behind a writer's intent and then
+// its lease, is woken by the writer's release, not at its next poll: its
+// polling is slowed to an hour, and the leases and intents last an hour,
+// so only the release's announcement wakes it within the test. The writer
+// waits behind a reader that crashed (nobody renews its lease), whose lease
+// is then made to end: nothing announces that, so every announcement the
+// reader's room hears after the writer's grant is the writer's release.
+// (The test's name is short: on SQLite the wake-up sockets live beside the
+// database file, in the test's temporary directory, and a socket's path
+// has a length limit.)
+func TestRWLockWakesReadersElsewhere(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		if cat := e.d.Catalogue(); cat.Notifier == nil || !cat.RWLocks.Announces {
+			t.Fatalf("%s: the releases of read/write locks are not announced: readers of other processes poll", e.kind)
+		}
+		const name = "doc"
+		rw := testutil.Tables(t, e.d).RWLocks
+		if g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: name, Owner: "crashed-reader", TTL: time.Hour, Shared: true}); err != nil || g.Token == 0 {
+			t.Fatalf("grant: %+v, %v", g, err)
+		}
+		open := func(opts sqllock.RWLockOptions) *sqllock.RWLock {
+			_, d := e.sibling(t, 0)
+			l, err := sqllock.NewRWLock(d, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+		// The writer retries every 100 ms, to find the crashed reader gone.
+		writers := open(sqllock.RWLockOptions{TTL: time.Hour, RenewInterval: 100 * time.Millisecond})
+		readers := open(sqllock.RWLockOptions{TTL: time.Hour, MaxBackoff: time.Hour})
+		probe := sqllock.ProbeRoom(readers)
+		gotW := acquireAsync(ctx, writers, name)
+		waitForWaiters(t, ctx, writers, name, 1) // refused once: its intent is recorded
+		gotR := make(chan *sqllock.Lock, 1)
+		go func() {
+			k, err := readers.AcquireShared(ctx, name)
+			if err != nil {
+				t.Errorf("reader: %v", err)
+			}
+			gotR <- k
+		}()
+		testutil.Eventually(ctx, t, "the reader waiting, its room listening", func() bool {
+			up, waiting := sqllock.RoomState(readers, name)
+			return up && waiting == 1
+		})
+		past := map[string]string{
+			"postgres": "now() - INTERVAL '1 second'",
+			"mysql":    "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND",
+			"sqlite":   "CAST(unixepoch('subsec') * 1000000 AS INTEGER) - 1000000",
+		}[e.kind]
+		if _, err := e.db.ExecContext(ctx, e.q("UPDATE {sqllock_rwlock_holders} SET expires_at = "+past+" WHERE name = ? AND owner = 'crashed-reader'"), name); err != nil {
+			t.Fatal(err)
+		}
+		w := <-gotW
+		if w == nil {
+			t.Fatal("writer failed")
+		}
+		select {
+		case <-gotR:
+			t.Fatal("reader granted beside the writer")
+		default:
+		}
+		before := probe.Notified(name)
+		release(t, ctx, w)
+		r := <-gotR
+		if r == nil {
+			t.Fatal("reader failed")
+		}
+		if probe.Notified(name) == before {
+			t.Fatal("the reader was granted without hearing the writer's release")
+		}
+		release(t, ctx, r)
+	})
+}

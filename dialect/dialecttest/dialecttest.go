@@ -267,6 +267,7 @@ func Exercise(t *testing.T, h Harness) {
 	}
 	if fair {
 		run("Fair", checkFair)
+		run("FairHandoff", checkFairHandoff)
 	}
 	if cat.Waking != nil {
 		run("Waking", checkWaking)

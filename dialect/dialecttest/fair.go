@@ -151,3 +151,100 @@ func ticketWakes(t *testing.T, e *env) func(dialect.Ticket) {
 		}
 	}
 }
+
+// checkFairHandoff: a ticket told to wait while the lock is free, since an
+// older ticket is owed it, is woken by the release that follows that
+// ticket's grant, on a dialect whose notifier addresses wake-ups. The lock's
+// row was never marked by a waiter that slept on a held lease: the first
+// ticket asked while the lock was free (and was told to try at once), the
+// second while the first was owed it. A release that woke nobody here
+// would leave the lock free beside a live ticket until the first ticket's
+// expiry.
+func checkFairHandoff(t *testing.T, e *env) {
+	q := e.tables(e.Dialect).Fair
+	p := func(name, owner string) dialect.AcquireParams {
+		return dialect.AcquireParams{Name: name, Owner: owner, TTL: long}
+	}
+	wait := func(tk dialect.Ticket) time.Duration {
+		t.Helper()
+		d, live, err := q.Wait(e.ctx, tk)
+		e.must(err, "Wait")
+		if !live {
+			t.Fatalf("Wait of ticket %d: not live", tk.ID)
+		}
+		return d
+	}
+	woken := ticketWakeOrder(t, e)
+	if woken == nil {
+		t.Skip("the dialect's notifier does not address wake-ups to tickets")
+	}
+	const name = "fifo-handoff"
+	first, err := q.Grant(e.ctx, p(name, "holder"), 0)
+	e.must(err, "Grant")
+	a, err := q.Enqueue(e.ctx, p(name, "a"))
+	e.must(err, "Enqueue")
+	_, err = q.Release(e.ctx, dialect.Lease{Name: name, Owner: "holder", Token: first}, 0)
+	e.must(err, "Release")
+	if w := wait(a); w != 0 {
+		t.Fatalf("Wait of the only ticket on a free lock: %v, want 0", w)
+	}
+	b, err := q.Enqueue(e.ctx, p(name, "b"))
+	e.must(err, "Enqueue")
+	if w := wait(b); w <= 0 {
+		t.Fatalf("Wait of the second ticket while the first is owed the lock: %v, want until the first expires", w)
+	}
+	ta, err := q.Grant(e.ctx, p(name, "a"), a.ID)
+	e.must(err, "Grant")
+	if ta == 0 {
+		t.Fatal("Grant to the first ticket on a free lock: refused")
+	}
+	_, err = q.Release(e.ctx, dialect.Lease{Name: name, Owner: "a", Token: ta}, 0)
+	e.must(err, "Release")
+	woken(b)
+}
+
+// ticketWakeOrder subscribes to the dialect's notifier as ticketWakes does
+// and returns a function that checks that a ticket's wake-up was announced
+// by the time it returns: it announces a wake-up of its own afterwards (a
+// ticket behind one given up, on a name of its own) and fails if that one
+// comes first (a listener hears notifications in the order of their
+// commits). It returns nil where wake-ups are not addressed.
+func ticketWakeOrder(t *testing.T, e *env) func(dialect.Ticket) {
+	cat := e.Dialect.Catalogue()
+	if cat.Notifier == nil || e.h.Polling || cat.WatchesNames {
+		return nil
+	}
+	q := e.tables(e.Dialect).Fair
+	s := newSubscriber()
+	sub := cat.Notifier.Subscribe(s)
+	t.Cleanup(sub.Unsubscribe)
+	select {
+	case <-s.ready:
+	case err := <-s.lost:
+		t.Fatalf("the listening connection failed: %v", err)
+	case <-e.ctx.Done():
+		t.Fatal("never: the listening connection ready")
+	}
+	return func(tk dialect.Ticket) {
+		t.Helper()
+		const sentinel = "fifo-sentinel"
+		p := func(owner string) dialect.AcquireParams {
+			return dialect.AcquireParams{Name: sentinel, Owner: owner, TTL: long}
+		}
+		x, err := q.Enqueue(e.ctx, p("x"))
+		e.must(err, "Enqueue")
+		y, err := q.Enqueue(e.ctx, p("y"))
+		e.must(err, "Enqueue")
+		e.must(q.Dequeue(e.ctx, x), "Dequeue") // wakes y: the lock is free
+		want, after := dialect.TicketWake(tk.ID), dialect.TicketWake(y.ID)
+		for {
+			switch got := await(e, "the wake-up of ticket "+want, s.released); got {
+			case want:
+				e.must(q.Dequeue(e.ctx, y), "Dequeue")
+				return
+			case after:
+				t.Fatalf("the release announced no wake-up of ticket %d (the next ticket's wake-up, announced later, came first)", tk.ID)
+			}
+		}
+	}
+}

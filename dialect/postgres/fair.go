@@ -48,12 +48,15 @@ func wakeOldestTicket(tickets string) dialect.SQL {
 // in the conflict's update, and only a re-entry of the caller's live lease
 // passes the first check with tickets ahead: a row that the reaper deletes
 // while the statement runs makes the insert go ahead without a conflict.
+// A new row is marked (ticketed) when other live tickets wait, as their
+// waiters marked the row the reaper deleted.
 func fairSQL(locks, seq, tickets, waker, durable string) dialect.FairSQL {
 	ahead := liveTicketsAhead(tickets)
 	s := ticketSQL(locks, tickets, waker)
 	s.Grant = dialect.Q(fmt.Sprintf(`WITH g AS (
-INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at)
-SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s
+INSERT INTO %[1]s AS l (name, owner, token, holds, acquired_at, expires_at, ticketed)
+SELECT :name, :owner, fence.epoch + nextval('%[2]s'), 1, now(), %[3]s,
+  EXISTS (SELECT 1 FROM %[10]s t WHERE t.name = :name AND t.expires_at > now() AND t.id <> :ticket::bigint)
 FROM (SELECT pg_advisory_xact_lock_shared(%[4]s), %[5]s AS epoch) AS fence WHERE %[8]s
   AND (NOT %[9]s OR EXISTS (SELECT 1 FROM %[1]s x
     WHERE x.name = :name AND x.owner = :owner AND x.holds > 0 AND x.expires_at > now()))
@@ -81,24 +84,30 @@ func ticketSQL(locks, tickets, waker string) dialect.FairSQL {
 		Channel: waker, Addressed: true,
 		Enqueue: dialect.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
 RETURNING id`, tickets, ttl)),
-		// A waiter's first ask marks the lock's row (ticketed), so that
-		// its release reports it and the oldest ticket's process is woken
-		// (see lockSQL). The SELECT reads the statement's snapshot, the
-		// mark's UPDATE the latest row: when the snapshot shows a live
-		// lease without the mark and the UPDATE changed nothing, a release
-		// (or takeover) committed in between that woke nobody, and the
-		// waiter looks again at once (0).
+		// A waiter's every ask marks the lock's row (ticketed) before it
+		// sleeps, so that a release from then on reports it and the oldest
+		// ticket's process is woken (see lockSQL); a name without a row
+		// gets a free one, marked, for the next grant to take over. The
+		// mark stays until the row is reaped. The mark's upsert reads the
+		// latest row, not the statement's snapshot: a release (or
+		// takeover) that committed since the snapshot, unmarked, woke
+		// nobody, so the wait is judged by the row as the mark left it —
+		// free, and no live ticket ahead: look again at once (0). A free
+		// lock with tickets ahead is theirs: the oldest of them is awake
+		// or woken by the release that freed it (every ticket's waiter
+		// marked the row before it slept), and its own release will wake
+		// the next.
 		Wait: dialect.Q(fmt.Sprintf(`WITH hint AS (
-  UPDATE %[2]s SET ticketed = true WHERE name = :name AND NOT ticketed AND expires_at > now() RETURNING 1
+  INSERT INTO %[2]s AS l (name, owner, token, holds, acquired_at, expires_at, ticketed)
+  VALUES (:name, '', 0, 0, now(), '-infinity', true)
+  ON CONFLICT (name) DO UPDATE SET ticketed = true
+  RETURNING l.expires_at
 )
 SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
-WHEN EXISTS (SELECT 1 FROM %[2]s l WHERE l.name = :name AND l.expires_at > now() AND NOT l.ticketed)
-  AND NOT EXISTS (SELECT 1 FROM hint) THEN 0
 ELSE coalesce(
   (SELECT (extract(epoch FROM min(t.expires_at) - now()) * 1000000)::bigint FROM %[1]s t
    WHERE t.name = :name AND t.expires_at > now() AND t.id < :ticket::bigint),
-  (SELECT (extract(epoch FROM l.expires_at - now()) * 1000000)::bigint FROM %[2]s l
-   WHERE l.name = :name AND l.expires_at > now()),
+  (SELECT (extract(epoch FROM h.expires_at - now()) * 1000000)::bigint FROM hint h WHERE h.expires_at > now()),
   0) END`, tickets, locks)),
 		// The deleted ticket is still in the statement's snapshot: the
 		// next one is the oldest live ticket after it.

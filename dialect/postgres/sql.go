@@ -186,15 +186,19 @@ WHERE name = :name AND version = :version AND owner = :owner AND holds > 0 AND e
 //
 // A row whose name's fence an acquire holds (see lockSQL) is left for a
 // later pass: the acquire may have drawn its token before the row's holder
-// drew a larger one.
-func reapSQL(locks string) dialect.SQL {
+// drew a larger one. So is a row marked by waiters with tickets (ticketed)
+// while a live ticket of its name is left: their waiters sleep on the
+// mark, which a new row would lack.
+func reapSQL(locks, tickets string) dialect.SQL {
 	return dialect.Q(fmt.Sprintf(`WITH d AS (
   DELETE FROM %[1]s WHERE name = ANY(ARRAY(
-    SELECT name FROM %[1]s WHERE expires_at <= now() ORDER BY expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
+    SELECT r.name FROM %[1]s r WHERE r.expires_at <= now() AND NOT (r.ticketed AND %[3]s)
+    ORDER BY r.expires_at LIMIT :limit FOR UPDATE SKIP LOCKED
   )) AND expires_at <= now() AND pg_try_advisory_xact_lock(%[2]s)
   RETURNING name, waiters
 )
-SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify(:channel, d.name) WHERE d.waiters) n ON true`, locks, fence("name")))
+SELECT count(*) FROM d LEFT JOIN LATERAL (SELECT pg_notify(:channel, d.name) WHERE d.waiters) n ON true`, locks, fence("name"),
+		fmt.Sprintf(`EXISTS (SELECT 1 FROM %s t WHERE t.name = r.name AND t.expires_at > now())`, tickets)))
 }
 
 // fenceClass is the first key of the fences' advisory locks ("sqlk"): the
@@ -272,7 +276,7 @@ func (d *Dialect) build() error {
 	c := sqlrun.NewCompiler(d.cat)
 	lockFloor, reapVersions := reapVersionsSQL(versions, floor)
 	d.reap = reapStmts{
-		locks:        c.Compile(reapSQL(locks)),
+		locks:        c.Compile(reapSQL(locks, tickets)),
 		versionFloor: c.Compile(lockFloor),
 		versions:     c.Compile(reapVersions),
 		rowLocks:     c.Compile(reapRowLocksSQL(rowlocks)),

@@ -9,10 +9,13 @@ import (
 // rwLockSQL declares the read/write lock statements. A grant is a
 // transaction under SQLite's write lock, so grants take turns with every
 // other write to the database. Tokens are counted per name in the head
-// row, which is kept.
+// row, which is kept. A release that drops a hold, and a withdrawn intent
+// of a name waited for, ring the wake-ups (wake.go), as the lock table's
+// releases do: the readers of other processes are let in when a writer
+// leaves, not at their next poll.
 func rwLockSQL() dialect.RWLockSQL {
 	const heads, holders = "sqllock_rwlock_heads", "sqllock_rwlock_holders"
-	s := dialect.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", false)}
+	s := dialect.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", true), Announces: true}
 	s.Head = dialect.X(`INSERT INTO ` + heads + ` (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`)
 	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, max(intent_expires_at - %s, 0), waiters FROM %s WHERE name = :name`, now, heads))
 	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))
@@ -27,7 +30,10 @@ WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
 	s.Intent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + :ttl, waiters = 1 WHERE name = :name`, heads, now))
 	s.MarkWaiters = dialect.X(`UPDATE ` + heads + ` SET waiters = 1 WHERE name = :name`)
 	clear := `UPDATE ` + heads + ` SET intent_owner = '', intent_expires_at = ` + released + ` WHERE name = :name AND intent_owner = :owner`
-	s.ClearIntent, s.Withdraw = dialect.X(clear), dialect.X(clear)
+	s.ClearIntent = dialect.X(clear)
+	// A withdrawn intent lets readers in: its number is 2 when the name is
+	// waited for, so that the runner rings (see Catalogue).
+	s.Withdraw = dialect.Q(clear + ` RETURNING CASE WHEN waiters THEN 2 ELSE 1 END`)
 	return s
 }
 

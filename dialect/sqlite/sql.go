@@ -170,10 +170,11 @@ func (d *Dialect) build() error {
 
 // Catalogue implements dialect.Dialect. SQLite has no row locks
 // (Pessimistic). Releases of the lock and version tables (lock sets and
-// broken leases included) reach the waiters of other processes of the host
-// through sockets beside the database file (wake.go; Notifier, which
-// announces the names its subscriptions watch), as do fair tickets given
-// up; the waiters of semaphores and read/write locks poll. Without Unix
+// broken leases included) and of read/write locks (withdrawn intents
+// included) reach the waiters of other processes of the host through
+// sockets beside the database file (wake.go; Notifier, which announces the
+// names its subscriptions watch), as do fair tickets given up; the waiters
+// of semaphores poll. Without Unix
 // datagram sockets (Windows), or with WithoutWakeups, there is no Notifier
 // and all waiters poll. Every write, a grant among them, holds the
 // database's single write lock (SingleWriter).
