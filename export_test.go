@@ -24,8 +24,10 @@ func roomOf(l Locker) *engine.Room {
 		return l.eng.Room
 	case *RWLock:
 		return l.eng.Room
+	case *Optimistic:
+		return l.eng.Room
 	}
-	panic("not a Table, a Semaphore or an RWLock")
+	panic("not a Table, an Optimistic, a Semaphore or an RWLock")
 }
 
 // RoomProbe counts what a locker's waiting room sees.
@@ -34,30 +36,60 @@ type RoomProbe struct {
 	connects int            // times the listening connection became ready
 	notified map[string]int // notifications that reached a queue, by name
 	retries  map[string]int // refused attempts by heads after a wait, by name
+	// events counts what the room was told and did; woken and refused
+	// hold the count at the last wake-up (Ready, or a notification) and
+	// at the last refused attempt after a wait, by name (Settled).
+	events  int
+	woken   map[string]int
+	anyWake int
+	refused map[string]int
 }
 
-// ProbeRoom returns a probe of the waiting room of l, a Table, a
-// Semaphore or an RWLock. Call it before l is used.
-func ProbeRoom(l Locker) *RoomProbe {
-	p := &RoomProbe{notified: make(map[string]int), retries: make(map[string]int)}
-	roomOf(l).SetHooks(&engine.Hooks{
+// ProbeRoom returns a probe of the waiting room of l, a Table, an
+// Optimistic, a Semaphore or an RWLock. Call it before l is used.
+func ProbeRoom(l Locker) *RoomProbe { return probe(roomOf(l)) }
+
+// ProbeElection returns a probe of the waiting room of e's campaigns.
+// Call it before e is used.
+func ProbeElection(e *Election) *RoomProbe { return probe(e.table.eng.Room) }
+
+func probe(r *engine.Room) *RoomProbe {
+	p := &RoomProbe{notified: make(map[string]int), retries: make(map[string]int),
+		woken: make(map[string]int), refused: make(map[string]int)}
+	r.SetHooks(&engine.Hooks{
 		Ready: func() {
 			p.mu.Lock()
 			p.connects++
+			p.events++
+			p.anyWake = p.events
 			p.mu.Unlock()
 		},
 		Notified: func(name string) {
 			p.mu.Lock()
 			p.notified[name]++
+			p.events++
+			p.woken[name] = p.events
 			p.mu.Unlock()
 		},
 		Retried: func(name string) {
 			p.mu.Lock()
 			p.retries[name]++
+			p.events++
+			p.refused[name] = p.events
 			p.mu.Unlock()
 		},
 	})
 	return p
+}
+
+// Settled reports whether the head waiting for name was refused after
+// a wait since the last wake-up the room was told of (the listening
+// connection ready, or a notification of name): it has nothing left to
+// try for, and sleeps until the next wake-up or its timer.
+func (p *RoomProbe) Settled(name string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused[name] > p.woken[name] && p.refused[name] > p.anyWake
 }
 
 // Connects reports how many times the room was told that a listening

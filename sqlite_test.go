@@ -31,8 +31,10 @@ const childEnv = "SQLLOCK_TEST_SQLITE_CHILD"
 
 // childConfig tells a child process what to do.
 type childConfig struct {
-	Role     string        // "counter" or "hold"
+	Role     string        // "counter", "hold", or "release-exit" (see exitHolder)
 	File     string        // the SQLite database file
+	DB       string        // for "release-exit": "postgres", "mysql" or "sqlite" (File)
+	DSN, NS  string        // for "release-exit": the server's and the schema or database
 	Strategy string        // a lease strategy's name
 	TTL      time.Duration // the locker's TTL
 	Rounds   int           // critical sections, for "counter"
@@ -40,6 +42,9 @@ type childConfig struct {
 
 // run is the child process's work (see testutil.ChildMain in TestMain).
 func (c childConfig) run() error {
+	if c.Role == "release-exit" {
+		return exitHolder(c)
+	}
 	ctx := context.Background()
 	db, err := sqlite.Open(c.File)
 	if err != nil {

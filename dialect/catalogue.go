@@ -148,8 +148,10 @@ type Hooks struct {
 	// that some process waits for, once it committed: a release whose
 	// number is 2, a withdrawn intent likewise, a fair semaphore's grant
 	// or ticket given up that leaves a permit to a waiting ticket. It
-	// wakes the waiting processes where the statement cannot; it must not
-	// block, and ctx may have ended.
+	// wakes the waiting processes where the statement cannot, before it
+	// returns: the release returns after it, and its process may exit at
+	// once, without Close, taking any goroutine with it. It must be
+	// bounded (a few seconds at the most), and ctx may have ended.
 	AfterRelease func(ctx context.Context, name string)
 	// AfterTicketed, if not nil, is called after a statement freed a lock
 	// or a permit whose waiters hold tickets of queue q, once it committed
@@ -158,8 +160,8 @@ type Hooks struct {
 	// leaving a permit free, or consumed apart from its grant, see
 	// FairSQL.ConsumeApart): it wakes the process of the name's oldest
 	// live ticket of q (with ifFree, only while the lock or a permit is
-	// free), for a dialect without a Wake statement. It must not block,
-	// and ctx may have ended.
+	// free), for a dialect without a Wake statement. It wakes it before
+	// it returns, and is bounded, as AfterRelease; ctx may have ended.
 	AfterTicketed func(ctx context.Context, q Queue, name string, ifFree bool)
 	// Ticket, if not nil, is told when a ticket of the runner's queues
 	// becomes live (taken, live) and when its waiter no longer holds it
@@ -169,7 +171,8 @@ type Hooks struct {
 	Ticket func(id int64, live bool)
 	// Go, if not nil, runs f off the caller's path, in a goroutine that
 	// the dialect owns and waits for when it is closed (work that follows
-	// a grant, such as FairSQL.ConsumeApart's); nil: f runs in the caller.
+	// a grant, such as FairSQL.ConsumeApart's, which a release of the name
+	// in this process waits for); nil: f runs in the caller.
 	Go func(f func())
 	// Full, if not nil, reports whether every connection the pool may open
 	// is in use, for a pool that database/sql does not bound itself (a

@@ -84,7 +84,9 @@ type FairSQL struct {
 	// (Catalogue.Waking), makes a grant to a ticket the lock
 	// table's Acquire, after which Consume deletes the ticket off the
 	// grant's path (Hooks.Go), followed by Hooks.AfterTicketed (the
-	// lock may have been released before the ticket was gone). A deletion
-	// that fails leaves the ticket, which nobody renews, to expire.
+	// lock may have been released before the ticket was gone). A release
+	// of the name in the granted process waits for both, so that its ring
+	// never reaches the granted ticket. A deletion that fails leaves the
+	// ticket, which nobody renews, to expire.
 	ConsumeApart bool
 }

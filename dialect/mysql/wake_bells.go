@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
 )
 
@@ -37,17 +36,7 @@ type bells struct {
 
 	tickets map[int64]bool // the live tickets of the process's waiters (see setTicket)
 
-	ringing map[ringKey]bool // rung in the background: true once rung again meanwhile
-	rings   sync.WaitGroup   // the background rings
-}
-
-// ringKey is what a background ring rings: the processes waiting for a
-// name, or the process of its oldest ticket in queue (with ifFree, only
-// while what the ticket waits for is free).
-type ringKey struct {
-	name           string
-	ticket, ifFree bool
-	queue          dialect.Queue
+	rings sync.WaitGroup // the goroutines of goOwned
 }
 
 // newBells returns the wake-ups tagged tag on the waiters table, for the
@@ -55,7 +44,7 @@ type ringKey struct {
 // the queues (by dialect.Queue).
 func newBells(db *sql.DB, tag, waiters string, queues []ticketQueue, tables ...string) *bells {
 	b := &bells{db: db, tag: tag, stmts: newWakeStmts(waiters, queues, tag, tables...), watched: make(map[string]int),
-		idle: make(map[string]time.Time), kick: make(chan struct{}, 1), ringing: make(map[ringKey]bool),
+		idle: make(map[string]time.Time), kick: make(chan struct{}, 1),
 		tickets: make(map[int64]bool)}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 	b.hub = listen.New(b.listen, wakeLinger)
@@ -63,7 +52,7 @@ func newBells(db *sql.DB, tag, waiters string, queues []ticketQueue, tables ...s
 }
 
 // close stops the bell and the keeper, and waits for both, and for the
-// rings under way, or ctx.
+// goroutines of goOwned under way, or ctx.
 func (b *bells) close(ctx context.Context) error {
 	err := b.hub.Close(ctx)
 	b.mu.Lock()

@@ -47,31 +47,32 @@ func wakingRelease(table, token string, ticketed bool) dialect.SQL {
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry, released, marks))
 }
 
-// ring wakes the processes waiting for name, in the background: a release
-// returns once its own statement is done, not after the ring's (a KILL
-// QUERY can take seconds on a loaded server). A name rung while its
-// previous ring is under way is rung once more after it. Close waits for
-// the rings under way; once the dialect is closed, ring runs in the
-// caller. It is best effort, on a context that ctx's end does not cut
-// short (the release is done): a waiter that is not woken waits until the
-// released lease would have ended.
+// ring wakes the processes waiting for name, before it returns: the
+// release that calls it returns once its waiters were woken, so a process
+// that exits right after its release (without Close) leaves no waiter
+// asleep until the released lease would have ended. It is best effort, on
+// a context that ctx's end does not cut short (the release is done), and
+// bounded by wakeTimeout: a waiter that is not woken comes back within its
+// MaxBackoff.
 func (b *bells) ring(ctx context.Context, name string) {
-	b.ringInBackground(ctx, ringKey{name: name})
+	b.ringNow(context.WithoutCancel(ctx), ringKey{name: name})
 }
 
 // ringTicket wakes the process of the oldest live ticket of name in
-// queue q (with ifFree, only while what it waits for is free), in the
-// background as ring does.
+// queue q (with ifFree, only while what it waits for is free), before it
+// returns, as ring does.
 func (b *bells) ringTicket(ctx context.Context, q dialect.Queue, name string, ifFree bool) {
-	b.ringInBackground(ctx, ringKey{name: name, ticket: true, ifFree: ifFree, queue: q})
+	b.ringNow(context.WithoutCancel(ctx), ringKey{name: name, ticket: true, ifFree: ifFree, queue: q})
 }
 
 // goOwned runs f in a goroutine of the bells (the runner's Go): a
 // granted ticket's deletion, which the grant does not wait for (a round
 // trip), and the ring of the next ticket after it. Until the deletion, a
-// release's ring may reach the granted ticket, and be lost; the ring
-// after the deletion makes up for it. Close waits for the goroutines under
-// way; once the dialect is closed, f runs in the caller.
+// release's ring may reach the granted ticket, and be lost: the runner
+// waits for the deletion before it releases the lease (and the ring after
+// the deletion makes up for a ring that came before it). Close waits for
+// the goroutines under way; once the dialect is closed, f runs in the
+// caller.
 func (b *bells) goOwned(f func()) {
 	b.mu.Lock()
 	if b.ctx.Err() != nil {
@@ -87,40 +88,13 @@ func (b *bells) goOwned(f func()) {
 	}()
 }
 
-// ringInBackground rings k (see ring).
-func (b *bells) ringInBackground(ctx context.Context, k ringKey) {
-	ctx = context.WithoutCancel(ctx)
-	b.mu.Lock()
-	if b.ctx.Err() != nil {
-		b.mu.Unlock()
-		b.ringNow(ctx, k)
-		return
-	}
-	if _, busy := b.ringing[k]; busy {
-		b.ringing[k] = true
-		b.mu.Unlock()
-		return
-	}
-	b.ringing[k] = false
-	b.rings.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.rings.Done()
-		for {
-			b.ringNow(ctx, k)
-			b.mu.Lock()
-			again := b.ringing[k]
-			if !again {
-				delete(b.ringing, k)
-			} else {
-				b.ringing[k] = false
-			}
-			b.mu.Unlock()
-			if !again {
-				return
-			}
-		}
-	}()
+// ringKey is what a ring rings: the processes waiting for a name, or the
+// process of its oldest ticket in queue (with ifFree, only while what the
+// ticket waits for is free).
+type ringKey struct {
+	name           string
+	ticket, ifFree bool
+	queue          dialect.Queue
 }
 
 // ringNow counts a ring in the registrations of the name's waiters and

@@ -287,7 +287,9 @@ func (t *fairTable) grantApart(ctx context.Context, p dialect.AcquireParams, par
 		return token, err
 	}
 	ctx = context.WithoutCancel(ctx)
+	end := t.lockTable.apart.begin(p.Name)
 	t.run.goOff(func() {
+		defer end()
 		cctx, cancel := context.WithTimeout(ctx, consumeTimeout)
 		defer cancel()
 		if _, err := t.run.Int(cctx, &t.consume, params); err == nil {

@@ -63,6 +63,9 @@ func (t *lockTable) AcquireAll(ctx context.Context, p dialect.MultiAcquireParams
 // at most releaseChunk leases (a freed row's waiters, with tickets or
 // without, are all woken).
 func (t *lockTable) ReleaseAll(ctx context.Context, ls []dialect.Lease, minHold time.Duration) ([]bool, error) {
+	for _, l := range ls {
+		t.apart.wait(ctx, l.Name)
+	}
 	got := make(map[string]int64, len(ls))
 	var err error
 	if t.releaseAll.Kind == dialect.ExecID {

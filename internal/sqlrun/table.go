@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -172,6 +173,71 @@ type lockTable struct {
 	acquire, remaining, holder, brk, campaign, proclaim, leader, releaseAll Stmt
 	acquiredToken, acquireUndo                                              Stmt
 	multiTx                                                                 *sql.TxOptions
+	// apart is the work that grants left to run after them (see
+	// FairSQL.ConsumeApart), by name: a release of the name waits for it.
+	apart afterGrants
+}
+
+// afterGrants counts, by name, the work that grants of this process left
+// to run after them: a granted ticket's deletion, and the ring after it.
+// Until the deletion the ticket is the name's oldest live one, which the
+// release's ring would reach, and lose; the release waits for it, so that
+// a process that exits right after its release leaves no ticket to be
+// deleted and no ring to be run by a goroutine that dies with it.
+type afterGrants struct {
+	mu sync.Mutex
+	m  map[string]*afterGrant
+}
+
+type afterGrant struct {
+	n    int
+	done chan struct{} // closed when n falls to 0
+}
+
+// begin counts one more piece of work after a grant of name; the caller
+// calls end when it is done.
+func (a *afterGrants) begin(name string) (end func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil {
+		a.m = make(map[string]*afterGrant)
+	}
+	g := a.m[name]
+	if g == nil {
+		g = &afterGrant{done: make(chan struct{})}
+		a.m[name] = g
+	}
+	g.n++
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if g.n--; g.n == 0 {
+			close(g.done)
+			delete(a.m, name)
+		}
+	}
+}
+
+// wait waits until no work after a grant of name is under way, or ctx
+// ends (the work is bounded: see consumeTimeout).
+func (a *afterGrants) wait(ctx context.Context, name string) {
+	a.mu.Lock()
+	g := a.m[name]
+	a.mu.Unlock()
+	if g == nil {
+		return
+	}
+	select {
+	case <-g.done:
+	case <-ctx.Done():
+	}
+}
+
+// Release implements LeaseTable, once the work after the lease's grant is
+// done (see afterGrants).
+func (t *lockTable) Release(ctx context.Context, l dialect.Lease, minHold time.Duration) (bool, error) {
+	t.apart.wait(ctx, l.Name)
+	return t.leaseTable.Release(ctx, l, minHold)
 }
 
 // newLockTable compiles s; a compile error is kept in c.
