@@ -19,12 +19,7 @@ type TableOptions struct {
 	// it must satisfy TTL >= 3*RenewInterval.
 	RenewInterval time.Duration
 	// MaxBackoff caps the jittered wait between attempts of a blocking
-	// acquire when the holder's lease does not end sooner, also while the
-	// dialect announces releases: a wake-up that never comes costs a
-	// waiter MaxBackoff at the most. Each waiting locker's first waiter
-	// per name tries about every MaxBackoff then; where releases are
-	// announced, a larger one (seconds) makes idle waiters quieter and
-	// still hands a released lock over at once. Default 500ms.
+	// acquire when the holder's lease does not end sooner. Default 500ms.
 	MaxBackoff time.Duration
 	// MinHold keeps a lock released sooner than MinHold after its grant
 	// (on the database clock) taken until then — by nobody, its owner

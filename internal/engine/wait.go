@@ -16,8 +16,7 @@ import (
 // Room lines up one locker's waiting Acquire calls, per name. Only the
 // head of a name's queue asks the database; the others wait their turn, in
 // order of arrival, without a connection. The head sleeps until the holder's
-// lease ends, a jittered backoff passes (MaxBackoff at the most, even while
-// wake-ups are announced), or a wake-up arrives: a release
+// lease ends, a jittered backoff passes, or a wake-up arrives: a release
 // through this locker, or — when the dialect has a dialect.Notifier — a
 // release anywhere, announced by the database to the listening connection
 // that the dialect keeps while anyone waits. The room is subscribed to the
@@ -142,6 +141,12 @@ func NewRoom(n dialect.Notifier, opts Config) *Room {
 		named: make(map[string]int)}
 }
 
+// notifyPollFactor stretches the head's polling while notifications arrive
+// and the holder's lease end is unknown: notifications announce releases, so
+// polling only has to catch what they cannot (expiry of a crashed holder's
+// lease).
+const notifyPollFactor = 10
+
 // Wait calls try until it returns anything but dialect.ErrLocked, or ctx
 // ends. try also reports how long the holder's lease has left, or a
 // negative duration when that is unknown.
@@ -219,17 +224,12 @@ func (r *Room) waitQueued(ctx context.Context, ln line, q Queue, try func() (Gra
 		wait := backoff/2 + rand.N(backoff/2+1)
 		backoff = min(2*backoff, r.maxBackoff)
 		switch {
+		case r.listening() && left >= 0:
+			// Releases are announced: look again only when the lease
+			// ends, spread a little so that many heads do not align.
+			wait = left + rand.N(min(left/10, 100*time.Millisecond)+1)
 		case r.listening():
-			// Releases are announced: no need to back off from a short
-			// first wait. Look again when the lease ends, spread a little
-			// so that many heads do not align, or after MaxBackoff
-			// (jittered) at the most, whatever the head expects to hear:
-			// a wake-up that never comes (its sender gone, a connection
-			// lost unnoticed) costs at most MaxBackoff.
-			wait = r.maxBackoff/2 + rand.N(r.maxBackoff/2+1)
-			if left >= 0 {
-				wait = min(wait, left+rand.N(min(left/10, 100*time.Millisecond)+1))
-			}
+			wait = notifyPollFactor * min(r.maxBackoff, time.Hour) // no overflow
 		case left >= 0 && left < wait:
 			wait = left
 		}

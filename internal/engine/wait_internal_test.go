@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -358,40 +357,5 @@ func TestClaimedReleaseIsPassedOn(t *testing.T) {
 		} else {
 			passes()
 		}
-	}
-}
-
-// A head that hears wake-ups still looks again within MaxBackoff, whatever
-// it expects to hear: a release whose wake-up never came (its process
-// exited before sending it, a connection lost unnoticed) costs it at most
-// MaxBackoff, not the rest of the released lease, whether the lease's end
-// is known (an hour away) or not. On the fake clock of synctest: every
-// wait of the head is at most MaxBackoff.
-func TestListeningHeadComesBackWithinMaxBackoff(t *testing.T) {
-	for _, left := range []time.Duration{time.Hour, -1} {
-		t.Run(fmt.Sprint(left), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				const maxBackoff = 500 * time.Millisecond
-				r := NewRoom(&alwaysListening{}, Config{MaxBackoff: maxBackoff, Logger: slog.New(slog.DiscardHandler)})
-				var (
-					calls int
-					last  time.Time
-				)
-				_, err := r.Wait(t.Context(), "x", func() (Grant, time.Duration, error) {
-					now := time.Now()
-					if calls > 0 && now.Sub(last) > maxBackoff {
-						t.Errorf("attempt %d came %v after the one before, over MaxBackoff %v", calls+1, now.Sub(last), maxBackoff)
-					}
-					calls, last = calls+1, now
-					if calls < 10 {
-						return Grant{}, left, dialect.ErrLocked // nobody announces its release
-					}
-					return Grant{Lease: &Lease{}}, 0, nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-			})
-		})
 	}
 }
