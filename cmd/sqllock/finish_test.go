@@ -43,10 +43,38 @@ func TestVersion(t *testing.T) {
 	if lib[2] != nil {
 		libVersion = cmp.Or(string(lib[2]), "(devel)")
 	}
-	want := "sqllock " + string(m[1]) + " (library " + libVersion + ") " + runtime.Version() + "\n"
+	// A build of a clone names its commit, as go version -m shows it.
+	bi := &debug.BuildInfo{Main: debug.Module{Version: string(m[1])}}
+	for _, s := range regexp.MustCompile(`(?m)^\tbuild\t(vcs\.\w+)=(.*)$`).FindAllSubmatch(info, -1) {
+		bi.Settings = append(bi.Settings, debug.BuildSetting{Key: string(s[1]), Value: string(s[2])})
+	}
+	want := "sqllock " + moduleVersion(bi) + " (library " + libVersion + ") " + runtime.Version() + "\n"
 	for _, flag := range []string{"--version", "-V", "version"} {
 		if got := output(t, flag); got != want {
 			t.Errorf("sqllock %s = %q, want %q", flag, got, want)
+		}
+	}
+}
+
+// A build of a clone without a release version says which commit it is.
+func TestModuleVersionNamesTheCommit(t *testing.T) {
+	for _, c := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{nil, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123456789abcdef0123"},
+			{Key: "vcs.time", Value: "2026-12-01T21:09:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			"(devel, commit 0123456789ab of 2026-12-01T21:09:00Z, modified)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "abc"}, {Key: "vcs.modified", Value: "false"}}},
+			"(devel, commit abc)"},
+	} {
+		if got := moduleVersion(c.bi); got != c.want {
+			t.Errorf("moduleVersion(%+v) = %q, want %q", c.bi, got, c.want)
 		}
 	}
 }

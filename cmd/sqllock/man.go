@@ -23,7 +23,7 @@ func manFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 
 // writeMan writes the manual page sqllock(1) to w.
 func writeMan(w io.Writer) {
-	fmt.Fprintf(w, ".TH SQLLOCK 1 \"\" %q \"User Commands\"\n", "sqllock "+moduleVersion())
+	fmt.Fprintf(w, ".TH SQLLOCK 1 \"\" %q \"User Commands\"\n", "sqllock "+moduleVersion(buildInfo()))
 	fmt.Fprintln(w, ".SH NAME\nsqllock \\- run commands under distributed locks kept in a database")
 	fmt.Fprintln(w, ".SH SYNOPSIS")
 	for i, c := range commands {

@@ -135,7 +135,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		for {
 			select {
 			case s := <-sigs:
-				cancel(interruptedError{s, fmt.Sprintf("interrupted by %v while running %q", s, r.name)})
+				cancel(interruptedError{s, fmt.Sprintf("interrupted by %s while running %q", signalName(s), r.name)})
 				mu.Lock()
 				if running {
 					select {

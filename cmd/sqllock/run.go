@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/sqllock/sqllock"
@@ -267,7 +268,7 @@ func (r *runner) waitContext(ctx context.Context, sigs <-chan os.Signal, doing s
 	go func() {
 		select {
 		case s := <-sigs:
-			scancel(interruptedError{s, fmt.Sprintf("interrupted by %v while %s %q", s, doing, r.name)})
+			scancel(interruptedError{s, fmt.Sprintf("interrupted by %s while %s %q", signalName(s), doing, r.name)})
 		case <-sctx.Done():
 		}
 	}()
@@ -323,6 +324,16 @@ type interruptedError struct {
 }
 
 func (e interruptedError) Error() string { return e.msg }
+
+// signalName names s as kill(1) and the shells do: SIGINT, SIGTERM.
+func signalName(s os.Signal) string {
+	if n, ok := s.(syscall.Signal); ok {
+		if name := unix.SignalName(n); name != "" {
+			return name
+		}
+	}
+	return s.String()
+}
 
 func (e interruptedError) status() int {
 	if s, ok := e.sig.(syscall.Signal); ok {

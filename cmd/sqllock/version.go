@@ -10,13 +10,46 @@ import (
 const libraryPath = "github.com/sqllock/sqllock"
 
 // moduleVersion is the version of the module sqllock was built from, as
-// the build recorded it: v1.2.3 after go install …@v1.2.3, a pseudo-version
-// in a clone with its history, else "(devel)".
-func moduleVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// the build recorded it (bi may be nil): v1.2.3 after go install …@v1.2.3;
+// for a build of a clone, "(devel, commit 0123456789ab of TIME)", with
+// ", modified" when its tree had changes, if the build recorded its commit;
+// else "(devel)".
+func moduleVersion(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return "(devel)"
 	}
-	return "(devel)"
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, at, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return "(devel)"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if at != "" {
+		at = " of " + at
+	}
+	return "(devel, commit " + rev + at + modified + ")"
+}
+
+// buildInfo is the binary's build information, nil if it has none.
+func buildInfo() *debug.BuildInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return bi
 }
 
 // libraryVersion is the version of the sqllock library module bi says the
@@ -42,9 +75,9 @@ func libraryVersion(bi *debug.BuildInfo) string {
 // version is what sqllock --version prints after "sqllock": the module's
 // version, the library's in parentheses, and the Go release that built it.
 func version() string {
-	lib := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, lib := buildInfo(), "(devel)"
+	if bi != nil {
 		lib = libraryVersion(bi)
 	}
-	return moduleVersion() + " (library " + lib + ") " + runtime.Version()
+	return moduleVersion(bi) + " (library " + lib + ") " + runtime.Version()
 }
