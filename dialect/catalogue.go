@@ -30,7 +30,7 @@ type Catalogue struct {
 	// elections: "Multi" and "Elections" in Reasons say why either is
 	// missing.
 	Locks *LockSQL
-	// Fair is the lock table's FIFO queue of waiters (Options.Fair).
+	// Fair is the lock table's FIFO queue of waiters (sqllock.TableOptions.Fair).
 	Fair *FairSQL
 	// Waking, if not nil, is the lock table's tickets that order the
 	// wake-ups of an unfair lock's waiters, not its grants: its Grant

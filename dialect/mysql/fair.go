@@ -8,7 +8,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// FIFO queues (sqllock.Options.Fair), and the wake-up order of an unfair
+// FIFO queues (sqllock.TableOptions.Fair), and the wake-up order of an unfair
 // lock's waiters (Catalogue.Waking). A FIFO grant is a short transaction:
 // check that no live ticket comes first, run the lock table's Acquire,
 // delete the ticket; an unfair waiter's grant is the Acquire, then the

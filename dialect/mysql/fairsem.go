@@ -8,7 +8,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore), and
+// FIFO queues of semaphores (sqllock.SemaphoreOptions.Fair), and
 // the wake-up order of an unfair semaphore's waiters
 // (Catalogue.WakingSemaphores). A grant is the semaphore's acquire
 // transaction, which, for a FIFO queue, counts under the head row's lock

@@ -8,7 +8,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// Tickets: FIFO queues (sqllock.Options.Fair), and the wake-up order of
+// Tickets: FIFO queues (sqllock.TableOptions.Fair), and the wake-up order of
 // an unfair lock's waiters (Catalogue.Waking). A waiter's ticket records
 // its process's waker: a NOTIFY channel of the dialect's own, on which the
 // listening connection listens beside the dialect's channel. A release

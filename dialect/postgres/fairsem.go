@@ -7,7 +7,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
+// FIFO queues of semaphores (sqllock.SemaphoreOptions.Fair). A
 // name's permits go to its live tickets one at a time, in ticket order.
 // Whatever lets the oldest live ticket be granted (a release that frees a
 // permit, the oldest ticket given up while a permit is free, a grant that

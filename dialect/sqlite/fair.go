@@ -6,7 +6,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// FIFO queues (sqllock.Options.Fair). A grant is a short transaction whose
+// FIFO queues (sqllock.TableOptions.Fair). A grant is a short transaction whose
 // first statement is the lock table's Acquire under the queue's rule, so
 // that it takes the write lock at once (a read first would have to upgrade
 // it), then deletes the ticket. A release or a ticket given up wakes the

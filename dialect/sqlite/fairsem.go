@@ -6,7 +6,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 )
 
-// FIFO queues of semaphores (sqllock.Options.Fair on a Semaphore). A
+// FIFO queues of semaphores (sqllock.SemaphoreOptions.Fair). A
 // grant is the semaphore's acquire transaction, which counts the live
 // tickets before the caller's and deletes the ticket it grants. SQLite
 // has no notifications: fair waiters in other processes poll, and the
