@@ -183,6 +183,41 @@ JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token WHERE l.hold
 	return nil
 }
 
+// countTickets sets the waiters of the lock table's rows: the live tickets
+// of their names (a fair lock's queue, and the waiters of an unfair one
+// that took a ticket to be woken).
+func countTickets(ctx context.Context, d dialect.Dialect, rows []lockRow) error {
+	live := "expires_at > clock_timestamp()"
+	switch d.(type) {
+	case *mysql.Dialect:
+		live = "expires_at > UTC_TIMESTAMP(6)"
+	case *sqlite.Dialect: // integer microseconds since the epoch
+		live = "expires_at > CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000"
+	}
+	q := `SELECT name, COUNT(*) FROM ` + tableName(d, "sqllock_tickets") + ` WHERE ` + live + ` GROUP BY name`
+	count := map[string]int{}
+	err := eachRow(ctx, d, q, func(rs *sql.Rows) error {
+		var (
+			name []byte
+			n    int
+		)
+		if err := rs.Scan(&name, &n); err != nil {
+			return err
+		}
+		count[string(name)] = n
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("counting waiters: %w", err)
+	}
+	for i := range rows {
+		if n := count[rows[i].Name]; n > 0 && rows[i].Waiters == nil {
+			rows[i].Waiters = &n
+		}
+	}
+	return nil
+}
+
 // listRWLocks adds the holders of the dialect's read/write locks to rows,
 // one row per holder, shared for a read lock.
 func listRWLocks(ctx context.Context, t *target, rows []lockRow) ([]lockRow, error) {
@@ -240,6 +275,11 @@ func listLocks(ctx context.Context, t *target) (rows []lockRow, skipped error, e
 	rows = leaseRows(rows, "table", infos)
 	if tb.Elections != nil {
 		if err := markElections(ctx, d, rows[n:]); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cat.Fair != nil || cat.Waking != nil {
+		if err := countTickets(ctx, d, rows[n:]); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -158,3 +158,31 @@ func TestLocksPessimisticMode(t *testing.T) {
 		}
 	})
 }
+
+// A run waiting for a table lock (`run -w`) is counted in the lock's
+// WAITERS by its ticket: on every database for a fair lock, and on
+// PostgreSQL and MySQL, whose unfair waiters take tickets to be woken, for
+// a plain one.
+func TestLocksCountsWaiters(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		var flags []string
+		if b.kind == "sqlite" {
+			flags = []string{"--fair"}
+		}
+		h := b.hold(t, "queued", flags...)
+		h.waitToken(t)
+		w := b.hold(t, "queued", append(flags, "-w", "50")...)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			rows := b.locksJSON(t)
+			if len(rows) == 1 && rows[0].Waiters != nil && *rows[0].Waiters == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("locks --json never counted the waiting run: %+v", rows)
+			}
+		}
+		h.stdin.Close()
+		w.waitToken(t)
+		w.stdin.Close()
+	})
+}
