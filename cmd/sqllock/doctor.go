@@ -97,7 +97,7 @@ func (t *target) diagnose(ctx context.Context, cfg *dsnpkg.Config) []finding {
 	default:
 		findings = append(findings, t.schemaFinding(ctx),
 			found("clock", statusOK, "this host's: an SQLite file has no server clock"),
-			found("wake-ups", statusOK, "within this host: waiters poll the file, none needs a privilege"))
+			found("wake-ups", statusOK, "within this host: a release wakes the waiting processes through Unix sockets in the directory beside the file (its name + \"-wake\"); fair queues and elections poll; none needs a privilege"))
 	}
 	return findings
 }
