@@ -8,3 +8,7 @@ import "syscall"
 // The supervisor's pipe to the wrapper still ends the job when the wrapper
 // dies.
 func setPdeathsig(*syscall.SysProcAttr) {}
+
+// becomeSubreaper does nothing: only Linux has child subreapers. The
+// supervisor then waits for init to reap the job's orphans.
+func becomeSubreaper() {}

@@ -47,7 +47,8 @@ import (
 // started in the background) get SIGTERM, then SIGKILL after GRACE, before
 // the supervisor exits with COMMAND's status: the lock is released only
 // after that, so no part of the job runs unlocked. On Linux COMMAND is also
-// tied to the supervisor's life (Pdeathsig). A process that leaves the group
+// tied to the supervisor's life (Pdeathsig), and the supervisor adopts the
+// job's orphans (a child subreaper) to reap them at once. A process that leaves the group
 // (setsid, or a daemon that detaches) escapes all of this.
 //
 // Job control: on a terminal that is the session's, a job that stops
@@ -122,6 +123,10 @@ func superviseMain(args []string) int {
 		cmd.SysProcAttr.Foreground, cmd.SysProcAttr.Ctty = true, tty
 	}
 	setPdeathsig(cmd.SysProcAttr)
+	// The job's orphans become the supervisor's children, reaped at once:
+	// a zombie left to init (which may reap late) would keep the group
+	// alive, and sqllock's output open, after the job is gone.
+	becomeSubreaper()
 
 	started := make(chan error, 1)
 	events := make(chan jobEvent, 4)
@@ -187,17 +192,20 @@ func readControl(ctl io.Reader) <-chan control {
 }
 
 // waitJob reports what becomes of the process pid, stops and continuations
-// included, until it exits.
+// included, until it exits. It reaps the supervisor's other children too:
+// the job's orphans, which a subreaper adopts.
 func waitJob(pid int, events chan<- jobEvent) {
 	for {
 		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(pid, &ws, syscall.WUNTRACED|syscall.WCONTINUED, nil)
+		wpid, err := syscall.Wait4(-1, &ws, syscall.WUNTRACED|syscall.WCONTINUED, nil)
 		switch {
 		case errors.Is(err, syscall.EINTR):
 			continue
 		case err != nil:
 			events <- jobEvent{status: exitFailure}
 			return
+		case wpid != pid: // an orphan of the job's, now reaped (or stopped)
+			continue
 		case ws.Stopped():
 			events <- jobEvent{stopped: ws.StopSignal()}
 		case ws.Continued():
@@ -207,6 +215,21 @@ func waitJob(pid int, events chan<- jobEvent) {
 			return
 		default:
 			events <- jobEvent{status: ws.ExitStatus()}
+			return
+		}
+	}
+}
+
+// reapOrphans reaps the supervisor's children that have exited (the job's
+// orphans, once the job itself was reaped), without waiting.
+func reapOrphans() {
+	for {
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil || wpid <= 0 {
 			return
 		}
 	}
@@ -265,6 +288,7 @@ func (s *supervisor) loop(ctl <-chan control, events <-chan jobEvent, conts <-ch
 			default:
 				s.status = e.status
 				s.reclaimTerminal()
+				reapOrphans()
 				if groupGone(s.pgid) {
 					return s.exitCode()
 				}
@@ -281,6 +305,7 @@ func (s *supervisor) loop(ctl <-chan control, events <-chan jobEvent, conts <-ch
 				return s.exitCode()
 			}
 		case <-pollC:
+			reapOrphans()
 			if groupGone(s.pgid) {
 				return s.exitCode()
 			}
