@@ -238,8 +238,31 @@ func TestStalledServerBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A pessimistic locker whose one connection is warm: its next
+			// lock begins a transaction on it.
+			pdb, pd := boundedDialect(t, m.kind, proxy.Addr(), e.ns)
+			pdb.SetMaxOpenConns(1)
+			pl, err := sqllock.NewPessimistic(pd, sqllock.PessimisticOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			warm, err := pl.TryAcquire(ctx, "row")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := warm.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 			proxy.Stall(time.Hour) // until the test's end closes the proxy
 			bg := context.Background()
+
+			// Its transaction's BEGIN is bounded too, though the
+			// transaction outlives the call's context.
+			err = returnsWithin(t, "pessimistic TryAcquire", func() error {
+				_, err := pl.TryAcquire(bg, "row")
+				return err
+			})
+			wantNoAnswer(t, "pessimistic TryAcquire", err, wasEither)
 
 			err = returnsWithin(t, "Release", func() error { return held.Release(bg) })
 			if m.kind == "postgres" {

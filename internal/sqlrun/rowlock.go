@@ -3,6 +3,7 @@ package sqlrun
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,7 +57,11 @@ func (r *RowLocker) LockRow(ctx context.Context, p dialect.RowLockParams) (*dial
 	}
 	for creates := 0; ; creates++ {
 		// The transaction must outlive ctx: the lock is held until released.
-		tx, err := conn.BeginTx(context.WithoutCancel(ctx), r.TxOptions)
+		tx, err := r.Run.BeginLasting(ctx, conn, r.TxOptions)
+		if errors.Is(err, dialect.ErrNoAnswer) {
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
 		if err != nil {
 			conn.Close()
 			return nil, r.Run.Wrap(err)

@@ -161,6 +161,29 @@ func (r *Runner) Pin(ctx context.Context) (*sql.Conn, error) {
 	return nil, fmt.Errorf("%w: %w", dialect.ErrUnavailable, err)
 }
 
+// BeginLasting begins a transaction on conn that outlives ctx (a held row
+// lock's), its BEGIN bounded by r.StatementTimeout all the same: if the
+// server does not answer in time, the call fails with dialect.ErrNoAnswer
+// and dialect.ErrUnavailable (nothing is locked yet), and the caller must
+// discard conn.
+func (r *Runner) BeginLasting(ctx context.Context, conn *sql.Conn, opts *sql.TxOptions) (*sql.Tx, error) {
+	lasting := context.WithoutCancel(ctx)
+	if r.StatementTimeout <= 0 {
+		return conn.BeginTx(lasting, opts)
+	}
+	tctx, cancel := context.WithCancelCause(lasting)
+	limit := noAnswer(r.StatementTimeout)
+	timer := time.AfterFunc(r.StatementTimeout, func() { cancel(limit) })
+	tx, err := conn.BeginTx(tctx, opts)
+	if timer.Stop() {
+		return tx, err // tctx is never cancelled now: the transaction lasts
+	}
+	if err == nil {
+		_ = tx.Rollback() // begun as the bound passed, and ended by it
+	}
+	return nil, fmt.Errorf("%w: %w: beginning the lock's transaction", dialect.ErrUnavailable, limit)
+}
+
 // Conn runs fn on a pinned connection, with ctx bounded by
 // r.StatementTimeout (see Bound): fn runs its statements with the ctx it
 // is given. Errors of fn are returned as they are (fn wraps them), save
