@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -136,7 +137,7 @@ func newShell(t *testing.T) *shell {
 	c := exec.Command("bash", "--norc", "--noprofile", "-i")
 	c.Stdin, c.Stdout, c.Stderr = slave, slave, slave
 	c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	c.Env = append(os.Environ(), "BIN="+bin, "DSN=sqlite:"+filepath.Join(t.TempDir(), "l.db"), "PS1=<$?> ", "TERM=dumb")
+	c.Env = append(os.Environ(), "BIN="+bin, "DSN=sqlite:"+filepath.Join(t.TempDir(), "l.db"), "DIR="+t.TempDir(), "PS1=<$?> ", "TERM=dumb")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +160,17 @@ func newShell(t *testing.T) *shell {
 		}
 	}()
 	t.Cleanup(func() {
+		// Everything of the session, jobs and their supervisors too: the
+		// terminal's output ends once no process holds its slave.
+		_ = exec.Command("pkill", "-KILL", "-s", strconv.Itoa(c.Process.Pid)).Run()
 		_ = c.Process.Kill()
 		_ = c.Wait()
+		select {
+		case <-s.done:
+		case <-time.After(time.Minute):
+			t.Errorf("the terminal's output did not end a minute after its session was killed")
+		}
 		master.Close()
-		<-s.done
 	})
 	return s
 }
@@ -221,11 +229,15 @@ func TestRunJobControl(t *testing.T) {
 	s.send("\x03") // Ctrl-C
 	s.expect("<130> ")
 
-	s.send(`"$BIN" run --dsn "$DSN" jc -- sh -c 'echo BG""START; sleep 1; echo BG""DONE'` + "\n")
+	// This job runs until it is told to end: it must still run when
+	// Ctrl-Z comes, however slow the machine.
+	s.send(`"$BIN" run --dsn "$DSN" jc -- sh -c 'echo BG""START; while [ ! -e "$DIR/end" ]; do sleep 0.05; done; echo BG""DONE'` + "\n")
 	s.expect("BGSTART")
 	s.send("\x1a")
 	s.expect("Stopped")
 	s.send("bg\n")
+	s.expect("' &") // bash's line for the job it resumed in the background
+	s.send(`touch "$DIR/end"` + "\n")
 	s.expect("BGDONE")
 	s.send("wait; echo STATUS=$?\n")
 	s.expect("STATUS=0")
