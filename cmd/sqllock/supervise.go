@@ -265,17 +265,19 @@ func (s *supervisor) loop(ctl <-chan control, events <-chan jobEvent, conts <-ch
 	for {
 		select {
 		case m, ok := <-ctl:
-			switch {
-			case !ok: // the wrapper is gone
-				ctl = nil
-				s.stop()
-			case m.sig != 0:
-				_ = syscall.Kill(-s.pgid, m.sig)
-			default:
-				s.until = m.until
-			}
+			ctl = s.control(ctl, m, ok)
 			s.arm(trust)
 		case <-trust.C:
+			// A later deadline may be waiting in the pipe (the supervisor
+			// itself was slow to get here): read what is there first.
+			for drained := false; !drained && ctl != nil; {
+				select {
+				case m, ok := <-ctl:
+					ctl = s.control(ctl, m, ok)
+				default:
+					drained = true
+				}
+			}
 			s.checkTrust()
 			s.arm(trust)
 		case e := <-events:
@@ -311,6 +313,21 @@ func (s *supervisor) loop(ctl <-chan control, events <-chan jobEvent, conts <-ch
 			}
 		}
 	}
+}
+
+// control acts on a message from the wrapper (ok false: the pipe ended),
+// and returns the channel to read on, nil once the wrapper is gone.
+func (s *supervisor) control(ctl <-chan control, m control, ok bool) <-chan control {
+	switch {
+	case !ok: // the wrapper is gone
+		s.stop()
+		return nil
+	case m.sig != 0:
+		_ = syscall.Kill(-s.pgid, m.sig)
+	default:
+		s.until = m.until
+	}
+	return ctl
 }
 
 // exitCode is the supervisor's exit status: exitLost when it stopped the

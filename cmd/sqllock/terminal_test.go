@@ -231,13 +231,13 @@ func TestRunJobControl(t *testing.T) {
 
 	// This job runs until it is told to end: it must still run when
 	// Ctrl-Z comes, however slow the machine.
-	s.send(`"$BIN" run --dsn "$DSN" jc -- sh -c 'echo BG""START; while [ ! -e "$DIR/end" ]; do sleep 0.05; done; echo BG""DONE'` + "\n")
+	s.send(`mkfifo "$DIR/end"; "$BIN" run --dsn "$DSN" jc -- sh -c 'echo BG""START; read x < "$DIR/end"; echo BG""DONE'` + "\n")
 	s.expect("BGSTART")
 	s.send("\x1a")
 	s.expect("Stopped")
 	s.send("bg\n")
 	s.expect("' &") // bash's line for the job it resumed in the background
-	s.send(`touch "$DIR/end"` + "\n")
+	s.send(`echo > "$DIR/end"` + "\n")
 	s.expect("BGDONE")
 	s.send("wait; echo STATUS=$?\n")
 	s.expect("STATUS=0")
