@@ -675,9 +675,9 @@ func TestRunStoppedRunner(t *testing.T) {
 				t.Parallel()
 				pidfile := filepath.Join(t.TempDir(), "pid")
 				name := "stopped-" + mode
-				flags, next := []string{"--ttl", "2", "--strategy", mode}, []string{"-w", "50"}
+				flags, next := []string{"--ttl", "5", "--strategy", mode}, []string{"-w", "50"}
 				if mode == "occurrence" {
-					flags, next = []string{"--ttl", "2", "--occurrence", "k"}, []string{"--wait"}
+					flags, next = []string{"--ttl", "5", "--occurrence", "k"}, []string{"--wait"}
 				}
 				run := func(extra []string, script string) *exec.Cmd {
 					args := append(append(append([]string{"run"}, flags...), extra...), name, "--", "sh", "-c", script, pidfile)

@@ -242,7 +242,7 @@ func TestRunJobControl(t *testing.T) {
 	s.send("wait; echo STATUS=$?\n")
 	s.expect("STATUS=0")
 
-	s.send(`"$BIN" run --ttl 2 --dsn "$DSN" jc2 -- sh -c 'echo LONG""STOP; exec sleep 60'` + "\n")
+	s.send(`"$BIN" run --ttl 5 --dsn "$DSN" jc2 -- sh -c 'echo LONG""STOP; exec sleep 60'` + "\n")
 	s.expect("LONGSTOP")
 	s.send("\x1a")
 	s.expect("Stopped")
