@@ -147,20 +147,42 @@ func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 	rt := &dialect.RowTx{Conn: conn}
 	if lockTimeout > 0 {
 		secs := (lockTimeout + time.Second - 1) / time.Second
-		if _, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = `+strconv.FormatInt(int64(secs), 10)); err != nil {
+		if err := d.setSession(ctx, conn, `SET SESSION innodb_lock_wait_timeout = `+strconv.FormatInt(int64(secs), 10)); err != nil {
 			_ = dialect.Discard(conn)
-			return nil, wrap(err)
+			return nil, err
 		}
 		rt.Reset = func(ctx context.Context) error {
-			_, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = DEFAULT`)
-			return err
+			return d.setSession(ctx, conn, `SET SESSION innodb_lock_wait_timeout = DEFAULT`)
 		}
 	}
-	if rt.Tx, err = conn.BeginTx(ctx, opts); err != nil {
+	tx, done, err := d.run.BeginBounded(ctx, conn, opts)
+	if err != nil {
+		if errors.Is(err, dialect.ErrNoAnswer) {
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
 		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, wrap(err)
 	}
+	rt.Tx = tx
+	reset := rt.Reset
+	rt.Reset = func(ctx context.Context) error {
+		done()
+		if reset == nil {
+			return nil
+		}
+		return reset(ctx)
+	}
 	return rt, nil
+}
+
+// setSession runs a session setting on conn, bounded by the statement
+// timeout.
+func (d rowLocks) setSession(ctx context.Context, conn *sql.Conn, stmt string) error {
+	bctx, stop := d.run.Bound(ctx)
+	defer stop()
+	_, err := conn.ExecContext(bctx, stmt)
+	return sqlrun.Settle(bctx, wrap(err))
 }
 
 // Classify implements dialect.Pessimistic.

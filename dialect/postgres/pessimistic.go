@@ -87,18 +87,29 @@ func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 	if err != nil {
 		return nil, err
 	}
-	tx, err := conn.BeginTx(ctx, opts)
-	if err == nil && lockTimeout > 0 {
-		ms := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"
-		if _, err = tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, d.args(ms)...); err != nil {
-			_ = tx.Rollback()
-		}
-	}
+	tx, done, err := d.run.BeginBounded(ctx, conn, opts)
 	if err != nil {
+		if errors.Is(err, dialect.ErrNoAnswer) {
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
 		conn.Close()
 		return nil, wrap(err)
 	}
-	return &dialect.RowTx{Conn: conn, Tx: tx}, nil
+	if lockTimeout > 0 {
+		ms := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"
+		bctx, stop := d.run.Bound(ctx)
+		_, err = tx.ExecContext(bctx, `SELECT set_config('lock_timeout', $1, true)`, d.args(ms)...)
+		err = sqlrun.Settle(bctx, wrap(err))
+		stop()
+		if err != nil {
+			_ = tx.Rollback()
+			done()
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
+	}
+	return &dialect.RowTx{Conn: conn, Tx: tx, Reset: func(context.Context) error { done(); return nil }}, nil
 }
 
 // Classify implements dialect.Pessimistic.
