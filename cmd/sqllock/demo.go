@@ -15,7 +15,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/rowlock"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 

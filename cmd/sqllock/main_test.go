@@ -27,7 +27,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 )
 
 // bin is the sqllock binary under test, built once by TestMain.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/internal/dbtest"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 )
 
 // jobProcesses returns the PIDs of the live processes named comm whose
