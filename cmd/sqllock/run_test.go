@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
 )
 
 // jobProcesses returns the PIDs of the live processes named comm whose

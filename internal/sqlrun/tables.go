@@ -128,6 +128,10 @@ type FairTable interface {
 	// RenewTickets extends the tickets to ttl from now, in one statement;
 	// callers pass at most dialect.MaxRenewBatch tickets.
 	RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error
+	// Waiting returns, for operators, the number of live tickets of each
+	// name that has some; nil where the dialect counts none (no
+	// FairSQL.Waiting).
+	Waiting(ctx context.Context) (map[string]int, error)
 }
 
 // SemaphoreTable runs the statements of the semaphore tables: a row per
@@ -159,6 +163,9 @@ type SemaphoreTable interface {
 	// Announces reports whether releases of permits are announced through
 	// the dialect's Notifier, so that waiters need not poll.
 	Announces() bool
+	// Limits returns, for operators, each semaphore's limit by name; nil
+	// where the dialect lists none (no SemaphoreSQL.Limits).
+	Limits(ctx context.Context) (map[string]int, error)
 }
 
 // FairSemaphoreTable is the semaphore tables with a queue of tickets per
@@ -220,6 +227,9 @@ type RWLockTable interface {
 	// Announces reports whether the releases of this table (and
 	// withdrawn intents) reach the dialect's Notifier.
 	Announces() bool
+	// Readers returns, for operators, the leases of the read side; nil
+	// where the dialect lists none (no RWLockSQL.Readers).
+	Readers(ctx context.Context) ([]dialect.Lease, error)
 }
 
 // MultiLockTable grants several names of the lock table at once: all of
@@ -271,6 +281,10 @@ type Elections interface {
 	// ok is false when there is none (no row, an expired or released row,
 	// or a holder that has not proclaimed).
 	Leader(ctx context.Context, name string) (info dialect.LeaderInfo, ok bool, err error)
+	// Values returns, for operators, the values proclaimed for the
+	// tokens of the held leases, by lease; nil where the dialect lists
+	// none (no LockSQL.Values).
+	Values(ctx context.Context) (map[dialect.Lease]string, error)
 }
 
 // RunLedger is the run ledger's tables (package ledger, schema version 17
