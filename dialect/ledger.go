@@ -73,8 +73,8 @@ func (s JobSchedule) Paused() bool { return !s.PausedAt.IsZero() && s.ResumedAt.
 //	             at, resumed at (0 for NULL), pending ('' for NULL)
 //	Job          select the database's time, 0 if :job has no row, 2 if
 //	             it is paused (paused at set, resumed at NULL), else 1,
-//	             and its pending key ('' for none), in one row even when
-//	             :job has none
+//	             its pending key ('' for none), period (0 for none), phase
+//	             and spec, in one row even when :job has none
 //	Pause        set :job's paused at to now and resumed at to NULL,
 //	             unless it is paused; first seen moves on to the end of
 //	             the pause before, if that is later
@@ -132,7 +132,8 @@ WHERE (%s = '' OR job = :job) ORDER BY job`, w.Micros("first_seen"), w.Micros("l
 			w.Micros("paused_at"), w.Micros("resumed_at"), w.Jobs, w.Job)),
 		Job: Q(fmt.Sprintf(`SELECT %s, CASE WHEN j.job IS NULL THEN 0
   WHEN j.paused_at IS NOT NULL AND j.resumed_at IS NULL THEN 2 ELSE 1 END,
-  COALESCE(j.pending, '') FROM (SELECT 1 AS one) o LEFT JOIN %s j ON j.job = :job`, w.Micros(w.Now), w.Jobs)),
+  COALESCE(j.pending, ''), COALESCE(j.period_us, 0), COALESCE(j.phase_us, 0), COALESCE(j.spec, '')
+FROM (SELECT 1 AS one) o LEFT JOIN %s j ON j.job = :job`, w.Micros(w.Now), w.Jobs)),
 		Pause: X(fmt.Sprintf(`UPDATE %s SET
   first_seen = CASE WHEN resumed_at IS NOT NULL AND resumed_at > first_seen THEN resumed_at ELSE first_seen END,
   paused_at = %s, resumed_at = NULL

@@ -151,13 +151,22 @@ func (l *runLedger) Job(ctx context.Context, job string) (JobState, error) {
 	)
 	err := l.run.Each(ctx, &l.job, &Params{Job: job}, func(rows *sql.Rows) error {
 		matched = true
-		return rows.Scan(&us, &known, &s.Pending)
+		var period, phase int64
+		err := rows.Scan(&us, &known, &s.Pending, &period, &phase, &s.Spec)
+		s.Period, s.Phase = time.Duration(period)*time.Microsecond, time.Duration(phase)*time.Microsecond
+		return err
 	})
 	if err == nil && !matched {
 		err = sql.ErrNoRows
 	}
 	s.Now, s.Known, s.Paused = micros(us), known != 0, known == 2
 	return s, err
+}
+
+// Schedule implements RunLedger.
+func (l *runLedger) Schedule(ctx context.Context, s dialect.JobSchedule) error {
+	_, err := l.run.Int(ctx, &l.schedule, &Params{Job: s.Job, Period: s.Period, Phase: s.Phase, Grace: s.Grace, Spec: s.Spec})
+	return err
 }
 
 // Pause implements RunLedger.

@@ -318,6 +318,8 @@ type RunLedger interface {
 	// Job returns the database's time and whether job is paused or has
 	// a pending manual occurrence, in one statement (schema version 20).
 	Job(ctx context.Context, job string) (JobState, error)
+	// Schedule records the job's schedule s as Start does, on its own.
+	Schedule(ctx context.Context, s dialect.JobSchedule) error
 	// Pause pauses job, unless it is paused; it reports false when job
 	// has no row or is paused already.
 	Pause(ctx context.Context, job string) (bool, error)
@@ -342,6 +344,9 @@ type JobState struct {
 	Known   bool      // the job has a row
 	Paused  bool
 	Pending string // the pending manual occurrence, "" for none
+	// The recorded schedule: Period and Phase (0 for none), Spec.
+	Period, Phase time.Duration
+	Spec          string
 }
 
 // Tables are a dialect's tables, one per primitive of its catalogue; nil
