@@ -85,7 +85,7 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
-		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [JOB] | forget [--attempts]|pause|resume|trigger JOB", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
+		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
