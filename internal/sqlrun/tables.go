@@ -288,7 +288,7 @@ type Elections interface {
 }
 
 // RunLedger is the run ledger's tables (package ledger, schema version 17
-// on PostgreSQL, 16 on MySQL, 15 on SQLite): one row per attempt of an
+// on PostgreSQL, 16 on MySQL, 15 on SQLite; a job's life, version 20): one row per attempt of an
 // occurrence of a job, and one per job with its period. The ledger holds
 // each attempt's lease on the lock table; the writes run in the caller's
 // transaction, which the caller has guarded by that lease
@@ -308,6 +308,7 @@ type RunLedger interface {
 	// Owner, Token), running since now, and records the job's schedule s
 	// (Job, Period, Phase, Grace): a job seen first, or whose period or
 	// phase changed, is first seen now; every start sets last seen to now.
+	// An s without Job (a manual occurrence's) changes no job's row.
 	Start(ctx context.Context, tx *sql.Tx, r dialect.RunRecord, s dialect.JobSchedule) error
 	// Finish records, inside tx, the outcome of the running attempt r
 	// (named by Job, Occurrence, Attempt and Token): r.State and r.Err,
@@ -328,6 +329,38 @@ type RunLedger interface {
 	// job first seen before then to then. It returns the number of
 	// attempts deleted.
 	Reap(ctx context.Context, age time.Duration, limit int) (int, error)
+	// Job returns the database's time and whether job is paused or has
+	// a pending manual occurrence, in one statement (schema version 20).
+	Job(ctx context.Context, job string) (JobState, error)
+	// Schedule records the job's schedule s as Start does, on its own.
+	Schedule(ctx context.Context, s dialect.JobSchedule) error
+	// Pause pauses job, unless it is paused; it reports false when job
+	// has no row or is paused already.
+	Pause(ctx context.Context, job string) (bool, error)
+	// Resume resumes paused job; it reports false when job has no row or
+	// is not paused.
+	Resume(ctx context.Context, job string) (bool, error)
+	// Forget deletes job's row (its schedule, pause and pending manual
+	// occurrence), and with attempts its attempts too. It reports
+	// whether job had a row, and the attempts it deleted.
+	Forget(ctx context.Context, job string, attempts bool) (bool, int, error)
+	// Trigger sets job's pending manual occurrence to occurrence unless
+	// one is pending (read it back with Job).
+	Trigger(ctx context.Context, job, occurrence string) error
+	// Clear ends, inside tx, job's pending manual occurrence if it is
+	// occurrence.
+	Clear(ctx context.Context, tx *sql.Tx, job, occurrence string) error
+}
+
+// JobState is a job's state as a claim reads it (RunLedger.Job).
+type JobState struct {
+	Now     time.Time // the database's time
+	Known   bool      // the job has a row
+	Paused  bool
+	Pending string // the pending manual occurrence, "" for none
+	// The recorded schedule: Period and Phase (0 for none), Spec.
+	Period, Phase time.Duration
+	Spec          string
 }
 
 // Tables are a dialect's tables, one per primitive of its catalogue; nil
