@@ -230,6 +230,19 @@ func isTerminalWriter(w io.Writer) bool {
 	return ok && isTerminal(f)
 }
 
+// writeLocksJSON writes rows as sqllock locks --json and serve's /api/locks
+// show them: a JSON array, indented if indent.
+func writeLocksJSON(w io.Writer, rows []lockRow, indent bool) error {
+	if rows == nil {
+		rows = []lockRow{}
+	}
+	enc := json.NewEncoder(w)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	return enc.Encode(rows)
+}
+
 // showLocks prints the locks of t once: a table, or JSON. stamped adds the
 // time of the listing (for --watch).
 func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool) error {
@@ -238,14 +251,7 @@ func showLocks(ctx context.Context, t *target, w io.Writer, asJSON, stamped bool
 		return t.fail(err)
 	}
 	if asJSON {
-		if rows == nil {
-			rows = []lockRow{}
-		}
-		enc := json.NewEncoder(w)
-		if !stamped {
-			enc.SetIndent("", "  ")
-		}
-		return enc.Encode(rows)
+		return writeLocksJSON(w, rows, !stamped)
 	}
 	now := time.Now()
 	if stamped {

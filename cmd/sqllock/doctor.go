@@ -41,11 +41,10 @@ func doctorFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 			return err
 		}
 		defer t.Close()
-		cfg, err := dsnpkg.Parse(*dsn)
+		findings, err := t.doctor(ctx, *dsn)
 		if err != nil {
-			return usageFrom(err)
+			return err
 		}
-		findings := t.diagnose(ctx, cfg)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECK\tSTATUS\tFOUND")
 		problems := 0
@@ -79,6 +78,16 @@ type finding struct {
 // found is a finding whose words are formatted as fmt.Sprintf does.
 func found(check, status, format string, args ...any) finding {
 	return finding{check, status, fmt.Sprintf(format, args...)}
+}
+
+// doctor runs the checks of t, opened from dsn (whose settings some checks
+// read), as sqllock doctor and serve's doctor page show them.
+func (t *target) doctor(ctx context.Context, dsn string) ([]finding, error) {
+	cfg, err := dsnpkg.Parse(dsn)
+	if err != nil {
+		return nil, usageFrom(err)
+	}
+	return t.diagnose(ctx, cfg), nil
 }
 
 // diagnose runs the checks of t's kind of database.

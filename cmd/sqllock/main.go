@@ -14,6 +14,7 @@
 //	sqllock reap [--batch N]                         delete expired lock rows once
 //	sqllock demo [--stock N] [--buyers N]            the overselling shop, with and without locks
 //	sqllock bench [--ops N] [--handoffs N]           latency and hand-off on your database
+//	sqllock serve [--listen 127.0.0.1:7466]           the console: web pages and /metrics
 //	sqllock doctor                                   check the database as sqllock uses it
 //	sqllock completion bash|zsh|fish                 the shell's completion script
 //	sqllock man                                      this manual page, in roff
@@ -93,6 +94,7 @@ func init() {
 		{"reap", "[--dsn DSN] [--runs-older-than AGE]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},
+		{"serve", "[--dsn DSN] [--listen ADDRESS] [--interval SECONDS] [--allow-writes --token-file FILE]", "the operator's console: web pages of the locks, elections, jobs and doctor, live, and /metrics", serveFlags},
 		{"doctor", "[--dsn DSN] [--timeout SECONDS]", "check the database as sqllock uses it: server, pooler, schema, clock, wake-ups", doctorFlags},
 		{"completion", "bash|zsh|fish", "print a script that completes sqllock's commands and flags in the shell", completionFlags},
 		{"man", "", "print the manual page sqllock(1), in roff", manFlags},

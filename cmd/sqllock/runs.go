@@ -173,6 +173,9 @@ type jobRow struct {
 	Paused   bool       `json:"paused"`
 	PausedAt *time.Time `json:"paused_at,omitempty"` // while paused
 	Pending  string     `json:"pending,omitempty"`   // a manual occurrence asked for
+	// period and phase are a job's run with --every (serve's next
+	// occurrence); 0 otherwise.
+	period, phase time.Duration
 }
 
 // runsView is what sqllock runs shows.
@@ -194,24 +197,13 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grac
 	if err != nil {
 		return v, err
 	}
-	now := time.Now()
-	for _, in := range infos {
-		row := runRow{Job: in.Job, Occurrence: in.Occurrence, Attempt: in.Attempt, State: string(in.State),
-			Owner: in.Owner, Token: in.Token, StartedAt: in.StartedAt, Error: in.Err}
-		end := now
-		if !in.FinishedAt.IsZero() {
-			end = in.FinishedAt
-			row.FinishedAt = &in.FinishedAt
-		}
-		row.DurationMS = max(end.Sub(in.StartedAt), 0).Milliseconds()
-		v.Runs = append(v.Runs, row)
-	}
+	v.Runs = appendRunRows(v.Runs, infos, time.Now())
 	jobs, err := l.Jobs(ctx, job)
 	if err != nil {
 		return v, err
 	}
 	for _, j := range jobs {
-		row := jobRow{Job: j.Job, Paused: j.Paused, Pending: j.Pending}
+		row := jobRow{Job: j.Job, Paused: j.Paused, Pending: j.Pending, period: j.Period, phase: j.Phase}
 		switch {
 		case j.Cron != "":
 			row.Schedule = "cron " + j.Cron + " " + j.Zone
@@ -236,6 +228,23 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grac
 		v.Missed = append(v.Missed, missedRow{Job: m.Job, Occurrence: m.Occurrence, Due: m.At})
 	}
 	return v, nil
+}
+
+// appendRunRows appends the attempts infos to rows as sqllock runs shows
+// them, the duration of a running one up to now.
+func appendRunRows(rows []runRow, infos []ledger.RunInfo, now time.Time) []runRow {
+	for _, in := range infos {
+		row := runRow{Job: in.Job, Occurrence: in.Occurrence, Attempt: in.Attempt, State: string(in.State),
+			Owner: in.Owner, Token: in.Token, StartedAt: in.StartedAt, Error: in.Err}
+		end := now
+		if !in.FinishedAt.IsZero() {
+			end = in.FinishedAt
+			row.FinishedAt = &in.FinishedAt
+		}
+		row.DurationMS = max(end.Sub(in.StartedAt), 0).Milliseconds()
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // writeJSON writes v as one JSON object, indented unless for --watch.
