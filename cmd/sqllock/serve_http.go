@@ -193,7 +193,7 @@ func (c *console) notReady(w http.ResponseWriter, r *http.Request, s *snapshot) 
 // overviewBody counts what is held, waiting, leading and running.
 type overviewBody struct {
 	Locks, Waiters, Elections, Jobs, Running, Failing, Late, Paused int
-	Attention                                                      []jobSummary
+	Attention                                                       []jobSummary
 }
 
 func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/ledger"
+)
+
+// testSecret is the token of the tests' --token-file.
+const testSecret = "operator-secret-0123456789"
+
+// served is a running sqllock serve.
+type served struct {
+	url    string
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	done   chan struct{}
+	err    error // of Wait, once done is closed
+}
+
+// lockedBuffer is an io.Writer safe to read while the process writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// serve starts sqllock serve on dsn on a free port, with flags, and returns
+// once it listens. It is stopped (SIGTERM) at the end of the test, if the
+// test has not stopped it.
+func serve(t *testing.T, dsn string, flags ...string) *served {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--interval", "200ms"}, flags...)
+	// Not the test's context, which ends before the cleanup that stops
+	// the server with SIGTERM.
+	s := &served{cmd: exec.Command(bin, args...), stderr: &lockedBuffer{}, done: make(chan struct{})}
+	s.cmd.Env = append(os.Environ(), "SQLLOCK_DSN="+dsn)
+	s.cmd.Stderr = s.stderr
+	out, err := s.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	go func() {
+		io.Copy(io.Discard, out)
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(func() { s.stop(t) })
+	_, rest, ok := strings.Cut(line, "http://")
+	if err != nil || !ok {
+		<-s.done
+		t.Fatalf("sqllock serve printed %q (%v), then %v:\n%s", line, err, s.err, s.stderr.String())
+	}
+	s.url = "http://" + strings.Fields(rest)[0]
+	s.url = strings.TrimSuffix(s.url, "/")
+	return s
+}
+
+// stop sends SIGTERM and checks that serve exits 0 within the test's time.
+func (s *served) stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(time.Minute):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+	if s.err != nil {
+		t.Errorf("sqllock serve after SIGTERM: %v\n%s", s.err, s.stderr.String())
+	}
+}
+
+// get fetches path and returns the status and body.
+func (s *served) get(t *testing.T, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// post posts form to path with the headers, and returns the status and
+// body.
+func (s *served) post(t *testing.T, path string, form url.Values, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.url+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// until fetches path until its body contains want, or fails the test at
+// the test's deadline.
+func (s *served) until(t *testing.T, path, want string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	for {
+		code, body := s.get(t, path)
+		if code == http.StatusOK && strings.Contains(body, want) {
+			return body
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GET %s never had %q; last (%d):\n%s", path, want, code, body)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// seedJobs records a succeeded job "nightly" and a failing job "broken"
+// (two failed attempts) in b's run ledger.
+func seedJobs(t *testing.T, b backend) {
+	t.Helper()
+	l, err := ledger.New(b.d, ledger.Options{Owner: "seeder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, *ledger.Run) error { return nil }
+	boom := func(context.Context, *ledger.Run) error { return errors.New("boom: disk full") }
+	for _, r := range []struct {
+		job, key string
+		fn       func(context.Context, *ledger.Run) error
+	}{{"nightly", "k1", ok}, {"nightly", "k2", ok}, {"broken", "k1", boom}, {"broken", "k2", boom}} {
+		if _, err := l.Run(ctxT(t), r.job, ledger.Key(r.key), r.fn); err != nil && r.fn == nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// tokenFile writes a --token-file with testSecret for "alice".
+func tokenFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(path, []byte("# the console's operators\nalice:"+testSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sqllock serve on every database: each page with its data, the JSON API
+// in the shapes of locks --json and runs --json, /metrics, the 400, 403 and
+// 404 answers, breaking a lock with the token only, no password on any page
+// or in the log, and a clean exit on SIGTERM.
+func TestServe(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		seedJobs(t, b)
+		locks, err := sqllock.NewTable(b.d, sqllock.TableOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := locks.TryAcquire(ctxT(t), "held/lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(context.Background())
+		dsn, password := b.dsn, ""
+		if b.kind == "postgres" && !b.pooled {
+			// The test server trusts local connections: a password is
+			// sent, and must show nowhere.
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			password = "hunter2-never-shown"
+			u.User = url.UserPassword(u.User.Username(), password)
+			dsn = u.String()
+		}
+		s := serve(t, dsn, "--allow-writes", "--token-file", tokenFile(t))
+		pages := map[string]string{
+			"/":                "locks held",
+			"/locks":           "held/lock",
+			"/locks/held/lock": "Break lock held/lock",
+			"/elections":       "Elections",
+			"/jobs":            `<svg class="timeline"`,
+			"/jobs/broken":     "boom: disk full",
+			"/jobs/nightly":    "succeeded",
+			"/doctor":          "schema",
+			"/metrics":         `sqllock_console_job_failing_streak{sqllock_job="broken"} 2`,
+		}
+		var shown strings.Builder
+		for path, want := range pages {
+			shown.WriteString(s.until(t, path, want))
+		}
+		for path, status := range map[string]int{
+			"/jobs/no-such-job": 404, "/locks/no-such-lock": 404, "/nothing-here": 404,
+			"/locks?kind=bogus": 400, "/api/runs?limit=x": 400, "/api/runs?job=broken&limit=0": 400,
+		} {
+			if code, body := s.get(t, path); code != status {
+				t.Errorf("GET %s: %d, want %d:\n%.300s", path, code, status, body)
+			}
+		}
+		// The JSON API: locks --json's and runs --json's shapes.
+		_, body := s.get(t, "/api/locks")
+		var rows []lockRow
+		if err := json.Unmarshal([]byte(body), &rows); err != nil || len(rows) != 1 || rows[0].Name != "held/lock" || rows[0].Token != held.Token() {
+			t.Errorf("/api/locks = %v (%v), want the lock held/lock with token %d", body, err, held.Token())
+		}
+		_, body = s.get(t, "/api/runs?job=broken")
+		var runs runsView
+		if err := json.Unmarshal([]byte(body), &runs); err != nil || len(runs.Runs) != 2 || !strings.Contains(runs.Runs[0].Error, "boom: disk full") {
+			t.Errorf("/api/runs?job=broken = %v (%v), want its two failed attempts", body, err)
+		}
+		// Actions: refused without the token, with a wrong one, from
+		// another site; done with the token from the same site.
+		form := url.Values{"name": {"held/lock"}, "token": {fmt.Sprint(held.Token())}}
+		same := map[string]string{"Origin": s.url}
+		for _, c := range []struct {
+			secret string
+			header map[string]string
+		}{{"", same}, {"wrong-secret-0123456789", same}, {testSecret, map[string]string{"Origin": "http://evil.example"}}} {
+			f := url.Values{"secret": {c.secret}}
+			for k, v := range form {
+				f[k] = v
+			}
+			if code, body := s.post(t, "/actions/break", f, c.header); code != http.StatusForbidden {
+				t.Errorf("break with secret %q and %v: %d, want 403:\n%.300s", c.secret, c.header, code, body)
+			}
+		}
+		select {
+		case <-held.Done():
+			t.Fatal("a refused break broke the lock")
+		default:
+		}
+		form.Set("secret", testSecret)
+		if code, body := s.post(t, "/actions/break", form, same); code != http.StatusOK || !strings.Contains(body, "Broke lock") {
+			t.Errorf("break with the token: %d:\n%.500s", code, body)
+		}
+		s.until(t, "/locks", "No lock is held")
+		s.stop(t)
+		log := s.stderr.String()
+		if !strings.Contains(log, "lock broken") || !strings.Contains(log, "by=alice") {
+			t.Errorf("the log does not name the break and who did it:\n%s", log)
+		}
+		if password != "" && strings.Contains(shown.String()+log, password) {
+			t.Errorf("the DSN's password shows on a page or in the log")
+		}
+	})
+}
+
+// Without --allow-writes, no page offers an action and every action is
+// refused; --allow-writes without --token-file, or a token file others can
+// read, is a usage error.
+func TestServeReadOnly(t *testing.T) {
+	t.Parallel()
+	dsn := "sqlite:" + filepath.Join(t.TempDir(), "locks.db")
+	s := serve(t, dsn)
+	if _, body := s.until(t, "/", "read-only"), ""; strings.Contains(body, "<form") {
+		t.Errorf("a read-only page has a form")
+	}
+	if code, _ := s.post(t, "/actions/break", url.Values{"name": {"x"}, "token": {"1"}, "secret": {testSecret}}, nil); code != http.StatusForbidden {
+		t.Errorf("a break without --allow-writes: %d, want 403", code)
+	}
+	loose := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(loose, []byte("alice:"+testSecret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"--allow-writes"}, {"--token-file", loose}, {"--allow-writes", "--token-file", loose}} {
+		c := exec.CommandContext(ctxT(t), bin, append([]string{"serve", "--dsn", dsn}, args...)...)
+		out, err := c.CombinedOutput()
+		if exitStatus(err) != exitUsage {
+			t.Errorf("serve %q: %v, want exit %d:\n%s", args, err, exitUsage, out)
+		}
+	}
+}
+
+// The DSN's passwords, in each form, are scrubbed from messages.
+func TestServeScrub(t *testing.T) {
+	t.Parallel()
+	for _, dsn := range []string{
+		"postgres://u:s3cret-pw@db:5432/app",
+		"host=db user=u password=s3cret-pw dbname=app",
+		"host=db user=u password='s3cret-pw' dbname=app",
+		"mysql://u:s3cret-pw@db:3306/app",
+		"u:s3cret-pw@tcp(db:3306)/app",
+	} {
+		c := &console{t: &target{dsn: redact(dsn)}, rawDSN: dsn, secrets: passwords(dsn)}
+		if got := c.scrub("failed: " + dsn + " said s3cret-pw"); strings.Contains(got, "s3cret-pw") {
+			t.Errorf("scrub with %q: %q", dsn, got)
+		}
+	}
+}
