@@ -73,7 +73,7 @@ func TestServeInBrowser(t *testing.T) {
 			if shots == "" {
 				return nil
 			}
-			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100) // 100: PNG; less is JPEG)
+			png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG; less is JPEG
 			if err != nil {
 				return err
 			}
