@@ -124,7 +124,7 @@ func (c *console) breakLock(w http.ResponseWriter, r *http.Request) {
 	if broken.Holds > 0 {
 		text += fmt.Sprintf(" The old holder learns it at its next renewal (at the latest in %v) and may run until then.", broken.ExpiresIn.Round(time.Second))
 	}
-	c.render(w, http.StatusOK, "message", page{Title: "Lock broken", Body: notice{Heading: "Lock broken", Text: text, Back: "Back to the locks", BackTo: "/locks"}})
+	c.render(w, http.StatusOK, "message", page{Title: "Lock broken", Body: notice{Heading: "Lock broken", Text: text, Back: "Back to the locks", BackTo: "/locks"}, Static: true})
 }
 
 // jobActions are the run ledger's operations on a job the console offers.
@@ -180,5 +180,5 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.Warn("sqllock serve: job "+jobActions[op], "job", job, "by", label, "from", r.RemoteAddr)
 	c.hub.refreshSoon()
-	c.render(w, http.StatusOK, "message", page{Title: "Job " + jobActions[op], Body: notice{Heading: "Job " + jobActions[op], Text: text, Back: "Back to the job", BackTo: "/jobs/" + pathEscape(job)}})
+	c.render(w, http.StatusOK, "message", page{Title: "Job " + jobActions[op], Body: notice{Heading: "Job " + jobActions[op], Text: text, Back: "Back to the job", BackTo: "/jobs/" + pathEscape(job)}, Static: true})
 }

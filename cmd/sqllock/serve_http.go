@@ -108,6 +108,9 @@ type page struct {
 	Snap   *snapshot
 	Writes bool // the actions are offered
 	Body   any
+	// Static pages (an action's outcome, a refusal) are not fetched again
+	// on the live updates: their URL would not show them again.
+	Static bool
 }
 
 // handler routes the console's URLs.
@@ -173,7 +176,7 @@ type notice struct {
 
 // fail answers with the message page and status.
 func (c *console) fail(w http.ResponseWriter, r *http.Request, status int, heading, text string) {
-	c.render(w, status, "message", page{Title: heading, Body: notice{Heading: heading, Text: text}})
+	c.render(w, status, "message", page{Title: heading, Body: notice{Heading: heading, Text: text}, Static: r.Method != http.MethodGet})
 }
 
 // notReady answers 503 while no read of the database has succeeded yet.

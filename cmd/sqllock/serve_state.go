@@ -290,7 +290,7 @@ func (h *hub) refresh(ctx context.Context) {
 	close(h.changed)
 	h.changed = make(chan struct{})
 	for name, e := range h.jobs {
-		if e.seq+2 < s.Seq { // not viewed lately
+		if e.viewed+2 < s.Seq { // not viewed lately
 			delete(h.jobs, name)
 		}
 	}
@@ -323,6 +323,8 @@ func (h *hub) refreshSoon() {
 // jobEntry is a job page's data, read at most once per snapshot however
 // many view it.
 type jobEntry struct {
+	viewed uint64 // the latest snapshot it was asked for under (hub.mu)
+
 	mu   sync.Mutex
 	seq  uint64 // of the snapshot it was read under; 0: not yet
 	view runsView
@@ -340,6 +342,7 @@ func (c *console) jobView(ctx context.Context, s *snapshot, job string) (runsVie
 		e = &jobEntry{}
 		h.jobs[job] = e
 	}
+	e.viewed = s.Seq
 	h.mu.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -23,8 +23,9 @@ type timelineBar struct {
 }
 
 type timelineTick struct {
-	X     float64
-	Title string
+	X      float64
+	Title  string
+	Anchor string // of an axis label: start, middle or end
 }
 
 // timelineOf draws attempts (any order) and missed occurrences up to now,
@@ -39,8 +40,8 @@ func timelineOf(attempts []runRow, missed []missedRow, w int) timeline {
 	for _, m := range missed {
 		from = minTime(from, m.Due)
 	}
-	if span := now.Sub(from); span < time.Minute {
-		from = now.Add(-time.Minute)
+	if span := now.Sub(from); span < time.Second {
+		from = now.Add(-time.Second)
 	}
 	span := now.Sub(from).Seconds() * 1.02 // a margin at the left
 	from = now.Add(-time.Duration(span * float64(time.Second)))
@@ -78,7 +79,11 @@ func timelineOf(attempts []runRow, missed []missedRow, w int) timeline {
 		if i < 3 {
 			label = "-" + shortDuration(now.Sub(at).Round(time.Second))
 		}
-		tl.Axis = append(tl.Axis, timelineTick{X: x(at), Title: label})
+		anchor := map[int]string{0: "start", 3: "end"}[i]
+		if anchor == "" {
+			anchor = "middle"
+		}
+		tl.Axis = append(tl.Axis, timelineTick{X: x(at), Title: label, Anchor: anchor})
 	}
 	tl.Label = fmt.Sprintf("%d attempts since %s: %d succeeded, %d failed or abandoned; %d occurrences missed",
 		len(attempts), from.Local().Format("2006-01-02 15:04"), ok, failed, len(missed))

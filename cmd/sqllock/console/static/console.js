@@ -9,7 +9,8 @@
     return a && a.form && a.form.classList.contains("action");
   }
   async function update() {
-    if (busy || editing()) return;
+    const main = document.getElementById("content");
+    if (busy || editing() || !main || !("live" in main.dataset)) return;
     busy = true;
     try {
       const resp = await fetch(location.href, { headers: { "Accept": "text/html" }, cache: "no-store" });
