@@ -118,16 +118,16 @@ func (c *console) handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(consoleFiles, "console/static")
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /{$}", c.overviewPage)
-	mux.HandleFunc("GET /locks", c.locksPage)
-	mux.HandleFunc("GET /locks/{name...}", c.lockPage)
-	mux.HandleFunc("GET /elections", c.electionsPage)
-	mux.HandleFunc("GET /jobs", c.jobsPage)
-	mux.HandleFunc("GET /jobs/{name...}", c.jobPage)
+	mux.HandleFunc("GET /{$}", c.once(c.overviewPage))
+	mux.HandleFunc("GET /locks", c.once(c.locksPage))
+	mux.HandleFunc("GET /locks/{name...}", c.once(c.lockPage))
+	mux.HandleFunc("GET /elections", c.once(c.electionsPage))
+	mux.HandleFunc("GET /jobs", c.once(c.jobsPage))
+	mux.HandleFunc("GET /jobs/{name...}", c.once(c.jobPage))
 	mux.HandleFunc("GET /doctor", c.doctorPage)
-	mux.HandleFunc("GET /metrics", c.metrics)
-	mux.HandleFunc("GET /api/locks", c.apiLocks)
-	mux.HandleFunc("GET /api/runs", c.apiRuns)
+	mux.HandleFunc("GET /metrics", c.once(c.metrics))
+	mux.HandleFunc("GET /api/locks", c.once(c.apiLocks))
+	mux.HandleFunc("GET /api/runs", c.once(c.apiRuns))
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("POST /actions/break", c.breakLock)
 	mux.HandleFunc("POST /actions/job", c.jobAction)
@@ -135,6 +135,45 @@ func (c *console) handler() http.Handler {
 		c.fail(w, r, http.StatusNotFound, "No such page", "The console has no page "+r.URL.Path+".")
 	})
 	return securityHeaders(mux)
+}
+
+// once serves what h answers for a URL once per read of the database: the
+// first viewer's request renders it, the others get the same bytes until
+// the next read. Only answers 200 are kept.
+func (c *console) once(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := r.URL.RequestURI()
+		seq := c.hub.snapshot().Seq
+		if p, ok := c.hub.rendered(key, seq); ok {
+			for k, v := range p.header {
+				w.Header()[k] = v
+			}
+			w.Write(p.body)
+			return
+		}
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		h(rec, r)
+		if rec.status == http.StatusOK {
+			c.hub.keep(key, seq, renderedPage{header: w.Header().Clone(), body: rec.body.Bytes()})
+		}
+	}
+}
+
+// recorder passes an answer on and keeps a copy.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) WriteHeader(status int) {
+	r.status = status
+	r.ResponseWriter.WriteHeader(status)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.body.Write(b)
+	return r.ResponseWriter.Write(b)
 }
 
 // securityHeaders adds the headers every answer carries: no framing, no

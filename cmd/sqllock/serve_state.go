@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
@@ -241,6 +242,41 @@ type hub struct {
 	cur     *snapshot
 	changed chan struct{} // closed when cur is replaced
 	jobs    map[string]*jobEntry
+	// pages are the answers rendered from cur, by URL (console.once).
+	pages map[string]renderedPage
+	// pagesSeq is the snapshot pages were rendered from.
+	pagesSeq uint64
+}
+
+// renderedPage is an answer kept for the other viewers of a snapshot.
+type renderedPage struct {
+	header http.Header
+	body   []byte
+}
+
+// rendered returns the answer kept for key under snapshot seq.
+func (h *hub) rendered(key string, seq uint64) (renderedPage, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.pagesSeq != seq {
+		return renderedPage{}, false
+	}
+	p, ok := h.pages[key]
+	return p, ok
+}
+
+// keep keeps the answer p for key, rendered from snapshot seq, unless a
+// newer snapshot has been published meanwhile.
+func (h *hub) keep(key string, seq uint64, p renderedPage) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if seq != h.cur.Seq {
+		return
+	}
+	if h.pagesSeq != seq {
+		h.pages, h.pagesSeq = map[string]renderedPage{}, seq
+	}
+	h.pages[key] = p
 }
 
 func newHub(interval time.Duration, read func(context.Context, *snapshot) (*snapshot, error)) *hub {
