@@ -171,6 +171,10 @@ func cliSynopses(t *testing.T) map[string][]string {
 // docLinesNotRun are the command lines of the docs that
 // TestDocCommandLinesRun does not run, by their text, and why.
 var docLinesNotRun = map[string]string{
+	"sqllock serve":                                                                                        "serves until stopped (TestServe in cmd/sqllock runs it)",
+	"sqllock serve --dsn \"$SQLLOCK_DSN\"":                                                                 "serves until stopped (TestServe in cmd/sqllock runs it)",
+	"sqllock serve --listen :7466 --interval 5":                                                            "serves until stopped, on every interface",
+	"sqllock serve --allow-writes --token-file /etc/sqllock/console.tokens":                                "serves until stopped, with the reader's token file",
 	"sqllock run --every 1h report -- /usr/local/bin/report":                                               "runs the reader's /usr/local/bin/report",
 	"sqllock run --cron '0 2 * * *' --tz Europe/Berlin backup -- /usr/local/bin/backup":                    "runs the reader's /usr/local/bin/backup",
 	"sqllock run --every 1h report:hourly -- /usr/local/bin/build-report":                                  "runs the reader's /usr/local/bin/build-report",
@@ -178,8 +182,8 @@ var docLinesNotRun = map[string]string{
 	"sqllock run -n --min-hold 50m report:hourly -- /usr/local/bin/build-report":                           "runs the reader's /usr/local/bin/build-report",
 	"sqllock run -w 10 -c 'pg_dump app > app.sql' backup":                                                  "needs pg_dump and the reader's PostgreSQL database",
 	"sqllock run -w 10 -c 'pg_dump app > /backup/app.sql' backup":                                          "needs pg_dump and the reader's PostgreSQL database",
-	"sqllock locks --watch 2":       "runs until interrupted",
-	"sqllock runs --watch 2 report": "runs until interrupted",
+	"sqllock locks --watch 2":                                                                              "runs until interrupted",
+	"sqllock runs --watch 2 report":                                                                        "runs until interrupted",
 }
 
 // docLineExits are the exit statuses of the command lines of the docs that

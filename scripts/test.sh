@@ -198,6 +198,11 @@ tools_plan() {
 	elif ! printf '#include <stdlib.h>\nint main(void) { return 0; }\n' | "$cc" -x c -o /dev/null - >/dev/null 2>&1; then
 		need libc6-dev "the C library's headers (for cgo; $cc cannot compile a C file)"
 	fi
+	# The console's browser test (cmd/sqllock, TestServeInBrowser) drives
+	# Debian's headless Chromium; without apt-get it skips (fails under CI).
+	if ! have chromium && can_apt; then
+		need chromium "Chromium (the console's browser test)"
+	fi
 	# The module's dependencies come over HTTPS (proxy.golang.org).
 	local f
 	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
