@@ -374,9 +374,11 @@ func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (re
 	if st.Paused {
 		r.state = StatePaused
 	}
-	if r.state != "" && st.Known && (st.Period != r.sched.Period || st.Phase != r.sched.Phase || st.Spec != r.sched.Spec) {
-		// No claim records the new schedule now: record it, so that the
-		// old one's occurrences are not reported missed.
+	if r.state != "" && (!st.Known || st.Period != r.sched.Period || st.Phase != r.sched.Phase || st.Spec != r.sched.Spec) {
+		// No claim records the (new) schedule now: record it, so that the
+		// old one's occurrences are not reported missed, and so that a
+		// job first run when nothing is due is known (paused, triggered)
+		// all the same.
 		if err := l.runs.Schedule(ctx, r.sched); err != nil {
 			return r, fmt.Errorf("ledger: %s: record its new schedule: %w", job, err)
 		}
