@@ -110,46 +110,6 @@ func (q wakingTickets) Grant(ctx context.Context, name, owner string, ticket int
 	return q.FairTable.Grant(ctx, p, ticket)
 }
 
-// Acquire acquires name, waiting while another owner holds it (see
-// Locker). Waiting calls of one locker line up per name, and only the
-// first of them asks the database; it retries when a release is announced
-// (PostgreSQL LISTEN/NOTIFY), when the holder's lease ends, or after a
-// jittered backoff capped at MaxBackoff. On PostgreSQL a waiter refused at
-// first takes a ticket, and a release wakes the oldest ticket's waiter
-// alone, in whichever process it waits; the lock still goes to whoever asks
-// first. With Fair, the lock goes to the oldest live ticket. When ctx ends
-// first, Acquire gives its ticket up at once and returns an error wrapping
-// ctx.Err().
-func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
-	switch {
-	case t.fair != nil:
-		return t.acquireFair(ctx, t.fair, name)
-	case t.waking != nil:
-		return t.acquireFair(ctx, t.waking, name)
-	}
-	return t.leaseLocker.Acquire(ctx, name)
-}
-
-// acquireFair is Acquire for a locker whose waiters take tickets of f.
-func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string) (*Lock, error) {
-	owner, err := l.prepare(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	tctx, call := l.eng.Events.StartAcquire(ctx, name, true, false)
-	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Opts.Logger}
-	g, err := l.eng.Room.WaitQueued(tctx, name, w, func() (engine.Grant, time.Duration, error) {
-		token, start, left, err := w.try(tctx)
-		if err != nil {
-			return engine.Grant{}, left, err
-		}
-		return l.eng.Leases.Grant(ctx, name, owner, token, start), 0, nil
-	})
-	lock := lockOf(g)
-	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
-	return lock, err
-}
-
 // grant makes one attempt to be granted name for owner, with ticket (0:
 // none). A refusal is ErrLocked, with an unknown wait.
 func (f *fairQueue) grant(ctx context.Context, name, owner string, ticket int64) (int64, time.Time, time.Duration, error) {

@@ -115,3 +115,23 @@ func held(lock *Lock) engine.Held {
 func acquireError(ctx context.Context, name string, err error) error {
 	return fmt.Errorf("sqllock: acquire %q: %w", name, sqlrun.WithCause(ctx, err))
 }
+
+// acquireFair is Acquire for a locker whose waiters take tickets of f.
+func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string) (*Lock, error) {
+	owner, err := l.prepare(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	tctx, call := l.eng.Events.StartAcquire(ctx, name, true, false)
+	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Opts.Logger}
+	g, err := l.eng.Room.WaitQueued(tctx, name, w, func() (engine.Grant, time.Duration, error) {
+		token, start, left, err := w.try(tctx)
+		if err != nil {
+			return engine.Grant{}, left, err
+		}
+		return l.eng.Leases.Grant(ctx, name, owner, token, start), 0, nil
+	})
+	lock := lockOf(g)
+	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
+	return lock, err
+}
