@@ -51,11 +51,11 @@ type fairQueue struct {
 	armed   bool                     // timer will fire
 }
 
-// newFairQueue returns the ticket side of the locker l, on q, and makes
-// the wake-ups of l's tickets go through it.
-func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
-	f := &fairQueue{q: q, strategy: l.eng.Events.Strategy(), opts: l.eng.Opts, tickets: make(map[int64]dialect.Ticket)}
-	l.eng.Room.SetTickets(f.name)
+// newFairQueue returns the ticket side of the locker l, of strategy, on
+// q, and makes the wake-ups of l's tickets go through it.
+func newFairQueue(l *leaseLocker, strategy string, q ticketQueue) *fairQueue {
+	f := &fairQueue{q: q, strategy: strategy, opts: l.eng.Config(), tickets: make(map[int64]dialect.Ticket)}
+	l.eng.UseTickets(f.name)
 	return f
 }
 
@@ -76,8 +76,8 @@ func newFairTable(t *Table, d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun
 	if err := t.init(observe.StrategyTable, d, q, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
-	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.eng.Opts.TTL})
-	t.eng.Strategy = fairStrategy{t.fair}
+	t.fair = newFairQueue(&t.leaseLocker, observe.StrategyTable, lockTickets{q, t.eng.Config().TTL})
+	t.try = fairStrategy{t.fair}
 	return t, nil
 }
 
@@ -258,8 +258,9 @@ func (w *fairWaiter) wait(ctx context.Context) time.Duration {
 	return -1
 }
 
-// try makes one attempt: with the ticket once it has one.
-func (w *fairWaiter) try(ctx context.Context) (int64, time.Time, time.Duration, error) {
+// TryOnce implements engine.Strategy: one attempt of the waiter's call,
+// with its ticket once it has one.
+func (w *fairWaiter) TryOnce(ctx context.Context, _, _ string, _ bool) (int64, time.Time, time.Duration, error) {
 	token, start, left, err := w.f.grant(ctx, w.name, w.owner, w.ticket.ID)
 	switch {
 	case err == nil:

@@ -19,6 +19,7 @@ import (
 type leaseLocker struct {
 	eng    engine.Locker
 	owners *ownerSource
+	try    engine.Strategy // the strategy's attempt (see attempts), set by its constructor
 }
 
 // strategy is what a lease-based primitive adds to the shared machinery:
@@ -53,7 +54,7 @@ func (l *leaseLocker) TryAcquire(ctx context.Context, name string) (*Lock, error
 	if err != nil {
 		return nil, err
 	}
-	g, err := l.eng.TryAcquire(ctx, name, owner)
+	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: l.try})
 	return lockOf(g), err
 }
 
@@ -70,7 +71,7 @@ func (l *leaseLocker) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := l.eng.Acquire(ctx, name, owner)
+	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: l.try, Wait: true})
 	return lockOf(g), err
 }
 
@@ -122,16 +123,7 @@ func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := l.eng.Events.StartAcquire(ctx, name, true, false)
-	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Opts.Logger}
-	g, err := l.eng.Room.WaitQueued(tctx, name, w, func() (engine.Grant, time.Duration, error) {
-		token, start, left, err := w.try(tctx)
-		if err != nil {
-			return engine.Grant{}, left, err
-		}
-		return l.eng.Leases.Grant(ctx, name, owner, token, start), 0, nil
-	})
-	lock := lockOf(g)
-	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
-	return lock, err
+	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Config().Logger}
+	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: w, Wait: true, Queue: w})
+	return lockOf(g), err
 }

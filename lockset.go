@@ -22,7 +22,7 @@ const MaxLockSet = dialect.MaxMultiAcquire
 // record).
 func (s *LockSet) acquired(ctx context.Context, wait time.Duration) {
 	for _, k := range s.sorted {
-		s.t.eng.Events.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
+		s.t.eng.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
 	}
 }
 
@@ -136,7 +136,7 @@ func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*engine.Lease
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		ok, err = t.multi.ReleaseAll(ctx, refs, t.eng.Opts.MinHold)
+		ok, err = t.multi.ReleaseAll(ctx, refs, t.eng.Config().MinHold)
 		if !errors.Is(err, ErrTransient) || attempt > maxTransientRetries || !pause(ctx, attempt) {
 			break
 		}
@@ -163,7 +163,7 @@ func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*engine.Lease
 	var lost error
 	for i, l := range ls {
 		if freed := l.DropHold(!ok[i]); ok[i] {
-			t.eng.Events.Released(ctx, l.Ident(), l.Granted(), freed)
+			l.Events().Released(ctx, l.Ident(), l.Granted(), freed)
 		} else {
 			lost = ErrLockLost
 		}

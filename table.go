@@ -38,10 +38,7 @@ type Table struct {
 	// dialect can (dialect.Catalogue.Waking); nil: they wait for
 	// announcements of the name.
 	waking *fairQueue
-	multi  sqlrun.MultiLockTable // nil: the dialect cannot acquire sets (lockset.go)
-	// campaigns, set on an Election's table, grants with the value that
-	// Campaign puts on the context (election.go).
-	campaigns sqlrun.Elections
+	multi  sqlrun.MultiLockTable // nil: the dialect cannot acquire sets (TryAcquireAll, AcquireAll)
 }
 
 var _ Locker = (*Table)(nil)
@@ -58,7 +55,7 @@ func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
 		return t, err
 	}
 	if q := tb.Waking; q != nil {
-		t.waking = newFairQueue(&t.leaseLocker, wakingTickets{q, t.locks, t.eng.Opts.TTL})
+		t.waking = newFairQueue(&t.leaseLocker, observe.StrategyTable, wakingTickets{q, t.locks, t.eng.Config().TTL})
 	}
 	return t, nil
 }
@@ -77,14 +74,15 @@ func open(d dialect.Dialect) (dialect.Catalogue, *sqlrun.Tables, error) {
 }
 
 // newTable is NewTable without waking (whose tickets' grants would not
-// store a Campaign's value), and the lock table of NewElection.
+// store a Campaign's value), and the lock table of NewElection, whose
+// campaigns make their own attempts (election.go).
 func newTable(d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
 	t := &Table{locks: tb.Locks}
 	if opts.Fair {
 		return newFairTable(t, d, cat, tb, opts)
 	}
 	t.multi = tb.Multi
-	t.eng.Strategy = attempts{t}
+	t.try = attempts{t}
 	if err := t.init(observe.StrategyTable, d, t.locks, cat.Notifier, opts); err != nil {
 		return nil, err
 	}
@@ -107,13 +105,9 @@ const maxTransientRetries = 3
 // that will wait, asks how long the holder's lease has left (which marks the
 // row as waited for, so that its release is announced).
 func (t *Table) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
-	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.eng.Opts.TTL}
-	acquire := func() (int64, error) { return t.locks.Acquire(ctx, p) }
-	if t.campaigns != nil {
-		value, _ := ctx.Value(valueKey{}).(string)
-		acquire = func() (int64, error) { return t.campaigns.Campaign(ctx, p, value) }
-	}
-	return attemptLease(ctx, name, waiting, t.eng.Opts.Logger, observe.StrategyTable, acquire,
+	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: t.eng.Config().TTL}
+	return attemptLease(ctx, name, waiting, t.eng.Config().Logger, observe.StrategyTable,
+		func() (int64, error) { return t.locks.Acquire(ctx, p) },
 		func() (time.Duration, bool, error) { return t.locks.Remaining(ctx, name) })
 }
 
@@ -174,8 +168,7 @@ func (t *Table) Break(ctx context.Context, name string) (broken LockInfo, ok boo
 	if err != nil || !ok {
 		return LockInfo{}, false, err
 	}
-	t.eng.Room.Kick(name)
-	t.eng.Events.Broken(ctx, broken)
+	t.eng.Broken(ctx, broken)
 	return broken, true, nil
 }
 
@@ -258,7 +251,7 @@ func (t *Table) AcquireAll(ctx context.Context, names ...string) (*LockSet, erro
 	start := time.Now()
 	for name := sorted[0]; ; {
 		var refused string
-		_, err := t.eng.Room.Wait(ctx, name, func() (engine.Grant, time.Duration, error) {
+		_, err := t.eng.Wait(ctx, name, func() (engine.Grant, time.Duration, error) {
 			s, by, left, err := t.trySet(ctx, names, sorted, owner, true)
 			if errors.Is(err, ErrLocked) && by != name {
 				// Another lock refused: wait in its line instead.
@@ -290,7 +283,7 @@ func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, strin
 	case t.fair != nil:
 		return nil, "", fmt.Errorf("%w: a fair table (TableOptions.Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
 	case t.multi == nil:
-		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.eng.Events.Dialect())
+		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.eng.Dialect())
 	}
 	switch {
 	case len(names) == 0:
@@ -319,7 +312,7 @@ func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, strin
 // holder's lease has left (negative: unknown); asking marks the row as
 // waited for, as a single lock's attempt does.
 func (t *Table) trySet(ctx context.Context, names, sorted []string, owner string, waiting bool) (*LockSet, string, time.Duration, error) {
-	p := dialect.MultiAcquireParams{Names: sorted, Owner: owner, TTL: t.eng.Opts.TTL}
+	p := dialect.MultiAcquireParams{Names: sorted, Owner: owner, TTL: t.eng.Config().TTL}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
 		tokens, refused, err := t.multi.AcquireAll(ctx, p)
@@ -362,7 +355,7 @@ func (t *Table) undoSet(ctx context.Context, sorted []string, owner string, toke
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setUndoTimeout)
 	defer cancel()
 	if _, err := t.multi.ReleaseAll(uctx, ls, 0); err != nil {
-		t.eng.Opts.Logger.WarnContext(ctx, "sqllock: could not release a set whose grant had an unknown outcome; its leases end by their TTL",
+		t.eng.Config().Logger.WarnContext(ctx, "sqllock: could not release a set whose grant had an unknown outcome; its leases end by their TTL",
 			"names", sorted, "owner", owner, "err", err)
 	}
 }
@@ -372,7 +365,7 @@ func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner stri
 	s := &LockSet{t: t, sorted: make([]*Lock, len(sorted)), locks: make([]*Lock, len(names))}
 	byName := make(map[string]*Lock, len(sorted))
 	for i, name := range sorted {
-		k := lockOf(t.eng.Leases.Grant(ctx, name, owner, tokens[i], start))
+		k := lockOf(t.eng.Grant(ctx, name, owner, tokens[i], start))
 		s.sorted[i], byName[name] = k, k
 	}
 	for i, name := range names {

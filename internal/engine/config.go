@@ -38,7 +38,8 @@ const (
 )
 
 // WithDefaults returns c with its zero durations and logger defaulted,
-// or an error wrapping dialect.ErrInvalidOptions. Lost and NotHeld must be
+// or an error wrapping dialect.ErrInvalidOptions (and
+// observe.ErrNoInterface for an observer that would hear nothing). Lost and NotHeld must be
 // set.
 func (c Config) WithDefaults() (Config, error) {
 	if c.Lost == nil || c.NotHeld == nil {
@@ -64,6 +65,9 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.MaxBackoff < minBackoff {
 		c.MaxBackoff = minBackoff
+	}
+	if err := observe.Check(c.Observer); err != nil {
+		return c, fmt.Errorf("%w: Observer: %w", dialect.ErrInvalidOptions, err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
