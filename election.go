@@ -54,12 +54,12 @@ type Election struct {
 // leader dies (failover takes up to TTL), and MaxBackoff bounds the
 // interval of Observe's reads. It returns an error wrapping ErrUnsupported
 // if d does not offer elections.
-func NewElection(d dialect.Dialect, opts ElectionOptions) (*Election, error) {
+func NewElection(d dialect.Dialect, opts LeaseOptions) (*Election, error) {
 	cat, tb, err := open(d)
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTable(d, cat, tb, opts.config())
+	t, err := newTable(d, cat, tb, opts.config(0, false))
 	if err != nil {
 		return nil, err
 	}

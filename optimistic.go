@@ -58,7 +58,7 @@ func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, erro
 	if cat.AnnouncesVersions {
 		notifier = cat.Notifier
 	}
-	if err := o.init(observe.StrategyOptimistic, d, o.versions, notifier, opts.config()); err != nil {
+	if err := o.init(observe.StrategyOptimistic, d, o.versions, notifier, opts.LeaseOptions.config(opts.MinHold, false)); err != nil {
 		return nil, err
 	}
 	return o, nil

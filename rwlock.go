@@ -68,7 +68,7 @@ func (*RWLock) noMinHold() {}
 // NewRWLock returns a read/write locker on d. The schema must have been
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported for a
 // dialect without read/write locks (TiDB).
-func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
+func NewRWLock(d dialect.Dialect, opts LeaseOptions) (*RWLock, error) {
 	cat, tb, err := open(d)
 	if err != nil {
 		return nil, err
@@ -82,7 +82,7 @@ func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
 	if rw.Announces() {
 		notifier = cat.Notifier
 	}
-	if err := l.init(observe.StrategyRWLock, d, rw, notifier, opts.config()); err != nil {
+	if err := l.init(observe.StrategyRWLock, d, rw, notifier, opts.config(0, false)); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -105,7 +105,7 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	if s.sems.Announces() {
 		notifier = cat.Notifier
 	}
-	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
+	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.LeaseOptions.config(opts.MinHold, opts.Fair)); err != nil {
 		return nil, err
 	}
 	switch {

@@ -50,7 +50,7 @@ func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTable(d, cat, tb, opts.config())
+	t, err := newTable(d, cat, tb, opts.LeaseOptions.config(opts.MinHold, opts.Fair))
 	if err != nil || opts.Fair {
 		return t, err
 	}

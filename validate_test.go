@@ -130,13 +130,14 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []sqllock.TableOptions{
+	for _, lo := range []sqllock.LeaseOptions{
 		{TTL: -time.Second},
 		{TTL: time.Millisecond},
 		{TTL: 3 * time.Second, RenewInterval: 2 * time.Second},
 		{RenewInterval: -1},
 		{MaxBackoff: -1},
 	} {
+		o := sqllock.TableOptions{LeaseOptions: lo}
 		if _, err := sqllock.NewTable(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Errorf("NewTable(%+v): %v, want ErrInvalidOptions", o, err)
 		}
@@ -219,7 +220,7 @@ func FuzzOptions(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, ttl, renew, maxBackoff, keepAlive, interval, batch, attempts, minRetry, maxRetry int64) {
-		opts := sqllock.TableOptions{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}
+		opts := sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}}
 		popts := sqllock.PessimisticOptions{KeepAlive: time.Duration(keepAlive)}
 		ropts := sqllock.ReaperOptions{Interval: time.Duration(interval), BatchSize: int(batch)}
 		retry := rowlock.RetryOptions{Attempts: int(attempts), MinBackoff: time.Duration(minRetry), MaxBackoff: time.Duration(maxRetry)}
@@ -323,23 +324,23 @@ func TestObserverOfNoInterfaceRefused(t *testing.T) {
 		make func(obs observe.Observer) error
 	}{
 		{"NewTable", func(obs observe.Observer) error {
-			_, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
+			_, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 			return err
 		}},
 		{"NewOptimistic", func(obs observe.Observer) error {
-			_, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{Observer: obs})
+			_, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 			return err
 		}},
 		{"NewSemaphore", func(obs observe.Observer) error {
-			_, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{Observer: obs})
+			_, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 			return err
 		}},
 		{"NewRWLock", func(obs observe.Observer) error {
-			_, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{Observer: obs})
+			_, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{Observer: obs})
 			return err
 		}},
 		{"NewElection", func(obs observe.Observer) error {
-			_, err := sqllock.NewElection(d, sqllock.ElectionOptions{Observer: obs})
+			_, err := sqllock.NewElection(d, sqllock.LeaseOptions{Observer: obs})
 			return err
 		}},
 		{"NewReaper", func(obs observe.Observer) error {

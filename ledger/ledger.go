@@ -129,7 +129,7 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	locks, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: locksObserver})
+	locks, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: locksObserver}})
 	if err != nil {
 		return nil, err
 	}

@@ -10,10 +10,10 @@ import (
 	"github.com/sqllock/sqllock/observe"
 )
 
-// Config is what the engine needs of a constructor's options: the union
-// of the root package's TableOptions, OptimisticOptions,
-// SemaphoreOptions, RWLockOptions and ElectionOptions, whose fields it
-// documents, and the errors the engine reports with.
+// Config is what the engine needs of a constructor's options: the root
+// package's LeaseOptions, which document the fields, with MinHold and
+// Fair where the primitive has them (TableOptions, OptimisticOptions,
+// SemaphoreOptions), and the errors the engine reports with.
 type Config struct {
 	TTL           time.Duration
 	RenewInterval time.Duration
