@@ -11,7 +11,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/internal/sqlrun"
-	"github.com/sqllock/sqllock/observe"
 )
 
 // Fair (FIFO) locks: Fair on a Table. A waiter refused at first
@@ -51,11 +50,11 @@ type fairQueue struct {
 	armed   bool                     // timer will fire
 }
 
-// newFairQueue returns the ticket side of the locker l, of strategy, on
-// q, and makes the wake-ups of l's tickets go through it.
-func newFairQueue(l *leaseLocker, strategy string, q ticketQueue) *fairQueue {
-	f := &fairQueue{q: q, strategy: strategy, opts: l.eng.Config(), tickets: make(map[int64]dialect.Ticket)}
-	l.eng.UseTickets(f.name)
+// newFairQueue returns the ticket side of the lease engine eng, of
+// strategy, on q, and makes the wake-ups of eng's tickets go through it.
+func newFairQueue(eng *engine.Locker, strategy string, q ticketQueue) *fairQueue {
+	f := &fairQueue{q: q, strategy: strategy, opts: eng.Config(), tickets: make(map[int64]dialect.Ticket)}
+	eng.UseTickets(f.name)
 	return f
 }
 
@@ -65,20 +64,6 @@ type fairStrategy struct{ f *fairQueue }
 
 func (s fairStrategy) TryOnce(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
 	return s.f.grant(ctx, name, owner, 0)
-}
-
-// newFairTable sets t up as a fair lock table on d.
-func newFairTable(t *Table, d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
-	q := tb.Fair
-	if q == nil {
-		return nil, fmt.Errorf("TableOptions.Fair: %w", cat.Unsupported(d.Name(), "Fair"))
-	}
-	if err := t.init(observe.StrategyTable, d, q, cat.Notifier, opts); err != nil {
-		return nil, err
-	}
-	t.fair = newFairQueue(&t.leaseLocker, observe.StrategyTable, lockTickets{q, t.eng.Config().TTL})
-	t.try = fairStrategy{t.fair}
-	return t, nil
 }
 
 // lockTickets is the queue of a fair lock table whose leases last ttl.

@@ -191,8 +191,8 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 	if err != nil {
 		return false, err
 	}
-	if ls, ok := lock.h.(leaseHold); ok && b.AtLeast > 0 {
-		ls.SetMinHold(b.AtLeast)
+	if mh, ok := lock.h.(minHolding); ok && b.AtLeast > 0 {
+		mh.SetMinHold(b.AtLeast)
 	}
 	fctx := lock.Context()
 	if b.AtMost > 0 {
@@ -208,6 +208,9 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 // noMinHold is implemented by the lockers that keep no minimum hold
 // (RWLock, Pessimistic): TryDoBounded refuses them Bounds.AtLeast.
 type noMinHold interface{ noMinHold() }
+
+// minHolding is a holding that keeps a minimum hold: a lease.
+type minHolding interface{ SetMinHold(d time.Duration) }
 
 // holding is one acquisition behind Lock handles: a lease (table and
 // optimistic strategies) or a row lock (pessimistic).

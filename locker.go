@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -109,12 +108,6 @@ func held(lock *Lock) engine.Held {
 		return engine.Held{}
 	}
 	return engine.Held{OK: true, Ref: lock.h.Ident(), Reentered: lock.reentered}
-}
-
-// acquireError describes a failed acquire statement, joining ctx's error
-// when ctx ended meanwhile.
-func acquireError(ctx context.Context, name string, err error) error {
-	return fmt.Errorf("sqllock: acquire %q: %w", name, sqlrun.WithCause(ctx, err))
 }
 
 // acquireFair is Acquire for a locker whose waiters take tickets of f.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // MaxLockSet is the most names one TryAcquireAll or AcquireAll call takes.
@@ -22,7 +23,7 @@ const MaxLockSet = dialect.MaxMultiAcquire
 // record).
 func (s *LockSet) acquired(ctx context.Context, wait time.Duration) {
 	for _, k := range s.sorted {
-		s.t.eng.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
+		s.eng.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
 	}
 }
 
@@ -49,9 +50,10 @@ func pause(ctx context.Context, attempt int) bool {
 // ends as soon as any of them does: when a lease is lost (cause
 // ErrLockLost) or a lock of the set is released on its own (ErrNotHeld).
 type LockSet struct {
-	t      *Table
-	locks  []*Lock // in the order of the names asked for
-	sorted []*Lock // by name: the order of statements
+	eng    *engine.Locker        // its Table's
+	multi  sqlrun.MultiLockTable // its Table's sets
+	locks  []*Lock               // in the order of the names asked for
+	sorted []*Lock               // by name: the order of statements
 	ctx    *setContext
 	stops  []func() bool // stop the context's watch of each lock
 
@@ -130,13 +132,12 @@ func (s *LockSet) Release(ctx context.Context) error {
 // releaseAll releases the holds of ks (with leases ls, named refs) in the
 // database, and then locally. k.mu of each is held.
 func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*engine.Lease, refs []dialect.Lease, last []bool) error {
-	t := s.t
 	var (
 		ok  []bool
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		ok, err = t.multi.ReleaseAll(ctx, refs, t.eng.Config().MinHold)
+		ok, err = s.multi.ReleaseAll(ctx, refs, s.eng.Config().MinHold)
 		if !errors.Is(err, ErrTransient) || attempt > maxTransientRetries || !pause(ctx, attempt) {
 			break
 		}

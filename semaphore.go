@@ -110,10 +110,10 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 	}
 	switch {
 	case fair != nil:
-		s.fair = newFairQueue(&s.leaseLocker, observe.StrategySemaphore, semaphoreTickets{fair, limit, s.eng.Config().TTL})
+		s.fair = newFairQueue(&s.eng, observe.StrategySemaphore, semaphoreTickets{fair, limit, s.eng.Config().TTL})
 		s.try = fairStrategy{s.fair}
 	case tb.WakingSemaphores != nil:
-		s.waking = newFairQueue(&s.leaseLocker, observe.StrategySemaphore, wakingSemaphoreTickets{
+		s.waking = newFairQueue(&s.eng, observe.StrategySemaphore, wakingSemaphoreTickets{
 			semaphoreTickets{tb.WakingSemaphores, limit, s.eng.Config().TTL}, s.sems})
 	}
 	return s, nil

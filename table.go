@@ -55,7 +55,7 @@ func NewTable(d dialect.Dialect, opts TableOptions) (*Table, error) {
 		return t, err
 	}
 	if q := tb.Waking; q != nil {
-		t.waking = newFairQueue(&t.leaseLocker, observe.StrategyTable, wakingTickets{q, t.locks, t.eng.Config().TTL})
+		t.waking = newFairQueue(&t.eng, observe.StrategyTable, wakingTickets{q, t.locks, t.eng.Config().TTL})
 	}
 	return t, nil
 }
@@ -96,10 +96,6 @@ func isNil(d dialect.Dialect) bool {
 	v := reflect.ValueOf(d)
 	return v.Kind() == reflect.Pointer && v.IsNil()
 }
-
-// maxTransientRetries bounds immediate retries of an acquire statement that
-// the database rolled back (deadlock, serialization failure).
-const maxTransientRetries = 3
 
 // tryOnce runs the acquire statement, and after a refusal, for a caller
 // that will wait, asks how long the holder's lease has left (which marks the
@@ -362,7 +358,7 @@ func (t *Table) undoSet(ctx context.Context, sorted []string, owner string, toke
 
 // grantSet turns the tokens granted to owner for sorted into held leases.
 func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner string, tokens []int64, start time.Time) *LockSet {
-	s := &LockSet{t: t, sorted: make([]*Lock, len(sorted)), locks: make([]*Lock, len(names))}
+	s := &LockSet{eng: &t.eng, multi: t.multi, sorted: make([]*Lock, len(sorted)), locks: make([]*Lock, len(names))}
 	byName := make(map[string]*Lock, len(sorted))
 	for i, name := range sorted {
 		k := lockOf(t.eng.Grant(ctx, name, owner, tokens[i], start))
@@ -378,4 +374,18 @@ func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner stri
 		s.stops = append(s.stops, context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) }))
 	}
 	return s
+}
+
+// newFairTable sets t up as a fair lock table on d.
+func newFairTable(t *Table, d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
+	q := tb.Fair
+	if q == nil {
+		return nil, fmt.Errorf("TableOptions.Fair: %w", cat.Unsupported(d.Name(), "Fair"))
+	}
+	if err := t.init(observe.StrategyTable, d, q, cat.Notifier, opts); err != nil {
+		return nil, err
+	}
+	t.fair = newFairQueue(&t.eng, observe.StrategyTable, lockTickets{q, t.eng.Config().TTL})
+	t.try = fairStrategy{t.fair}
+	return t, nil
 }
