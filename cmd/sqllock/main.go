@@ -180,7 +180,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		c, ok := lookup(args[0])
 		if !ok {
-			return usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
+			return commandHint(args[0])
 		}
 		fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 		c.flags(fs)
@@ -192,7 +192,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	c, ok := lookup(name)
 	if !ok {
-		return usageError{msg: fmt.Sprintf("unknown command %q", name)}
+		return commandHint(name)
 	}
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	run := c.flags(fs)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ const (
 	after   = 4 * time.Second
 	ttl     = 1500 * time.Millisecond
 	workers = 8
+	// minGrantsAfter: with asynchronous replication, the grants the
+	// workload makes on the new primary at least (it also runs for `after`).
+	minGrantsAfter = 10
 )
 
 var names = []string{"n0", "n1", "n2"}
@@ -145,7 +149,18 @@ func runFailover(t *testing.T, syncRep bool, strategy string) {
 	if cause := context.Cause(long.Context()); cause != sqllock.ErrLockLost {
 		t.Errorf("long holder's cause %v, want ErrLockLost", cause)
 	}
+	// The workload goes on on the new primary for `after` and, with
+	// asynchronous replication, until it has made a few grants there
+	// (bounded), so that a loaded machine, slow to reconnect, still
+	// exercises it. (With synchronous replication the new primary has no
+	// standby: it refuses every grant as not durable.)
+	granted := rec.Count(chaos.AcquireOK)
 	sleep(ctx, after-lostAfter)
+	if !syncRep {
+		gctx, gcancel := context.WithTimeout(ctx, 2*time.Minute)
+		rec.WaitFor(gctx, chaos.AcquireOK, granted+minGrantsAfter)
+		gcancel()
+	}
 	stop()
 	wg.Wait()
 	if err := rec.Err(); err != nil {
@@ -189,7 +204,8 @@ func runFailover(t *testing.T, syncRep bool, strategy string) {
 		}
 	}
 	if f.grantsAfter == 0 && !syncRep {
-		t.Errorf("no grant after the failover: the workload did not exercise the new primary")
+		t.Errorf("no grant after the failover: the workload did not exercise the new primary; its failures after it:\n%s",
+			failuresAfter(events, failedOver))
 	}
 	if syncRep {
 		// Nothing acknowledged may be lost: no grant missing on the new
@@ -322,4 +338,22 @@ func lostGrants(events []chaos.Event, failedOver time.Time, promoted map[string]
 		}
 	}
 	return lost
+}
+
+// failuresAfter counts the acquisitions that failed after the failover by
+// error message, most frequent first.
+func failuresAfter(events []chaos.Event, failedOver time.Time) string {
+	m := map[string]int{}
+	for _, e := range events {
+		if e.Kind == chaos.AcquireFail && !e.Time().Before(failedOver) {
+			m[e.Err]++
+		}
+	}
+	var lines []string
+	for msg, n := range m {
+		lines = append(lines, fmt.Sprintf("%5d %s", n, msg))
+	}
+	slices.Sort(lines)
+	slices.Reverse(lines)
+	return strings.Join(lines, "\n")
 }
