@@ -88,8 +88,10 @@ type Options struct {
 	// Observer is told of the ledger's events through the interfaces it
 	// implements among ClaimedObserver, SkippedObserver,
 	// AbandonedObserver, FinishedObserver and MissedObserver; nil for
-	// none. It is passed to the lock table too (see
-	// sqllock.TableOptions.Observer).
+	// none. It is passed to the lock table too if it implements an
+	// interface of package observe (see sqllock.TableOptions.Observer).
+	// One that implements none of these is refused, with an error wrapping
+	// sqllock.ErrInvalidOptions and observe.ErrNoInterface.
 	Observer any
 }
 
@@ -136,7 +138,11 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("%w: ledger: Owner %q is not 1 to %d bytes of UTF-8 without NUL",
 			sqllock.ErrInvalidOptions, owner, sqllock.MaxNameLen-21)
 	}
-	locks, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: opts.Observer})
+	locksObserver, err := checkObserver(opts.Observer)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: locksObserver}})
 	if err != nil {
 		return nil, err
 	}
