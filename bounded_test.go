@@ -18,6 +18,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/faultproxy"
+	"github.com/sqllock/sqllock/rowlock"
 )
 
 // Every call is bounded: against a server that says nothing, a call with a
@@ -253,6 +254,13 @@ func TestStalledServerBounded(t *testing.T) {
 			if err := warm.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
+			// rowlock.InTx on a pool of its own, warm too.
+			tdb, td := boundedDialect(t, m.kind, proxy.Addr(), e.ns)
+			tdb.SetMaxOpenConns(1)
+			noop := func(context.Context, *sql.Tx) error { return nil }
+			if err := rowlock.InTx(ctx, td, rowlock.TxOptions{}, noop); err != nil {
+				t.Fatal(err)
+			}
 			proxy.Stall(time.Hour) // until the test's end closes the proxy
 			bg := context.Background()
 
@@ -263,6 +271,10 @@ func TestStalledServerBounded(t *testing.T) {
 				return err
 			})
 			wantNoAnswer(t, "pessimistic TryAcquire", err, wasEither)
+			// So is the setting of the lock wait and the BEGIN of
+			// rowlock.InTx, whose transaction ends with its context.
+			err = returnsWithin(t, "rowlock.InTx", func() error { return rowlock.InTx(bg, td, rowlock.TxOptions{}, noop) })
+			wantNoAnswer(t, "rowlock.InTx", err, wasEither)
 
 			err = returnsWithin(t, "Release", func() error { return held.Release(bg) })
 			if m.kind == "postgres" {

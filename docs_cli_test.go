@@ -172,6 +172,7 @@ func cliSynopses(t *testing.T) map[string][]string {
 // TestDocCommandLinesRun does not run, by their text, and why.
 var docLinesNotRun = map[string]string{
 	"sqllock run --every 1h report -- /usr/local/bin/report":                                               "runs the reader's /usr/local/bin/report",
+	"sqllock run --cron '0 2 * * *' --tz Europe/Berlin backup -- /usr/local/bin/backup":                    "runs the reader's /usr/local/bin/backup",
 	"sqllock run --every 1h report:hourly -- /usr/local/bin/build-report":                                  "runs the reader's /usr/local/bin/build-report",
 	"sqllock run --every 24h --phase 2h30m --retries 2 --retry-backoff 5m backup -- /usr/local/bin/backup": "runs the reader's /usr/local/bin/backup, and retries it 5 minutes apart",
 	"sqllock run -n --min-hold 50m report:hourly -- /usr/local/bin/build-report":                           "runs the reader's /usr/local/bin/build-report",

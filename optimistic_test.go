@@ -12,7 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
 )

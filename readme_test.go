@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/ast"
 	"go/doc"
+	"go/format"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -68,6 +69,11 @@ func TestDocSnippetsCompile(t *testing.T) {
 	}
 	imp := exportImporter(t)
 	for _, b := range blocks {
+		if strings.HasPrefix(b.text, "package ") {
+			if formatted, err := format.Source([]byte(b.text)); err == nil && string(formatted) != b.text {
+				t.Errorf("%s:%d: a whole program that gofmt would change", b.file, b.line)
+			}
+		}
 		src := snippetFile(b.text)
 		fset := token.NewFileSet()
 		f, err := parser.ParseFile(fset, "snippet.go", src, 0)
@@ -177,6 +183,9 @@ var (
 
 // snippetFile turns a Markdown block into a Go file.
 func snippetFile(text string) string {
+	if strings.HasPrefix(text, "package ") {
+		return text // a whole program: checked as it stands
+	}
 	imports := map[string]string{} // path -> name ("" or "_")
 	for _, p := range snippetImports {
 		imports[p] = ""

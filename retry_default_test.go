@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/rowlock"
 )
 

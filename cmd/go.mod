@@ -1,6 +1,6 @@
 // The sqllock command (cmd/sqllock), a module of its own so that the core
 // module's users do not inherit its dependencies. It uses the core's
-// internal packages, so each release pairs with one core release: tag
+// public packages alone, yet each release pairs with one core release: tag
 // cmd/vX.Y.Z after the core's vX.Y.Z, with the requirement below set to
 // it. Until the first release it names a placeholder version that go.work
 // resolves to this tree's core.

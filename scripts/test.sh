@@ -119,7 +119,18 @@ while [ $# -gt 0 ]; do
 done
 [ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
 
-have go || die "go is not on PATH: install Go $(awk '$1 == "go" { print $2 }' go.mod) or later (https://go.dev/dl/)"
+go_need=$(awk '$1 == "go" { print $2 }' go.mod)
+go_fix="install Go $go_need or later from https://go.dev/dl/ (Debian's golang-go is older), e.g. tar -C /usr/local -xzf go$go_need.linux-amd64.tar.gz, then export PATH=/usr/local/go/bin:\$HOME/go/bin:\$PATH"
+have go || die "go is not on PATH: $go_fix"
+# An old go command fails later with a misleading message (go.work's
+# "invalid go version", or a download error): check the version first.
+# (From Go 1.21 on, the go command fetches the toolchain go.mod asks for by
+# itself unless GOTOOLCHAIN=local: GOVERSION is then the fetched one's.)
+go_have=$(go env GOVERSION 2>/dev/null || true)
+go_have=${go_have#go}
+if [ -z "$go_have" ] || [ "$(printf '%s\n%s\n' "$go_need" "$go_have" | sort -V | head -n 1)" != "$go_need" ]; then
+	die "$(command -v go) is Go ${go_have:-of an unknown version}; this module needs Go $go_need: $go_fix"
+fi
 
 # ./... stands for every module's packages: in the workspace it would stop
 # where a nested module's go.mod begins.

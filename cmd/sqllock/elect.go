@@ -94,7 +94,13 @@ func (r *runner) campaign(ctx context.Context, el *sqllock.Election, value strin
 	case ctx.Err() != nil:
 		return nil, err
 	case errors.Is(context.Cause(wctx), errWaitTimedOut):
-		return nil, exitError{r.conflict, fmt.Errorf("not elected leader of %q within %v", r.name, r.timeout)}
+		msg := fmt.Sprintf("not elected leader of %q within %v", r.name, r.timeout)
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if info, err := el.Leader(lctx, r.name); err == nil && info.Term != 0 {
+			msg += fmt.Sprintf(": %q leads (term %d, lease %v left)", info.Value, info.Term, info.ExpiresIn.Round(100*time.Millisecond))
+		}
+		return nil, exitError{r.conflict, errors.New(msg)}
 	case wctx.Err() != nil:
 		var ie interruptedError
 		if errors.As(context.Cause(wctx), &ie) {

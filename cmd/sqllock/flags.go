@@ -168,7 +168,7 @@ func parseFlags(fs *flag.FlagSet, cmd string, args []string, maxPositional int) 
 	fs.Usage = func() {}
 	pos, err := parseInterspersed(fs, args, maxPositional)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		return nil, usageError{msg: fmt.Sprintf("%s: %v", cmd, err)}
+		return nil, usageError{msg: cmd + ": " + flagHint(fs, err)}
 	}
 	return pos, err
 }

@@ -129,6 +129,24 @@ func TestElectInterruptedWhileCampaigning(t *testing.T) {
 	})
 }
 
+// elect -w that times out names the leader it waited for, as run names
+// the holder.
+func TestElectTimeoutNamesLeader(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		leader := b.cmd(t, "elect", "-v", "--value", "host-a:42", "busy", "--", "sleep", "60")
+		startUntil(t, leader, "elected leader")
+		t.Cleanup(func() { leader.Process.Kill(); leader.Wait() })
+		out, err := b.cmd(t, "elect", "-w", "0.2", "busy", "true").CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitNotAcquired {
+			t.Fatalf("elect -w 0.2 on a held election: %v, want exit %d\n%s", err, exitNotAcquired, out)
+		}
+		if !strings.Contains(string(out), `not elected leader of "busy" within 200ms: "host-a:42" leads (term `) {
+			t.Fatalf("elect -w 0.2 on a held election said %q, not who leads", out)
+		}
+	})
+}
+
 // migrate down leaves nothing of sqllock's, not even the table of its
 // version.
 func TestMigrateDownRemovesEverything(t *testing.T) {

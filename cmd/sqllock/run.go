@@ -371,22 +371,17 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 	if r.max > 0 { // semaphore names are apart from lock names
 		return "", nil
 	}
-	if r.strategy != "table" {
-		left, ok, err := t.tables.Locks.Remaining(ctx, r.name)
-		if err != nil {
-			return "", err
-		}
-		if ok && left > 0 {
-			return r.holder(ctx, "table"), nil
-		}
+	rows, _, err := listLocks(ctx, t)
+	if err != nil {
+		return "", err
 	}
-	if vt := t.tables.Versions; vt != nil && r.strategy != "optimistic" {
-		row, ok, err := vt.Read(ctx, r.name)
-		if err != nil {
-			return "", err
-		}
-		if ok && row.Live && row.Holds > 0 {
-			return r.holder(ctx, "optimistic"), nil
+	for _, row := range rows {
+		switch {
+		case row.Name != r.name || !row.live():
+		case row.isTable() && r.strategy != "table":
+			return row.describe(), nil
+		case row.Strategy == "optimistic" && row.Holds > 0 && r.strategy != "optimistic":
+			return row.describe(), nil
 		}
 	}
 	if t.d.Catalogue().Pessimistic != nil && r.strategy != "pessimistic" {

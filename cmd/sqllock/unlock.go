@@ -61,6 +61,10 @@ func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 			return notHeld(name)
 		}
 		fmt.Fprintf(stdout, "broke lock %q, %s; the next holder gets a larger token\n", name, describeHolder(li))
+		if li.Holds > 0 {
+			fmt.Fprintf(os.Stderr, "sqllock: the old holder learns it at its next renewal (every third of its TTL; at the latest in %v, when its lease would have ended) and may run until then; a sqllock run or elect holder then stops its command: SIGTERM, and SIGKILL after its --grace (10s by default)\n",
+				li.ExpiresIn.Round(time.Second))
+		}
 		return nil
 	}
 }

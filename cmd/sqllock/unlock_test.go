@@ -28,14 +28,21 @@ func (b backend) runToken(t *testing.T, name string, flags ...string) (int64, in
 // and returns its standard output and exit status.
 func (b backend) unlock(t *testing.T, args ...string) (string, int) {
 	t.Helper()
+	out, _, code := b.unlockStderr(t, args...)
+	return out, code
+}
+
+// unlockStderr is unlock, returning its standard error too.
+func (b backend) unlockStderr(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	c := b.cmd(t, append([]string{"unlock"}, args...)...)
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
+	var errb bytes.Buffer
+	c.Stderr = &errb
 	out, err := c.Output()
-	if stderr.Len() > 0 {
-		t.Logf("unlock %v: %s", args, stderr.String())
+	if errb.Len() > 0 {
+		t.Logf("unlock %v: %s", args, errb.String())
 	}
-	return string(out), exitStatus(err)
+	return string(out), errb.String(), exitStatus(err)
 }
 
 // A mistaken --min-hold 1h leaves the name taken after its job ended;
@@ -76,7 +83,10 @@ func TestUnlockRunningHolder(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		h := b.hold(t, "busy", "--ttl", "3s", "--grace", "5s")
 		tok := h.waitToken(t)
-		out, code := b.unlock(t, "-f", "busy")
+		out, note, code := b.unlockStderr(t, "-f", "busy")
+		if !strings.Contains(note, "may run until then") || !strings.Contains(note, "--grace") {
+			t.Errorf("unlock of a running holder did not say how long it may still run: %q", note)
+		}
 		if code != 0 || !strings.Contains(out, "token "+strconv.FormatInt(tok, 10)) {
 			t.Fatalf("unlock -f: exit %d, printed %q; want 0 and the lease of token %d", code, out, tok)
 		}

@@ -27,7 +27,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	sqllockdsn "github.com/sqllock/sqllock/internal/dsn"
+	sqllockdsn "github.com/sqllock/sqllock/dsn"
 )
 
 func main() {

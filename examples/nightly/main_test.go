@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/internal/dbtest"
-	sqllockdsn "github.com/sqllock/sqllock/internal/dsn"
+	sqllockdsn "github.com/sqllock/sqllock/dsn"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Finish(m.Run())) }

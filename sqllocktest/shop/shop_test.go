@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/dialect/sqlite"
-	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 func TestVerdict(t *testing.T) {

@@ -1,9 +1,11 @@
-// Package shop is the inventory scenario that sqllock's tests and its demo
-// share, the seeds' "2 hairdryers in stock, many buyers at once": a product
-// row with a stock and a version, an orders table, buyers that all order at
-// the same moment, and the count of what they were told against what the
-// database holds afterwards. Nothing may be oversold, and no order or stock
-// update may be lost.
+// Package shop is a test kit: the inventory scenario that sqllock's tests
+// and its command's demo (sqllock demo) share, "2 hairdryers in stock, many
+// buyers at once": a product row with a stock and a version, an orders
+// table, buyers that all order at the same moment, and the count of what
+// they were told against what the database holds afterwards. Nothing may be
+// oversold, and no order or stock update may be lost. It uses database/sql
+// alone, none of sqllock, so a program may check its own way of selling
+// with it.
 //
 // How a buyer buys (without a lock, under a lock, with a version check, in a
 // transaction with a row lock) is the caller's: that is what a test or the

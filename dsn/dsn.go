@@ -1,5 +1,6 @@
-// Package dsn reads the data source names that sqllock's command and
-// examples accept, so that all of them accept the same forms:
+// Package dsn opens a dialect from one data source name, in the forms that
+// the sqllock command accepts, so that a program configured by one string
+// (an environment variable, say) takes what the command takes:
 //
 //	postgres://user:pass@host:5432/db?sslmode=disable   PostgreSQL URL (also postgresql://)
 //	host=db user=app dbname=app sslmode=disable          pgx keyword/value DSN
