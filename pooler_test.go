@@ -15,9 +15,9 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
