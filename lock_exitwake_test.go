@@ -22,8 +22,8 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
-	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/observe"
 )
@@ -355,7 +355,7 @@ func announces(d dialect.Dialect, kind string) bool {
 // undone what it left to the background.
 func remote(t *testing.T, addr string) string {
 	t.Helper()
-	p, err := chaos.NewProxy(addr)
+	p, err := faultproxy.New(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

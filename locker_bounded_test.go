@@ -16,8 +16,8 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -209,7 +209,7 @@ func TestStalledServerBounded(t *testing.T) {
 				}
 				target = cfg.Addr
 			}
-			proxy, err := chaos.NewProxy(target)
+			proxy, err := faultproxy.New(target)
 			if err != nil {
 				t.Fatal(err)
 			}

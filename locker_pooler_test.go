@@ -14,11 +14,11 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
 	"github.com/sqllock/sqllock/sqllocktest/shop"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // syncBuffer is a bytes.Buffer for a logger written from many goroutines.

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/benchtest"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkOptimisticTryAcquireRelease is BenchmarkTryAcquireRelease for the

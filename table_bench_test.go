@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/benchtest"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkTryAcquireRelease measures an uncontended TryAcquire+Release on

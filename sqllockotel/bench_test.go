@@ -10,9 +10,9 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/observe"
 	"github.com/sqllock/sqllock/sqllockotel"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkTryAcquireRelease is the core's BenchmarkTryAcquireRelease with

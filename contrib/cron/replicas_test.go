@@ -13,7 +13,7 @@ import (
 	"github.com/sqllock/sqllock"
 	sqllockcron "github.com/sqllock/sqllock/contrib/cron"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // The replicas' settings: a job every second, whose schedules fire skew

@@ -21,7 +21,7 @@ import (
 	"github.com/sqllock/sqllock"
 	sqllockgocron "github.com/sqllock/sqllock/contrib/gocron"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // The replicas' settings: a job every second; replicas' schedulers start

@@ -13,7 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 
 	sqllockgoose "github.com/sqllock/sqllock/contrib/goose"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 	"k8s.io/client-go/tools/leaderelection"
 
 	sqllockk8slease "github.com/sqllock/sqllock/contrib/k8slease"

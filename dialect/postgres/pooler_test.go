@@ -15,8 +15,8 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
 	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -288,7 +288,7 @@ func TestSilentListenerIsFoundOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := chaos.NewProxy(u.Host)
+	proxy, err := faultproxy.New(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 )
 
 // A COMMIT whose failure the PostgreSQL dialect reports as certain (not
@@ -31,7 +32,7 @@ func TestPostgresCommitFailureClassification(t *testing.T) {
 	if _, err := s.admin.ExecContext(ctx, `CREATE TABLE `+table+` (id bigint PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := NewProxy(s.host())
+	proxy, err := faultproxy.New(s.host())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package chaos
+package faultproxy
 
 import (
 	"bytes"
@@ -76,7 +76,7 @@ func (s *echoServer) Close() {
 // leftover goroutines, when the test ends.
 func newTestProxy(t *testing.T, target string) *Proxy {
 	t.Helper()
-	p, err := NewProxy(target)
+	p, err := New(target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +402,7 @@ func TestProxyCloseMidQueue(t *testing.T) {
 func TestProxyCloseNoLeak(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	srv := newEchoServer(t)
-	p, err := NewProxy(srv.Addr())
+	p, err := New(srv.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/observe"
 )
@@ -776,10 +777,10 @@ func enoughWork(st tally) bool { return st.acquired >= 3 && st.written >= 2 }
 func (r *run) goroutines(ctx context.Context) {
 	t := r.t
 	addr := ""
-	var proxy *Proxy
+	var proxy *faultproxy.Proxy
 	if r.fault == proxied {
 		var err error
-		proxy, err = NewProxy(r.s.host())
+		proxy, err = faultproxy.New(r.s.host())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,9 @@
-package chaos
+// Package faultproxy is a TCP proxy that injects network faults between a
+// test's clients and a database server: latency with jitter, stalls, and
+// connection resets. It imports nothing of sqllock, so that the tests of
+// every layer (the dialects', the root's, the chaos suite's under tests/)
+// can put it in front of a server.
+package faultproxy
 
 import (
 	"cmp"
@@ -19,8 +24,8 @@ const chunkSize = 32 << 10
 // queueLen is the number of chunks a direction buffers before it stops reading.
 const queueLen = 64
 
-// ProxyStats holds counters describing the traffic a Proxy has handled.
-type ProxyStats struct {
+// Stats holds counters describing the traffic a Proxy has handled.
+type Stats struct {
 	// Accepted is the number of client connections accepted.
 	Accepted int64
 	// Resets is the number of connections closed by ResetAll or ResetRandom.
@@ -72,8 +77,8 @@ type chunk struct {
 	due  time.Time
 }
 
-// NewProxy listens on 127.0.0.1:0 and forwards every accepted connection to target (e.g. "127.0.0.1:5432").
-func NewProxy(target string) (*Proxy, error) {
+// New listens on 127.0.0.1:0 and forwards every accepted connection to target (e.g. "127.0.0.1:5432").
+func New(target string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -145,8 +150,8 @@ func (p *Proxy) Conns() int {
 }
 
 // Stats returns a snapshot of the proxy's counters.
-func (p *Proxy) Stats() ProxyStats {
-	return ProxyStats{
+func (p *Proxy) Stats() Stats {
+	return Stats{
 		Accepted:  p.accepted.Load(),
 		Resets:    p.resets.Load(),
 		Stalls:    p.stalls.Load(),

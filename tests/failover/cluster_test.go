@@ -16,13 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 )
 
 // cluster is a PostgreSQL primary and a streaming standby started from the
 // system's binaries on free loopback ports, in a directory of their own.
-// The standby replicates through a chaos proxy (link), which can freeze
+// The standby replicates through a fault proxy (link), which can freeze
 // replication so that the standby lags; clients reach whichever server is
 // the primary through front, which failover repoints.
 type cluster struct {
@@ -32,7 +32,7 @@ type cluster struct {
 	dir     string
 	primary int // port
 	standby int // port
-	link    *chaos.Proxy
+	link    *faultproxy.Proxy
 	front   *front
 }
 
@@ -136,7 +136,7 @@ max_connections = 80
 	c.run("pg_ctl", "-D", pdir, "-l", filepath.Join(dir, "primary.log"), "-w", "-t", "60", "start")
 	t.Cleanup(func() { c.stop(pdir) })
 
-	link, err := chaos.NewProxy(fmt.Sprintf("127.0.0.1:%d", c.primary))
+	link, err := faultproxy.New(fmt.Sprintf("127.0.0.1:%d", c.primary))
 	if err != nil {
 		t.Fatal(err)
 	}

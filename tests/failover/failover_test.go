@@ -18,8 +18,8 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/tests/chaos"
 )
 
 func TestMain(m *testing.M) {
