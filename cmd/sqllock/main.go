@@ -6,6 +6,7 @@
 //	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
 //	sqllock run --every 1h [flags] NAME -- COMMAND   run COMMAND once per hour across replicas
 //	sqllock runs [--json] [--watch SECONDS] [JOB]    recent runs of the run ledger, and missed ones
+//	sqllock cron [--check] FILE                      the crontab daemon: FILE's entries once per occurrence
 //	sqllock elect [flags] NAME [--] COMMAND [ARGS...] run COMMAND while elected leader of NAME
 //	sqllock leader [--json] [--watch] NAME           print the leader of the election NAME
 //	sqllock migrate [flags] up|down|version|force V  manage the lock schema
@@ -86,6 +87,7 @@ func init() {
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
 		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
+		{"cron", "[--dsn DSN] [--check] [--grace SECONDS] [--removed pause|forget|keep] [-v] FILE", "the crontab daemon: run FILE's entries once per occurrence across every replica that runs it", cronFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
