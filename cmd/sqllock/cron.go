@@ -144,7 +144,8 @@ type cronDaemon struct {
 	draining    bool
 }
 
-// cronState is an entry as the daemon schedules it.
+// cronState is an entry as the daemon schedules it: all but next is set
+// once, before any run of it reads it.
 type cronState struct {
 	*cronEntry
 	occ  ledger.Occurrence
@@ -267,7 +268,8 @@ func (d *cronDaemon) install(entries []*cronEntry) error {
 	states := make([]*cronState, 0, len(entries))
 	for _, e := range entries {
 		if s := old[e.name]; s != nil && s.same(e) {
-			s.cronEntry = e // its line may have moved
+			// Unchanged: its next time stays (and its entry, which the
+			// runs in progress read).
 			states = append(states, s)
 			continue
 		}
@@ -388,7 +390,10 @@ func (d *cronDaemon) runEntry(ctx context.Context, s *cronState, pending bool) {
 // report logs what a Run of s's job did.
 func (d *cronDaemon) report(ctx context.Context, s *cronState, res ledger.Result, err error) {
 	what := "occurrence " + res.Occurrence
-	if res.Manual {
+	switch {
+	case res.Occurrence == "":
+		what = "no occurrence"
+	case res.Manual:
 		what = "manual occurrence " + res.Occurrence
 	}
 	switch {
