@@ -45,9 +45,7 @@ func cronFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if *check {
 			return printCrontab(stdout, args[0], entries)
 		}
-		d := &cronDaemon{path: args[0], removed: *removed, ttl: *ttl, grace: *grace, poll: *poll, verbose: *verbose,
-			ledgers: map[ledgerKey]*ledger.Ledger{}, live: map[chan os.Signal]bool{}, pendingRuns: map[string]bool{},
-			paused: map[string]bool{}}
+		d := newCronDaemon(args[0], *removed, *ttl, *grace, *poll, *verbose)
 		return d.run(ctx, *dsn, *schema, entries)
 	}
 }
@@ -144,6 +142,14 @@ type cronDaemon struct {
 	draining    bool
 }
 
+// newCronDaemon returns the daemon of the file at path, with the flags'
+// values.
+func newCronDaemon(path, removed string, ttl, grace, poll time.Duration, verbose bool) *cronDaemon {
+	return &cronDaemon{path: path, removed: removed, ttl: ttl, grace: grace, poll: poll, verbose: verbose,
+		ledgers: map[ledgerKey]*ledger.Ledger{}, live: map[chan os.Signal]bool{}, pendingRuns: map[string]bool{},
+		paused: map[string]bool{}}
+}
+
 // cronState is an entry as the daemon schedules it: all but next is set
 // once, before any run of it reads it.
 type cronState struct {
@@ -178,6 +184,11 @@ func (d *cronDaemon) run(ctx context.Context, dsn, schema string, entries []*cro
 		return err
 	}
 	defer t.Close()
+	return d.serve(ctx, t, entries, sigs)
+}
+
+// serve is run on the database t, with the signals of sigs.
+func (d *cronDaemon) serve(ctx context.Context, t *target, entries []*cronEntry, sigs <-chan os.Signal) error {
 	d.target = t
 	if err := d.install(entries); err != nil {
 		return err
@@ -512,7 +523,7 @@ func (d *cronDaemon) drain(stop context.CancelCauseFunc, s os.Signal, sigs <-cha
 	d.draining = true
 	n := len(d.live)
 	d.mu.Unlock()
-	d.say("%s: draining, %s running (SIGKILL after --grace %v)", signalName(s), count(n, "job", "jobs"), d.grace)
+	d.say("%s: draining: no new claim; %s in progress get %s (SIGKILL after --grace %v)", signalName(s), count(n, "run", "runs"), signalName(s), d.grace)
 	stop(fmt.Errorf("sqllock cron got %s", signalName(s)))
 	d.signalJobs(s)
 	done := make(chan struct{})
