@@ -86,7 +86,7 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
-		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
+		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--missed-after SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
 		{"cron", "[--dsn DSN] [--check] [--grace SECONDS] [--removed pause|forget|keep] [-v] FILE", "the crontab daemon: run FILE's entries once per occurrence across every replica that runs it", cronFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
@@ -399,7 +399,7 @@ runner died and the next one took over), OWNER (the runner), TOKEN,
 STARTED (wall clock, local time zone), DURATION ("so far" while it runs)
 and ERROR (a failed attempt's). Then the jobs paused or with a manual
 occurrence pending, and under MISSED, per job, how many occurrences of
-jobs run with --every or --cron no replica claimed within --grace of
+jobs run with --every or --cron no replica claimed within --missed-after of
 their time (by default, before the next one's), the first and the last:
 the dead man's switch of a periodic job (the metric sqllock.runs.missed
 says the same to an alerting system). --json prints {"runs": [...],
