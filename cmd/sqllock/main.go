@@ -421,6 +421,41 @@ interrupted.
 Exit status of the actions: 0 done (or nothing to change); 1 no such job
 in the ledger; 64 usage; 69 database unreachable.
 `,
+	"cron": `The crontab daemon: started alike on every replica (a systemd unit, say),
+it reads FILE, a crontab(5) file, and runs each entry's command through the
+run ledger at the entry's times: once per occurrence across every replica,
+with all that run --every does (a process group under a supervisor, the
+lease, SQLLOCK_TOKEN, SQLLOCK_OCCURRENCE and SQLLOCK_ATTEMPT, a takeover
+after a replica dies). It also runs the manual occurrences sqllock runs
+trigger asks for, within --poll. The file:
+
+  CRON_TZ=Europe/Berlin             the time zone of the entries below
+  PATH=/usr/local/bin:/usr/bin:/bin the commands' environment (SHELL runs them)
+  # sqllock: name=report retries=2 retry-backoff=5m max-runtime=1h
+  30 2 * * *  /usr/local/bin/report --all
+  @hourly     /usr/local/bin/cleanup      (job "cleanup": its program)
+  # sqllock: name=poke tz=UTC early=1s    (tz: of the next entry alone)
+  @every 10s  /usr/local/bin/poke         (a period since the Unix epoch)
+
+A "# sqllock:" comment line (a plain cron ignores it) gives the next
+entry's settings: name (the job; default the command's program), tz,
+retries, retry-backoff, max-runtime (SIGTERM, SIGKILL after --grace;
+recorded failed), early. The file is checked before anything runs: an
+invalid field, unknown time zone, contradictory or repeated setting,
+@reboot or a duplicate job name exits 64 naming each line and field,
+without opening the database; --check checks it and prints each entry's
+next time. SIGHUP reloads it: a bad file is refused (one line on stderr)
+and the last good table stays; the job of an entry removed is paused,
+forgotten or kept, as --removed says (a paused job stays paused when its
+entry comes back: sqllock runs resume JOB). SIGTERM or SIGINT drains: no
+new claim, each running job gets the signal (SIGKILL after --grace), and
+sqllock cron exits 0 once their outcomes are recorded. -v logs every
+decision: each occurrence claimed, run, skipped (done already, running
+elsewhere, paused) and each job's next time.
+
+Exit status: 0 after a drain; 64 a mistake in FILE or the flags; 69
+database unreachable, schema missing or dirty.
+`,
 	"unlock": `Breaks the lock NAME of the lock table (run's default strategy): its
 holder's lease ends now, and a lock kept taken by --min-hold is freed too.
 The name keeps its fencing token, so the next holder's SQLLOCK_TOKEN is

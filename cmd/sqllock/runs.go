@@ -23,7 +23,8 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	asJSON := fs.Bool("json", false, "print a JSON object: {\"runs\": [...], \"missed\": [...]}, times in RFC 3339, durations in milliseconds")
 	watch := durationFlag(fs, "watch", 0, "show the runs again every `SECONDS` until interrupted (0: once)")
 	limit := fs.Int("limit", 20, "show the latest `N` attempts")
-	grace := durationFlag(fs, "missed-after,grace", 0, "an occurrence of a job run with --every or --cron is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: until the next occurrence's time); --grace is its old name, deprecated (run's --grace is the time between SIGTERM and SIGKILL)")
+	grace := durationFlag(fs, "missed-after", 0, "an occurrence of a job run with --every or --cron is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: until the next occurrence's time); --grace, its old name, still works, deprecated (run's --grace is the time between SIGTERM and SIGKILL)")
+	deprecatedFlag(fs, "grace", "missed-after")
 	attempts := fs.Bool("attempts", false, "with forget, delete the job's recorded attempts too")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		var job, verb string
