@@ -47,7 +47,7 @@ func TestReplicas(t *testing.T) {
 			var crons []*cron.Cron
 			for replica := range 3 {
 				rdb, d := migrated.Connect(t, tdb)
-				table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 3 * time.Second, MinHold: minHold})
+				table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second}, MinHold: minHold})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -43,7 +43,7 @@ func testUpOnce(t *testing.T, gd goose.Dialect, open func(t *testing.T) (*sql.DB
 	errs := make([]error, replicas)
 	for i := range replicas {
 		db, d := open(t)
-		locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Second})
+		locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -86,7 +86,7 @@ func testOneLeader(t *testing.T, open func(t *testing.T) (*sql.DB, dialect.Diale
 	var all []*candidate
 	start := func(id string) {
 		db, d := open(t)
-		e, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: leaseDuration})
+		e, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: leaseDuration})
 		if err != nil {
 			t.Fatal(err)
 		}

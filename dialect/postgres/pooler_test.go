@@ -48,7 +48,7 @@ func TestPreparedStatementsThroughTransactionPoolerNameTheFix(t *testing.T) {
 	pool := dbtest.OpenPostgres(t, dbtest.PgBouncerURL(t, dbtest.Transaction))
 	d := migrated(t, pool)
 	pool.SetMaxIdleConns(0)
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Minute})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

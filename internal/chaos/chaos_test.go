@@ -278,21 +278,21 @@ func (c config) open() (func(), any, *Store, error) {
 		ttl, obs := c.TTL, HistoryTracer{TTL: c.TTL}
 		switch c.Strategy {
 		case "election":
-			l, err = sqllock.NewElection(d, sqllock.ElectionOptions{TTL: ttl, Observer: obs})
+			l, err = sqllock.NewElection(d, sqllock.LeaseOptions{TTL: ttl, Observer: obs})
 		case "table", "multi":
-			l, err = sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, Observer: obs})
+			l, err = sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}})
 		case "fair":
-			l, err = sqllock.NewTable(TraceTickets(d), sqllock.TableOptions{TTL: ttl, Observer: obs, Fair: true})
+			l, err = sqllock.NewTable(TraceTickets(d), sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}, Fair: true})
 		case "optimistic":
-			l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: ttl, Observer: obs})
+			l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}})
 		case "pessimistic":
 			l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{KeepAlive: c.KeepAlive})
 		case "semaphore":
-			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.SemaphoreOptions{TTL: ttl, Observer: obs})
+			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}})
 		case "fairsem":
-			l, err = sqllock.NewSemaphore(TraceTickets(d), semaphoreLimit, sqllock.SemaphoreOptions{TTL: ttl, Observer: obs, Fair: true})
+			l, err = sqllock.NewSemaphore(TraceTickets(d), semaphoreLimit, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}, Fair: true})
 		case "rwlock":
-			l, err = sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: ttl, Observer: obs})
+			l, err = sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: ttl, Observer: obs})
 		default:
 			err = fmt.Errorf("unknown strategy %q", c.Strategy)
 		}

@@ -102,9 +102,9 @@ func runFailover(t *testing.T, syncRep bool, strategy string) {
 	var locker sqllock.Locker
 	switch strategy {
 	case "table":
-		locker, err = sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
+		locker, err = sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 	default:
-		locker, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: ttl})
+		locker, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -183,7 +183,7 @@ func leastPrivilegePrimitives(t *testing.T, ctx context.Context, d dialect.Diale
 		release("semaphore", k)
 	}
 
-	rw, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{})
+	rw, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{})
 	must("NewRWLock", err)
 	k, err = rw.AcquireShared(ctx, "rw")
 	must("read lock", err)
@@ -192,7 +192,7 @@ func leastPrivilegePrimitives(t *testing.T, ctx context.Context, d dialect.Diale
 	must("write lock", err)
 	release("write lock", k)
 
-	el, err := sqllock.NewElection(d, sqllock.ElectionOptions{})
+	el, err := sqllock.NewElection(d, sqllock.LeaseOptions{})
 	must("NewElection", err)
 	lead, err := el.Campaign(ctx, "election", "me")
 	must("Campaign", err)

@@ -18,13 +18,13 @@ import (
 func TestBreak(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		logs := newLogRecorder()
 		var obs breakRecorder
-		admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{Logger: logs.logger(), Observer: &obs})
+		admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Logger: logs.logger(), Observer: &obs}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -220,13 +220,13 @@ func TestStalledServerBounded(t *testing.T) {
 			// then nothing of the release is sent).
 			db, d := boundedDialect(t, m.kind, proxy.Addr(), e.ns)
 			db.SetMaxOpenConns(1)
-			l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+			l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Another pool, whose lease renews every second.
 			_, rd := boundedDialect(t, m.kind, proxy.Addr(), e.ns)
-			rl, err := sqllock.NewTable(rd, sqllock.TableOptions{TTL: 3 * time.Second})
+			rl, err := sqllock.NewTable(rd, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}

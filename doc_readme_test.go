@@ -287,6 +287,7 @@ func TestOptionsFieldsDocumented(t *testing.T) {
 		from       string // the type whose fields these are
 	}
 	var borrowers []borrowed
+	embeds := map[string][]string{} // "pkg.Type" -> the options types it embeds (or is)
 	var sources []string
 	for _, dir := range optionsPackages {
 		fset := token.NewFileSet()
@@ -308,14 +309,27 @@ func TestOptionsFieldsDocumented(t *testing.T) {
 						if !ts.Name.IsExported() || !strings.HasSuffix(ts.Name.Name, "Options") {
 							continue
 						}
+						typ := pkg.Name + "." + ts.Name.Name
+						if id, ok := ts.Type.(*ast.Ident); ok {
+							// type SemaphoreOptions TableOptions: the
+							// other's fields.
+							embeds[typ] = append(embeds[typ], pkg.Name+"."+id.Name)
+							fields[typ] = map[string]bool{}
+							continue
+						}
 						st, ok := ts.Type.(*ast.StructType)
 						if !ok {
 							continue
 						}
-						typ := pkg.Name + "." + ts.Name.Name
 						fields[typ] = map[string]bool{}
 						from := sameFields.FindStringSubmatch(strings.Join(strings.Fields(doc), " "))
 						for _, f := range st.Fields.List {
+							if id, ok := f.Type.(*ast.Ident); ok && len(f.Names) == 0 {
+								// An embedded options type: its name, and
+								// its fields, promoted.
+								fields[typ][id.Name] = true
+								embeds[typ] = append(embeds[typ], pkg.Name+"."+id.Name)
+							}
 							for _, id := range f.Names {
 								if !id.IsExported() {
 									continue
@@ -334,6 +348,15 @@ func TestOptionsFieldsDocumented(t *testing.T) {
 					}
 					return false
 				})
+			}
+		}
+	}
+	for range 2 { // SemaphoreOptions is TableOptions, which embeds LeaseOptions
+		for typ, from := range embeds {
+			for _, e := range from {
+				for f := range fields[e] {
+					fields[typ][f] = true
+				}
 			}
 		}
 	}

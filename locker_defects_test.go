@@ -78,7 +78,7 @@ func TestCancelledAcquireGrantsNothing(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const name = "cancelled-acquire"
-		a := e.locker(t, sqllock.TableOptions{TTL: time.Hour})
+		a := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 		ka, err := a.TryAcquire(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -89,7 +89,7 @@ func TestCancelledAcquireGrantsNothing(t *testing.T) {
 		e.expire(t, name)
 		blocker := e.lockRow(t, name)
 
-		b := e.locker(t, sqllock.TableOptions{TTL: time.Hour})
+		b := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 		bctx, cancel := context.WithCancel(sqllock.WithOwner(ctx, "abandoned"))
 		defer cancel()
 		got := make(chan error, 1)
@@ -112,7 +112,7 @@ func TestCancelledAcquireGrantsNothing(t *testing.T) {
 		if owner, holds := e.holderOf(t, name); owner == "abandoned" && holds > 0 {
 			t.Fatalf("the lock went to the owner of a cancelled Acquire (holds %d)", holds)
 		}
-		c := e.locker(t, sqllock.TableOptions{TTL: time.Hour})
+		c := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 		kc, err := c.TryAcquire(ctx, name)
 		if err != nil {
 			t.Fatalf("after the cancelled acquire: %v, want the lock free", err)
@@ -225,14 +225,14 @@ func TestSessionClockDoesNotMoveLeases(t *testing.T) {
 			t.Skip("SQLite has no session clock: every connection reads the host's clock")
 		}
 		behind, _ := skewedSession(t, e, -time.Hour)
-		honest := e.locker(t, sqllock.TableOptions{TTL: 30 * time.Second})
+		honest := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 
 		k, err := honest.TryAcquire(ctx, "ahead")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer k.Release(ctx)
-		thief, err := e.s.new(ahead, sqllock.TableOptions{TTL: 30 * time.Second})
+		thief, err := e.s.new(ahead, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestSessionClockDoesNotMoveLeases(t *testing.T) {
 			t.Fatalf("a session an hour ahead took a live lease: %v", err)
 		}
 
-		slow, err := e.s.new(behind, sqllock.TableOptions{TTL: 30 * time.Second})
+		slow, err := e.s.new(behind, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func (e *env) strategyOn(t *testing.T, d dialect.Dialect) sqllock.Locker {
 	if e.pess {
 		l, err = sqllock.NewPessimistic(d, sqllock.PessimisticOptions{})
 	} else {
-		l, err = e.s.new(d, sqllock.TableOptions{TTL: time.Hour})
+		l, err = e.s.new(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func TestPgxPoolExhaustedIsNotOutcomeUnknown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range leaseStrategies {
-		l, err := s.new(d, sqllock.TableOptions{TTL: time.Hour})
+		l, err := s.new(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -484,7 +484,7 @@ func (e *env) revive(t *testing.T, name string) {
 func TestGuardRefusesAfterReportedLoss(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.locker(t, sqllock.TableOptions{TTL: time.Second})
+		l := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Second}})
 		k, err := l.TryAcquire(ctx, "lost")
 		if err != nil {
 			t.Fatal(err)

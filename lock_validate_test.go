@@ -14,6 +14,8 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/dialect/sqlite"
+	"github.com/sqllock/sqllock/observe"
 	"github.com/sqllock/sqllock/rowlock"
 )
 
@@ -128,13 +130,14 @@ func TestBadInputIsTypedErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []sqllock.TableOptions{
+	for _, lo := range []sqllock.LeaseOptions{
 		{TTL: -time.Second},
 		{TTL: time.Millisecond},
 		{TTL: 3 * time.Second, RenewInterval: 2 * time.Second},
 		{RenewInterval: -1},
 		{MaxBackoff: -1},
 	} {
+		o := sqllock.TableOptions{LeaseOptions: lo}
 		if _, err := sqllock.NewTable(d, o); !errors.Is(err, sqllock.ErrInvalidOptions) {
 			t.Errorf("NewTable(%+v): %v, want ErrInvalidOptions", o, err)
 		}
@@ -217,7 +220,7 @@ func FuzzOptions(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, ttl, renew, maxBackoff, keepAlive, interval, batch, attempts, minRetry, maxRetry int64) {
-		opts := sqllock.TableOptions{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}
+		opts := sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Duration(ttl), RenewInterval: time.Duration(renew), MaxBackoff: time.Duration(maxBackoff)}}
 		popts := sqllock.PessimisticOptions{KeepAlive: time.Duration(keepAlive)}
 		ropts := sqllock.ReaperOptions{Interval: time.Duration(interval), BatchSize: int(batch)}
 		retry := rowlock.RetryOptions{Attempts: int(attempts), MinBackoff: time.Duration(minRetry), MaxBackoff: time.Duration(maxRetry)}
@@ -291,5 +294,68 @@ func checkOptions(t *testing.T, what string, opts any, err error, ok bool) {
 		t.Fatalf("%s(%+v) = %v, want ErrInvalidOptions", what, opts, err)
 	case !ok && (errors.Is(err, sqllock.ErrNilDB) || errors.Is(err, sqllock.ErrUnsupported)):
 		t.Fatalf("%s(%+v) = %v: wraps another sentinel too", what, opts, err)
+	}
+}
+
+// misspelt observes nothing: its method is named after no interface of
+// package observe (AcquiredObserver's is Acquired).
+type misspelt struct{}
+
+func (misspelt) Aquired(context.Context, observe.AcquiredEvent) {}
+
+// hears implements one interface of package observe.
+type hears struct{}
+
+func (hears) Acquired(context.Context, observe.AcquiredEvent) {}
+
+// An observer that implements none of package observe's interfaces (a
+// misspelt method) would hear nothing: every constructor that takes one
+// refuses it, with errors wrapping ErrInvalidOptions and
+// observe.ErrNoInterface; one that implements an interface is taken.
+func TestObserverOfNoInterfaceRefused(t *testing.T) {
+	t.Parallel()
+	db, _ := openSQLite(t)
+	d, err := sqlite.New(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		make func(obs observe.Observer) error
+	}{
+		{"NewTable", func(obs observe.Observer) error {
+			_, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
+			return err
+		}},
+		{"NewOptimistic", func(obs observe.Observer) error {
+			_, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
+			return err
+		}},
+		{"NewSemaphore", func(obs observe.Observer) error {
+			_, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
+			return err
+		}},
+		{"NewRWLock", func(obs observe.Observer) error {
+			_, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{Observer: obs})
+			return err
+		}},
+		{"NewElection", func(obs observe.Observer) error {
+			_, err := sqllock.NewElection(d, sqllock.LeaseOptions{Observer: obs})
+			return err
+		}},
+		{"NewReaper", func(obs observe.Observer) error {
+			_, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Observer: obs})
+			return err
+		}},
+		{"rowlock.RetryOnConflict", func(obs observe.Observer) error {
+			return rowlock.RetryOnConflict(ctxT(t), rowlock.RetryOptions{Observer: obs}, func(context.Context) error { return nil })
+		}},
+	} {
+		if err := tc.make(misspelt{}); !errors.Is(err, sqllock.ErrInvalidOptions) || !errors.Is(err, observe.ErrNoInterface) {
+			t.Errorf("%s with an observer of no interface: %v, want ErrInvalidOptions and observe.ErrNoInterface", tc.name, err)
+		}
+		if err := tc.make(hears{}); err != nil {
+			t.Errorf("%s with an observer: %v", tc.name, err)
+		}
 	}
 }

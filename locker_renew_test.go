@@ -71,7 +71,7 @@ func TestBatchedRenewal(t *testing.T) {
 		// at most 50ms), which a busy machine's late timers overrun less
 		// at 1s.
 		const n, ttl, every = 1500, time.Hour, time.Second
-		l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
+		l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, RenewInterval: every}})
 		if err != nil {
 			t.Fatal(err)
 		}

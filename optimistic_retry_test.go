@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 // hotRow runs the 200-buyer case: stock for every buyer, all buyers at once

@@ -16,9 +16,9 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 // syncBuffer is a bytes.Buffer for a logger written from many goroutines.
@@ -66,8 +66,9 @@ func TestWaiterBehindTransactionPoolerPolls(t *testing.T) {
 	d := pgBouncerDialect(t, dbtest.Transaction, postgres.WithPooler())
 	ctx := ctxT(t)
 	var logs syncBuffer
-	opts := sqllock.TableOptions{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	opts := sqllock.TableOptions{
+		LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))},
+	}
 	holder, err := sqllock.NewTable(d, opts)
 	if err != nil {
 		t.Fatal(err)

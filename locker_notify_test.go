@@ -49,8 +49,8 @@ func acquireAsync(ctx context.Context, l sqllock.Locker, name string) <-chan *sq
 func TestNotifyWakesOnlyWaitersOfThatName(t *testing.T) {
 	e := postgresEnv(t)
 	ctx := ctxT(t)
-	holder := e.locker(t, sqllock.TableOptions{TTL: time.Minute})
-	slow := sqllock.TableOptions{TTL: time.Minute, MaxBackoff: time.Minute}
+	holder := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
+	slow := sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: time.Minute}}
 	l, err := sqllock.NewTable(e.d, slow)
 	if err != nil {
 		t.Fatal(err)
@@ -145,8 +145,8 @@ func (never) Pass(string)     {}
 func TestNoListenerDegradesToPolling(t *testing.T) {
 	e := postgresEnv(t)
 	ctx := ctxT(t)
-	holder := e.locker(t, sqllock.TableOptions{TTL: time.Minute})
-	l, err := sqllock.NewTable(notifierless{e.d.(*postgres.Dialect)}, sqllock.TableOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond})
+	holder := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
+	l, err := sqllock.NewTable(notifierless{e.d.(*postgres.Dialect)}, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,8 +176,8 @@ func TestNoListenerDegradesToPolling(t *testing.T) {
 func TestListenerReconnects(t *testing.T) {
 	e := postgresEnv(t)
 	ctx := ctxT(t)
-	holder := e.locker(t, sqllock.TableOptions{TTL: time.Minute})
-	l, err := sqllock.NewTable(e.d, sqllock.TableOptions{TTL: time.Minute, MaxBackoff: time.Minute})
+	holder := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
+	l, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 func TestOneListenerPerDialect(t *testing.T) {
 	e := postgresEnv(t)
 	ctx := ctxT(t)
-	holder := e.locker(t, sqllock.TableOptions{TTL: time.Minute})
+	holder := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 	k, err := holder.TryAcquire(ctx, "z")
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +239,7 @@ func TestOneListenerPerDialect(t *testing.T) {
 	var lockers []*sqllock.Table
 	var got []<-chan *sqllock.Lock
 	for range 3 {
-		l, err := sqllock.NewTable(e.d, sqllock.TableOptions{TTL: time.Minute, MaxBackoff: time.Minute})
+		l, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: time.Minute}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +299,7 @@ func TestClosedDialectLeavesNoGoroutines(t *testing.T) {
 			if err := sqllock.Migrate(ctx, d); err != nil {
 				t.Fatal(err)
 			}
-			holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Minute})
+			holder, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -309,7 +309,7 @@ func TestClosedDialectLeavesNoGoroutines(t *testing.T) {
 			}
 			var got []<-chan *sqllock.Lock
 			for range 2 {
-				l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Minute, MaxBackoff: time.Minute})
+				l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: time.Minute}})
 				if err != nil {
 					t.Fatal(err)
 				}

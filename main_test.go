@@ -305,8 +305,7 @@ func (e *env) expire(t *testing.T, name string) {
 // optimisticOptions are the options of o that the optimistic strategy
 // has: a test gives both lease strategies TableOptions.
 func optimisticOptions(o sqllock.TableOptions) sqllock.OptimisticOptions {
-	return sqllock.OptimisticOptions{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff,
-		MinHold: o.MinHold, Logger: o.Logger, Observer: o.Observer}
+	return sqllock.OptimisticOptions{LeaseOptions: o.LeaseOptions, MinHold: o.MinHold}
 }
 
 // locker returns a locker of the strategy under test.

@@ -198,9 +198,9 @@ func newCampaign(t *testing.T, e *env) *campaign {
 	}
 	opts := sqllock.TableOptions{}
 	if e.kind == "postgres" && e.s == tableStrategy {
-		opts = sqllock.TableOptions{TTL: time.Minute, MaxBackoff: time.Minute}
+		opts = sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: time.Minute}}
 	}
-	c.l, c.other = e.locker(t, opts), e.locker(t, sqllock.TableOptions{TTL: time.Minute})
+	c.l, c.other = e.locker(t, opts), e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 	return c
 }
 
@@ -385,7 +385,7 @@ func (c *campaign) listed(t *testing.T, name, owner string, token int64, holds i
 func (c *campaign) allAtOnce(t *testing.T, sentinel *sqllock.Lock) {
 	t.Helper()
 	const ttl, every = time.Minute, 100 * time.Millisecond
-	rl := c.e.locker(t, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
+	rl := c.e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, RenewInterval: every}})
 	held := map[string]*sqllock.Lock{}
 	for s := range c.used {
 		if s != "sentinel" {

@@ -69,15 +69,15 @@ func newExitLocker(d dialect.Dialect, kind, name string, maxBackoff time.Duratio
 	)
 	switch kind {
 	case "lock", "fair":
-		l, err = sqllock.NewTable(d, sqllock.TableOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Fair: kind == "fair", Observer: obs})
+		l, err = sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs}, Fair: kind == "fair"})
 	case "optimistic":
-		l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs})
+		l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs}})
 	case "semaphore", "fairsem":
-		l, err = sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Fair: kind == "fairsem", Observer: obs})
+		l, err = sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs}, Fair: kind == "fairsem"})
 	case "rwlock":
-		l, err = sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs})
+		l, err = sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs})
 	case "election":
-		e, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs})
+		e, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: exitTTL, MaxBackoff: maxBackoff, Observer: obs})
 		if err != nil {
 			return exitLocker{}, err
 		}

@@ -72,7 +72,7 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 			t.Parallel()
 			e := m.make(t)
 			ctx := ctxT(t)
-			slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+			slow := sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}}
 			holder, err := sqllock.NewTable(e.d, slow)
 			if err != nil {
 				t.Fatal(err)
@@ -163,7 +163,7 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 // wake-up reaches the processes still waiting.
 func TestReleaseWakesOneProcess(t *testing.T) {
 	t.Parallel()
-	slow := sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+	slow := sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}}
 	kinds := []struct {
 		name, tickets string
 		newLocker     func(d dialect.Dialect) (sqllock.Locker, error)
@@ -172,7 +172,7 @@ func TestReleaseWakesOneProcess(t *testing.T) {
 		{"table", "sqllock_tickets", func(d dialect.Dialect) (sqllock.Locker, error) { return sqllock.NewTable(d, slow) },
 			func(cat dialect.Catalogue) bool { return cat.Waking != nil }},
 		{"semaphore", "sqllock_semaphore_tickets", func(d dialect.Dialect) (sqllock.Locker, error) {
-			return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: slow.TTL, MaxBackoff: slow.MaxBackoff})
+			return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: slow.TTL, MaxBackoff: slow.MaxBackoff}})
 		}, func(cat dialect.Catalogue) bool { return cat.WakingSemaphores != nil }},
 	}
 	for _, m := range envs {

@@ -56,7 +56,7 @@ func TestMySQLWhateverTheDSN(t *testing.T) {
 			if lockers[s.name] == nil {
 				lockers[s.name] = map[string]locker{}
 			}
-			if lockers[s.name][name], err = s.new(d, sqllock.TableOptions{TTL: ttl}); err != nil {
+			if lockers[s.name][name], err = s.new(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}}); err != nil {
 				t.Fatal(err)
 			}
 		}

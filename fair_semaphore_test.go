@@ -251,7 +251,7 @@ func TestFairSemaphorePermitsFreedTogether(t *testing.T) {
 		const name, limit, rounds = "fifo-sem-together", 2, 30
 		sem := func() *sqllock.Semaphore {
 			_, d := e.sibling(t, 0)
-			s, err := sqllock.NewSemaphore(d, limit, sqllock.SemaphoreOptions{Fair: true, TTL: time.Hour})
+			s, err := sqllock.NewSemaphore(d, limit, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}, Fair: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -64,7 +64,7 @@ func (c childConfig) run() error {
 	if s == nil {
 		return fmt.Errorf("unknown strategy %q", c.Strategy)
 	}
-	l, err := s.new(d, sqllock.TableOptions{TTL: c.TTL})
+	l, err := s.new(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: c.TTL}})
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func TestSQLiteCrashedProcessTakenOver(t *testing.T) {
 				_ = cmd.Wait()
 				t.Fatalf("child never held the lock: %q, %v\n%s", line, err, stderr)
 			}
-			l, err := s.new(d, sqllock.TableOptions{TTL: ttl})
+			l, err := s.new(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -403,7 +403,7 @@ func TestSQLiteGuardHoldsOffOtherConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			expired(holder.Name)
-			thief, err := s.new(od, sqllock.TableOptions{TTL: time.Minute})
+			thief, err := s.new(od, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -431,7 +431,7 @@ func TestSQLiteGuardHoldsOffOtherConnections(t *testing.T) {
 			reader, dtx := guarded(od, other, "overtaken", "reader")
 			defer dtx.Rollback()
 			expired(reader.Name)
-			l, err := s.new(d, sqllock.TableOptions{TTL: time.Minute})
+			l, err := s.new(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		d, mock := newMock(t)
 		const ttl, every = 60 * time.Millisecond, 10 * time.Millisecond
-		l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
+		l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, RenewInterval: every}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestRenewalFailuresAndUnknownOutcomes(t *testing.T) {
 		ctx := ctxT(t)
 		logs := newLogRecorder()
 		const every = 10 * time.Millisecond
-		l2, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Millisecond, RenewInterval: every, Logger: logs.logger()})
+		l2, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Millisecond, RenewInterval: every, Logger: logs.logger()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestFailedReleaseGivesUp(t *testing.T) {
 		d, mock := newMock(t)
 		logs := newLogRecorder()
 		const every = 10 * time.Millisecond
-		l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Millisecond, RenewInterval: every, Logger: logs.logger()})
+		l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Millisecond, RenewInterval: every, Logger: logs.logger()}})
 		if err != nil {
 			t.Fatal(err)
 		}
