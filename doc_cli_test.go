@@ -171,6 +171,7 @@ func cliSynopses(t *testing.T) map[string][]string {
 // docLinesNotRun are the command lines of the docs that
 // TestDocCommandLinesRun does not run, by their text, and why.
 var docLinesNotRun = map[string]string{
+	"sqllock cron --check /etc/sqllock/crontab":                                                            "reads the reader's /etc/sqllock/crontab (cmd's TestCronCheck checks a refused file)",
 	"sqllock run --every 1h report -- /usr/local/bin/report":                                               "runs the reader's /usr/local/bin/report",
 	"sqllock run --cron '0 2 * * *' --tz Europe/Berlin backup -- /usr/local/bin/backup":                    "runs the reader's /usr/local/bin/backup",
 	"sqllock run --every 1h report:hourly -- /usr/local/bin/build-report":                                  "runs the reader's /usr/local/bin/build-report",
