@@ -483,14 +483,14 @@ type spec struct {
 
 // handoff is what one hand-off run measured.
 type handoff struct {
-	grants    int
-	perProc   []int
+	grants  int
+	perProc []int
 	// latencies are, for every release while another process waited,
 	// the time to the first grant that went to a process waiting at the
 	// release: the next grant, unless a latecomer (the releaser asking
 	// again, say) barged in first.
 	latencies []time.Duration
-	overlaps  int             // grants before the previous holder called release: must be 0
+	overlaps  int // grants before the previous holder called release: must be 0
 }
 
 // event is one grant: when its process asked, got it and called release
@@ -585,8 +585,15 @@ func handoffRun(ctx context.Context, p params, s system, waiters int, name strin
 	if waiters == 0 {
 		return h, nil
 	}
+	l := latencies(evs)
+	h.grants, h.latencies, h.overlaps = l.grants, l.latencies, l.overlaps
+	return h, nil
+}
+
+// latencies sorts the grants of a run and times its hand-offs.
+func latencies(evs []event) handoff {
 	slices.SortFunc(evs, func(a, b event) int { return int(a.granted - b.granted) })
-	h.grants = len(evs)
+	h := handoff{grants: len(evs)}
 	for i := 1; i < len(evs); i++ {
 		if evs[i].granted < evs[i-1].release {
 			h.overlaps++
@@ -602,7 +609,7 @@ func handoffRun(ctx context.Context, p params, s system, waiters int, name strin
 			}
 		}
 	}
-	return h, nil
+	return h
 }
 
 // worker is one process of a hand-off run: it connects, warms up on a name
