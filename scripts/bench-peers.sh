@@ -13,7 +13,8 @@
 # with their default settings but max_connections: 51 processes with a pool
 # and a listening connection each need more than the 100 a default server
 # allows, and a server of its own counts the benchmark's statements alone.
-# PEERS_POSTGRES_URL and PEERS_MYSQL_DSN use given servers instead. As
+# PEERS_POSTGRES_URL and PEERS_MYSQL_DSN use given servers instead;
+# PEERS_OUT and PEERS_CHART other output files. As
 # root the servers run as $SQLLOCK_HA_USER (default sqllockha, created if
 # missing), as in scripts/test-ha.sh.
 set -euo pipefail
@@ -99,8 +100,9 @@ if [[ -z "$my" ]]; then
 	wait_for mysqladmin --protocol=tcp -h 127.0.0.1 -P "$port" -uroot ping || { cat "$dir/my.err" >&2; exit 1; }
 fi
 
-out=bench/results-peers.txt
+out=${PEERS_OUT:-bench/results-peers.txt}
+chart=${PEERS_CHART:-bench/peers.svg}
 (cd bench/peers && go build -o "$dir/peers" .)
 "$dir/peers" -redis "$redis" -postgres "$pg" -mysql "$my" "$@" | tee "$out"
-go run ./internal/benchchart -peers <"$out" >bench/peers.svg
-echo "bench-peers: wrote $out and bench/peers.svg"
+go run ./internal/benchchart -peers <"$out" >"$chart"
+echo "bench-peers: wrote $out and $chart"
