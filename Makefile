@@ -43,17 +43,17 @@ fuzz:
 # connections, proxy faults, SIGSTOP, SIGKILL}. Add SQLLOCK_CHAOS_RESTART=1
 # to restart the servers mid-run (needs the rights to).
 chaos:
-	bash scripts/test.sh -run '^TestChaos$$' -v ./internal/chaos/
+	bash scripts/test.sh -run '^TestChaos$$' -v ./tests/chaos/
 
 # The long run: DURATION shared out among the scenarios.
 DURATION ?= 30m
 soak:
-	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
+	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./tests/chaos/
 
 # The run ledger's chaos scenario (package ledger) for DURATION on each of
 # PostgreSQL, MariaDB and SQLite, side by side; make test runs it for 30s.
 soak-ledger:
-	SQLLOCK_CHAOS_LEDGER=$(DURATION) bash scripts/test.sh -run '^TestChaosLedger$$' -v -timeout 0 ./internal/chaos/
+	SQLLOCK_CHAOS_LEDGER=$(DURATION) bash scripts/test.sh -run '^TestChaosLedger$$' -v -timeout 0 ./tests/chaos/
 
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
 # own per scenario, the chaos workload across a forced failover, and a

@@ -1,6 +1,6 @@
 // The sqllock command (cmd/sqllock), a module of its own so that the core
 // module's users do not inherit its dependencies. It uses the core's
-// internal packages, so each release pairs with one core release: tag
+// public packages alone, yet each release pairs with one core release: tag
 // cmd/vX.Y.Z after the core's vX.Y.Z, with the requirement below set to
 // it. Until the first release it names a placeholder version that go.work
 // resolves to this tree's core.
@@ -9,7 +9,6 @@ module github.com/sqllock/sqllock/cmd
 go 1.26.0
 
 require (
-	github.com/DATA-DOG/go-sqlmock v1.5.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/jackc/pgx/v5 v5.12.0
@@ -29,6 +28,7 @@ require (
 	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
+	github.com/robfig/cron/v3 v3.0.1 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect

@@ -64,6 +64,12 @@ type Catalogue struct {
 	// Pessimistic holds row locks in open transactions (the pessimistic
 	// strategy and the transaction helper).
 	Pessimistic Pessimistic
+	// RowLocks, if not nil, lists the row locks held on Pessimistic's
+	// row-lock table as the server shows them, for operators (package
+	// inspect): Primitive "pessimistic", Owner the server session holding
+	// the lock. An error wrapping ErrUnsupported says that this server,
+	// or this user, cannot see them. Nil: the database shows none.
+	RowLocks func(ctx context.Context) ([]Holder, error)
 
 	// Reasons says why a declaration is nil, by the name of its field
 	// ("Semaphores"; "Multi" and "Elections" for the lock table's

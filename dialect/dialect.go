@@ -160,6 +160,35 @@ type LockInfo struct {
 	ExpiresIn time.Duration
 }
 
+// Holder is one holder of a lock of any primitive, as package inspect
+// lists them for operators.
+type Holder struct {
+	// LockInfo is the holder's lease. A row lock (Primitive
+	// "pessimistic") has none: its Owner is the server session holding
+	// it, Holds is 1, AcquiredAt is the start of its transaction, and
+	// Token, ExpiresAt and ExpiresIn are zero.
+	LockInfo
+	// Primitive is "table", "election" (a lease of the lock table whose
+	// holder proclaimed a value for its token), "optimistic", "semaphore",
+	// "rwlock" or "pessimistic".
+	Primitive string
+	// Mode is "exclusive" or "shared" (a semaphore's permit, a read
+	// lock, a row lock in share mode); "unknown" for a PostgreSQL row lock
+	// whose session has run another statement since it locked the row.
+	Mode string
+	// Limit is a semaphore's number of holders at once; 0 elsewhere.
+	Limit int
+	// Value is the value an election's leader proclaimed.
+	Value string
+	// Waiters counts those waiting for the lock where the database shows
+	// them: the sessions queued for a row lock, the live tickets of a
+	// lock table's name; 0 elsewhere.
+	Waiters int
+	// HeldFor is how long the holder has held the lock, on the database
+	// clock.
+	HeldFor time.Duration
+}
+
 // Dialect is what a database must provide for sqllock.
 //
 // Implementations map server errors onto ErrSchemaMissing, ErrTransient,

@@ -75,6 +75,9 @@ type FairSQL struct {
 	// Renew extends the tickets of :leases (their tokens are the tickets'
 	// ids; :names their names) to :ttl from now.
 	Renew SQL
+	// Waiting selects each name that has live tickets and their number,
+	// for operators (package inspect).
+	Waiting SQL
 	// Channel is the value of :channel: the process's waker.
 	Channel string
 	// Addressed says that a release wakes a ticket's waiter through its

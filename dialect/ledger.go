@@ -28,10 +28,22 @@ type JobSchedule struct {
 	// since the Unix epoch, Grace how long after its time an occurrence
 	// with no attempt counts as missed (0: the reader's default).
 	Period, Phase, Grace time.Duration
-	// FirstSeen is the start of the job's history under this period;
+	// Spec is the job's cron schedule, "CRON_TZ=ZONE EXPRESSION" ("" for
+	// none).
+	Spec string
+	// FirstSeen is the start of the job's history under this schedule;
 	// LastSeen its latest start of an attempt.
 	FirstSeen, LastSeen time.Time
+	// PausedAt is when the job was last paused (zero if never),
+	// ResumedAt when it was resumed after (zero while it is paused).
+	PausedAt, ResumedAt time.Time
+	// Pending is the key of a manual occurrence asked for and not run
+	// yet ("" for none).
+	Pending string
 }
+
+// Paused reports whether s's job is paused.
+func (s JobSchedule) Paused() bool { return !s.PausedAt.IsZero() && s.ResumedAt.IsZero() }
 
 // LedgerSQL declares the statements of the run ledger (RunLedger in
 // internal/sqlrun).
@@ -46,17 +58,31 @@ type JobSchedule struct {
 //	Abandon      mark (:job, :occurrence)'s running attempts abandoned
 //	Insert       insert attempt :attempt of (:job, :occurrence), running,
 //	             with :owner and :token
-//	Schedule     upsert :job's row with :period (0: NULL), :phase and
-//	             :grace; a new row, or one whose period or phase changed,
-//	             is first seen now; every upsert sets last seen to now
+//	Schedule     upsert :job's row with :period (0: NULL), :phase, :grace
+//	             and :spec; a new row, or one whose period, phase or spec
+//	             changed, is first seen now; every upsert sets last seen
+//	             to now (it leaves the pause and pending columns alone)
 //	Finish       set the running attempt (:job, :occurrence, :attempt,
 //	             :token) to :state with :error (empty: NULL)
 //	Runs         select up to :limit attempts of :job ('' for all), the
 //	             latest started first: job, occurrence, attempt, state,
 //	             owner, token, started, finished (0 while running), error
 //	             ('' for none)
-//	Jobs         select :job's row ('' for all) if it has a period: job,
-//	             period, phase, grace, first seen, last seen
+//	Jobs         select :job's row ('' for all): job, period (0 for
+//	             NULL), phase, grace, first seen, last seen, spec, paused
+//	             at, resumed at (0 for NULL), pending ('' for NULL)
+//	Job          select the database's time, 0 if :job has no row, 2 if
+//	             it is paused (paused at set, resumed at NULL), else 1,
+//	             its pending key ('' for none), period (0 for none), phase
+//	             and spec, in one row even when :job has none
+//	Pause        set :job's paused at to now and resumed at to NULL,
+//	             unless it is paused; first seen moves on to the end of
+//	             the pause before, if that is later
+//	Resume       set paused :job's resumed at to now
+//	Forget       delete :job's row
+//	ForgetRuns   delete :job's attempts
+//	Trigger      set :job's pending key to :occurrence unless one is set
+//	Clear        set :job's pending key to NULL if it is :occurrence
 //	Occurrences  select :job's distinct occurrences from :from to :to,
 //	             ascending
 //	Reap         delete up to :limit attempts finished (or, unfinished,
@@ -66,6 +92,8 @@ type JobSchedule struct {
 type LedgerSQL struct {
 	Now, Attempts, Abandon, Insert, Schedule, Finish SQL
 	Runs, Jobs, Occurrences, Reap, ReapJobs          SQL
+	Job, Pause, Resume, Forget, ForgetRuns           SQL
+	Trigger, Clear                                   SQL
 }
 
 // LedgerTerms are a dialect's words for the run ledger's portable
@@ -98,8 +126,24 @@ VALUES (:job, :occurrence, :attempt, 'running', :owner, :token, %s)`, w.Runs, w.
 WHERE job = :job AND occurrence = :occurrence AND attempt = :attempt AND token = :token AND state = 'running'`, w.Runs, w.Now)),
 		Runs: Q(fmt.Sprintf(`SELECT %s FROM %s WHERE (%s = '' OR job = :job)
 ORDER BY started_at DESC, token DESC LIMIT :limit`, columns, w.Runs, w.Job)),
-		Jobs: Q(fmt.Sprintf(`SELECT job, period_us, phase_us, grace_us, %s, %s FROM %s
-WHERE period_us IS NOT NULL AND (%s = '' OR job = :job) ORDER BY job`, w.Micros("first_seen"), w.Micros("last_seen"), w.Jobs, w.Job)),
+		Jobs: Q(fmt.Sprintf(`SELECT job, COALESCE(period_us, 0), phase_us, grace_us, %s, %s, spec,
+  COALESCE(%s, 0), COALESCE(%s, 0), COALESCE(pending, '') FROM %s
+WHERE (%s = '' OR job = :job) ORDER BY job`, w.Micros("first_seen"), w.Micros("last_seen"),
+			w.Micros("paused_at"), w.Micros("resumed_at"), w.Jobs, w.Job)),
+		Job: Q(fmt.Sprintf(`SELECT %s, CASE WHEN j.job IS NULL THEN 0
+  WHEN j.paused_at IS NOT NULL AND j.resumed_at IS NULL THEN 2 ELSE 1 END,
+  COALESCE(j.pending, ''), COALESCE(j.period_us, 0), COALESCE(j.phase_us, 0), COALESCE(j.spec, '')
+FROM (SELECT 1 AS one) o LEFT JOIN %s j ON j.job = :job`, w.Micros(w.Now), w.Jobs)),
+		Pause: X(fmt.Sprintf(`UPDATE %s SET
+  first_seen = CASE WHEN resumed_at IS NOT NULL AND resumed_at > first_seen THEN resumed_at ELSE first_seen END,
+  paused_at = %s, resumed_at = NULL
+WHERE job = :job AND (paused_at IS NULL OR resumed_at IS NOT NULL)`, w.Jobs, w.Now)),
+		Resume: X(fmt.Sprintf(`UPDATE %s SET resumed_at = %s
+WHERE job = :job AND paused_at IS NOT NULL AND resumed_at IS NULL`, w.Jobs, w.Now)),
+		Forget:     X(fmt.Sprintf(`DELETE FROM %s WHERE job = :job`, w.Jobs)),
+		ForgetRuns: X(fmt.Sprintf(`DELETE FROM %s WHERE job = :job`, w.Runs)),
+		Trigger:    X(fmt.Sprintf(`UPDATE %s SET pending = COALESCE(pending, :occurrence) WHERE job = :job`, w.Jobs)),
+		Clear:      X(fmt.Sprintf(`UPDATE %s SET pending = NULL WHERE job = :job AND pending = :occurrence`, w.Jobs)),
 		Occurrences: Q(fmt.Sprintf(`SELECT DISTINCT occurrence FROM %s
 WHERE job = :job AND occurrence >= :from AND occurrence <= :to ORDER BY occurrence`, w.Runs)),
 		Reap: X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (job, occurrence, attempt) IN (

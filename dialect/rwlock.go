@@ -84,6 +84,10 @@ type RWLockSQL struct {
 	// 2 says that the name was waited for, so that Hooks.AfterRelease
 	// rings.
 	Withdraw SQL
+	// Readers selects the name, owner and token of every holder row of
+	// the read side, for operators (package inspect): List lists the
+	// holders of both sides.
+	Readers SQL
 	// Announces says that Release and Withdraw announce names on :channel.
 	Announces bool
 	// TxOptions are the options of the grant's transaction (nil: the

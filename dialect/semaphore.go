@@ -60,6 +60,9 @@ type SemaphoreSQL struct {
 	// lease ends (0 or less: look again at once, as when a permit is
 	// free), and no row when it has no holder.
 	Remaining SQL
+	// Limits selects the name and the limit of every head row, for
+	// operators (package inspect).
+	Limits SQL
 	// Isolation is the isolation level of the acquire's transaction.
 	Isolation sql.IsolationLevel
 	// Announces says whether Release announces freed permits.

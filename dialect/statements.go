@@ -178,6 +178,10 @@ type LockSQL struct {
 	// microseconds) of :name's live lease whose value was proclaimed for
 	// its token; no row without one. Empty: no elections.
 	Leader SQL
+	// Values selects the name, owner, token and value of every held
+	// lease whose value was proclaimed for its token (an election's
+	// leader), for operators (package inspect); declared with Leader.
+	Values SQL
 }
 
 // VersionSQL declares the statements of the version table, whose token

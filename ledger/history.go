@@ -49,29 +49,33 @@ func (l *Ledger) Runs(ctx context.Context, job string, limit int) ([]RunInfo, er
 	return infos, nil
 }
 
-// MissedRun is an occurrence of a periodic job that no runner claimed.
+// MissedRun is an occurrence of a scheduled job that no runner claimed.
 type MissedRun struct {
 	Job        string
 	Occurrence string
-	// At is the occurrence's time; Period the job's.
+	// At is the occurrence's time; Period the job's (0 for a job run
+	// with Cron, whose expression Cron is).
 	At     time.Time
 	Period time.Duration
+	Cron   string
 }
 
-// MaxMissedWindow is the most periods of a job, back from the latest
-// occurrence past its grace, that Missed looks at.
+// MaxMissedWindow is the most occurrences of a job, back from the latest
+// one past its grace, that Missed looks at.
 const MaxMissedWindow = 10000
 
-// Missed returns the occurrences of job ("" for every job) with a period
-// (see Every) that have no attempt although their time plus grace has
-// passed on the database clock, the earliest first. Only occurrences since
-// the job was first seen with its current period and phase count (the
-// ledger's Reap moves that on), and at most the last MaxMissedWindow
-// periods. With grace 0, each job's own grace applies (see
-// Occurrence.Grace), and one period for a job that has none.
+// Missed returns the occurrences of job ("" for every job) with a schedule
+// (see Every, Cron) that have no attempt although their time plus grace
+// has passed on the database clock, the earliest first. Only occurrences
+// since the job was first seen with its current schedule count (the
+// ledger's Reap moves that on; a changed schedule starts it again), none
+// due while the job was paused (its last pause: see Pause), and at most
+// the last MaxMissedWindow of a job. With grace 0, each job's own grace
+// applies (see Occurrence.Grace), and for a job that has none, the time to
+// its next occurrence. A forgotten job has none (see Forget).
 //
-// Every derives an occurrence from the database's time only within half a
-// period of it, so an occurrence unclaimed by then stays missed.
+// A Run takes a scheduled occurrence only until half the way to the next
+// (see Cron), so an occurrence unclaimed by then stays missed.
 func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([]MissedRun, error) {
 	if job != "" {
 		if err := validateJob(job); err != nil {
@@ -87,29 +91,46 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 	}
 	var missed []MissedRun
 	for _, j := range jobs {
-		if j.Period <= 0 {
+		var (
+			s    schedule
+			expr string
+		)
+		switch {
+		case j.Spec != "":
+			c, err := parseSpec(j.Spec)
+			if err != nil {
+				return nil, fmt.Errorf("ledger: missed: %s: %w", j.Job, err)
+			}
+			s, expr = c, c.expr
+		case j.Period > 0:
+			s = periodic{j.Period, j.Phase}
+		default:
 			continue
 		}
 		g := grace
 		if g == 0 {
 			g = j.Grace
 		}
-		if g == 0 {
-			g = j.Period
+		// The latest occurrence past its grace (by default: one whose
+		// next occurrence has come).
+		var last time.Time
+		if g > 0 {
+			last = s.atOrBefore(now.Add(-g))
+		} else if latest := s.atOrBefore(now); !latest.IsZero() {
+			last = s.atOrBefore(latest.Add(-time.Microsecond))
 		}
-		first := nearest(j.FirstSeen, j.Period, j.Phase)
-		last := nearest(now.Add(-g), j.Period, j.Phase)
-		if last.Add(g).After(now) {
-			last = last.Add(-j.Period)
+		// The first occurrence of the job's history: the one nearest its
+		// first claim.
+		first := s.atOrBefore(j.FirstSeen)
+		if next := s.after(j.FirstSeen); first.IsZero() || (!next.IsZero() && next.Sub(j.FirstSeen) < j.FirstSeen.Sub(first)) {
+			first = next
 		}
-		if last.Before(first) {
+		if last.IsZero() || first.IsZero() || last.Before(first) {
 			l.checkedMissed(ctx, j.Job, nil)
 			continue
 		}
-		if n := int64(last.Sub(first) / j.Period); n >= MaxMissedWindow {
-			first = last.Add(-(MaxMissedWindow - 1) * j.Period)
-		}
-		seen, err := l.runs.Occurrences(ctx, j.Job, first.Format(TimeFormat), last.Format(TimeFormat))
+		ts := between(s, first, last, MaxMissedWindow)
+		seen, err := l.runs.Occurrences(ctx, j.Job, ts[0].Format(TimeFormat), last.Format(TimeFormat))
 		if err != nil {
 			return nil, fmt.Errorf("ledger: missed: %w", err)
 		}
@@ -118,9 +139,10 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 			have[o] = true
 		}
 		n := len(missed)
-		for t := first; !t.After(last); t = t.Add(j.Period) {
-			if k := t.Format(TimeFormat); !have[k] {
-				missed = append(missed, MissedRun{Job: j.Job, Occurrence: k, At: t, Period: j.Period})
+		for _, t := range ts {
+			paused := !j.PausedAt.IsZero() && !t.Before(j.PausedAt) && (j.ResumedAt.IsZero() || t.Before(j.ResumedAt))
+			if k := t.Format(TimeFormat); !have[k] && !paused {
+				missed = append(missed, MissedRun{Job: j.Job, Occurrence: k, At: t, Period: j.Period, Cron: expr})
 			}
 		}
 		l.checkedMissed(ctx, j.Job, missed[n:])
@@ -128,12 +150,47 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 	return missed, nil
 }
 
+// MissedJob sums up a job's missed occurrences (see Missed).
+type MissedJob struct {
+	Job string
+	// Count is how many (at most MaxMissedWindow); First and Last the
+	// times of the earliest and the latest.
+	Count       int
+	First, Last time.Time
+}
+
+// SumMissed sums up missed (as Missed returns it) per job, in the order of
+// the jobs' first missed occurrences.
+func SumMissed(missed []MissedRun) []MissedJob {
+	var (
+		sums []MissedJob
+		at   = map[string]int{}
+	)
+	for _, m := range missed {
+		i, ok := at[m.Job]
+		if !ok {
+			i = len(sums)
+			at[m.Job] = i
+			sums = append(sums, MissedJob{Job: m.Job, First: m.At})
+		}
+		s := &sums[i]
+		s.Count++
+		if m.At.Before(s.First) {
+			s.First = m.At
+		}
+		if m.At.After(s.Last) {
+			s.Last = m.At
+		}
+	}
+	return sums
+}
+
 // reapBatch is the most attempts one statement of Reap deletes.
 const reapBatch = 1000
 
 // Reap deletes the attempts that finished (or, still marked running,
 // started) more than olderThan ago on the database clock, in batches, and
-// moves the start of each periodic job's history (see Missed) on to then.
+// moves the start of each scheduled job's history (see Missed) on to then.
 // It returns the number of attempts deleted. olderThan must exceed the
 // longest run, or a running attempt's row could go (its runner would then
 // fail to record its outcome, and its occurrence could run again). The

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -38,6 +39,18 @@ const (
 	// runner died, stopped or lost the database), and another runner took
 	// the occurrence over.
 	StateAbandoned State = "abandoned"
+)
+
+// The reasons a Run of a scheduled occurrence made no attempt, beside the
+// states of the attempt that decided it (see Result.State). No attempt
+// has them.
+const (
+	// StatePaused: the job is paused (see Ledger.Pause).
+	StatePaused State = "paused"
+	// StateNotDue: no occurrence of the job's schedule is due: the last
+	// is more than half the way to the next, and the next is more than
+	// its early tolerance away (see Occurrence.Early; Result.Next).
+	StateNotDue State = "not due"
 )
 
 // MaxErrLen is the most bytes of a failed attempt's error text the ledger
@@ -75,8 +88,10 @@ type Options struct {
 	// Observer is told of the ledger's events through the interfaces it
 	// implements among ClaimedObserver, SkippedObserver,
 	// AbandonedObserver, FinishedObserver and MissedObserver; nil for
-	// none. It is passed to the lock table too (see
-	// sqllock.TableOptions.Observer).
+	// none. It is passed to the lock table too if it implements an
+	// interface of package observe (see sqllock.TableOptions.Observer).
+	// One that implements none of these is refused, with an error wrapping
+	// sqllock.ErrInvalidOptions and observe.ErrNoInterface.
 	Observer any
 }
 
@@ -123,7 +138,11 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("%w: ledger: Owner %q is not 1 to %d bytes of UTF-8 without NUL",
 			sqllock.ErrInvalidOptions, owner, sqllock.MaxNameLen-21)
 	}
-	locks, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: opts.Observer})
+	locksObserver, err := checkObserver(opts.Observer)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: locksObserver}})
 	if err != nil {
 		return nil, err
 	}
@@ -181,12 +200,27 @@ type Result struct {
 	// attempt that decided State when it made none (0 if none did).
 	Attempt int
 	Token   int64
+	// Early is how long before its time a scheduled occurrence was
+	// taken (0 when on time or late).
+	Early time.Duration
+	// Next is, when State is StateNotDue, the time of the schedule's
+	// next occurrence (whose key Occurrence is).
+	Next time.Time
+	// Manual says the occurrence is a manual one (see Manual,
+	// Ledger.Trigger).
+	Manual bool
+	// Pending is the key of the job's pending manual occurrence, as a
+	// Run of a scheduled occurrence read it before its claim ("" for
+	// none): Ledger.RunPending runs it.
+	Pending string
 }
 
 // Run runs fn for the occurrence occ of job, unless an attempt of it has
-// succeeded, another runner's attempt holds it (see Options.Wait), or its
-// failed attempts leave no retry due (see Options.Retries); skipping is
-// not an error: Run returns Ran false and the State that says why.
+// succeeded, another runner's attempt holds it (see Options.Wait), its
+// failed attempts leave no retry due (see Options.Retries), the job is
+// paused (see Pause; a Manual occurrence runs all the same) or, for a
+// scheduled occurrence (Every, Cron), none is due; skipping is not an
+// error: Run returns Ran false and the State that says why.
 //
 // To run fn, Run claims the occurrence with a new attempt: it takes the
 // occurrence's lease on the lock table (a lease whose runner died is taken
@@ -214,12 +248,22 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 	if fn == nil {
 		return Result{}, fmt.Errorf("%w: ledger: nil function", sqllock.ErrInvalidOptions)
 	}
-	if err := occ.validate(); err != nil {
+	if err := occ.Validate(); err != nil {
 		return Result{}, err
 	}
-	key, sched, err := l.occurrence(ctx, job, occ)
+	o, err := l.occurrence(ctx, job, occ)
 	if err != nil {
 		return Result{}, err
+	}
+	if o.state != "" {
+		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending}
+		l.skipped(ctx, job, res)
+		return res, nil
+	}
+	key, sched := o.key, o.sched
+	done := func(r Result) Result {
+		r.Early, r.Manual, r.Pending = o.early, o.manual, o.pending
+		return r
 	}
 	var (
 		ran    bool
@@ -237,18 +281,18 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		switch {
 		case err != nil && ran && !a.Ran:
 			// A retry's claim failed: our last attempt stands.
-			return last.Result, errors.Join(last.fnErr, err)
+			return done(last.Result), errors.Join(last.fnErr, err)
 		case err != nil:
-			return a.Result, err
+			return done(a.Result), err
 		case a.Ran:
 			ran, last = true, a
 		case !ran:
-			return a.Result, nil
+			return done(a.Result), nil
 		}
 		if a.wait <= 0 {
 			// Our last attempt succeeded or has no retry left, or another
 			// runner's attempt decided the occurrence after it.
-			return last.Result, last.fnErr
+			return done(last.Result), last.fnErr
 		}
 		// A retry is due after the backoff (or what the database says is
 		// left of it).
@@ -256,7 +300,7 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return last.Result, errors.Join(last.fnErr, context.Cause(ctx))
+			return done(last.Result), errors.Join(last.fnErr, context.Cause(ctx))
 		case <-t.C:
 		}
 	}
@@ -279,18 +323,73 @@ type attempt struct {
 	abandoned int
 }
 
-// occurrence returns occ's key and the job's schedule.
-func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (string, dialect.JobSchedule, error) {
-	sched := dialect.JobSchedule{Job: job}
-	if !occ.every {
-		return occ.key, sched, nil
+// resolved is the occurrence a Run is for.
+type resolved struct {
+	key   string
+	sched dialect.JobSchedule // the job's schedule, recorded by the claim
+	// state, if not "", is why Run makes no attempt: StatePaused or
+	// StateNotDue (and next, the next occurrence's time).
+	state   State
+	next    time.Time
+	early   time.Duration
+	manual  bool
+	pending string // the job's pending manual occurrence
+}
+
+// occurrence resolves occ for job on the database's clock, reading the
+// job's state (paused, pending) in the same statement.
+func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (resolved, error) {
+	r := resolved{key: occ.key, sched: dialect.JobSchedule{Job: job}, manual: occ.manual}
+	if occ.manual {
+		r.sched = dialect.JobSchedule{} // the job's schedule stays as it is
+		if r.key == "" {
+			now, err := l.runs.Now(ctx)
+			if err != nil {
+				return r, fmt.Errorf("ledger: read the database's time: %w", err)
+			}
+			r.key = ManualPrefix + now.Format(TimeFormat)
+		}
+		return r, nil
 	}
-	now, err := l.runs.Now(ctx)
+	st, err := l.runs.Job(ctx, job)
 	if err != nil {
-		return "", sched, fmt.Errorf("ledger: read the database's time: %w", err)
+		return r, fmt.Errorf("ledger: %s: read the job and the database's time: %w", job, err)
 	}
-	sched.Period, sched.Phase, sched.Grace = occ.period, occ.phase, occ.grace
-	return nearest(now, occ.period, occ.phase).Format(TimeFormat), sched, nil
+	r.pending = st.Pending
+	if !occ.every {
+		if st.Paused {
+			r.state = StatePaused
+		}
+		return r, nil
+	}
+	r.sched.Period, r.sched.Phase, r.sched.Grace, r.sched.Spec = occ.period, occ.phase, occ.grace, occ.spec()
+	early := DefaultEarly
+	if occ.earlySet {
+		early = occ.early
+	}
+	at, next := due(occ.schedule(), st.Now, early)
+	switch {
+	case !at.IsZero():
+		r.key, r.early = at.Format(TimeFormat), max(at.Sub(st.Now), 0)
+	default:
+		r.state, r.next = StateNotDue, next
+		if !next.IsZero() {
+			r.key = next.Format(TimeFormat)
+		}
+	}
+	if st.Paused {
+		r.state = StatePaused
+	}
+	if r.state != "" && (!st.Known || st.Period != r.sched.Period || st.Phase != r.sched.Phase || st.Spec != r.sched.Spec) {
+		// No claim records the (new) schedule now: record it, so that the
+		// old one's occurrences are not reported missed, and so that a
+		// job first run when nothing is due is known (paused, triggered)
+		// all the same.
+		if err := l.runs.Schedule(ctx, r.sched); err != nil {
+			return r, fmt.Errorf("ledger: %s: record its new schedule: %w", job, err)
+		}
+	}
+	return r, nil
 }
 
 // attempt claims the occurrence key of job and, if it got it, runs fn and
@@ -437,6 +536,10 @@ func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state S
 			// The row is not ours to finish any more: a takeover marked
 			// it abandoned after our lease ended.
 			return sqllock.ErrLockLost
+		}
+		if err == nil && strings.HasPrefix(r.Occurrence, ManualPrefix) {
+			// A manual occurrence asked for is pending no more.
+			err = l.runs.Clear(ctx, tx, r.Job, r.Occurrence)
 		}
 		return err
 	})

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-func TestNearestAgreesWithinHalfAPeriod(t *testing.T) {
+func TestDueAgreesWithinHalfAPeriod(t *testing.T) {
 	for _, c := range []struct {
 		period, phase time.Duration
 		at            time.Time
@@ -17,15 +17,27 @@ func TestNearestAgreesWithinHalfAPeriod(t *testing.T) {
 		{7 * time.Millisecond, 3 * time.Millisecond, time.UnixMicro(7000*12345 + 3000).UTC()},
 		{time.Second, 0, time.Date(1960, 1, 1, 0, 0, 1, 0, time.UTC)}, // before the epoch
 	} {
+		s := periodic{c.period, c.phase}
 		half := c.period / 2
+		// With an early tolerance of half a period, callers up to half a
+		// period early or late agree.
 		for _, skew := range []time.Duration{0, time.Microsecond, -time.Microsecond, half - time.Microsecond,
 			-half + time.Microsecond, -half, half / 3, -half / 3} {
-			if got := nearest(c.at.Add(skew), c.period, c.phase); !got.Equal(c.at) {
+			if got, _ := due(s, c.at.Add(skew), half); !got.Equal(c.at) {
 				t.Errorf("every %v phase %v: %v off %v gives %v", c.period, c.phase, skew, c.at, got)
 			}
 		}
-		if got := nearest(c.at.Add(half), c.period, c.phase); !got.Equal(c.at.Add(c.period)) {
+		if got, _ := due(s, c.at.Add(half), half); !got.Equal(c.at.Add(c.period)) {
 			t.Errorf("every %v: a tie goes to the later occurrence, not %v", c.period, got)
+		}
+		// With a small one, a caller more than it early gets nothing,
+		// and learns the next occurrence; one less early gets it early.
+		early := c.period / 10
+		if got, next := due(s, c.at.Add(-early-time.Microsecond), early); !got.IsZero() || !next.Equal(c.at) {
+			t.Errorf("every %v: %v before %v gives %v (next %v), want none", c.period, early, c.at, got, next)
+		}
+		if got, _ := due(s, c.at.Add(-early), early); !got.Equal(c.at) {
+			t.Errorf("every %v: %v early gives %v", c.period, early, got)
 		}
 	}
 }

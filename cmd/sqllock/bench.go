@@ -33,7 +33,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 			return err
 		}
 		defer t.Close()
-		if _, err := t.tables.Locks.List(ctx); err != nil { // is the schema there?
+		if err := t.hasSchema(ctx); err != nil {
 			return t.fail(err)
 		}
 		t.db.SetMaxIdleConns(16)

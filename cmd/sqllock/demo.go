@@ -15,8 +15,8 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/internal/shop"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -43,7 +43,7 @@ func demoFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if err := t.ready(ctx); err != nil {
 			return err
 		}
-		if _, err := t.tables.Locks.List(ctx); err != nil { // is the schema there?
+		if err := t.hasSchema(ctx); err != nil {
 			return t.fail(err)
 		}
 		s := &demo{db: t.db, d: t.d, shop: shop.New(t.db, "sqllock_demo_", t.d.Name() == "postgres"), think: *think}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sqllock/sqllock/internal/shop"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 // The line under the demo's table explains the no-lock row: the stock left

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 )
 
 // exitDoctor is sqllock doctor's exit status when a check found a problem.

@@ -15,17 +15,15 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
-	"github.com/sqllock/sqllock/internal/sqlrun"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 )
 
 // target is an opened database: its pool and dialect.
 type target struct {
 	db       *sql.DB
 	d        dialect.Dialect
-	tables   *sqlrun.Tables // d's, for the statements of views and probes
-	dsn      string         // as given, for messages (password redacted)
-	embedded bool           // a local SQLite file: migrated on first use
+	dsn      string // as given, for messages (password redacted)
+	embedded bool   // a local SQLite file: migrated on first use
 }
 
 // Close stops what the dialect runs in the background (PostgreSQL's
@@ -106,10 +104,6 @@ func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
 		}
 		return nil, unavailable("%s: %v", t.dsn, err)
 	}
-	if t.tables, err = sqlrun.Open(t.d); err != nil {
-		t.Close()
-		return nil, err
-	}
 	// The dialect bounds each of its statements by the same timeout (its
 	// WithStatementTimeout, left at the default).
 	pctx, cancel := context.WithTimeout(ctx, dialect.DefaultStatementTimeout)
@@ -171,6 +165,16 @@ func openReady(ctx context.Context, dsn, schema string) (*target, error) {
 		return nil, err
 	}
 	return t, nil
+}
+
+// hasSchema returns an error wrapping sqllock.ErrSchemaMissing when the
+// lock table is missing (t.fail turns it into the command that fixes it).
+func (t *target) hasSchema(ctx context.Context) error {
+	l, err := sqllock.NewTable(t.d, sqllock.TableOptions{})
+	if err == nil {
+		_, err = l.List(ctx)
+	}
+	return err
 }
 
 // ready migrates an embedded database on first use. A server's schema is

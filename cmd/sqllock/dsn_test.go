@@ -18,7 +18,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 )
 
 // Bad input at the command line: hostile lock names for `sqllock run`, and

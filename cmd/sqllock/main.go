@@ -85,7 +85,7 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
-		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [JOB]", "list the recent runs of sqllock run --every and --occurrence, and the missed ones", runsFlags},
+		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
@@ -395,12 +395,29 @@ As flock(1) would say it, waiting up to 10 seconds:
 OCCURRENCE, ATTEMPT, STATE (running, succeeded, failed, abandoned: its
 runner died and the next one took over), OWNER (the runner), TOKEN,
 STARTED (wall clock, local time zone), DURATION ("so far" while it runs)
-and ERROR (a failed attempt's). Under MISSED follow the occurrences of
-jobs run with --every that no replica claimed within --grace of their
-time: the dead man's switch of a periodic job (the metric
-sqllock.runs.missed says the same to an alerting system). --json prints
-{"runs": [...], "missed": [...]}, times in RFC 3339, durations in
-milliseconds; --watch refreshes the view until interrupted.
+and ERROR (a failed attempt's). Then the jobs paused or with a manual
+occurrence pending, and under MISSED, per job, how many occurrences of
+jobs run with --every or --cron no replica claimed within --grace of
+their time (by default, before the next one's), the first and the last:
+the dead man's switch of a periodic job (the metric sqllock.runs.missed
+says the same to an alerting system). --json prints {"runs": [...],
+"missed": [the latest --limit], "missed_jobs": [{job, count, first,
+last}], "jobs": [{job, schedule, paused, paused_at, pending}]}, times in
+RFC 3339, durations in milliseconds; --watch refreshes the view until
+interrupted.
+
+  sqllock runs pause JOB     its replicas run nothing (one line on stderr
+                             each), nothing counts as missed, until
+  sqllock runs resume JOB
+  sqllock runs forget JOB    its schedule, pause and missed occurrences go
+                             (its attempts too with --attempts); a later
+                             run of JOB starts its history anew
+  sqllock runs trigger JOB   a manual occurrence "manual/TIME", run once
+                             across replicas by the next sqllock run of JOB:
+                             no scheduled occurrence is used up
+
+Exit status of the actions: 0 done (or nothing to change); 1 no such job
+in the ledger; 64 usage; 69 database unreachable.
 `,
 	"unlock": `Breaks the lock NAME of the lock table (run's default strategy): its
 holder's lease ends now, and a lock kept taken by --min-hold is freed too.

@@ -26,8 +26,8 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
 )
 
 // bin is the sqllock binary under test, built once by TestMain.

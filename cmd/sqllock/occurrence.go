@@ -8,8 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	_ "time/tzdata" // --tz works on hosts without a zone database
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/ledger"
@@ -19,12 +21,17 @@ import (
 // occurrenceOptions are the flags of run that make it a run of the ledger:
 // once per occurrence across every replica, rather than once at a time.
 type occurrenceOptions struct {
+	cron    string
+	tz      string
+	early   time.Duration
 	every   time.Duration
 	phase   time.Duration
 	key     string
 	retries int
 	backoff time.Duration
 	wait    bool
+	// earlySet says --early was given.
+	earlySet bool
 }
 
 // occurrenceFlags adds run's --every, --phase, --occurrence, --retries,
@@ -32,6 +39,9 @@ type occurrenceOptions struct {
 func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	o := &occurrenceOptions{}
 	fs.Var((*durationValue)(&o.every), "every", "run COMMAND once per `PERIOD` (a duration: 1h, 24h) across every replica that runs this line: the occurrence is the multiple of PERIOD nearest to the database's clock, so replicas whose timers differ by up to half a period agree; recorded in the run ledger (sqllock runs)")
+	fs.StringVar(&o.cron, "cron", "", "run COMMAND once per occurrence of the cron `EXPRESSION` ('0 2 * * *': five fields, six with seconds first, or @hourly, @daily...) in --tz, across every replica that runs this line; the occurrence is named on the database's clock, as with --every; recorded in the run ledger (sqllock runs)")
+	fs.StringVar(&o.tz, "tz", "", "with --cron, the IANA time `ZONE` of the expression (Europe/Berlin; default UTC): a time skipped when clocks go forward runs at the end of the gap, a time repeated when they go back runs once, the first time")
+	fs.Var((*durationValue)(&o.early), "early", "with --every or --cron, take an occurrence at most `SECONDS` (or a duration) before its time (default 5s, at most half the time from the one before): a run started earlier runs nothing, and says when the next occurrence is")
 	fs.Var((*durationValue)(&o.phase), "phase", "with --every, the `OFFSET` of the occurrences from the multiples of PERIOD since the Unix epoch, UTC (--every 24h --phase 2h: daily at 02:00 UTC)")
 	fs.StringVar(&o.key, "occurrence", "", "run COMMAND once for the occurrence `KEY` (a scheduled time, a date, a release) across every replica; recorded in the run ledger (sqllock runs)")
 	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
@@ -43,12 +53,12 @@ func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 // given reports whether run was asked to run an occurrence, or an
 // error if only the flags that go with one were given.
 func (o *occurrenceOptions) given(fs *flag.FlagSet) (bool, error) {
-	if isSet(fs, "every", "occurrence") {
+	if isSet(fs, "every", "occurrence", "cron") {
 		return true, nil
 	}
-	for _, f := range []string{"retries", "retry-backoff", "wait"} {
+	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early"} {
 		if isSet(fs, f) {
-			return false, usageError{msg: "--" + f + " goes with --every or --occurrence (a run of the ledger)"}
+			return false, usageError{msg: "--" + f + " goes with --every, --cron or --occurrence (a run of the ledger)"}
 		}
 	}
 	return false, nil
@@ -57,9 +67,32 @@ func (o *occurrenceOptions) given(fs *flag.FlagSet) (bool, error) {
 // check refuses the flags that contradict a run of the ledger, or each
 // other. grace and maxTime are run's --grace and --max-time.
 func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration) error {
+	given := 0
+	for _, f := range []string{"every", "occurrence", "cron"} {
+		if isSet(fs, f) {
+			given++
+		}
+	}
+	o.earlySet = isSet(fs, "early")
+	if given == 1 && isSet(fs, "tz") && isSet(fs, "cron") {
+		if _, err := o.zone(); err != nil {
+			return err
+		}
+	}
+	if given == 1 && isSet(fs, "cron") {
+		if err := o.occurrence().Validate(); err != nil {
+			return usageError{msg: "--cron: " + cronMessage(err)}
+		}
+	}
 	switch {
-	case isSet(fs, "every") && isSet(fs, "occurrence"):
-		return usageError{msg: "--every and --occurrence contradict each other: give one"}
+	case given > 1:
+		return usageError{msg: "--every, --cron and --occurrence contradict each other: give one"}
+	case isSet(fs, "tz") && !isSet(fs, "cron"):
+		return usageError{msg: "--tz needs --cron: --every counts periods since the Unix epoch, in UTC"}
+	case isSet(fs, "early") && isSet(fs, "occurrence"):
+		return usageError{msg: "--early goes with --every or --cron: an --occurrence KEY has no time"}
+	case o.early < 0:
+		return usageError{msg: "--early must not be negative"}
 	case isSet(fs, "every") && o.every <= 0:
 		return usageError{msg: "--every must be positive"}
 	case isSet(fs, "phase") && !isSet(fs, "every"):
@@ -84,18 +117,64 @@ func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration
 	return nil
 }
 
-// occurrence is the ledger's occurrence of the flags.
-func (o *occurrenceOptions) occurrence() ledger.Occurrence {
-	if o.every > 0 {
-		return ledger.Every(o.every).Phase(o.phase)
+// earlyText says how early an occurrence may be taken, for messages.
+func (o *occurrenceOptions) earlyText() string {
+	if o.earlySet {
+		return o.early.String()
 	}
-	return ledger.Key(o.key)
+	return ledger.DefaultEarly.String() + " (the default)"
+}
+
+// cronMessage is the ledger's refusal of a cron expression, without its
+// prefixes.
+func cronMessage(err error) string {
+	m := message(err)
+	if _, rest, ok := strings.Cut(m, "ledger: cron "); ok {
+		return "expression " + rest
+	}
+	return m
+}
+
+// zone loads --tz (UTC if not given).
+func (o *occurrenceOptions) zone() (*time.Location, error) {
+	if o.tz == "" {
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(o.tz)
+	if err != nil || o.tz == "Local" {
+		return nil, usageError{msg: fmt.Sprintf("--tz %q: not an IANA time zone (Europe/Berlin, America/New_York, UTC)", o.tz)}
+	}
+	return loc, nil
+}
+
+// occurrence is the ledger's occurrence of the flags (check has loaded
+// --tz before).
+func (o *occurrenceOptions) occurrence() ledger.Occurrence {
+	var occ ledger.Occurrence
+	switch {
+	case o.cron != "":
+		loc, err := o.zone()
+		if err != nil {
+			loc = time.UTC
+		}
+		occ = ledger.Cron(o.cron, loc)
+	case o.every > 0:
+		occ = ledger.Every(o.every).Phase(o.phase)
+	default:
+		return ledger.Key(o.key)
+	}
+	if o.earlySet {
+		occ = occ.Early(o.early)
+	}
+	return occ
 }
 
 // runOccurrence runs the command for the occurrence of the flags, unless
-// it is done, runs elsewhere or has no attempt left, and records its
-// outcome in the run ledger; the ledger tries a failed occurrence again
-// after --retry-backoff while --retries allow. A signal is passed on to
+// it is done, runs elsewhere, has no attempt left, is not due or its job is
+// paused, and records its outcome in the run ledger; the ledger tries a
+// failed occurrence again after --retry-backoff while --retries allow.
+// Then, if a manual occurrence of the job is pending (sqllock runs
+// trigger), it runs that one too, unless another replica does. A signal is passed on to
 // the command while it runs, and ends the run: no attempt follows.
 func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occurrenceOptions) error {
 	sigs := make(chan os.Signal, 4)
@@ -151,7 +230,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 	}()
 
 	code := 0 // the status of the last attempt's command
-	res, err := l.Run(ctx, r.name, o.occurrence(), func(held context.Context, run *ledger.Run) error {
+	job := func(held context.Context, run *ledger.Run) error {
 		mu.Lock()
 		if ctx.Err() != nil { // a signal came during the claim
 			mu.Unlock()
@@ -175,7 +254,30 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 			return fmt.Errorf("%s exited with status %d", r.argv[0], c)
 		}
 		return nil
-	})
+	}
+	res, err := l.Run(ctx, r.name, o.occurrence(), job)
+	outcome := r.occurrenceOutcome(ctx, t, o, res, err, code)
+	if res.Pending == "" || ctx.Err() != nil || (err != nil && !res.Ran) {
+		return outcome
+	}
+	// A manual occurrence was asked for (sqllock runs trigger): this
+	// replica runs it, unless another does.
+	code = 0
+	pres, perr := l.RunPending(ctx, r.name, job)
+	if pres.Ran || perr != nil {
+		fmt.Fprintf(os.Stderr, "sqllock: ran the manual occurrence %s of %q (sqllock runs trigger)\n", pres.Occurrence, r.name)
+	}
+	pout := r.occurrenceOutcome(ctx, t, o, pres, perr, code)
+	if outcome != nil {
+		return outcome
+	}
+	return pout
+}
+
+// occurrenceOutcome turns what a Run of the ledger did into run's
+// answer: nil, or the error or exit status to exit with. code is the
+// status of the last attempt's command.
+func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrenceOptions, res ledger.Result, err error, code int) error {
 	var ie interruptedError
 	switch {
 	case errors.Is(err, sqllock.ErrInvalidName) || errors.Is(err, sqllock.ErrInvalidOptions):
@@ -184,12 +286,34 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		return exitError{ie.status(), ie}
 	case !res.Ran && err != nil:
 		return t.fail(err)
+	case !res.Ran && res.State == ledger.StatePaused:
+		fmt.Fprintf(os.Stderr, "sqllock: job %q is paused: occurrence %s not run (sqllock runs resume %s)\n", r.name, res.Occurrence, r.name)
+		if r.conflict != 0 {
+			return exitError{code: r.conflict}
+		}
+		return nil
+	case !res.Ran && res.State == ledger.StateNotDue:
+		next := "none in the next five years"
+		if !res.Next.IsZero() {
+			next = fmt.Sprintf("the next, %s, is in %v", res.Occurrence, time.Until(res.Next).Round(time.Second))
+		}
+		fmt.Fprintf(os.Stderr, "sqllock: no occurrence of %q is due (%s; --early tolerates %v): nothing run; to run it now without using up an occurrence: sqllock runs trigger %s\n",
+			r.name, next, o.earlyText(), r.name)
+		if r.conflict != 0 {
+			return exitError{code: r.conflict}
+		}
+		return nil
 	case !res.Ran:
 		r.logf("occurrence %s of %q not run here: %s", res.Occurrence, r.name, skipReason(res))
 		if r.conflict != 0 {
 			return exitError{code: r.conflict}
 		}
 		return nil
+	}
+	if res.Early > 0 {
+		fmt.Fprintf(os.Stderr, "sqllock: took occurrence %s of %q %v before its time (within --early)\n", res.Occurrence, r.name, res.Early.Round(time.Millisecond))
+	}
+	switch {
 	case res.State == ledger.StateSucceeded:
 		r.logf("occurrence %s of %q succeeded (attempt %d)", res.Occurrence, r.name, res.Attempt)
 		return nil

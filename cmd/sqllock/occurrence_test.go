@@ -277,7 +277,8 @@ func TestRunOccurrenceWait(t *testing.T) {
 }
 
 // runs shows the attempts in a table, and the occurrences of a periodic
-// job that no replica claimed under MISSED, in the table and in JSON.
+// job that no replica claimed under MISSED, summed up per job in the
+// table, listed (the latest --limit) and summed up in JSON.
 func TestRunsMissed(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
 		if out, err := b.cmd(t, "run", "--every", "0.25", "tick", "--", "true").CombinedOutput(); err != nil {
@@ -293,12 +294,19 @@ func TestRunsMissed(t *testing.T) {
 		if m := v.Missed[0]; m.Job != "tick" || m.Occurrence == v.Runs[0].Occurrence || m.Due.Before(v.Runs[0].StartedAt.Add(-time.Second)) {
 			t.Fatalf("missed %+v, want later occurrences of tick than the run %+v", m, v.Runs[0])
 		}
+		if len(v.MissedJobs) != 1 || v.MissedJobs[0].Job != "tick" || v.MissedJobs[0].Count < len(v.Missed) ||
+			v.MissedJobs[0].Last.Before(v.Missed[len(v.Missed)-1].Due) {
+			t.Fatalf("missed_jobs %+v of missed %+v", v.MissedJobs, v.Missed)
+		}
+		if v := b.runsJSON(t, "--grace", "0.25", "--limit", "1", "tick"); len(v.Missed) != 1 {
+			t.Fatalf("--limit 1: %d missed listed", len(v.Missed))
+		}
 		out, err := b.cmd(t, "runs", "--grace", "0.25").Output()
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := string(out)
-		for _, want := range []string{"JOB", "OCCURRENCE", "ATTEMPT", "STATE", "succeeded", "MISSED: ", "within --grace 250ms", "DUE ("} {
+		for _, want := range []string{"JOB", "OCCURRENCE", "ATTEMPT", "STATE", "succeeded", "MISSED: ", "within --grace 250ms", "FIRST (", "LAST ("} {
 			if !strings.Contains(s, want) {
 				t.Errorf("runs: no %q in\n%s", want, s)
 			}

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	gomysql "github.com/go-sql-driver/mysql"
 )
 
 // privileges reports the privileges on sqllock's tables that the user
@@ -185,7 +188,8 @@ WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position`, n
 
 // mysqlErr reports whether err is a MySQL error of one of the numbers.
 func mysqlErr(err error, numbers ...int) bool {
-	return err != nil && slices.Contains(numbers, mysqlErrorNumber(err))
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && slices.Contains(numbers, int(me.Number))
 }
 
 // quoteMySQL backquotes a name.

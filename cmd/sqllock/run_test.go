@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	dsnpkg "github.com/sqllock/sqllock/dsn"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	dsnpkg "github.com/sqllock/sqllock/internal/dsn"
 )
 
 // jobProcesses returns the PIDs of the live processes named comm whose
@@ -248,7 +248,7 @@ func TestRunFlags(t *testing.T) {
 			{[]string{"run", "-E", "256", "free", "true"}, exitUsage, ""},
 			{[]string{"run", "--ttl", "x", "free", "true"}, exitUsage, "not a duration"},
 			{[]string{"run", "--ttl", "5", "free", "true"}, 0, ""},
-			{[]string{"run", "--nope", "free", "true"}, exitUsage, "not defined"},
+			{[]string{"run", "--nope", "free", "true"}, exitUsage, "unknown flag --nope"},
 			{[]string{"run", "free", "--", "/nonexistent/command"}, 127, "command not found"},
 			{[]string{"run", "free", "--", "/"}, 126, ""},
 		} {

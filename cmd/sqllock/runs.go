@@ -22,18 +22,32 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	asJSON := fs.Bool("json", false, "print a JSON object: {\"runs\": [...], \"missed\": [...]}, times in RFC 3339, durations in milliseconds")
 	watch := durationFlag(fs, "watch", 0, "show the runs again every `SECONDS` until interrupted (0: once)")
 	limit := fs.Int("limit", 20, "show the latest `N` attempts")
-	grace := durationFlag(fs, "grace", 0, "an occurrence of a job run with --every is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: one period of the job)")
+	grace := durationFlag(fs, "grace", 0, "an occurrence of a job run with --every or --cron is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: until the next occurrence's time)")
+	attempts := fs.Bool("attempts", false, "with forget, delete the job's recorded attempts too")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
-		var job string
+		var job, verb string
 		switch len(args) {
 		case 0:
 		case 1:
 			job = args[0]
+		case 2:
+			verb, job = args[0], args[1]
+			if !runsVerbs[verb] {
+				return usageError{msg: fmt.Sprintf("runs %s: want runs [JOB], or runs forget|pause|resume|trigger JOB", verb)}
+			}
+		default:
+			return usageError{msg: "runs takes at most one job name, or one of forget, pause, resume, trigger and a job name"}
+		}
+		if job != "" {
 			if err := sqllock.ValidateName(job); err != nil {
 				return usageError{msg: err.Error()}
 			}
-		default:
-			return usageError{msg: "runs takes at most one job name"}
+		}
+		switch {
+		case *attempts && verb != "forget":
+			return usageError{msg: "--attempts goes with runs forget JOB"}
+		case verb != "" && isSet(fs, "json", "watch", "limit", "grace"):
+			return usageError{msg: "--json, --watch, --limit and --grace go with the list, not with runs " + verb}
 		}
 		switch {
 		case *watch < 0 || *grace < 0:
@@ -53,6 +67,15 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		if err != nil {
 			return err
 		}
+		if verb != "" {
+			if err := runsAction(ctx, l, verb, job, *attempts, stdout); err != nil {
+				if errors.Is(err, ledger.ErrUnknownJob) {
+					return exitError{exitFailure, err}
+				}
+				return t.fail(err)
+			}
+			return nil
+		}
 		show := func(ctx context.Context, stamped bool) error {
 			v, err := readRuns(ctx, l, job, *limit, *grace)
 			if err != nil {
@@ -71,6 +94,46 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		}
 		return watchView(ctx, *watch, stdout, !*asJSON, func(ctx context.Context) error { return show(ctx, true) })
 	}
+}
+
+// runsVerbs are the actions of runs on a job.
+var runsVerbs = map[string]bool{"forget": true, "pause": true, "resume": true, "trigger": true}
+
+// runsAction does verb to job and says what it did.
+func runsAction(ctx context.Context, l *ledger.Ledger, verb, job string, attempts bool, stdout io.Writer) error {
+	switch verb {
+	case "pause", "resume":
+		fn, done, already := l.Pause, "paused: its replicas run none of its occurrences, and none counts as missed, until sqllock runs resume "+job, "was paused already"
+		if verb == "resume" {
+			fn, done, already = l.Resume, "resumed: its next due occurrence runs", "was not paused"
+		}
+		changed, err := fn(ctx, job)
+		if err != nil {
+			return err
+		}
+		if changed {
+			fmt.Fprintf(stdout, "job %q %s\n", job, done)
+		} else {
+			fmt.Fprintf(stdout, "job %q %s\n", job, already)
+		}
+	case "forget":
+		n, err := l.Forget(ctx, job, attempts)
+		if err != nil {
+			return err
+		}
+		what := "its attempts stay (runs forget --attempts deletes them)"
+		if attempts {
+			what = "and " + count(n, "attempt", "attempts") + " deleted"
+		}
+		fmt.Fprintf(stdout, "job %q forgotten: its schedule, pause and missed occurrences are gone; %s\n", job, what)
+	case "trigger":
+		key, err := l.Trigger(ctx, job)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\nmanual occurrence %s of %q pending: the next sqllock run of the job (or a sqllock cron replica) runs it, once across replicas\n", key, key, job)
+	}
+	return nil
 }
 
 // runRow is one attempt of an occurrence, as sqllock runs shows it.
@@ -95,17 +158,38 @@ type missedRow struct {
 	Due        time.Time `json:"due"` // the occurrence's time
 }
 
+// missedJobRow sums up a job's missed occurrences.
+type missedJobRow struct {
+	Job   string    `json:"job"`
+	Count int       `json:"count"`
+	First time.Time `json:"first"`
+	Last  time.Time `json:"last"`
+}
+
+// jobRow is a job the ledger records.
+type jobRow struct {
+	Job      string     `json:"job"`
+	Schedule string     `json:"schedule"` // "every 1h", "cron 0 2 * * * Europe/Berlin", or "" for keyed occurrences
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"paused_at,omitempty"` // while paused
+	Pending  string     `json:"pending,omitempty"`   // a manual occurrence asked for
+}
+
 // runsView is what sqllock runs shows.
 type runsView struct {
-	Runs   []runRow    `json:"runs"`
-	Missed []missedRow `json:"missed"`
-	grace  time.Duration
+	Runs []runRow `json:"runs"`
+	// Missed lists the latest --limit missed occurrences; MissedJobs
+	// sums them all up per job.
+	Missed     []missedRow    `json:"missed"`
+	MissedJobs []missedJobRow `json:"missed_jobs"`
+	Jobs       []jobRow       `json:"jobs"`
+	grace      time.Duration
 }
 
 // readRuns reads the latest limit attempts of job ("": every job) and the
 // occurrences missed beyond grace.
 func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grace time.Duration) (runsView, error) {
-	v := runsView{Runs: []runRow{}, Missed: []missedRow{}, grace: grace}
+	v := runsView{Runs: []runRow{}, Missed: []missedRow{}, MissedJobs: []missedJobRow{}, Jobs: []jobRow{}, grace: grace}
 	infos, err := l.Runs(ctx, job, limit)
 	if err != nil {
 		return v, err
@@ -122,11 +206,33 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grac
 		row.DurationMS = max(end.Sub(in.StartedAt), 0).Milliseconds()
 		v.Runs = append(v.Runs, row)
 	}
+	jobs, err := l.Jobs(ctx, job)
+	if err != nil {
+		return v, err
+	}
+	for _, j := range jobs {
+		row := jobRow{Job: j.Job, Paused: j.Paused, Pending: j.Pending}
+		switch {
+		case j.Cron != "":
+			row.Schedule = "cron " + j.Cron + " " + j.Zone
+		case j.Period > 0 && j.Phase > 0:
+			row.Schedule = fmt.Sprintf("every %v phase %v", j.Period, j.Phase)
+		case j.Period > 0:
+			row.Schedule = fmt.Sprintf("every %v", j.Period)
+		}
+		if j.Paused {
+			row.PausedAt = &j.PausedAt
+		}
+		v.Jobs = append(v.Jobs, row)
+	}
 	missed, err := l.Missed(ctx, job, grace)
 	if err != nil {
 		return v, err
 	}
-	for _, m := range missed {
+	for _, m := range ledger.SumMissed(missed) {
+		v.MissedJobs = append(v.MissedJobs, missedJobRow{Job: m.Job, Count: m.Count, First: m.First, Last: m.Last})
+	}
+	for _, m := range missed[max(len(missed)-limit, 0):] {
 		v.Missed = append(v.Missed, missedRow{Job: m.Job, Occurrence: m.Occurrence, Due: m.At})
 	}
 	return v, nil
@@ -141,8 +247,9 @@ func (v runsView) writeJSON(w io.Writer, indent bool) error {
 	return enc.Encode(v)
 }
 
-// writeTable writes v as tables: the attempts, then the missed
-// occurrences under a MISSED heading.
+// writeTable writes v as tables: the attempts, the jobs paused or with a
+// manual occurrence pending, then the missed occurrences summed up per job
+// under a MISSED heading.
 func (v runsView) writeTable(w io.Writer) error {
 	zone, _ := time.Now().Zone()
 	if len(v.Runs) == 0 {
@@ -166,18 +273,51 @@ func (v runsView) writeTable(w io.Writer) error {
 			return err
 		}
 	}
-	if len(v.Missed) == 0 {
+	var marked []jobRow // the jobs paused or with a manual occurrence pending
+	for _, j := range v.Jobs {
+		if j.Paused || j.Pending != "" {
+			marked = append(marked, j)
+		}
+	}
+	if len(marked) > 0 {
+		fmt.Fprintln(w, "\nJOBS paused or with a manual occurrence pending:")
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "JOB\tSCHEDULE\tSTATE\tPENDING\n")
+		for _, j := range marked {
+			state, sched, pending := "active", j.Schedule, j.Pending
+			if j.Paused {
+				state = "paused since " + j.PausedAt.Local().Format("2006-01-02 15:04:05")
+			}
+			if sched == "" {
+				sched = "-"
+			}
+			if pending == "" {
+				pending = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(j.Job), cell(sched), state, cell(pending))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(v.MissedJobs) == 0 {
 		return nil
 	}
-	within := "within a period of their time"
+	within := "before their next occurrence's time"
 	if v.grace > 0 {
 		within = "within --grace " + v.grace.String()
 	}
-	fmt.Fprintf(w, "\nMISSED: %s no replica claimed %s\n", count(len(v.Missed), "occurrence", "occurrences"), within)
+	total := 0
+	for _, m := range v.MissedJobs {
+		total += m.Count
+	}
+	fmt.Fprintf(w, "\nMISSED: %s of %s no replica claimed %s (sqllock runs forget JOB retires a job)\n",
+		count(total, "occurrence", "occurrences"), count(len(v.MissedJobs), "job", "jobs"), within)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "JOB\tOCCURRENCE\tDUE (%s)\n", zone)
-	for _, m := range v.Missed {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", cell(m.Job), cell(m.Occurrence), m.Due.Local().Format("2006-01-02 15:04:05"))
+	fmt.Fprintf(tw, "JOB\tMISSED\tFIRST (%s)\tLAST (%s)\n", zone, zone)
+	for _, m := range v.MissedJobs {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", cell(m.Job), m.Count, m.First.Local().Format("2006-01-02 15:04:05"),
+			m.Last.Local().Format("2006-01-02 15:04:05"))
 	}
 	return tw.Flush()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/inspect"
 )
 
 // strategySemaphore is run's strategy under --max: one of N permits of a
@@ -42,7 +42,7 @@ func checkMax(fs *flag.FlagSet, max int, strategy string, shared bool) (string, 
 
 // newSemaphore builds run's locker under --max.
 func newSemaphore(d dialect.Dialect, max int, opts sqllock.TableOptions) (sqllock.Locker, error) {
-	s, err := sqllock.NewSemaphore(d, max, sqllock.SemaphoreOptions{TTL: opts.TTL, MinHold: opts.MinHold, Fair: opts.Fair})
+	s, err := sqllock.NewSemaphore(d, max, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL}, MinHold: opts.MinHold, Fair: opts.Fair})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return nil, usageError{msg: err.Error()}
 	}
@@ -52,60 +52,17 @@ func newSemaphore(d dialect.Dialect, max int, opts sqllock.TableOptions) (sqlloc
 // semaphoreHolders describes the holders of the semaphore name, for
 // messages.
 func semaphoreHolders(ctx context.Context, t *target, name string, max int) string {
-	sems := t.tables.Semaphores
-	if sems == nil {
-		return fmt.Sprintf("all %d permits held", max)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	infos, err := sems.List(ctx)
+	r, err := inspect.Locks(ctx, t.d)
 	if err != nil {
 		return fmt.Sprintf("all %d permits held", max)
 	}
 	var owners []string
-	for _, li := range infos {
-		if li.Name == name && li.Holds > 0 && li.ExpiresIn > 0 {
+	for _, li := range r.Holders {
+		if li.Primitive == strategySemaphore && li.Name == name && li.Holds > 0 && li.ExpiresIn > 0 {
 			owners = append(owners, fmt.Sprintf("%s (token %d)", li.Owner, li.Token))
 		}
 	}
 	return fmt.Sprintf("all %d permits held: %s", max, strings.Join(owners, ", "))
-}
-
-// listSemaphores adds the holders of the dialect's semaphores to rows, one
-// row per holder. A schema older than the semaphores has none.
-func listSemaphores(ctx context.Context, t *target, rows []lockRow) ([]lockRow, error) {
-	d, tb := t.d, t.tables
-	sems := tb.Semaphores
-	if sems == nil {
-		return rows, nil
-	}
-	infos, err := sems.List(ctx)
-	switch {
-	case errors.Is(err, dialect.ErrSchemaMissing):
-		return rows, nil
-	case err != nil:
-		return nil, err
-	}
-	limits := map[string]int{}
-	q := `SELECT name, lim FROM ` + tableName(d, "sqllock_semaphores")
-	err = eachRow(ctx, d, q, func(rs *sql.Rows) error {
-		var (
-			name []byte
-			lim  int
-		)
-		if err := rs.Scan(&name, &lim); err != nil {
-			return err
-		}
-		limits[string(name)] = lim
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("listing semaphores: %w", err)
-	}
-	n := len(rows)
-	rows = leaseRows(rows, strategySemaphore, infos)
-	for i := n; i < len(rows); i++ {
-		rows[i].Mode, rows[i].Limit = "shared", limits[rows[i].Name]
-	}
-	return rows, nil
 }

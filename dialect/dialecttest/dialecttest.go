@@ -245,6 +245,7 @@ func Exercise(t *testing.T, h Harness) {
 	run("Break", checkBreak)
 	run("ReapLimit", checkReapLimit)
 	run("ReapConcurrent", checkReapConcurrent)
+	run("Inventory", checkInventory)
 
 	kinds := []Table{Locks}
 	if optimistic {
@@ -260,6 +261,9 @@ func Exercise(t *testing.T, h Harness) {
 	if pessimistic {
 		for _, c := range rowLockChecks {
 			run("RowLocks/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.Dialect.Catalogue().Pessimistic) })
+		}
+		if cat.RowLocks != nil {
+			run("RowLocks/List", checkRowLockList)
 		}
 	}
 	if notifier && !h.Polling {

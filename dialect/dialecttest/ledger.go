@@ -1,6 +1,7 @@
 package dialecttest
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"testing"
@@ -24,6 +25,7 @@ var ledgerChecks = []struct {
 	{"Schedules", checkRunSchedules},
 	{"Occurrences", checkRunOccurrences},
 	{"Reap", checkRunReap},
+	{"Lifecycle", checkRunLifecycle},
 }
 
 // inTx runs fn in a transaction of e's dialect and commits it.
@@ -144,10 +146,10 @@ func checkRunSchedules(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	e.startRun(rl, "adhoc", "1", 1, 2, dialect.JobSchedule{})
 	jobs, now, err := rl.Jobs(e.ctx, "")
 	e.must(err, "Jobs")
-	if len(jobs) != 1 {
+	if len(jobs) != 2 || jobs[0].Job != "adhoc" || jobs[0].Period != 0 || jobs[0].Spec != "" {
 		t.Fatalf("Jobs: %+v", jobs)
 	}
-	j := jobs[0]
+	j := jobs[1]
 	if j.Job != "hourly" || j.Period != time.Hour || j.Phase != time.Minute || j.Grace != time.Second ||
 		j.FirstSeen.After(j.LastSeen) || j.LastSeen.After(now) {
 		t.Fatalf("the hourly job: %+v at %v", j, now)
@@ -171,9 +173,107 @@ func checkRunSchedules(t *testing.T, e *env, rl sqlrun.RunLedger) {
 	if len(jobs) != 1 || !jobs[0].FirstSeen.After(first) || jobs[0].Phase != 2*time.Minute {
 		t.Fatalf("after a new phase: %+v (first seen %v)", jobs, first)
 	}
+	// A new spec starts the history again too.
+	first = jobs[0].FirstSeen
+	testutil.Eventually(e.ctx, t, "the database's clock moves", func() bool {
+		now, err := rl.Now(e.ctx)
+		e.must(err, "Now")
+		return now.After(first)
+	})
+	cron := dialect.JobSchedule{Spec: "CRON_TZ=Europe/Berlin 0 2 * * *"}
+	e.startRun(rl, "hourly", "5", 1, 6, cron)
+	jobs, _, err = rl.Jobs(e.ctx, "hourly")
+	e.must(err, "Jobs")
+	if len(jobs) != 1 || !jobs[0].FirstSeen.After(first) || jobs[0].Spec != cron.Spec || jobs[0].Period != 0 {
+		t.Fatalf("after a new spec: %+v (first seen %v)", jobs, first)
+	}
 	e.startRun(rl, "hourly", "4", 1, 5, dialect.JobSchedule{})
-	if jobs, _, err := rl.Jobs(e.ctx, "hourly"); err != nil || len(jobs) != 0 {
+	if jobs, _, err := rl.Jobs(e.ctx, "hourly"); err != nil || len(jobs) != 1 || jobs[0].Period != 0 || jobs[0].Spec != "" {
 		t.Fatalf("without a period: %+v, %v", jobs, err)
+	}
+}
+
+// A job is paused and resumed (the pause kept as an interval, first seen
+// moving on to the end of the last one when paused again), given one
+// pending manual occurrence at a time, cleared by its key alone, and
+// forgotten with or without its attempts; Job reads its state with the
+// database's time in one row, for a job without a row too.
+func checkRunLifecycle(t *testing.T, e *env, rl sqlrun.RunLedger) {
+	st, err := rl.Job(e.ctx, "nightly")
+	e.must(err, "Job")
+	if st.Known || st.Paused || st.Pending != "" || st.Now.IsZero() {
+		t.Fatalf("Job of an unknown job: %+v", st)
+	}
+	for _, op := range []func(context.Context, string) (bool, error){rl.Pause, rl.Resume} {
+		if ok, err := op(e.ctx, "nightly"); err != nil || ok {
+			t.Fatalf("pause or resume of an unknown job: %v, %v", ok, err)
+		}
+	}
+	e.startRun(rl, "nightly", "1", 1, 1, dialect.JobSchedule{Period: time.Hour})
+	if ok, err := rl.Resume(e.ctx, "nightly"); err != nil || ok {
+		t.Fatalf("resume of a running job: %v, %v", ok, err)
+	}
+	if ok, err := rl.Pause(e.ctx, "nightly"); err != nil || !ok {
+		t.Fatalf("Pause: %v, %v", ok, err)
+	}
+	if ok, err := rl.Pause(e.ctx, "nightly"); err != nil || ok {
+		t.Fatalf("a second Pause: %v, %v", ok, err)
+	}
+	st, err = rl.Job(e.ctx, "nightly")
+	e.must(err, "Job")
+	jobs, _, err := rl.Jobs(e.ctx, "nightly")
+	e.must(err, "Jobs")
+	if !st.Known || !st.Paused || len(jobs) != 1 || !jobs[0].Paused() || jobs[0].PausedAt.Before(jobs[0].FirstSeen) {
+		t.Fatalf("paused: %+v, %+v", st, jobs)
+	}
+	// A start keeps the pause.
+	e.startRun(rl, "nightly", "2", 1, 2, dialect.JobSchedule{Period: time.Hour})
+	if ok, err := rl.Resume(e.ctx, "nightly"); err != nil || !ok {
+		t.Fatalf("Resume: %v, %v", ok, err)
+	}
+	jobs, _, err = rl.Jobs(e.ctx, "nightly")
+	e.must(err, "Jobs")
+	j := jobs[0]
+	if j.Paused() || j.ResumedAt.Before(j.PausedAt) {
+		t.Fatalf("resumed: %+v", j)
+	}
+	if ok, err := rl.Pause(e.ctx, "nightly"); err != nil || !ok {
+		t.Fatalf("Pause again: %v, %v", ok, err)
+	}
+	jobs, _, err = rl.Jobs(e.ctx, "nightly")
+	e.must(err, "Jobs")
+	if !jobs[0].FirstSeen.Equal(j.ResumedAt) || !jobs[0].Paused() {
+		t.Fatalf("paused again after %+v: %+v", j, jobs[0])
+	}
+	// One pending manual occurrence at a time; Clear only by its key.
+	e.must(rl.Trigger(e.ctx, "nightly", "manual/a"), "Trigger")
+	e.must(rl.Trigger(e.ctx, "nightly", "manual/b"), "Trigger")
+	if st, err := rl.Job(e.ctx, "nightly"); err != nil || st.Pending != "manual/a" {
+		t.Fatalf("pending: %+v, %v", st, err)
+	}
+	e.inTx(func(tx *sql.Tx) { e.must(rl.Clear(e.ctx, tx, "nightly", "manual/b"), "Clear") })
+	if st, err := rl.Job(e.ctx, "nightly"); err != nil || st.Pending != "manual/a" {
+		t.Fatalf("after clearing another key: %+v, %v", st, err)
+	}
+	e.inTx(func(tx *sql.Tx) { e.must(rl.Clear(e.ctx, tx, "nightly", "manual/a"), "Clear") })
+	if st, err := rl.Job(e.ctx, "nightly"); err != nil || st.Pending != "" {
+		t.Fatalf("after Clear: %+v, %v", st, err)
+	}
+	// Forget: the row goes, the attempts stay unless asked.
+	if had, n, err := rl.Forget(e.ctx, "nightly", false); err != nil || !had || n != 0 {
+		t.Fatalf("Forget: %v, %d, %v", had, n, err)
+	}
+	if st, err := rl.Job(e.ctx, "nightly"); err != nil || st.Known {
+		t.Fatalf("after Forget: %+v, %v", st, err)
+	}
+	if rs, err := rl.Runs(e.ctx, "nightly", 10); err != nil || len(rs) != 2 {
+		t.Fatalf("attempts after Forget: %+v, %v", rs, err)
+	}
+	if had, n, err := rl.Forget(e.ctx, "nightly", true); err != nil || had || n != 2 {
+		t.Fatalf("Forget with attempts: %v, %d, %v", had, n, err)
+	}
+	if rs, err := rl.Runs(e.ctx, "nightly", 10); err != nil || len(rs) != 0 {
+		t.Fatalf("attempts after Forget with attempts: %+v, %v", rs, err)
 	}
 }
 

@@ -21,3 +21,9 @@ WHERE name = :name AND owner = :owner AND token = :token AND holds > 0 AND expir
 FROM %[1]s WHERE name = :name AND holds > 0 AND expires_at > %[2]s AND value_token = token`, locks, now, micros("expires_at")))
 	return proclaim, leader
 }
+
+// valuesSQL lists the values proclaimed for the tokens of the held leases
+// of locks (dialect.LockSQL.Values).
+func valuesSQL(locks string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`SELECT name, owner, token, value FROM %s WHERE holds > 0 AND value_token = token`, locks))
+}

@@ -24,6 +24,7 @@ import (
 // tickets record waker and mark the lock's row.
 func ticketSQL(locks, tickets, waker string, addressed bool) dialect.FairSQL {
 	s := dialect.FairSQL{
+		Waiting: dialect.Q(fmt.Sprintf(`SELECT name, COUNT(*) FROM %s WHERE expires_at > %s GROUP BY name`, tickets, now)),
 		Enqueue: dialect.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),
 		// The mark is set before Wait reads the lock: a release that

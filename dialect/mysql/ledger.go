@@ -14,11 +14,12 @@ func ledgerSQL(runs, jobs string) dialect.LedgerSQL {
 	s := dialect.PortableLedgerSQL(dialect.LedgerTerms{Runs: runs, Jobs: jobs, Now: now, Age: age, Job: ":job", Micros: micros})
 	// MySQL assigns in order, each assignment seeing the ones before:
 	// first_seen compares the old period and phase.
-	s.Schedule = dialect.X(fmt.Sprintf(`INSERT INTO %[1]s (job, period_us, phase_us, grace_us, first_seen, last_seen)
-VALUES (:job, NULLIF(:period, 0), :phase, :grace, %[2]s, %[2]s)
+	s.Schedule = dialect.X(fmt.Sprintf(`INSERT INTO %[1]s (job, period_us, phase_us, grace_us, spec, first_seen, last_seen)
+VALUES (:job, NULLIF(:period, 0), :phase, :grace, :spec, %[2]s, %[2]s)
 ON DUPLICATE KEY UPDATE
-  first_seen = IF(period_us <=> VALUES(period_us) AND phase_us = VALUES(phase_us), first_seen, VALUES(first_seen)),
-  period_us = VALUES(period_us), phase_us = VALUES(phase_us), grace_us = VALUES(grace_us),
+  first_seen = IF(period_us <=> VALUES(period_us) AND phase_us = VALUES(phase_us) AND spec = VALUES(spec),
+    first_seen, VALUES(first_seen)),
+  period_us = VALUES(period_us), phase_us = VALUES(phase_us), grace_us = VALUES(grace_us), spec = VALUES(spec),
   last_seen = VALUES(last_seen)`, jobs, now))
 	// MySQL cannot LIMIT a subquery under IN; its DELETE takes a LIMIT.
 	s.Reap = dialect.X(fmt.Sprintf(`DELETE FROM %[1]s

@@ -3,12 +3,15 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
@@ -147,20 +150,42 @@ func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 	rt := &dialect.RowTx{Conn: conn}
 	if lockTimeout > 0 {
 		secs := (lockTimeout + time.Second - 1) / time.Second
-		if _, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = `+strconv.FormatInt(int64(secs), 10)); err != nil {
+		if err := d.setSession(ctx, conn, `SET SESSION innodb_lock_wait_timeout = `+strconv.FormatInt(int64(secs), 10)); err != nil {
 			_ = dialect.Discard(conn)
-			return nil, wrap(err)
+			return nil, err
 		}
 		rt.Reset = func(ctx context.Context) error {
-			_, err := conn.ExecContext(ctx, `SET SESSION innodb_lock_wait_timeout = DEFAULT`)
-			return err
+			return d.setSession(ctx, conn, `SET SESSION innodb_lock_wait_timeout = DEFAULT`)
 		}
 	}
-	if rt.Tx, err = conn.BeginTx(ctx, opts); err != nil {
+	tx, done, err := d.run.BeginBounded(ctx, conn, opts)
+	if err != nil {
+		if errors.Is(err, dialect.ErrNoAnswer) {
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
 		_ = rt.Close(context.WithoutCancel(ctx))
 		return nil, wrap(err)
 	}
+	rt.Tx = tx
+	reset := rt.Reset
+	rt.Reset = func(ctx context.Context) error {
+		done()
+		if reset == nil {
+			return nil
+		}
+		return reset(ctx)
+	}
 	return rt, nil
+}
+
+// setSession runs a session setting on conn, bounded by the statement
+// timeout.
+func (d rowLocks) setSession(ctx context.Context, conn *sql.Conn, stmt string) error {
+	bctx, stop := d.run.Bound(ctx)
+	defer stop()
+	_, err := conn.ExecContext(bctx, stmt)
+	return sqlrun.Settle(bctx, wrap(err))
 }
 
 // Classify implements dialect.Pessimistic.
@@ -219,4 +244,135 @@ func (d *Dialect) reapTokens(ctx context.Context, conn *sql.Conn, limit int) (in
 		n, err := deleteEach(ctx, tx, d.rq.tokensDelete, ids)
 		return n, wrap(err)
 	})
+}
+
+// listRowLocks implements dialect.Catalogue.RowLocks: the row locks held
+// on the row-lock table, from MariaDB's information_schema.INNODB_LOCKS,
+// which shows a lock only while some transaction waits for it (so only
+// contended locks are listed), or where the server has no such table
+// (MySQL 8) from performance_schema.data_locks, which shows every granted
+// lock.
+func (d *Dialect) listRowLocks(ctx context.Context) ([]dialect.Holder, error) {
+	ctx, stop := d.run.Bound(ctx)
+	defer stop()
+	return listRowLocks(ctx, d.db, d.database)
+}
+
+// listRowLocks lists the row locks held on the row-lock table of database
+// ("": the connection's) on db (see Dialect.listRowLocks).
+func listRowLocks(ctx context.Context, db *sql.DB, database string) ([]dialect.Holder, error) {
+	table := "CONCAT('`', DATABASE(), '`.`sqllock_rowlocks`')"
+	args := []any{}
+	if database != "" {
+		table = "?"
+		args = append(args, "`"+database+"`.`sqllock_rowlocks`")
+	}
+	q := `SELECT l.lock_data, l.lock_mode, t.trx_mysql_thread_id, COALESCE(p.host, ''), TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)),
+	(SELECT COUNT(*) FROM information_schema.INNODB_TRX w
+		JOIN information_schema.INNODB_LOCKS wl ON wl.lock_id = w.trx_requested_lock_id
+		WHERE wl.lock_table = l.lock_table AND wl.lock_space = l.lock_space
+			AND wl.lock_page = l.lock_page AND wl.lock_rec = l.lock_rec)
+FROM information_schema.INNODB_LOCKS l
+JOIN information_schema.INNODB_TRX t ON t.trx_id = l.lock_trx_id
+LEFT JOIN information_schema.PROCESSLIST p ON p.id = t.trx_mysql_thread_id
+WHERE l.lock_table = ` + table + ` AND l.lock_type = 'RECORD'
+	AND l.lock_id NOT IN (SELECT trx_requested_lock_id FROM information_schema.INNODB_TRX WHERE trx_requested_lock_id IS NOT NULL)`
+	rs, err := db.QueryContext(ctx, q, args...)
+	switch errorNumber(err) {
+	case 0:
+	case 1109: // unknown table: MySQL 8
+		return listDataLocks(ctx, db, database)
+	case 1227: // access denied
+		return nil, fmt.Errorf("%w: reading information_schema.INNODB_LOCKS needs the PROCESS privilege", dialect.ErrUnsupported)
+	default:
+		return nil, fmt.Errorf("listing row locks: %w", wrap(err))
+	}
+	return scanRowLocks(rs)
+}
+
+// listDataLocks lists the row locks held on the row-lock table of database
+// from MySQL 8's performance_schema.data_locks.
+func listDataLocks(ctx context.Context, db *sql.DB, database string) ([]dialect.Holder, error) {
+	var name any // NULL: the connection's database
+	if database != "" {
+		name = database
+	}
+	const q = `SELECT l.LOCK_DATA, l.LOCK_MODE, t.trx_mysql_thread_id, COALESCE(p.HOST, ''), TIMESTAMPDIFF(MICROSECOND, t.trx_started, NOW(6)),
+	(SELECT COUNT(*) FROM performance_schema.data_lock_waits w WHERE w.BLOCKING_ENGINE_LOCK_ID = l.ENGINE_LOCK_ID)
+FROM performance_schema.data_locks l
+JOIN information_schema.INNODB_TRX t ON t.trx_id = l.ENGINE_TRANSACTION_ID
+LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
+WHERE l.OBJECT_SCHEMA = COALESCE(?, DATABASE()) AND l.OBJECT_NAME = 'sqllock_rowlocks'
+	AND l.LOCK_TYPE = 'RECORD' AND l.LOCK_STATUS = 'GRANTED'`
+	rs, err := db.QueryContext(ctx, q, name)
+	switch errorNumber(err) {
+	case 0:
+	case 1142, 1227: // SELECT denied, access denied
+		return nil, fmt.Errorf("%w: reading performance_schema.data_locks needs SELECT on it, and information_schema.INNODB_TRX the PROCESS privilege", dialect.ErrUnsupported)
+	default:
+		return nil, fmt.Errorf("listing row locks: %w", wrap(err))
+	}
+	return scanRowLocks(rs)
+}
+
+// errorNumber is the server's error number of err, 0 for no error, -1 for
+// an error the server did not number.
+func errorNumber(err error) int {
+	var me *gomysql.MySQLError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &me):
+		return int(me.Number)
+	}
+	return -1
+}
+
+// scanRowLocks reads the rows of listRowLocks's and listDataLocks's
+// queries: lock data, lock mode, the holder's connection, its host, how
+// long its transaction has run (µs), and the number of waiters.
+func scanRowLocks(rs *sql.Rows) ([]dialect.Holder, error) {
+	defer rs.Close()
+	var out []dialect.Holder
+	for rs.Next() {
+		var (
+			h                dialect.Holder
+			data, mode, host string
+			thread, heldUS   int64
+		)
+		if err := rs.Scan(&data, &mode, &thread, &host, &heldUS, &h.Waiters); err != nil {
+			return nil, wrap(err)
+		}
+		name, ok := lockDataName(data)
+		if !ok {
+			continue // the supremum pseudo-record, say
+		}
+		h.Name, h.Primitive, h.Holds, h.Mode = name, "pessimistic", 1, "exclusive"
+		if strings.HasPrefix(mode, "S") {
+			h.Mode = "shared"
+		}
+		h.Owner = fmt.Sprintf("connection %d", thread)
+		if host != "" {
+			h.Owner += " from " + host
+		}
+		h.HeldFor = time.Duration(heldUS) * time.Microsecond
+		h.AcquiredAt = time.Now().Add(-h.HeldFor).Truncate(time.Millisecond).UTC()
+		out = append(out, h)
+	}
+	return out, wrap(rs.Err())
+}
+
+// lockDataName decodes the lock data (INNODB_LOCKS.lock_data,
+// data_locks.LOCK_DATA) of the row-lock table's VARBINARY key: 0x followed
+// by hex digits, or a quoted string; not a pseudo-record.
+func lockDataName(data string) (string, bool) {
+	if h, ok := strings.CutPrefix(data, "0x"); ok {
+		b, err := hex.DecodeString(h)
+		return string(b), err == nil
+	}
+	if len(data) < 2 || data[0] != '\'' || data[len(data)-1] != '\'' {
+		return "", false // the supremum pseudo-record, say
+	}
+	s, err := strconv.Unquote(`"` + data[1:len(data)-1] + `"`)
+	return s, err == nil
 }

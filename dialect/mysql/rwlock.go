@@ -25,6 +25,7 @@ func rwLockSQL(heads, holders string) dialect.RWLockSQL {
 		leftUntil("intent_expires_at"), heads))
 	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %s FROM %s WHERE name = :name FOR UPDATE`,
 		leftUntil("expires_at"), holders))
+	s.Readers = dialect.Q(fmt.Sprintf(`SELECT name, owner, token FROM %s WHERE shared`, holders))
 	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
 	s.NextToken = dialect.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`,
 		heads, clockToken("token", now)))

@@ -35,6 +35,7 @@ FROM %s s WHERE s.name = :name`, holders, now, sems))
 	s.SetLimit = dialect.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
 	// A free permit (a holder row of an ended lease stays until the next
 	// grant or the reaper deletes it) means: look again at once.
+	s.Limits = dialect.Q(fmt.Sprintf(`SELECT name, lim FROM %s`, sems))
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT IF(COUNT(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name), 0,
   TIMESTAMPDIFF(MICROSECOND, %[1]s, MIN(expires_at)))
 FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, holders, sems))

@@ -88,6 +88,7 @@ func lockSQL(locks, floor string) dialect.LockSQL {
 	s.Acquire = lockAcquire(locks, floor, false)
 	s.Campaign = lockAcquire(locks, floor, true)
 	s.Proclaim, s.Leader = electionSQL(locks)
+	s.Values = valuesSQL(locks)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks), multiTx
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
 	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)
@@ -244,7 +245,7 @@ func (d *Dialect) build() error {
 		Versions: ptr(versionSQL(versions, versionFloor)),
 		Fair:     ptr(fairSQL(locks, tickets, d.waker, !d.noWakeups)),
 		Runs:     d.runsSQL(),
-		Hooks:    hooks, Pessimistic: rowLocks{d},
+		Hooks:    hooks, Pessimistic: rowLocks{d}, RowLocks: d.listRowLocks,
 		Notifier: bellNotifier{d}, WatchesNames: !d.noWakeups, AnnouncesVersions: true, CheckPessimistic: d.checkPessimistic,
 		Cache: new(dialect.Cache),
 	}

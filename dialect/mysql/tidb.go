@@ -67,7 +67,7 @@ func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 	// Nothing has run yet: the runner can still change.
 	d.run = &sqlrun.Runner{DB: db, Hooks: hooks}
 	d.cat = dialect.Catalogue{
-		Style: dialect.Question, Hooks: hooks, Pessimistic: t,
+		Style: dialect.Question, Hooks: hooks, Pessimistic: t, RowLocks: d.listRowLocks,
 		Reasons: map[string]string{
 			"Multi":          "lock sets are not supported on TiDB",
 			"Fair":           "FIFO queues are not supported on TiDB",

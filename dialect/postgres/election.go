@@ -20,3 +20,9 @@ FROM %[1]s WHERE name = :name AND holds > 0 AND expires_at > now() AND value_tok
 		locks, micros("expires_at"), onTimeline("token")))
 	return proclaim, leader
 }
+
+// valuesSQL lists the values proclaimed for the tokens of the held leases
+// of locks (dialect.LockSQL.Values).
+func valuesSQL(locks string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`SELECT name, owner, token, value FROM %s WHERE holds > 0 AND value_token = token`, locks))
+}

@@ -82,6 +82,7 @@ SELECT token FROM g`, locks, seq, ttl, fence(":name"), epoch, epochOf("EXCLUDED.
 func ticketSQL(locks, tickets, waker string) dialect.FairSQL {
 	return dialect.FairSQL{
 		Channel: waker, Addressed: true,
+		Waiting: dialect.Q(fmt.Sprintf(`SELECT name, count(*) FROM %s WHERE expires_at > now() GROUP BY name`, tickets)),
 		Enqueue: dialect.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s)
 RETURNING id`, tickets, ttl)),
 		// A waiter's every ask marks the lock's row (ticketed) before it

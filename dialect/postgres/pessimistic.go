@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,18 +88,29 @@ func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 	if err != nil {
 		return nil, err
 	}
-	tx, err := conn.BeginTx(ctx, opts)
-	if err == nil && lockTimeout > 0 {
-		ms := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"
-		if _, err = tx.ExecContext(ctx, `SELECT set_config('lock_timeout', $1, true)`, d.args(ms)...); err != nil {
-			_ = tx.Rollback()
-		}
-	}
+	tx, done, err := d.run.BeginBounded(ctx, conn, opts)
 	if err != nil {
+		if errors.Is(err, dialect.ErrNoAnswer) {
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
 		conn.Close()
 		return nil, wrap(err)
 	}
-	return &dialect.RowTx{Conn: conn, Tx: tx}, nil
+	if lockTimeout > 0 {
+		ms := strconv.FormatInt(max(lockTimeout.Milliseconds(), 1), 10) + "ms"
+		bctx, stop := d.run.Bound(ctx)
+		_, err = tx.ExecContext(bctx, `SELECT set_config('lock_timeout', $1, true)`, d.args(ms)...)
+		err = sqlrun.Settle(bctx, wrap(err))
+		stop()
+		if err != nil {
+			_ = tx.Rollback()
+			done()
+			_ = dialect.Discard(conn)
+			return nil, err
+		}
+	}
+	return &dialect.RowTx{Conn: conn, Tx: tx, Reset: func(context.Context) error { done(); return nil }}, nil
 }
 
 // Classify implements dialect.Pessimistic.
@@ -148,4 +160,68 @@ func ping(ctx context.Context, driverConn any, shared bool) error {
 func busy(driverConn any) bool {
 	c, ok := driverConn.(interface{ Conn() *pgx.Conn })
 	return ok && c.Conn().PgConn().IsBusy()
+}
+
+// listRowLocks implements dialect.Catalogue.RowLocks. PostgreSQL marks a
+// locked row with the locking transaction's ID (xmax), which pg_locks and
+// pg_stat_activity resolve to the session holding it while that
+// transaction runs; several shared holders share a MultiXact ID that only
+// the pgrowlocks extension resolves, so those rows are not shown. The mode
+// is read from the session's last statement (rowLockMode).
+func (d *Dialect) listRowLocks(ctx context.Context) ([]dialect.Holder, error) {
+	rowlocks := "sqllock_rowlocks"
+	sqlrun.Qualify(d.schema, quote, &rowlocks)
+	q := `SELECT r.name, a.pid, COALESCE(host(a.client_addr), 'local'), COALESCE(a.application_name, ''),
+	COALESCE(a.xact_start, now()), now(), COALESCE(a.query, ''),
+	(SELECT count(DISTINCT w.pid) FROM pg_locks w WHERE NOT w.granted AND (
+		(w.locktype = 'transactionid' AND w.transactionid = r.xmax) OR
+		(w.locktype = 'tuple' AND w.relation = $1::regclass
+			AND w.page = (r.ctid::text::point)[0] AND w.tuple = (r.ctid::text::point)[1])))
+FROM ` + rowlocks + ` r
+JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = r.xmax AND l.granted AND l.mode = 'ExclusiveLock'
+JOIN pg_stat_activity a ON a.pid = l.pid`
+	ctx, stop := d.run.Bound(ctx)
+	defer stop()
+	rs, err := d.db.QueryContext(ctx, q, d.args(rowlocks)...)
+	if err != nil {
+		return nil, fmt.Errorf("listing row locks: %w", wrap(err))
+	}
+	defer rs.Close()
+	var out []dialect.Holder
+	for rs.Next() {
+		var (
+			h          dialect.Holder
+			pid        int
+			addr, app  string
+			start, now time.Time
+			query      string
+		)
+		if err := rs.Scan(&h.Name, &pid, &addr, &app, &start, &now, &query, &h.Waiters); err != nil {
+			return nil, wrap(err)
+		}
+		h.Primitive, h.Mode, h.Holds = "pessimistic", rowLockMode(query), 1
+		h.Owner = fmt.Sprintf("backend %d from %s", pid, addr)
+		if app != "" {
+			h.Owner += " (" + app + ")"
+		}
+		h.AcquiredAt, h.HeldFor = start.UTC(), now.Sub(start)
+		out = append(out, h)
+	}
+	return out, wrap(rs.Err())
+}
+
+// rowLockMode tells the mode of the row lock a session holds from its last
+// statement, the only trace PostgreSQL keeps without the pgrowlocks
+// extension: the locking read or the keep-alive (ping), which both name the
+// row-lock table and say FOR SHARE for a shared lock. "unknown" once the
+// session ran another statement (the holder's own, on the lock's
+// transaction).
+func rowLockMode(query string) string {
+	switch {
+	case !strings.Contains(query, "sqllock_rowlocks"):
+		return "unknown"
+	case strings.Contains(query, "FOR SHARE"):
+		return "shared"
+	}
+	return "exclusive"
 }

@@ -34,6 +34,7 @@ SELECT count(*) FROM r LEFT JOIN LATERAL (
 		heads, left("intent_expires_at"), durable))
 	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %[2]s FROM %[1]s
 WHERE name = :name FOR UPDATE`, holders, left("expires_at")))
+	s.Readers = dialect.Q(fmt.Sprintf(`SELECT name, owner, token FROM %s WHERE shared`, holders))
 	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= now())`, holders))
 	s.NextToken = dialect.Q(fmt.Sprintf(`UPDATE %s SET token = greatest(token, (SELECT %s)) + 1 WHERE name = :name RETURNING token`, heads, epoch))
 	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)

@@ -24,6 +24,7 @@ func semaphoreSQL(sems, holders, seq, tickets, channel, durable string) dialect.
 	// waiter looks again at once; later releases are announced. So does
 	// a free permit (the holder rows of ended leases stay until a grant
 	// or the reaper deletes them).
+	s.Limits = dialect.Q(fmt.Sprintf(`SELECT name, lim FROM %s`, sems))
 	s.Remaining = dialect.Q(fmt.Sprintf(`WITH hint AS (
   UPDATE %[1]s SET waiters = true WHERE name = :name AND NOT waiters RETURNING 1
 )

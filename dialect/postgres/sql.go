@@ -75,6 +75,7 @@ func lockSQL(locks, seq, tickets, channel, durable string) dialect.LockSQL {
 	s.Acquire = lockAcquire(locks, seq, durable, false)
 	s.Campaign = lockAcquire(locks, seq, durable, true)
 	s.Proclaim, s.Leader = electionSQL(locks, durable)
+	s.Values = valuesSQL(locks)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks, durable), multiTx
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT
@@ -269,7 +270,7 @@ func (d *Dialect) build() error {
 		Fair:     ptr(fairSQL(locks, seq, tickets, d.waker, durable)),
 		Waking:   ptr(wakingSQL(locks, seq, tickets, d.waker, durable)),
 		Runs:     d.runsSQL(),
-		Hooks:    hooks, Pessimistic: rowLocks{d},
+		Hooks:    hooks, Pessimistic: rowLocks{d}, RowLocks: d.listRowLocks,
 		Notifier: d.hub, Busy: busy, Ping: ping,
 		Cache: new(dialect.Cache),
 	}

@@ -13,4 +13,6 @@ ON CONFLICT (name) DO UPDATE SET token = excluded.token, value = excluded.value`
 	leaderSQL = `SELECT l.owner, l.token, v.value, l.expires_at, l.expires_at - ` + now + `
 FROM sqllock_locks l JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token
 WHERE l.name = :name AND l.holds > 0 AND l.expires_at > ` + now
+	valuesSQL = `SELECT l.name, l.owner, l.token, v.value
+FROM sqllock_locks l JOIN sqllock_lock_values v ON v.name = l.name AND v.token = l.token WHERE l.holds > 0`
 )

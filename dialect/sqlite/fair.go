@@ -30,6 +30,7 @@ WHERE NOT %[2]s OR EXISTS (SELECT 1 FROM sqllock_locks x
 WHERE (l.expires_at <= %[1]s AND NOT %[2]s) OR (l.owner = excluded.owner AND l.holds > 0 AND l.expires_at > %[1]s)
 RETURNING token`, now, ahead, grantUpsert)),
 		Consume: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
+		Waiting: dialect.Q(fmt.Sprintf(`SELECT name, count(*) FROM %s WHERE expires_at > %s GROUP BY name`, tickets, now)),
 		Enqueue: dialect.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + :ttl) RETURNING id`,
 			tickets, now)),
 		Wait: dialect.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s) THEN -1

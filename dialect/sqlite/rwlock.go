@@ -19,6 +19,7 @@ func rwLockSQL() dialect.RWLockSQL {
 	s.Head = dialect.X(`INSERT INTO ` + heads + ` (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`)
 	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, max(intent_expires_at - %s, 0), waiters FROM %s WHERE name = :name`, now, heads))
 	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))
+	s.Readers = dialect.Q(fmt.Sprintf(`SELECT name, owner, token FROM %s WHERE shared`, holders))
 	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
 	s.NextToken = dialect.Q(`UPDATE ` + heads + ` SET token = token + 1 WHERE name = :name RETURNING token`)
 	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)

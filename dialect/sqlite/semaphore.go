@@ -24,6 +24,7 @@ FROM %s s WHERE s.name = :name`, holders, now, sems))
 	s.SetLimit = dialect.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
 	// A free permit (a holder row of an ended lease stays until the next
 	// grant or the reaper deletes it) means: look again at once.
+	s.Limits = dialect.Q(fmt.Sprintf(`SELECT name, lim FROM %s`, sems))
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT CASE WHEN count(*) < (SELECT s.lim FROM %[3]s s WHERE s.name = :name) THEN 0
   ELSE min(expires_at) - %[1]s END
 FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING count(*) > 0`, now, holders, sems))

@@ -95,7 +95,7 @@ WHERE l.expires_at <= %[1]s OR (l.owner = excluded.owner AND l.holds > 0)
 RETURNING token`, now, grantUpsert))
 	// A campaign's value goes to the values' table in the grant's
 	// transaction (see election.go).
-	s.Proclaim, s.Leader = dialect.X(proclaimSQL), dialect.Q(leaderSQL)
+	s.Proclaim, s.Leader, s.Values = dialect.X(proclaimSQL), dialect.Q(leaderSQL), dialect.Q(valuesSQL)
 	s.ReleaseAll = releaseAllSQL()
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s

@@ -27,7 +27,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	sqllockdsn "github.com/sqllock/sqllock/internal/dsn"
+	sqllockdsn "github.com/sqllock/sqllock/dsn"
 )
 
 func main() {
@@ -69,7 +69,7 @@ func open(dsn, name string) (*replica, error) {
 	if r.db, r.d, err = cfg.Open("sqllock_demo"); err != nil {
 		return nil, err
 	}
-	r.locker, err = sqllock.NewTable(r.d, sqllock.TableOptions{TTL: 5 * time.Second})
+	r.locker, err = sqllock.NewTable(r.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 5 * time.Second}})
 	return r, err
 }
 

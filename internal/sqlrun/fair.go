@@ -186,7 +186,7 @@ func (t *tickets) releaseOwn(ctx context.Context, lt *leaseTable, l dialect.Leas
 type fairTable struct {
 	*lockTable
 	tickets
-	grant Stmt
+	grant, waiting Stmt
 	// inOne: a grant is one statement. hasGrant: a grant's transaction
 	// has a Grant of its own. apart: see FairSQL.ConsumeApart.
 	inOne, hasGrant, apart bool
@@ -202,6 +202,9 @@ func newFairTable(locks *lockTable, c *Compiler, s dialect.FairSQL) *fairTable {
 			marks: []dialect.SQL{s.Mark}, first: s.First, consume: s.Consume, channel: s.Channel, addressed: s.Addressed,
 			queue: dialect.LockQueue})}
 	t.inOne = t.hasGrant && s.Consume.Text == ""
+	if s.Waiting.Text != "" {
+		t.waiting = c.Compile(s.Waiting)
+	}
 	if t.hasGrant {
 		t.grant = c.Compile(s.Grant)
 	}

@@ -13,6 +13,8 @@ type runLedger struct {
 	run                                              *Runner
 	now, attempts, abandon, insert, schedule, finish Stmt
 	runs, jobs, occurrences, reap, reapJobs          Stmt
+	job, pause, resume, forget, forgetRuns           Stmt
+	trigger, clear                                   Stmt
 }
 
 var _ RunLedger = (*runLedger)(nil)
@@ -23,7 +25,9 @@ func newRunLedger(run *Runner, c *Compiler, s dialect.LedgerSQL) *runLedger {
 		now: c.Compile(s.Now), attempts: c.Compile(s.Attempts), abandon: c.Compile(s.Abandon),
 		insert: c.Compile(s.Insert), schedule: c.Compile(s.Schedule), finish: c.Compile(s.Finish),
 		runs: c.Compile(s.Runs), jobs: c.Compile(s.Jobs), occurrences: c.Compile(s.Occurrences),
-		reap: c.Compile(s.Reap), reapJobs: c.Compile(s.ReapJobs)}
+		reap: c.Compile(s.Reap), reapJobs: c.Compile(s.ReapJobs),
+		job: c.Compile(s.Job), pause: c.Compile(s.Pause), resume: c.Compile(s.Resume), forget: c.Compile(s.Forget),
+		forgetRuns: c.Compile(s.ForgetRuns), trigger: c.Compile(s.Trigger), clear: c.Compile(s.Clear)}
 }
 
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
@@ -65,7 +69,10 @@ func (l *runLedger) Start(ctx context.Context, tx *sql.Tx, r dialect.RunRecord, 
 		Owner: r.Owner, Token: r.Token}); err != nil {
 		return l.run.Wrap(err)
 	}
-	_, err := IntOn(ctx, tx, &l.schedule, &Params{Job: s.Job, Period: s.Period, Phase: s.Phase, Grace: s.Grace})
+	if s.Job == "" {
+		return nil
+	}
+	_, err := IntOn(ctx, tx, &l.schedule, &Params{Job: s.Job, Period: s.Period, Phase: s.Phase, Grace: s.Grace, Spec: s.Spec})
 	return l.run.Wrap(err)
 }
 
@@ -113,15 +120,87 @@ func (l *runLedger) Jobs(ctx context.Context, job string) ([]dialect.JobSchedule
 		var (
 			s                                 dialect.JobSchedule
 			period, phase, grace, first, last int64
+			paused, resumed                   int64
 		)
-		err := rows.Scan(&s.Job, &period, &phase, &grace, &first, &last)
+		err := rows.Scan(&s.Job, &period, &phase, &grace, &first, &last, &s.Spec, &paused, &resumed, &s.Pending)
 		s.Period, s.Phase, s.Grace = time.Duration(period)*time.Microsecond,
 			time.Duration(phase)*time.Microsecond, time.Duration(grace)*time.Microsecond
 		s.FirstSeen, s.LastSeen = micros(first), micros(last)
+		if paused != 0 {
+			s.PausedAt = micros(paused)
+		}
+		if resumed != 0 {
+			s.ResumedAt = micros(resumed)
+		}
 		js = append(js, s)
 		return err
 	})
 	return js, now, err
+}
+
+// Job implements RunLedger, after the runner's Check (as Now).
+func (l *runLedger) Job(ctx context.Context, job string) (JobState, error) {
+	if err := l.run.check(ctx); err != nil {
+		return JobState{}, err
+	}
+	var (
+		s       JobState
+		us      int64
+		known   int
+		matched bool
+	)
+	err := l.run.Each(ctx, &l.job, &Params{Job: job}, func(rows *sql.Rows) error {
+		matched = true
+		var period, phase int64
+		err := rows.Scan(&us, &known, &s.Pending, &period, &phase, &s.Spec)
+		s.Period, s.Phase = time.Duration(period)*time.Microsecond, time.Duration(phase)*time.Microsecond
+		return err
+	})
+	if err == nil && !matched {
+		err = sql.ErrNoRows
+	}
+	s.Now, s.Known, s.Paused = micros(us), known != 0, known == 2
+	return s, err
+}
+
+// Schedule implements RunLedger.
+func (l *runLedger) Schedule(ctx context.Context, s dialect.JobSchedule) error {
+	_, err := l.run.Int(ctx, &l.schedule, &Params{Job: s.Job, Period: s.Period, Phase: s.Phase, Grace: s.Grace, Spec: s.Spec})
+	return err
+}
+
+// Pause implements RunLedger.
+func (l *runLedger) Pause(ctx context.Context, job string) (bool, error) {
+	n, err := l.run.Int(ctx, &l.pause, &Params{Job: job})
+	return n > 0, err
+}
+
+// Resume implements RunLedger.
+func (l *runLedger) Resume(ctx context.Context, job string) (bool, error) {
+	n, err := l.run.Int(ctx, &l.resume, &Params{Job: job})
+	return n > 0, err
+}
+
+// Forget implements RunLedger.
+func (l *runLedger) Forget(ctx context.Context, job string, attempts bool) (bool, int, error) {
+	n, err := l.run.Int(ctx, &l.forget, &Params{Job: job})
+	if err != nil || !attempts {
+		return n > 0, 0, err
+	}
+	m, err := l.run.Int(ctx, &l.forgetRuns, &Params{Job: job})
+	return n > 0, int(m), err
+}
+
+// Trigger implements RunLedger.
+func (l *runLedger) Trigger(ctx context.Context, job, occurrence string) error {
+	_, err := l.run.Int(ctx, &l.trigger, &Params{Job: job, Occurrence: occurrence})
+	return err
+}
+
+// Clear implements RunLedger.
+func (l *runLedger) Clear(ctx context.Context, tx *sql.Tx, job, occurrence string) error {
+	_, err := IntOn(ctx, tx, &l.clear, &Params{Job: job, Occurrence: occurrence})
+	return l.run.Wrap(err)
 }
 
 // Occurrences implements RunLedger.

@@ -15,6 +15,7 @@ type rwLockTable struct {
 	head, lockHead, holders, purge, nextToken  Stmt
 	insertShared, insertExclusive, reenter     Stmt
 	intent, markWaiters, clearIntent, withdraw Stmt
+	readers                                    Stmt // empty if undeclared
 	announces                                  bool
 	// txOptions are the options of the grant's transaction.
 	txOptions *sql.TxOptions
@@ -25,13 +26,17 @@ type rwLockTable struct {
 // see rows committed by others after its own row locks were granted
 // (READ COMMITTED, or SQLite's whole-database write lock).
 func newRWLockTable(run *Runner, c *Compiler, s dialect.RWLockSQL) *rwLockTable {
-	return &rwLockTable{leaseTable: newLeaseTable(run, c, s.LeaseSQL),
+	t := &rwLockTable{leaseTable: newLeaseTable(run, c, s.LeaseSQL),
 		head: c.Compile(s.Head), lockHead: c.Compile(s.LockHead), holders: c.Compile(s.Holders),
 		purge: c.Compile(s.Purge), nextToken: c.Compile(s.NextToken),
 		insertShared: c.Compile(s.InsertShared), insertExclusive: c.Compile(s.InsertExclusive),
 		reenter: c.Compile(s.Reenter), intent: c.Compile(s.Intent), markWaiters: c.Compile(s.MarkWaiters),
 		clearIntent: c.Compile(s.ClearIntent), withdraw: c.Compile(s.Withdraw),
 		announces: s.Announces, txOptions: s.TxOptions}
+	if s.Readers.Text != "" {
+		t.readers = c.Compile(s.Readers)
+	}
+	return t
 }
 
 var _ RWLockTable = (*rwLockTable)(nil)

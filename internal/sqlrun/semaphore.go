@@ -16,7 +16,7 @@ type semaphoreTable struct {
 	// inOne: an acquire is the one statement grant.
 	inOne                                    bool
 	grant, draw, expire, take, why, setLimit Stmt
-	remaining                                Stmt
+	remaining, limits                        Stmt
 	isolation                                sql.IsolationLevel
 	announces                                bool
 }
@@ -26,6 +26,9 @@ func newSemaphoreTable(run *Runner, c *Compiler, s dialect.SemaphoreSQL) *semaph
 	t := &semaphoreTable{leaseTable: newLeaseTable(run, c, s.LeaseSQL), inOne: s.Grant.Text != "",
 		remaining: c.Compile(s.Remaining), isolation: s.Isolation, announces: s.Announces}
 	t.queue = dialect.SemaphoreQueue
+	if s.Limits.Text != "" {
+		t.limits = c.Compile(s.Limits)
+	}
 	if t.inOne {
 		t.grant = c.Compile(s.Grant)
 	} else {

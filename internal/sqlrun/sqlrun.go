@@ -184,6 +184,34 @@ func (r *Runner) BeginLasting(ctx context.Context, conn *sql.Conn, opts *sql.TxO
 	return nil, fmt.Errorf("%w: %w: beginning the lock's transaction", dialect.ErrUnavailable, limit)
 }
 
+// BeginBounded begins a transaction on conn that ends with ctx, as
+// conn.BeginTx's does, its BEGIN bounded by r.StatementTimeout: if the
+// server does not answer in time, the call fails with dialect.ErrNoAnswer
+// and dialect.ErrUnavailable (nothing was done yet), and the caller must
+// discard conn. After the transaction ended, the caller calls done, which
+// frees what ties it to ctx.
+func (r *Runner) BeginBounded(ctx context.Context, conn *sql.Conn, opts *sql.TxOptions) (tx *sql.Tx, done func(), err error) {
+	if r.StatementTimeout <= 0 {
+		tx, err = conn.BeginTx(ctx, opts)
+		return tx, func() {}, err
+	}
+	tctx, cancel := context.WithCancelCause(ctx)
+	limit := noAnswer(r.StatementTimeout)
+	timer := time.AfterFunc(r.StatementTimeout, func() { cancel(limit) })
+	tx, err = conn.BeginTx(tctx, opts)
+	if timer.Stop() {
+		if err != nil {
+			cancel(nil)
+			return nil, nil, err
+		}
+		return tx, func() { cancel(nil) }, nil
+	}
+	if err == nil {
+		_ = tx.Rollback() // begun as the bound passed, and ended by it
+	}
+	return nil, nil, fmt.Errorf("%w: %w: beginning a transaction", dialect.ErrUnavailable, limit)
+}
+
 // Conn runs fn on a pinned connection, with ctx bounded by
 // r.StatementTimeout (see Bound): fn runs its statements with the ctx it
 // is given. Errors of fn are returned as they are (fn wraps them), save

@@ -31,6 +31,7 @@ type Params struct {
 	Grace      time.Duration // :grace, in whole microseconds
 	Age        time.Duration // :age, in whole microseconds
 	From, To   string        // :from and :to, a range of occurrences
+	Spec       string        // :spec, a job's cron schedule
 	Value      string        // :value, an election's value (see Elections)
 	// Leases expands :names to a list of their names and :leases to a
 	// list of (name, owner, token) tuples, for IN (...).
@@ -43,6 +44,7 @@ var params = map[string]bool{
 	"limit": false, "channel": false, "ticket": false, "value": false, "names": true, "leases": true,
 	"job": false, "occurrence": false, "attempt": false, "state": false, "error": false,
 	"period": false, "phase": false, "grace": false, "age": false, "from": false, "to": false,
+	"spec": false,
 }
 
 // value returns the value of the scalar parameter name.
@@ -88,6 +90,8 @@ func (p *Params) value(name string) any {
 		return p.To
 	case "value":
 		return p.Value
+	case "spec":
+		return p.Spec
 	}
 	return p.Channel
 }

@@ -171,7 +171,7 @@ func (t *leaseTable) infos(ctx context.Context, st *Stmt, p *Params) ([]dialect.
 type lockTable struct {
 	leaseTable
 	acquire, remaining, holder, brk, campaign, proclaim, leader, releaseAll Stmt
-	acquiredToken, acquireUndo                                              Stmt
+	acquiredToken, acquireUndo, values                                      Stmt
 	multiTx                                                                 *sql.TxOptions
 	// apart is the work that grants left to run after them (see
 	// FairSQL.ConsumeApart), by name: a release of the name waits for it.
@@ -249,7 +249,7 @@ func newLockTable(run *Runner, c *Compiler, s dialect.LockSQL) *lockTable {
 		dst *Stmt
 		src dialect.SQL
 	}{{&t.campaign, s.Campaign}, {&t.proclaim, s.Proclaim}, {&t.leader, s.Leader}, {&t.releaseAll, s.ReleaseAll},
-		{&t.acquiredToken, s.AcquiredToken}, {&t.acquireUndo, s.AcquireUndo}} {
+		{&t.acquiredToken, s.AcquiredToken}, {&t.acquireUndo, s.AcquireUndo}, {&t.values, s.Values}} {
 		if st.src.Text != "" {
 			*st.dst = c.Compile(st.src)
 		}

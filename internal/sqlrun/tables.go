@@ -128,6 +128,10 @@ type FairTable interface {
 	// RenewTickets extends the tickets to ttl from now, in one statement;
 	// callers pass at most dialect.MaxRenewBatch tickets.
 	RenewTickets(ctx context.Context, ts []dialect.Ticket, ttl time.Duration) error
+	// Waiting returns, for operators, the number of live tickets of each
+	// name that has some; nil where the dialect counts none (no
+	// FairSQL.Waiting).
+	Waiting(ctx context.Context) (map[string]int, error)
 }
 
 // SemaphoreTable runs the statements of the semaphore tables: a row per
@@ -159,6 +163,9 @@ type SemaphoreTable interface {
 	// Announces reports whether releases of permits are announced through
 	// the dialect's Notifier, so that waiters need not poll.
 	Announces() bool
+	// Limits returns, for operators, each semaphore's limit by name; nil
+	// where the dialect lists none (no SemaphoreSQL.Limits).
+	Limits(ctx context.Context) (map[string]int, error)
 }
 
 // FairSemaphoreTable is the semaphore tables with a queue of tickets per
@@ -220,6 +227,9 @@ type RWLockTable interface {
 	// Announces reports whether the releases of this table (and
 	// withdrawn intents) reach the dialect's Notifier.
 	Announces() bool
+	// Readers returns, for operators, the leases of the read side; nil
+	// where the dialect lists none (no RWLockSQL.Readers).
+	Readers(ctx context.Context) ([]dialect.Lease, error)
 }
 
 // MultiLockTable grants several names of the lock table at once: all of
@@ -271,10 +281,14 @@ type Elections interface {
 	// ok is false when there is none (no row, an expired or released row,
 	// or a holder that has not proclaimed).
 	Leader(ctx context.Context, name string) (info dialect.LeaderInfo, ok bool, err error)
+	// Values returns, for operators, the values proclaimed for the
+	// tokens of the held leases, by lease; nil where the dialect lists
+	// none (no LockSQL.Values).
+	Values(ctx context.Context) (map[dialect.Lease]string, error)
 }
 
 // RunLedger is the run ledger's tables (package ledger, schema version 17
-// on PostgreSQL, 16 on MySQL, 15 on SQLite): one row per attempt of an
+// on PostgreSQL, 16 on MySQL, 15 on SQLite; a job's life, version 20): one row per attempt of an
 // occurrence of a job, and one per job with its period. The ledger holds
 // each attempt's lease on the lock table; the writes run in the caller's
 // transaction, which the caller has guarded by that lease
@@ -294,6 +308,7 @@ type RunLedger interface {
 	// Owner, Token), running since now, and records the job's schedule s
 	// (Job, Period, Phase, Grace): a job seen first, or whose period or
 	// phase changed, is first seen now; every start sets last seen to now.
+	// An s without Job (a manual occurrence's) changes no job's row.
 	Start(ctx context.Context, tx *sql.Tx, r dialect.RunRecord, s dialect.JobSchedule) error
 	// Finish records, inside tx, the outcome of the running attempt r
 	// (named by Job, Occurrence, Attempt and Token): r.State and r.Err,
@@ -314,6 +329,38 @@ type RunLedger interface {
 	// job first seen before then to then. It returns the number of
 	// attempts deleted.
 	Reap(ctx context.Context, age time.Duration, limit int) (int, error)
+	// Job returns the database's time and whether job is paused or has
+	// a pending manual occurrence, in one statement (schema version 20).
+	Job(ctx context.Context, job string) (JobState, error)
+	// Schedule records the job's schedule s as Start does, on its own.
+	Schedule(ctx context.Context, s dialect.JobSchedule) error
+	// Pause pauses job, unless it is paused; it reports false when job
+	// has no row or is paused already.
+	Pause(ctx context.Context, job string) (bool, error)
+	// Resume resumes paused job; it reports false when job has no row or
+	// is not paused.
+	Resume(ctx context.Context, job string) (bool, error)
+	// Forget deletes job's row (its schedule, pause and pending manual
+	// occurrence), and with attempts its attempts too. It reports
+	// whether job had a row, and the attempts it deleted.
+	Forget(ctx context.Context, job string, attempts bool) (bool, int, error)
+	// Trigger sets job's pending manual occurrence to occurrence unless
+	// one is pending (read it back with Job).
+	Trigger(ctx context.Context, job, occurrence string) error
+	// Clear ends, inside tx, job's pending manual occurrence if it is
+	// occurrence.
+	Clear(ctx context.Context, tx *sql.Tx, job, occurrence string) error
+}
+
+// JobState is a job's state as a claim reads it (RunLedger.Job).
+type JobState struct {
+	Now     time.Time // the database's time
+	Known   bool      // the job has a row
+	Paused  bool
+	Pending string // the pending manual occurrence, "" for none
+	// The recorded schedule: Period and Phase (0 for none), Spec.
+	Period, Phase time.Duration
+	Spec          string
 }
 
 // Tables are a dialect's tables, one per primitive of its catalogue; nil
