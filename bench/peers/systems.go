@@ -277,7 +277,7 @@ func openSqllockSQLite(_ context.Context, c config) (client, error) {
 }
 
 func newSqllockClient(d dialect.Dialect) (client, error) {
-	t, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+	t, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 	if err != nil {
 		d.DB().Close()
 		return nil, err
