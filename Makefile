@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger
+.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger bench-peers
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on on every module's packages against both
@@ -69,3 +69,12 @@ test-ha:
 # it (scripts/test-tidb.sh).
 test-tidb:
 	bash scripts/test-tidb.sh
+
+# sqllock against what users would pick instead, in one run (bench/peers):
+# redsync and redislock on Redis, pg_advisory_lock and GET_LOCK, sqllock's
+# lock table on PostgreSQL, MariaDB and SQLite; servers found or started
+# (scripts/bench-peers.sh; about 15 minutes). Writes
+# bench/results-peers.txt and bench/peers.svg. Not part of make test,
+# which only builds and smoke-tests it.
+bench-peers:
+	bash scripts/bench-peers.sh
