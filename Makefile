@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger
+.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger bench-peers
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on on every module's packages against both
@@ -43,17 +43,17 @@ fuzz:
 # connections, proxy faults, SIGSTOP, SIGKILL}. Add SQLLOCK_CHAOS_RESTART=1
 # to restart the servers mid-run (needs the rights to).
 chaos:
-	bash scripts/test.sh -run '^TestChaos$$' -v ./internal/chaos/
+	bash scripts/test.sh -run '^TestChaos$$' -v ./tests/chaos/
 
 # The long run: DURATION shared out among the scenarios.
 DURATION ?= 30m
 soak:
-	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./internal/chaos/
+	SQLLOCK_CHAOS_SOAK=$(DURATION) bash scripts/test.sh -run '^TestChaos$$' -v -timeout 0 ./tests/chaos/
 
 # The run ledger's chaos scenario (package ledger) for DURATION on each of
 # PostgreSQL, MariaDB and SQLite, side by side; make test runs it for 30s.
 soak-ledger:
-	SQLLOCK_CHAOS_LEDGER=$(DURATION) bash scripts/test.sh -run '^TestChaosLedger$$' -v -timeout 0 ./internal/chaos/
+	SQLLOCK_CHAOS_LEDGER=$(DURATION) bash scripts/test.sh -run '^TestChaosLedger$$' -v -timeout 0 ./tests/chaos/
 
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
 # own per scenario, the chaos workload across a forced failover, and a
@@ -69,3 +69,12 @@ test-ha:
 # it (scripts/test-tidb.sh).
 test-tidb:
 	bash scripts/test-tidb.sh
+
+# sqllock against what users would pick instead, in one run (bench/peers):
+# redsync and redislock on Redis, pg_advisory_lock and GET_LOCK, sqllock's
+# lock table on PostgreSQL, MariaDB and SQLite; servers found or started
+# (scripts/bench-peers.sh; about 15 minutes). Writes
+# bench/results-peers.txt and bench/peers.svg. Not part of make test,
+# which only builds and smoke-tests it.
+bench-peers:
+	bash scripts/bench-peers.sh

@@ -14,7 +14,7 @@
 // a row per lock name with an owner, a fencing token, a hold count and a lease
 // whose expiry is computed on the database clock:
 //
-//	locker, _ := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+//	locker, _ := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 //	lock, err := locker.TryAcquire(ctx, "job:nightly-report")
 //	if errors.Is(err, sqllock.ErrLocked) {
 //		return nil // another replica runs it
@@ -48,10 +48,12 @@
 //     with a lease and a token per holder; Acquire takes the write side,
 //     AcquireShared the read side.
 //
-// Each lease strategy has an options type of its own ([TableOptions],
-// [OptimisticOptions], [SemaphoreOptions], [RWLockOptions],
-// [ElectionOptions]), with the same fields where they apply (TTL, renewal,
-// waiting backoff, a minimum hold, FIFO order), and they list their locks for operators ([Table.List],
+// The lease strategies share their options in [LeaseOptions] (TTL,
+// renewal, waiting backoff, logger, observer), which [NewRWLock] and
+// [NewElection] take as it is and [TableOptions], [OptimisticOptions] and
+// [SemaphoreOptions] embed beside the options only some have (a minimum
+// hold, FIFO order), so a combination that cannot work does not compile;
+// they list their locks for operators ([Table.List],
 // [Optimistic.List], as [LockInfo]). Each strategy has its own tables, so a
 // name held under one strategy does not exclude the same name under another.
 //

@@ -9,7 +9,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // MaxValueLen is the longest leader value, in bytes.
@@ -52,19 +54,18 @@ type Election struct {
 // leader dies (failover takes up to TTL), and MaxBackoff bounds the
 // interval of Observe's reads. It returns an error wrapping ErrUnsupported
 // if d does not offer elections.
-func NewElection(d dialect.Dialect, opts ElectionOptions) (*Election, error) {
+func NewElection(d dialect.Dialect, opts LeaseOptions) (*Election, error) {
 	cat, tb, err := open(d)
 	if err != nil {
 		return nil, err
 	}
-	t, err := newTable(d, cat, tb, opts.config())
+	t, err := newTable(d, cat, tb, opts.config(0, false))
 	if err != nil {
 		return nil, err
 	}
 	if tb.Elections == nil {
 		return nil, cat.Unsupported(d.Name(), "Elections")
 	}
-	t.campaigns = tb.Elections
 	return &Election{table: t, el: tb.Elections, notifier: cat.Notifier, watches: cat.WatchesNames}, nil
 }
 
@@ -104,20 +105,28 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 	if err := ValidateValue(value); err != nil {
 		return nil, err
 	}
-	owner, err := e.table.owners.owner(context.Background())
+	g, err := e.table.eng.Acquire(ctx, engine.Call{Name: name, Owner: e.table.owners.fresh(), Try: campaign{e, value}, Wait: true})
 	if err != nil {
 		return nil, err
 	}
-	// The grant stores the value in its own statement (see Table.tryOnce).
-	lock, err := e.table.Acquire(context.WithValue(context.WithValue(ctx, ownerKey{}, owner), valueKey{}, value), name)
-	if err != nil {
-		return nil, err
-	}
-	return &Leadership{lock: lock, el: e.el, value: value}, nil
+	return &Leadership{lock: lockOf(g), el: e.el, value: value}, nil
 }
 
-// valueKey is the context key of the value a Campaign's grant stores.
-type valueKey struct{}
+// campaign is one Campaign's acquisition attempt: the lock table's, whose
+// grant stores value in the same statement.
+type campaign struct {
+	e     *Election
+	value string
+}
+
+// TryOnce implements engine.Strategy.
+func (c campaign) TryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
+	t, cfg := c.e.table, c.e.table.eng.Config()
+	p := dialect.AcquireParams{Name: name, Owner: owner, TTL: cfg.TTL}
+	return attemptLease(ctx, name, waiting, cfg.Logger, observe.StrategyTable,
+		func() (int64, error) { return c.e.el.Campaign(ctx, p, c.value) },
+		func() (time.Duration, bool, error) { return t.locks.Remaining(ctx, name) })
+}
 
 // Leader returns the current leader of the election name, read from the
 // database, or ErrNoLeader if it has none.
@@ -250,7 +259,7 @@ func (l *Leadership) Resign(ctx context.Context) error { return l.lock.Release(c
 func (e *Election) Observe(ctx context.Context, name string) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo)
 	if err := ValidateName(name); err != nil {
-		e.table.eng.Opts.Logger.WarnContext(ctx, "sqllock: observe: invalid election name", "err", err)
+		e.table.eng.Config().Logger.WarnContext(ctx, "sqllock: observe: invalid election name", "err", err)
 		close(ch)
 		return ch
 	}
@@ -299,7 +308,7 @@ func (o *observer) run(ctx context.Context, ch chan<- LeaderInfo) {
 	if o.sub != nil {
 		defer o.sub.Unsubscribe()
 	}
-	opts := o.e.table.eng.Opts
+	opts := o.e.table.eng.Config()
 	var (
 		sent, pending LeaderInfo
 		have, first   = false, true

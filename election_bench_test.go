@@ -28,7 +28,7 @@ func BenchmarkElectionCampaignResign(b *testing.B) {
 			if err := sqllock.Migrate(context.Background(), d); err != nil {
 				b.Fatal(err)
 			}
-			el, err := sqllock.NewElection(d, sqllock.ElectionOptions{})
+			el, err := sqllock.NewElection(d, sqllock.LeaseOptions{})
 			if err != nil {
 				b.Fatal(err)
 			}

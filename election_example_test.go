@@ -17,7 +17,7 @@ import (
 func ExampleElection_Campaign() {
 	ctx := context.Background()
 	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
-	election, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: 10 * time.Second})
+	election, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func ExampleLeadership_Guard() {
 // polling bound.
 func ExampleNewElection() {
 	var d dialect.Dialect // postgres.New, mysql.New or sqlite.New, migrated
-	election, err := sqllock.NewElection(d, sqllock.ElectionOptions{MaxBackoff: 200 * time.Millisecond})
+	election, err := sqllock.NewElection(d, sqllock.LeaseOptions{MaxBackoff: 200 * time.Millisecond})
 	if errors.Is(err, sqllock.ErrUnsupported) {
 		log.Fatal("this database offers no leader election (TiDB)")
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 // newElection returns an election on d.
-func newElection(t *testing.T, d dialect.Dialect, opts sqllock.ElectionOptions) *sqllock.Election {
+func newElection(t *testing.T, d dialect.Dialect, opts sqllock.LeaseOptions) *sqllock.Election {
 	t.Helper()
 	el, err := sqllock.NewElection(d, opts)
 	if err != nil {
@@ -40,7 +40,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 			errs    = make(chan error, campaigners)
 		)
 		for i := range campaigners {
-			el := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute})
+			el := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -94,7 +94,7 @@ func TestElectionOneLeaderAtATime(t *testing.T) {
 func TestElectionResignHandsOver(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		el := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute})
+		el := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute})
 		if _, err := el.Leader(ctx, "svc"); !errors.Is(err, sqllock.ErrNoLeader) {
 			t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
 		}
@@ -108,7 +108,7 @@ func TestElectionResignHandsOver(t *testing.T) {
 		}
 		got := make(chan result, 1)
 		go func() {
-			l, err := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute}).Campaign(ctx, "svc", "b:8080")
+			l, err := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute}).Campaign(ctx, "svc", "b:8080")
 			got <- result{l, err}
 		}()
 		info, err := el.Leader(ctx, "svc")
@@ -155,7 +155,7 @@ func TestElectionResignHandsOver(t *testing.T) {
 func TestElectionCampaignCancelled(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		el := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute})
+		el := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute})
 		a, err := el.Campaign(ctx, "svc", "a")
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +179,7 @@ func TestElectionCampaignCancelled(t *testing.T) {
 func TestElectionLostLeaderKnowsBeforeSuccessor(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		opts := sqllock.ElectionOptions{TTL: time.Second}
+		opts := sqllock.LeaseOptions{TTL: time.Second}
 		db, d := e.sibling(t, 0)
 		a, err := newElection(t, d, opts).Campaign(ctx, "svc", "a")
 		if err != nil {
@@ -208,7 +208,7 @@ func TestElectionLostLeaderKnowsBeforeSuccessor(t *testing.T) {
 func TestElectionRowDeleted(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		el := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Second})
+		el := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Second})
 		a, err := el.Campaign(ctx, "svc", "a")
 		if err != nil {
 			t.Fatal(err)
@@ -238,13 +238,13 @@ func TestElectionRowDeleted(t *testing.T) {
 func TestElectionValueBelongsToItsTerm(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		el := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute})
+		el := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute})
 		a, err := el.Campaign(ctx, "svc", "a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.expire(t, "svc")
-		lock, err := e.locker(t, sqllock.TableOptions{TTL: time.Minute}).TryAcquire(ctx, "svc")
+		lock, err := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}}).TryAcquire(ctx, "svc")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -261,7 +261,7 @@ func TestElectionValueBelongsToItsTerm(t *testing.T) {
 func TestElectionGuard(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		a, err := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute}).Campaign(ctx, "svc", "a")
+		a, err := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute}).Campaign(ctx, "svc", "a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestElectionGuard(t *testing.T) {
 func TestElectionObserve(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		opts := sqllock.ElectionOptions{TTL: time.Minute, MaxBackoff: 50 * time.Millisecond}
+		opts := sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 50 * time.Millisecond}
 		el := newElection(t, e.d, opts)
 		octx, stop := context.WithCancel(ctx)
 		ch := el.Observe(octx, "svc")
@@ -356,7 +356,7 @@ func describe(info sqllock.LeaderInfo) string {
 func TestElectionObserveCoalesces(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		opts := sqllock.ElectionOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}
+		opts := sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}
 		el := newElection(t, e.d, opts)
 		octx, stop := context.WithCancel(ctx)
 		ch := el.Observe(octx, "svc")
@@ -406,7 +406,7 @@ func TestElectionObserveNoLeak(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	defer d.Close(context.Background()) // its wake-up socket's goroutine, which Observe started
 	ctx := ctxT(t)
-	el := newElection(t, d, sqllock.ElectionOptions{TTL: time.Minute, MaxBackoff: 10 * time.Millisecond})
+	el := newElection(t, d, sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 10 * time.Millisecond})
 	octx, stop := context.WithCancel(ctx)
 	ch := el.Observe(octx, "svc")
 	<-ch // none
@@ -425,7 +425,7 @@ func TestElectionBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	el := newElection(t, d, sqllock.ElectionOptions{})
+	el := newElection(t, d, sqllock.LeaseOptions{})
 	ctx := ctxT(t)
 	for _, c := range []struct {
 		name, value string
@@ -447,13 +447,13 @@ func TestElectionBadInput(t *testing.T) {
 	if _, ok := <-el.Observe(ctx, ""); ok {
 		t.Error("Observe(\"\") sent a state")
 	}
-	if _, err := sqllock.NewElection(nil, sqllock.ElectionOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
+	if _, err := sqllock.NewElection(nil, sqllock.LeaseOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 		t.Errorf("NewElection(nil): %v, want ErrNilDB", err)
 	}
-	if _, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: -1}); !errors.Is(err, sqllock.ErrInvalidOptions) {
+	if _, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: -1}); !errors.Is(err, sqllock.ErrInvalidOptions) {
 		t.Errorf("NewElection with a negative TTL: %v, want ErrInvalidOptions", err)
 	}
-	if _, err := sqllock.NewElection(plainDialect{d}, sqllock.ElectionOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
+	if _, err := sqllock.NewElection(plainDialect{d}, sqllock.LeaseOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Errorf("NewElection on a dialect without elections: %v, want ErrUnsupported", err)
 	}
 }
@@ -478,7 +478,7 @@ func TestElectionObserveWakesOnRelease(t *testing.T) {
 			t.Skip("the dialect announces no releases: Observe polls")
 		}
 		ctx := ctxT(t)
-		el := newElection(t, e.d, sqllock.ElectionOptions{TTL: time.Minute, MaxBackoff: time.Hour})
+		el := newElection(t, e.d, sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: time.Hour})
 		a, err := el.Campaign(ctx, "svc", "a")
 		if err != nil {
 			t.Fatal(err)

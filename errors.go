@@ -1,9 +1,12 @@
 package sqllock
 
 import (
+	"context"
 	"errors"
+	"fmt"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // Errors returned by lockers, locks and helpers. Test for them with errors.Is.
@@ -99,3 +102,13 @@ var (
 	// MaxValueLen, not valid UTF-8, or contains a NUL byte.
 	ErrInvalidValue = errors.New("sqllock: invalid leader value")
 )
+
+// maxTransientRetries bounds immediate retries of an acquire statement that
+// the database rolled back (deadlock, serialization failure).
+const maxTransientRetries = 3
+
+// acquireError describes a failed acquire statement, joining ctx's error
+// when ctx ended meanwhile.
+func acquireError(ctx context.Context, name string, err error) error {
+	return fmt.Errorf("sqllock: acquire %q: %w", name, sqlrun.WithCause(ctx, err))
+}

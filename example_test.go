@@ -127,7 +127,7 @@ func ExampleReaper_Run() {
 func ExampleNewOptimistic() {
 	ctx := context.Background()
 	var d *postgres.Dialect
-	locker, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: 30 * time.Second})
+	locker, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func ExamplePessimistic_AcquireShared() {
 func ExampleNewSemaphore() {
 	ctx := context.Background()
 	var d *postgres.Dialect // postgres.New(db), migrated
-	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{TTL: 30 * time.Second})
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func ExampleSemaphore_List() {
 // its guarded writes are refused at once.
 func ExampleTable_Break() {
 	ctx := context.Background()
-	var locker *sqllock.Table // sqllock.NewTable(d, sqllock.TableOptions{Logger: auditLog})
+	var locker *sqllock.Table // sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Logger: auditLog}})
 	broken, ok, err := locker.Break(ctx, "job:hourly-export")
 	switch {
 	case err != nil:

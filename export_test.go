@@ -15,17 +15,18 @@ func RoomState(l Locker, name string) (listening bool, waiting int) {
 	return roomOf(l).State(name)
 }
 
-// roomOf returns the waiting room of a Table, a Semaphore or an RWLock.
-func roomOf(l Locker) *engine.Room {
+// roomOf returns the lease engine, and so the waiting room, of a Table,
+// a Semaphore or an RWLock.
+func roomOf(l Locker) *engine.Locker {
 	switch l := l.(type) {
 	case *Table:
-		return l.eng.Room
+		return &l.eng
 	case *Semaphore:
-		return l.eng.Room
+		return &l.eng
 	case *RWLock:
-		return l.eng.Room
+		return &l.eng
 	case *Optimistic:
-		return l.eng.Room
+		return &l.eng
 	}
 	panic("not a Table, an Optimistic, a Semaphore or an RWLock")
 }
@@ -51,9 +52,9 @@ func ProbeRoom(l Locker) *RoomProbe { return probe(roomOf(l)) }
 
 // ProbeElection returns a probe of the waiting room of e's campaigns.
 // Call it before e is used.
-func ProbeElection(e *Election) *RoomProbe { return probe(e.table.eng.Room) }
+func ProbeElection(e *Election) *RoomProbe { return probe(&e.table.eng) }
 
-func probe(r *engine.Room) *RoomProbe {
+func probe(r *engine.Locker) *RoomProbe {
 	p := &RoomProbe{notified: make(map[string]int), retries: make(map[string]int),
 		woken: make(map[string]int), refused: make(map[string]int)}
 	r.SetHooks(&engine.Hooks{

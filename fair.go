@@ -11,7 +11,6 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
 	"github.com/sqllock/sqllock/internal/sqlrun"
-	"github.com/sqllock/sqllock/observe"
 )
 
 // Fair (FIFO) locks: Fair on a Table. A waiter refused at first
@@ -51,11 +50,11 @@ type fairQueue struct {
 	armed   bool                     // timer will fire
 }
 
-// newFairQueue returns the ticket side of the locker l, on q, and makes
-// the wake-ups of l's tickets go through it.
-func newFairQueue(l *leaseLocker, q ticketQueue) *fairQueue {
-	f := &fairQueue{q: q, strategy: l.eng.Events.Strategy(), opts: l.eng.Opts, tickets: make(map[int64]dialect.Ticket)}
-	l.eng.Room.SetTickets(f.name)
+// newFairQueue returns the ticket side of the lease engine eng, of
+// strategy, on q, and makes the wake-ups of eng's tickets go through it.
+func newFairQueue(eng *engine.Locker, strategy string, q ticketQueue) *fairQueue {
+	f := &fairQueue{q: q, strategy: strategy, opts: eng.Config(), tickets: make(map[int64]dialect.Ticket)}
+	eng.UseTickets(f.name)
 	return f
 }
 
@@ -65,20 +64,6 @@ type fairStrategy struct{ f *fairQueue }
 
 func (s fairStrategy) TryOnce(ctx context.Context, name, owner string, _ bool) (int64, time.Time, time.Duration, error) {
 	return s.f.grant(ctx, name, owner, 0)
-}
-
-// newFairTable sets t up as a fair lock table on d.
-func newFairTable(t *Table, d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
-	q := tb.Fair
-	if q == nil {
-		return nil, fmt.Errorf("TableOptions.Fair: %w", cat.Unsupported(d.Name(), "Fair"))
-	}
-	if err := t.init(observe.StrategyTable, d, q, cat.Notifier, opts); err != nil {
-		return nil, err
-	}
-	t.fair = newFairQueue(&t.leaseLocker, lockTickets{q, t.eng.Opts.TTL})
-	t.eng.Strategy = fairStrategy{t.fair}
-	return t, nil
 }
 
 // lockTickets is the queue of a fair lock table whose leases last ttl.
@@ -108,46 +93,6 @@ func (q wakingTickets) Grant(ctx context.Context, name, owner string, ticket int
 		return q.locks.Acquire(ctx, p)
 	}
 	return q.FairTable.Grant(ctx, p, ticket)
-}
-
-// Acquire acquires name, waiting while another owner holds it (see
-// Locker). Waiting calls of one locker line up per name, and only the
-// first of them asks the database; it retries when a release is announced
-// (PostgreSQL LISTEN/NOTIFY), when the holder's lease ends, or after a
-// jittered backoff capped at MaxBackoff. On PostgreSQL a waiter refused at
-// first takes a ticket, and a release wakes the oldest ticket's waiter
-// alone, in whichever process it waits; the lock still goes to whoever asks
-// first. With Fair, the lock goes to the oldest live ticket. When ctx ends
-// first, Acquire gives its ticket up at once and returns an error wrapping
-// ctx.Err().
-func (t *Table) Acquire(ctx context.Context, name string) (*Lock, error) {
-	switch {
-	case t.fair != nil:
-		return t.acquireFair(ctx, t.fair, name)
-	case t.waking != nil:
-		return t.acquireFair(ctx, t.waking, name)
-	}
-	return t.leaseLocker.Acquire(ctx, name)
-}
-
-// acquireFair is Acquire for a locker whose waiters take tickets of f.
-func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string) (*Lock, error) {
-	owner, err := l.prepare(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	tctx, call := l.eng.Events.StartAcquire(ctx, name, true, false)
-	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Opts.Logger}
-	g, err := l.eng.Room.WaitQueued(tctx, name, w, func() (engine.Grant, time.Duration, error) {
-		token, start, left, err := w.try(tctx)
-		if err != nil {
-			return engine.Grant{}, left, err
-		}
-		return l.eng.Leases.Grant(ctx, name, owner, token, start), 0, nil
-	})
-	lock := lockOf(g)
-	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
-	return lock, err
 }
 
 // grant makes one attempt to be granted name for owner, with ticket (0:
@@ -298,8 +243,9 @@ func (w *fairWaiter) wait(ctx context.Context) time.Duration {
 	return -1
 }
 
-// try makes one attempt: with the ticket once it has one.
-func (w *fairWaiter) try(ctx context.Context) (int64, time.Time, time.Duration, error) {
+// TryOnce implements engine.Strategy: one attempt of the waiter's call,
+// with its ticket once it has one.
+func (w *fairWaiter) TryOnce(ctx context.Context, _, _ string, _ bool) (int64, time.Time, time.Duration, error) {
 	token, start, left, err := w.f.grant(ctx, w.name, w.owner, w.ticket.ID)
 	switch {
 	case err == nil:

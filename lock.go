@@ -91,7 +91,8 @@ func newOwnerSource() *ownerSource {
 	return &ownerSource{prefix: host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b[:]) + ":"}
 }
 
-// owner returns the owner carried by ctx, or a new unique one.
+// owner returns the owner the caller set on ctx with WithOwner, or a new
+// unique one.
 func (o *ownerSource) owner(ctx context.Context) (string, error) {
 	if v, ok := ctx.Value(ownerKey{}).(string); ok {
 		if err := validateString(v); err != "" {
@@ -99,7 +100,12 @@ func (o *ownerSource) owner(ctx context.Context) (string, error) {
 		}
 		return v, nil
 	}
-	return o.prefix + strconv.FormatUint(o.n.Add(1), 36), nil
+	return o.fresh(), nil
+}
+
+// fresh returns a new unique owner.
+func (o *ownerSource) fresh() string {
+	return o.prefix + strconv.FormatUint(o.n.Add(1), 36)
 }
 
 // Do acquires name with l (waiting as Acquire does), runs fn with the lock's
@@ -175,11 +181,8 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 	if b.AtLeast < 0 || b.AtMost < 0 {
 		return false, fmt.Errorf("%w: Bounds must not be negative", ErrInvalidOptions)
 	}
-	if b.AtLeast > 0 {
-		switch l.(type) {
-		case *RWLock, *Pessimistic:
-			return false, fmt.Errorf("%w: Bounds.AtLeast: a %T has no minimum hold", ErrUnsupported, l)
-		}
+	if _, ok := l.(noMinHold); ok && b.AtLeast > 0 {
+		return false, fmt.Errorf("%w: Bounds.AtLeast: a %T has no minimum hold", ErrUnsupported, l)
 	}
 	lock, err := l.TryAcquire(ctx, name)
 	if errors.Is(err, ErrLocked) {
@@ -188,8 +191,8 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 	if err != nil {
 		return false, err
 	}
-	if ls, ok := lock.h.(leaseHold); ok && b.AtLeast > 0 {
-		ls.SetMinHold(b.AtLeast)
+	if mh, ok := lock.h.(minHolding); ok && b.AtLeast > 0 {
+		mh.SetMinHold(b.AtLeast)
 	}
 	fctx := lock.Context()
 	if b.AtMost > 0 {
@@ -201,6 +204,13 @@ func TryDoBounded(ctx context.Context, l Locker, name string, b Bounds, fn func(
 	ferr := fn(fctx)
 	return true, errors.Join(ferr, lock.Release(context.WithoutCancel(ctx)))
 }
+
+// noMinHold is implemented by the lockers that keep no minimum hold
+// (RWLock, Pessimistic): TryDoBounded refuses them Bounds.AtLeast.
+type noMinHold interface{ noMinHold() }
+
+// minHolding is a holding that keeps a minimum hold: a lease.
+type minHolding interface{ SetMinHold(d time.Duration) }
 
 // holding is one acquisition behind Lock handles: a lease (table and
 // optimistic strategies) or a row lock (pessimistic).

@@ -292,7 +292,7 @@ func TestLostLeaseIsReported(t *testing.T) {
 		ctx := ctxT(t)
 		// A long lease, renewed often: only a renewal that finds the lease
 		// taken over can end it, and one comes soon.
-		l := e.locker(t, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		l := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond}})
 		old, err := l.TryAcquire(ctx, "lease")
 		if err != nil {
 			t.Fatal(err)
@@ -340,7 +340,7 @@ func TestRenewalKeepsLease(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl, every, renewals = time.Minute, 50 * time.Millisecond, 4
-		l := e.locker(t, sqllock.TableOptions{TTL: ttl, RenewInterval: every})
+		l := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, RenewInterval: every}})
 		k, err := l.TryAcquire(ctx, "long")
 		if err != nil {
 			t.Fatal(err)
@@ -453,7 +453,7 @@ func TestGuardedWrite(t *testing.T) {
 		// Renewals every 100ms queue behind the guarded transaction too (on
 		// the optimistic strategy the thief only reads a live lease). The
 		// TTL is long, so that the lease outlives any wait for the commit.
-		l := e.locker(t, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		l := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond}})
 		k, err := l.TryAcquire(ctx, "ledger")
 		if err != nil {
 			t.Fatal(err)
@@ -538,7 +538,7 @@ func TestListShowsHeldLocks(t *testing.T) {
 	eachLocker(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		const ttl = 10 * time.Second
-		l := e.locker(t, sqllock.TableOptions{TTL: ttl})
+		l := e.locker(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 		start := time.Now()
 		a, err := l.TryAcquire(ctx, "a")
 		if err != nil {

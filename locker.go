@@ -3,7 +3,6 @@ package sqllock
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -19,6 +18,7 @@ import (
 type leaseLocker struct {
 	eng    engine.Locker
 	owners *ownerSource
+	try    engine.Strategy // the strategy's attempt (see attempts), set by its constructor
 }
 
 // strategy is what a lease-based primitive adds to the shared machinery:
@@ -53,7 +53,7 @@ func (l *leaseLocker) TryAcquire(ctx context.Context, name string) (*Lock, error
 	if err != nil {
 		return nil, err
 	}
-	g, err := l.eng.TryAcquire(ctx, name, owner)
+	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: l.try})
 	return lockOf(g), err
 }
 
@@ -70,7 +70,7 @@ func (l *leaseLocker) Acquire(ctx context.Context, name string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := l.eng.Acquire(ctx, name, owner)
+	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: l.try, Wait: true})
 	return lockOf(g), err
 }
 
@@ -110,8 +110,13 @@ func held(lock *Lock) engine.Held {
 	return engine.Held{OK: true, Ref: lock.h.Ident(), Reentered: lock.reentered}
 }
 
-// acquireError describes a failed acquire statement, joining ctx's error
-// when ctx ended meanwhile.
-func acquireError(ctx context.Context, name string, err error) error {
-	return fmt.Errorf("sqllock: acquire %q: %w", name, sqlrun.WithCause(ctx, err))
+// acquireFair is Acquire for a locker whose waiters take tickets of f.
+func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string) (*Lock, error) {
+	owner, err := l.prepare(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Config().Logger}
+	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: w, Wait: true, Queue: w})
+	return lockOf(g), err
 }

@@ -12,168 +12,18 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // MaxLockSet is the most names one TryAcquireAll or AcquireAll call takes.
 const MaxLockSet = dialect.MaxMultiAcquire
-
-// maxSetTransientRetries bounds the immediate retries of a set's
-// acquisition that the database rolled back (a deadlock InnoDB reports
-// through a gap lock, say): more than a single name's, as a transaction
-// meets more of them, each after a short random pause.
-const maxSetTransientRetries = 10
-
-// setUndoTimeout bounds the release of a set whose grant's commit had an
-// unknown outcome.
-const setUndoTimeout = 5 * time.Second
-
-// TryAcquireAll acquires every name of names at once, or none of them: if
-// another owner holds any of them, it returns an error wrapping ErrLocked
-// (and naming that lock) at once, having acquired nothing. Names are
-// acquired in one short transaction, by the same statement as TryAcquire,
-// so each lock of the set is an ordinary lease of the table: its own
-// fencing token (greater than every earlier token of its name), renewed
-// with the locker's other leases, freed by its TTL if the process dies.
-// Two calls asking for overlapping sets, in whatever order, never wait for
-// each other in a cycle: every call takes the names in the same order.
-//
-// names must hold 1 to MaxLockSet valid, distinct names: otherwise the
-// error wraps ErrInvalidName (a bad or repeated name) or ErrInvalidOptions
-// (no names, too many). A dialect that cannot acquire sets (TiDB), and a
-// fair table (Fair), return an error wrapping ErrUnsupported.
-//
-// Under an owner set with WithOwner, a name that owner holds already is
-// re-entered, as Acquire re-enters it: one more hold on the same lease and
-// token, released by the set's Release. A name held by another owner
-// refuses the whole set.
-func (t *Table) TryAcquireAll(ctx context.Context, names ...string) (*LockSet, error) {
-	sorted, owner, err := t.prepareSet(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	set, _, _, err := t.trySet(ctx, names, sorted, owner, false)
-	if set != nil {
-		set.acquired(ctx, time.Since(start))
-	}
-	return set, err
-}
-
-// AcquireAll acquires every name of names at once, as TryAcquireAll does,
-// waiting while another owner holds any of them. It never holds some of
-// the names while waiting for the others: each attempt takes all or none.
-// Between attempts it waits, as Acquire does, for the lock that refused
-// the last attempt: until it is released (through this locker, or
-// anywhere where the database announces releases), its lease ends, or a
-// jittered backoff passes. When ctx ends first it returns an error
-// wrapping ctx.Err().
-func (t *Table) AcquireAll(ctx context.Context, names ...string) (*LockSet, error) {
-	sorted, owner, err := t.prepareSet(ctx, names)
-	if err != nil {
-		return nil, err
-	}
-	var set *LockSet
-	start := time.Now()
-	for name := sorted[0]; ; {
-		var refused string
-		_, err := t.eng.Room.Wait(ctx, name, func() (engine.Grant, time.Duration, error) {
-			s, by, left, err := t.trySet(ctx, names, sorted, owner, true)
-			if errors.Is(err, ErrLocked) && by != name {
-				// Another lock refused: wait in its line instead.
-				refused = by
-				return engine.Grant{}, 0, errWaitElsewhere
-			}
-			set = s
-			return engine.Grant{}, left, err
-		})
-		if errors.Is(err, errWaitElsewhere) {
-			name = refused
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		set.acquired(ctx, time.Since(start))
-		return set, nil
-	}
-}
 
 // acquired reports each lock of the set, acquired after wait, as an
 // acquisition of its own (an observe.AcquiredObserver's event, a debug
 // record).
 func (s *LockSet) acquired(ctx context.Context, wait time.Duration) {
 	for _, k := range s.sorted {
-		s.t.eng.Events.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
-	}
-}
-
-// errWaitElsewhere ends a wait for one name of a set when another name
-// refused the set.
-var errWaitElsewhere = errors.New("sqllock: another lock of the set refused it")
-
-// prepareSet checks names and returns them sorted, with the owner on ctx.
-func (t *Table) prepareSet(ctx context.Context, names []string) ([]string, string, error) {
-	switch {
-	case t.fair != nil:
-		return nil, "", fmt.Errorf("%w: a fair table (TableOptions.Fair) does not acquire several locks at once: a set would pass its names' queues", ErrUnsupported)
-	case t.multi == nil:
-		return nil, "", fmt.Errorf("%w: the %s dialect cannot acquire several locks at once", ErrUnsupported, t.eng.Events.Dialect())
-	}
-	switch {
-	case len(names) == 0:
-		return nil, "", fmt.Errorf("%w: no lock names", ErrInvalidOptions)
-	case len(names) > MaxLockSet:
-		return nil, "", fmt.Errorf("%w: %d lock names, more than %d", ErrInvalidOptions, len(names), MaxLockSet)
-	}
-	for _, name := range names {
-		if err := ValidateName(name); err != nil {
-			return nil, "", err
-		}
-	}
-	sorted := slices.Clone(names)
-	slices.Sort(sorted)
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			return nil, "", fmt.Errorf("%w: %q appears more than once", ErrInvalidName, sorted[i])
-		}
-	}
-	owner, err := t.owners.owner(ctx)
-	return sorted, owner, err
-}
-
-// trySet makes one attempt at the set. A refusal is ErrLocked, with the
-// name that refused and, for a caller that will wait, how long its
-// holder's lease has left (negative: unknown); asking marks the row as
-// waited for, as a single lock's attempt does.
-func (t *Table) trySet(ctx context.Context, names, sorted []string, owner string, waiting bool) (*LockSet, string, time.Duration, error) {
-	p := dialect.MultiAcquireParams{Names: sorted, Owner: owner, TTL: t.eng.Opts.TTL}
-	for attempt := 1; ; attempt++ {
-		start := time.Now()
-		tokens, refused, err := t.multi.AcquireAll(ctx, p)
-		if errors.Is(err, ErrTransient) && attempt <= maxSetTransientRetries && pause(ctx, attempt) {
-			continue
-		}
-		switch {
-		case err != nil:
-			if tokens != nil {
-				t.undoSet(ctx, sorted, owner, tokens)
-			}
-			return nil, "", 0, acquireError(ctx, fmt.Sprint(sorted), err)
-		case refused == "":
-			return t.grantSet(ctx, names, sorted, owner, tokens, start), "", 0, nil
-		}
-		locked := fmt.Errorf("sqllock: %q is held: %w", refused, ErrLocked)
-		if !waiting {
-			return nil, refused, -1, locked
-		}
-		left, ok, err := t.locks.Remaining(ctx, refused)
-		switch {
-		case err != nil:
-			return nil, refused, -1, locked
-		case !ok:
-			return nil, refused, 0, locked // reaped meanwhile: try again at once
-		}
-		return nil, refused, left, locked
+		s.eng.AcquiredInSet(ctx, k.h.Ident(), k.reentered, wait, len(s.sorted))
 	}
 }
 
@@ -192,43 +42,6 @@ func pause(ctx context.Context, attempt int) bool {
 	}
 }
 
-// undoSet releases, before a failed call returns, the leases a commit
-// with an unknown outcome may have granted: a call that returned an error
-// leaves nothing behind (or, if this release fails too, nothing beyond
-// the leases' TTL, since nobody renews them).
-func (t *Table) undoSet(ctx context.Context, sorted []string, owner string, tokens []int64) {
-	ls := make([]dialect.Lease, len(sorted))
-	for i, name := range sorted {
-		ls[i] = dialect.Lease{Name: name, Owner: owner, Token: tokens[i]}
-	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), setUndoTimeout)
-	defer cancel()
-	if _, err := t.multi.ReleaseAll(uctx, ls, 0); err != nil {
-		t.eng.Opts.Logger.WarnContext(ctx, "sqllock: could not release a set whose grant had an unknown outcome; its leases end by their TTL",
-			"names", sorted, "owner", owner, "err", err)
-	}
-}
-
-// grantSet turns the tokens granted to owner for sorted into held leases.
-func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner string, tokens []int64, start time.Time) *LockSet {
-	s := &LockSet{t: t, sorted: make([]*Lock, len(sorted)), locks: make([]*Lock, len(names))}
-	byName := make(map[string]*Lock, len(sorted))
-	for i, name := range sorted {
-		k := lockOf(t.eng.Leases.Grant(ctx, name, owner, tokens[i], start))
-		s.sorted[i], byName[name] = k, k
-	}
-	for i, name := range names {
-		s.locks[i] = byName[name]
-	}
-	inner, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	s.ctx = &setContext{Context: inner, cancel: cancel, locks: s.sorted}
-	for _, k := range s.sorted {
-		lctx := k.Context()
-		s.stops = append(s.stops, context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) }))
-	}
-	return s
-}
-
 // LockSet is a set of locks acquired together by Table.TryAcquireAll or
 // Table.AcquireAll: one hold of each name. It is safe for concurrent use.
 //
@@ -237,9 +50,10 @@ func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner stri
 // ends as soon as any of them does: when a lease is lost (cause
 // ErrLockLost) or a lock of the set is released on its own (ErrNotHeld).
 type LockSet struct {
-	t      *Table
-	locks  []*Lock // in the order of the names asked for
-	sorted []*Lock // by name: the order of statements
+	eng    *engine.Locker        // its Table's
+	multi  sqlrun.MultiLockTable // its Table's sets
+	locks  []*Lock               // in the order of the names asked for
+	sorted []*Lock               // by name: the order of statements
 	ctx    *setContext
 	stops  []func() bool // stop the context's watch of each lock
 
@@ -318,13 +132,12 @@ func (s *LockSet) Release(ctx context.Context) error {
 // releaseAll releases the holds of ks (with leases ls, named refs) in the
 // database, and then locally. k.mu of each is held.
 func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*engine.Lease, refs []dialect.Lease, last []bool) error {
-	t := s.t
 	var (
 		ok  []bool
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		ok, err = t.multi.ReleaseAll(ctx, refs, t.eng.Opts.MinHold)
+		ok, err = s.multi.ReleaseAll(ctx, refs, s.eng.Config().MinHold)
 		if !errors.Is(err, ErrTransient) || attempt > maxTransientRetries || !pause(ctx, attempt) {
 			break
 		}
@@ -351,7 +164,7 @@ func (s *LockSet) releaseAll(ctx context.Context, ks []*Lock, ls []*engine.Lease
 	var lost error
 	for i, l := range ls {
 		if freed := l.DropHold(!ok[i]); ok[i] {
-			t.eng.Events.Released(ctx, l.Ident(), l.Granted(), freed)
+			l.Events().Released(ctx, l.Ident(), l.Granted(), freed)
 		} else {
 			lost = ErrLockLost
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
-	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // setSize is the number of names of the benchmarked sets.

@@ -225,7 +225,7 @@ func TestAcquireAllHonoursContext(t *testing.T) {
 func TestLockSetLoss(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.newTable(t, sqllock.TableOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond})
+		l := e.newTable(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, RenewInterval: 100 * time.Millisecond}})
 		set, err := l.TryAcquireAll(ctx, "x", "y")
 		if err != nil {
 			t.Fatal(err)
@@ -350,7 +350,7 @@ func TestAcquireAllOverlappingSets(t *testing.T) {
 			wg      sync.WaitGroup
 		)
 		for w := range workers {
-			l := e.newTable(t, sqllock.TableOptions{MaxBackoff: 20 * time.Millisecond})
+			l := e.newTable(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{MaxBackoff: 20 * time.Millisecond}})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -485,7 +485,7 @@ func TestLockSetObserved(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		o := &setObserver{acquired: map[string]int{}, released: map[string]int{}}
-		l := e.newTable(t, sqllock.TableOptions{Observer: o})
+		l := e.newTable(t, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: o}})
 		set, err := l.TryAcquireAll(ctx, "o1", "o2")
 		if err != nil {
 			t.Fatal(err)

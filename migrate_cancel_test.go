@@ -92,7 +92,7 @@ func TestMigrateCancelledLeavesNothingBehind(t *testing.T) {
 			if err := sqllock.Migrate(bctx, d); err != nil {
 				t.Fatalf("%s: migrate after cancelled migrations: %v", pool, err)
 			}
-			l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+			l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,14 +51,14 @@ func NewOptimistic(d dialect.Dialect, opts OptimisticOptions) (*Optimistic, erro
 		return nil, cat.Unsupported(d.Name(), "Versions")
 	}
 	o := &Optimistic{versions: tb.Versions}
-	o.eng.Strategy = attempts{o}
+	o.try = attempts{o}
 	// Waiters listen when the dialect announces the version table's
 	// releases too.
 	var notifier dialect.Notifier
 	if cat.AnnouncesVersions {
 		notifier = cat.Notifier
 	}
-	if err := o.init(observe.StrategyOptimistic, d, o.versions, notifier, opts.config()); err != nil {
+	if err := o.init(observe.StrategyOptimistic, d, o.versions, notifier, opts.LeaseOptions.config(opts.MinHold, false)); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -78,7 +78,7 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		if err != nil {
 			return 0, time.Time{}, 0, acquireError(ctx, name, err)
 		}
-		p := dialect.SwapParams{Name: name, Owner: owner, TTL: o.eng.Opts.TTL, Version: row.Version}
+		p := dialect.SwapParams{Name: name, Owner: owner, TTL: o.eng.Config().TTL, Version: row.Version}
 		var (
 			token int64
 			got   bool
@@ -86,7 +86,7 @@ func (o *Optimistic) tryOnce(ctx context.Context, name, owner string, _ bool) (i
 		start := time.Now()
 		switch {
 		case !exists:
-			token, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.eng.Opts.TTL})
+			token, err = o.versions.Create(ctx, dialect.AcquireParams{Name: name, Owner: owner, TTL: o.eng.Config().TTL})
 			got = token != 0
 		case !row.Live:
 			token, err = o.versions.Take(ctx, p)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkOptimisticUpdate measures RetryOnConflict with a read and a

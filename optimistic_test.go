@@ -12,9 +12,9 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 // Many processes touching a name for the first time at once: exactly one

@@ -8,19 +8,48 @@ import (
 	"github.com/sqllock/sqllock/observe"
 )
 
-// TableOptions configure NewTable. The zero value of each field selects
-// its default. The other lease-based constructors' options have the same
-// fields, with the same meanings, where they apply.
-type TableOptions struct {
+// LeaseOptions are the options every lease-based locker has: NewRWLock and
+// NewElection take them as they are, and TableOptions, OptimisticOptions
+// and SemaphoreOptions embed them. The zero value of each field selects
+// its default.
+//
+//	locker, err := sqllock.NewTable(d, sqllock.TableOptions{
+//		LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second},
+//		MinHold:      time.Minute,
+//	})
+type LeaseOptions struct {
 	// TTL is the lease length, counted on the database clock from each
-	// grant or renewal. Default 30s; at least 10ms.
+	// grant or renewal. Default 30s; at least 10ms. An election's TTL
+	// bounds how long a leader that died keeps the office.
 	TTL time.Duration
 	// RenewInterval is how often a held lease is renewed. Default TTL/3;
 	// it must satisfy TTL >= 3*RenewInterval.
 	RenewInterval time.Duration
 	// MaxBackoff caps the jittered wait between attempts of a blocking
-	// acquire when the holder's lease does not end sooner. Default 500ms.
+	// acquire when the holder's lease does not end sooner; it also paces
+	// Election.Observe's polling where the database announces nothing.
+	// Default 500ms.
 	MaxBackoff time.Duration
+	// Logger receives renewal warnings, lost-lock reports, broken locks
+	// (Table.Break), fall-backs (info), and at debug level every
+	// acquisition, release and renewal. Default: none.
+	Logger *slog.Logger
+	// Observer receives lock events through the interfaces of package
+	// observe it implements: AcquiredObserver, ReleasedObserver,
+	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
+	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer,
+	// ListenerObserver and BreakObserver (Table.Break). One that
+	// implements none of them is refused (see observe.Check). Package
+	// sqllockotel provides one that records OpenTelemetry metrics and
+	// traces. Default: none.
+	Observer observe.Observer
+}
+
+// TableOptions configure NewTable: the lease options, and the two that
+// only some lockers have. The zero value of each field selects its
+// default.
+type TableOptions struct {
+	LeaseOptions
 	// MinHold keeps a lock released sooner than MinHold after its grant
 	// (on the database clock) taken until then — by nobody, its owner
 	// included; then it is free. It makes a short periodic job run once
@@ -35,82 +64,23 @@ type TableOptions struct {
 	// queued. Every locker of a name must agree on it. A dialect without
 	// FIFO queues refuses it with ErrUnsupported. Default false.
 	Fair bool
-	// Logger receives renewal warnings, lost-lock reports, broken locks
-	// (Table.Break), fall-backs (info), and at debug level every
-	// acquisition, release and renewal. Default: none.
-	Logger *slog.Logger
-	// Observer receives lock events through the interfaces of package
-	// observe it implements: AcquiredObserver, ReleasedObserver,
-	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
-	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer,
-	// ListenerObserver and BreakObserver (Table.Break). Package sqllockotel
-	// provides one that records
-	// OpenTelemetry metrics and traces. Default: none.
-	Observer observe.Observer
 }
 
-// OptimisticOptions configure NewOptimistic; the fields are those of
-// TableOptions.
+// OptimisticOptions configure NewOptimistic: the lease options, and
+// MinHold as TableOptions has it. Optimistic lockers have no FIFO queue.
 type OptimisticOptions struct {
-	TTL           time.Duration
-	RenewInterval time.Duration
-	MaxBackoff    time.Duration
-	MinHold       time.Duration
-	Logger        *slog.Logger
-	Observer      observe.Observer
+	LeaseOptions
+	// MinHold is TableOptions.MinHold.
+	MinHold time.Duration
 }
 
 // SemaphoreOptions configure NewSemaphore; the fields are those of
 // TableOptions. MinHold and Fair apply to each permit.
-type SemaphoreOptions struct {
-	TTL           time.Duration
-	RenewInterval time.Duration
-	MaxBackoff    time.Duration
-	MinHold       time.Duration
-	Fair          bool
-	Logger        *slog.Logger
-	Observer      observe.Observer
-}
+type SemaphoreOptions TableOptions
 
-// RWLockOptions configure NewRWLock; the fields are those of
-// TableOptions. Read/write locks have no minimum hold and no FIFO queue:
-// they prefer writers.
-type RWLockOptions struct {
-	TTL           time.Duration
-	RenewInterval time.Duration
-	MaxBackoff    time.Duration
-	Logger        *slog.Logger
-	Observer      observe.Observer
-}
-
-// ElectionOptions configure NewElection; the fields are those of
-// TableOptions. TTL bounds how long a leader that died keeps the office;
-// MaxBackoff also paces Observe's polling where the database announces
-// nothing.
-type ElectionOptions struct {
-	TTL           time.Duration
-	RenewInterval time.Duration
-	MaxBackoff    time.Duration
-	Logger        *slog.Logger
-	Observer      observe.Observer
-}
-
-func (o TableOptions) config() engine.Config {
-	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, MinHold: o.MinHold, Fair: o.Fair, Logger: o.Logger, Observer: o.Observer}
-}
-
-func (o OptimisticOptions) config() engine.Config {
-	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, MinHold: o.MinHold, Logger: o.Logger, Observer: o.Observer}
-}
-
-func (o SemaphoreOptions) config() engine.Config {
-	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, MinHold: o.MinHold, Fair: o.Fair, Logger: o.Logger, Observer: o.Observer}
-}
-
-func (o RWLockOptions) config() engine.Config {
-	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, Logger: o.Logger, Observer: o.Observer}
-}
-
-func (o ElectionOptions) config() engine.Config {
-	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff, Logger: o.Logger, Observer: o.Observer}
+// config is the engine's configuration of a locker with these options,
+// minHold and fair.
+func (o LeaseOptions) config(minHold time.Duration, fair bool) engine.Config {
+	return engine.Config{TTL: o.TTL, RenewInterval: o.RenewInterval, MaxBackoff: o.MaxBackoff,
+		MinHold: minHold, Fair: fair, Logger: o.Logger, Observer: o.Observer}
 }

@@ -54,6 +54,9 @@ func (o PessimisticOptions) withDefaults() (PessimisticOptions, error) {
 	if o.KeepAlive < time.Millisecond {
 		return o, fmt.Errorf("%w: KeepAlive %v is shorter than 1ms", ErrInvalidOptions, o.KeepAlive)
 	}
+	if err := observe.Check(o.Observer); err != nil {
+		return o, fmt.Errorf("%w: PessimisticOptions.Observer: %w", ErrInvalidOptions, err)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -102,6 +105,9 @@ type Pessimistic struct {
 }
 
 var _ Locker = (*Pessimistic)(nil)
+
+// noMinHold: a row lock ends with its transaction (see TryDoBounded).
+func (*Pessimistic) noMinHold() {}
 
 // pessimisticCheckTimeout bounds NewPessimistic's question to the server
 // (see dialect.Catalogue.CheckPessimistic).

@@ -12,7 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/internal/benchtest"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // pessimisticRaw returns the statements of an uncontended pessimistic

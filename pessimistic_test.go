@@ -14,9 +14,9 @@ import (
 	"github.com/sqllock/sqllock/dialect/mysql"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/sqllocktest/shop"
 	"github.com/sqllock/sqllock/internal/testutil"
 	"github.com/sqllock/sqllock/rowlock"
+	"github.com/sqllock/sqllock/sqllocktest/shop"
 )
 
 // eachPessimistic runs fn on every dialect with row locks.

@@ -60,6 +60,9 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 	if opts.Interval < 0 || opts.BatchSize < 0 {
 		return nil, fmt.Errorf("%w: reaper interval and batch size must not be negative", ErrInvalidOptions)
 	}
+	if err := observe.Check(opts.Observer); err != nil {
+		return nil, fmt.Errorf("%w: ReaperOptions.Observer: %w", ErrInvalidOptions, err)
+	}
 	if opts.Interval == 0 {
 		opts.Interval = time.Minute
 	}

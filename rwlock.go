@@ -62,10 +62,13 @@ type RWLock struct {
 
 var _ Locker = (*RWLock)(nil)
 
+// noMinHold: read/write locks keep no minimum hold (see TryDoBounded).
+func (*RWLock) noMinHold() {}
+
 // NewRWLock returns a read/write locker on d. The schema must have been
 // migrated (see Migrate). It returns an error wrapping ErrUnsupported for a
 // dialect without read/write locks (TiDB).
-func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
+func NewRWLock(d dialect.Dialect, opts LeaseOptions) (*RWLock, error) {
 	cat, tb, err := open(d)
 	if err != nil {
 		return nil, err
@@ -79,7 +82,7 @@ func NewRWLock(d dialect.Dialect, opts RWLockOptions) (*RWLock, error) {
 	if rw.Announces() {
 		notifier = cat.Notifier
 	}
-	if err := l.init(observe.StrategyRWLock, d, rw, notifier, opts.config()); err != nil {
+	if err := l.init(observe.StrategyRWLock, d, rw, notifier, opts.config(0, false)); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -120,66 +123,72 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 	if err != nil {
 		return nil, err
 	}
-	tctx, call := l.eng.Events.StartAcquire(ctx, name, wait, shared)
-	var g engine.Grant
-	if !wait {
-		g, _, err = l.attemptSide(ctx, tctx, name, owner, shared, false)
-	} else {
-		try := func() (engine.Grant, time.Duration, error) {
-			return l.attemptSide(ctx, tctx, name, owner, shared, true)
-		}
-		if shared {
-			g, err = l.eng.Room.WaitShared(tctx, name, try)
-		} else {
-			g, err = l.eng.Room.Wait(tctx, name, try)
-		}
+	c := engine.Call{Name: name, Owner: owner, Try: rwWriter{l}, Wait: wait, Shared: shared}
+	if shared {
+		c.Try = rwReader{l}
+	} else if wait {
 		// A writer that gives up withdraws its intent: also when no
 		// attempt told it of one, as the attempt that recorded it may
 		// have been cut short before its reply (a cancelled context).
 		// Without an intent the statement changes nothing.
-		if err != nil && !shared {
+		c.GaveUp = func() {
 			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+			defer cancel()
 			if werr := l.rw.Withdraw(wctx, name, owner); werr != nil {
-				l.eng.Opts.Logger.WarnContext(ctx, "sqllock: could not withdraw a waiting writer's intent; it ends with its TTL",
+				l.eng.Config().Logger.WarnContext(ctx, "sqllock: could not withdraw a waiting writer's intent; it ends with its TTL",
 					"name", name, "err", werr)
 			}
-			cancel()
 		}
 	}
-	lock := lockOf(g)
-	l.eng.Events.EndAcquire(tctx, call, held(lock), err)
-	return lock, err
+	g, err := l.eng.Acquire(ctx, c)
+	return lockOf(g), err
 }
 
-// attemptSide makes one attempt, by statements run with tctx, and turns a grant
-// into a held lease, whose context derives from ctx. A refusal reports how
-// long the leases in the way have left; a waiting writer's is capped at
+// rwWriter and rwReader are the attempts of an RWLock's two sides.
+type (
+	rwWriter struct{ l *RWLock }
+	rwReader struct{ l *RWLock }
+)
+
+// TryOnce implements engine.Strategy for the write side.
+func (s rwWriter) TryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
+	return s.l.attemptSide(ctx, name, owner, false, waiting)
+}
+
+// TryOnce implements engine.Strategy for the read side.
+func (s rwReader) TryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
+	return s.l.attemptSide(ctx, name, owner, true, waiting)
+}
+
+// attemptSide makes one attempt at a side. A refusal reports how long the
+// leases in the way have left; a waiting writer's is capped at
 // RenewInterval, so that it refreshes its intent in time.
-func (l *RWLock) attemptSide(ctx, tctx context.Context, name, owner string, shared, waiting bool) (engine.Grant, time.Duration, error) {
-	p := dialect.RWAcquireParams{Name: name, Owner: owner, TTL: l.eng.Opts.TTL, Shared: shared, Wait: waiting}
+func (l *RWLock) attemptSide(ctx context.Context, name, owner string, shared, waiting bool) (int64, time.Time, time.Duration, error) {
+	cfg := l.eng.Config()
+	p := dialect.RWAcquireParams{Name: name, Owner: owner, TTL: cfg.TTL, Shared: shared, Wait: waiting}
 	for n := 0; ; n++ {
 		start := time.Now()
-		g, err := l.rw.Acquire(tctx, p)
+		g, err := l.rw.Acquire(ctx, p)
 		switch {
 		case errors.Is(err, ErrTransient) && n < maxTransientRetries:
 			continue
 		case err != nil:
-			return engine.Grant{}, 0, acquireError(tctx, name, err)
+			return 0, start, 0, acquireError(ctx, name, err)
 		case g.Upgrade:
-			return engine.Grant{}, 0, fmt.Errorf("%w: the owner holds the read side of %q", ErrUpgrade, name)
+			return 0, start, 0, fmt.Errorf("%w: the owner holds the read side of %q", ErrUpgrade, name)
 		case g.Token != 0:
-			return l.eng.Leases.Grant(ctx, name, owner, g.Token, start), 0, nil
+			return g.Token, start, 0, nil
 		case !waiting:
-			return engine.Grant{}, -1, ErrLocked
+			return 0, start, -1, ErrLocked
 		}
 		left := g.Left
 		if !shared {
-			left = min(left, l.eng.Opts.RenewInterval)
+			left = min(left, cfg.RenewInterval)
 		}
 		if g.Marked {
 			// A release racing with the first mark may go unannounced.
-			left = min(left, l.eng.Opts.MaxBackoff)
+			left = min(left, cfg.MaxBackoff)
 		}
-		return engine.Grant{}, left, ErrLocked
+		return 0, start, left, ErrLocked
 	}
 }

@@ -60,7 +60,7 @@ func BenchmarkRWLockShared(b *testing.B) {
 		if err := sqllock.Migrate(context.Background(), d); err != nil {
 			b.Fatal(err)
 		}
-		l, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{})
+		l, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

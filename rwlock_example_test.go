@@ -14,7 +14,7 @@ import (
 func ExampleRWLock() {
 	ctx := context.Background()
 	var d dialect.Dialect // postgres.New(db), mysql.New(db) or sqlite.New(db), migrated
-	rw, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{})
+	rw, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}

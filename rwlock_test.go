@@ -14,7 +14,7 @@ import (
 )
 
 // rwLocker returns a read/write locker on e's dialect.
-func (e *env) rwLocker(t *testing.T, opts sqllock.RWLockOptions) *sqllock.RWLock {
+func (e *env) rwLocker(t *testing.T, opts sqllock.LeaseOptions) *sqllock.RWLock {
 	t.Helper()
 	l, err := sqllock.NewRWLock(e.d, opts)
 	if err != nil {
@@ -48,7 +48,7 @@ func release(t *testing.T, ctx context.Context, ks ...*sqllock.Lock) {
 func TestRWLockReadersShareWriterExcludes(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		r1 := held(t).of(l.TryAcquireShared(ctx, "doc"))
 		r2 := held(t).of(l.TryAcquireShared(ctx, "doc"))
 		if r2.Token() <= r1.Token() {
@@ -89,7 +89,7 @@ func TestRWLockReadersShareWriterExcludes(t *testing.T) {
 func TestRWLockReentrancy(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		rctx := sqllock.WithOwner(ctx, "reader-1")
 		r1 := held(t).of(l.TryAcquireShared(rctx, "res"))
 		r2 := held(t).of(l.AcquireShared(rctx, "res"))
@@ -151,7 +151,7 @@ func waitForIntent(t *testing.T, ctx context.Context, e *env, name string) {
 func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		r := held(t).of(l.TryAcquireShared(ctx, "table"))
 		got := make(chan *sqllock.Lock, 1)
 		go func() {
@@ -162,7 +162,7 @@ func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 			got <- w
 		}()
 		waitForIntent(t, ctx, e, "table")
-		other := e.rwLocker(t, sqllock.RWLockOptions{})
+		other := e.rwLocker(t, sqllock.LeaseOptions{})
 		if _, err := other.TryAcquireShared(ctx, "table"); !errors.Is(err, sqllock.ErrLocked) {
 			t.Fatalf("new reader while a writer waits: got %v, want ErrLocked", err)
 		}
@@ -188,7 +188,7 @@ func TestRWLockWaitingWriterBlocksNewReaders(t *testing.T) {
 func TestRWLockWriterWithdrawsIntent(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		r := held(t).of(l.TryAcquireShared(ctx, "w"))
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -224,7 +224,7 @@ func TestRWLockCrashedHolderExpires(t *testing.T) {
 		if err != nil || g2.Token != 0 || g2.Left <= 0 {
 			t.Fatalf("refused writer: %+v, %v", g2, err)
 		}
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		if _, err := l.TryAcquireShared(ctx, "c"); !errors.Is(err, sqllock.ErrLocked) {
 			t.Fatalf("reader behind a live intent: got %v, want ErrLocked", err)
 		}
@@ -261,7 +261,7 @@ func TestRWLockCrashedHolderExpires(t *testing.T) {
 func TestRWLockGuardAndDo(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		r := held(t).of(l.TryAcquireShared(ctx, "g"))
 		tx, err := e.db.BeginTx(ctx, nil)
 		if err != nil {
@@ -292,12 +292,12 @@ func TestRWLockGuardAndDo(t *testing.T) {
 func TestRWLockReaderWaitsForWriter(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{})
+		l := e.rwLocker(t, sqllock.LeaseOptions{})
 		w := held(t).of(l.TryAcquire(ctx, "q"))
 		got := make(chan *sqllock.Lock, 2)
 		for range 2 {
 			go func() {
-				r, err := e.rwLocker(t, sqllock.RWLockOptions{}).AcquireShared(ctx, "q")
+				r, err := e.rwLocker(t, sqllock.LeaseOptions{}).AcquireShared(ctx, "q")
 				if err != nil {
 					t.Error(err)
 				}
@@ -318,14 +318,14 @@ func TestRWLockReaderWaitsForWriter(t *testing.T) {
 
 func TestNewRWLockRefuses(t *testing.T) {
 	t.Parallel()
-	if _, err := sqllock.NewRWLock(nil, sqllock.RWLockOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
+	if _, err := sqllock.NewRWLock(nil, sqllock.LeaseOptions{}); !errors.Is(err, sqllock.ErrNilDB) {
 		t.Fatalf("nil dialect: %v", err)
 	}
 	d, err := postgres.New(nonNilDB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sqllock.NewRWLock(plainDialect{d}, sqllock.RWLockOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
+	if _, err := sqllock.NewRWLock(plainDialect{d}, sqllock.LeaseOptions{}); !errors.Is(err, sqllock.ErrUnsupported) {
 		t.Fatalf("a dialect without read/write locks: %v", err)
 	}
 }
@@ -346,7 +346,7 @@ func TestRWLockThroughPgBouncer(t *testing.T) {
 			}
 			d := pgBouncerDialect(t, mode, opts...)
 			ctx := ctxT(t)
-			l, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond})
+			l, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 200 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -411,7 +411,7 @@ func waitForWaiters(t *testing.T, ctx context.Context, l sqllock.Locker, name st
 func TestRWLockQueuedReaderAndWriterHandOff(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		l := e.rwLocker(t, sqllock.RWLockOptions{TTL: time.Hour, RenewInterval: 20 * time.Minute})
+		l := e.rwLocker(t, sqllock.LeaseOptions{TTL: time.Hour, RenewInterval: 20 * time.Minute})
 		w1 := held(t).of(l.TryAcquire(ctx, "n"))
 		type result struct {
 			k      *sqllock.Lock
@@ -468,7 +468,7 @@ func TestRWLockWakesReadersElsewhere(t *testing.T) {
 		if g, err := rw.Acquire(ctx, dialect.RWAcquireParams{Name: name, Owner: "crashed-reader", TTL: time.Hour, Shared: true}); err != nil || g.Token == 0 {
 			t.Fatalf("grant: %+v, %v", g, err)
 		}
-		open := func(opts sqllock.RWLockOptions) *sqllock.RWLock {
+		open := func(opts sqllock.LeaseOptions) *sqllock.RWLock {
 			_, d := e.sibling(t, 0)
 			l, err := sqllock.NewRWLock(d, opts)
 			if err != nil {
@@ -477,8 +477,8 @@ func TestRWLockWakesReadersElsewhere(t *testing.T) {
 			return l
 		}
 		// The writer retries every 100 ms, to find the crashed reader gone.
-		writers := open(sqllock.RWLockOptions{TTL: time.Hour, RenewInterval: 100 * time.Millisecond})
-		readers := open(sqllock.RWLockOptions{TTL: time.Hour, MaxBackoff: time.Hour})
+		writers := open(sqllock.LeaseOptions{TTL: time.Hour, RenewInterval: 100 * time.Millisecond})
+		readers := open(sqllock.LeaseOptions{TTL: time.Hour, MaxBackoff: time.Hour})
 		probe := sqllock.ProbeRoom(readers)
 		gotW := acquireAsync(ctx, writers, name)
 		waitForWaiters(t, ctx, writers, name, 1) // refused once: its intent is recorded

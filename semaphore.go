@@ -100,21 +100,21 @@ func NewSemaphore(d dialect.Dialect, limit int, opts SemaphoreOptions) (*Semapho
 		}
 		s.sems = fair // its Release wakes the ticket a freed permit admits
 	}
-	s.eng.Strategy = attempts{s}
+	s.try = attempts{s}
 	var notifier dialect.Notifier
 	if s.sems.Announces() {
 		notifier = cat.Notifier
 	}
-	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.config()); err != nil {
+	if err := s.init(observe.StrategySemaphore, d, s.sems, notifier, opts.LeaseOptions.config(opts.MinHold, opts.Fair)); err != nil {
 		return nil, err
 	}
 	switch {
 	case fair != nil:
-		s.fair = newFairQueue(&s.leaseLocker, semaphoreTickets{fair, limit, s.eng.Opts.TTL})
-		s.eng.Strategy = fairStrategy{s.fair}
+		s.fair = newFairQueue(&s.eng, observe.StrategySemaphore, semaphoreTickets{fair, limit, s.eng.Config().TTL})
+		s.try = fairStrategy{s.fair}
 	case tb.WakingSemaphores != nil:
-		s.waking = newFairQueue(&s.leaseLocker, wakingSemaphoreTickets{
-			semaphoreTickets{tb.WakingSemaphores, limit, s.eng.Opts.TTL}, s.sems})
+		s.waking = newFairQueue(&s.eng, observe.StrategySemaphore, wakingSemaphoreTickets{
+			semaphoreTickets{tb.WakingSemaphores, limit, s.eng.Config().TTL}, s.sems})
 	}
 	return s, nil
 }
@@ -175,8 +175,8 @@ func (s *Semaphore) Limit() int { return s.limit }
 // that will wait, asks how long the first holder's lease has left (which,
 // where releases are announced, marks the name as waited for).
 func (s *Semaphore) tryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
-	p := dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.eng.Opts.TTL, Limit: s.limit}
-	return attemptLease(ctx, name, waiting, s.eng.Opts.Logger, observe.StrategySemaphore,
+	p := dialect.SemaphoreParams{Name: name, Owner: owner, TTL: s.eng.Config().TTL, Limit: s.limit}
+	return attemptLease(ctx, name, waiting, s.eng.Config().Logger, observe.StrategySemaphore,
 		func() (int64, error) { return s.sems.Acquire(ctx, p) },
 		func() (time.Duration, bool, error) { return s.sems.Remaining(ctx, name) })
 }

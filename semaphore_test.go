@@ -368,7 +368,7 @@ func TestNewSemaphoreBadInput(t *testing.T) {
 			t.Fatalf("limit %d: got %v, want ErrInvalidOptions", limit, err)
 		}
 	}
-	if _, err := sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: -time.Second}); !errors.Is(err, sqllock.ErrInvalidOptions) {
+	if _, err := sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: -time.Second}}); !errors.Is(err, sqllock.ErrInvalidOptions) {
 		t.Fatalf("bad options: got %v, want ErrInvalidOptions", err)
 	}
 	if _, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{Fair: true}); err != nil {

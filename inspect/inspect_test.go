@@ -37,12 +37,12 @@ func TestLocksEveryPrimitive(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = l.Release(ctx) })
 	}
-	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Hour})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	release(table.TryAcquire(ctx, "a-table"))
-	el, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: time.Hour})
+	el, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,12 +51,12 @@ func TestLocksEveryPrimitive(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lead.Resign(ctx) })
-	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{TTL: time.Hour})
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	release(sem.TryAcquire(ctx, "c-semaphore"))
-	rw, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: time.Hour})
+	rw, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/ledger"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkRun measures a Ledger.Run of an empty function on a fresh

@@ -2,8 +2,11 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // Event describes an attempt of an occurrence, as observers see it.
@@ -52,6 +55,20 @@ type FinishedObserver interface {
 // gauge of them falls back to 0.
 type MissedObserver interface {
 	RunsMissed(ctx context.Context, job string, missed []MissedRun)
+}
+
+// checkObserver returns the part of obs the ledger's lock table hears: obs
+// if it implements an interface of package observe, else nil; and an error
+// if obs implements neither those nor the ledger's.
+func checkObserver(obs any) (observe.Observer, error) {
+	if observe.Check(obs) == nil {
+		return obs, nil
+	}
+	switch obs.(type) {
+	case ClaimedObserver, SkippedObserver, AbandonedObserver, FinishedObserver, MissedObserver:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("%w: ledger: Options.Observer: %w (nor of package ledger)", sqllock.ErrInvalidOptions, observe.Check(obs))
 }
 
 func (l *Ledger) claimed(ctx context.Context, r *Run, owner string) {

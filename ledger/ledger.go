@@ -88,8 +88,10 @@ type Options struct {
 	// Observer is told of the ledger's events through the interfaces it
 	// implements among ClaimedObserver, SkippedObserver,
 	// AbandonedObserver, FinishedObserver and MissedObserver; nil for
-	// none. It is passed to the lock table too (see
-	// sqllock.TableOptions.Observer).
+	// none. It is passed to the lock table too if it implements an
+	// interface of package observe (see sqllock.TableOptions.Observer).
+	// One that implements none of these is refused, with an error wrapping
+	// sqllock.ErrInvalidOptions and observe.ErrNoInterface.
 	Observer any
 }
 
@@ -136,7 +138,11 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 		return nil, fmt.Errorf("%w: ledger: Owner %q is not 1 to %d bytes of UTF-8 without NUL",
 			sqllock.ErrInvalidOptions, owner, sqllock.MaxNameLen-21)
 	}
-	locks, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: opts.Observer})
+	locksObserver, err := checkObserver(opts.Observer)
+	if err != nil {
+		return nil, err
+	}
+	locks, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL, Logger: opts.Logger, Observer: locksObserver}})
 	if err != nil {
 		return nil, err
 	}
@@ -374,9 +380,11 @@ func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (re
 	if st.Paused {
 		r.state = StatePaused
 	}
-	if r.state != "" && st.Known && (st.Period != r.sched.Period || st.Phase != r.sched.Phase || st.Spec != r.sched.Spec) {
-		// No claim records the new schedule now: record it, so that the
-		// old one's occurrences are not reported missed.
+	if r.state != "" && (!st.Known || st.Period != r.sched.Period || st.Phase != r.sched.Phase || st.Spec != r.sched.Spec) {
+		// No claim records the (new) schedule now: record it, so that the
+		// old one's occurrences are not reported missed, and so that a
+		// job first run when nothing is due is known (paused, triggered)
+		// all the same.
 		if err := l.runs.Schedule(ctx, r.sched); err != nil {
 			return r, fmt.Errorf("ledger: %s: record its new schedule: %w", job, err)
 		}

@@ -70,6 +70,16 @@ func jobInfo(r dialect.JobSchedule) JobInfo {
 	return j
 }
 
+// Now returns the database's time, the clock on which scheduled
+// occurrences are named (see Every, Cron).
+func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
+	now, err := l.runs.Now(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("ledger: read the database's time: %w", err)
+	}
+	return now, nil
+}
+
 // Pause pauses job: until Resume, a Run of its scheduled or keyed
 // occurrences makes no attempt (Result.State is StatePaused), and none of
 // its occurrences due meanwhile counts as missed. Attempts running go on.

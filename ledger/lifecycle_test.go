@@ -130,8 +130,10 @@ func TestTriggerRunsOnceAcrossReplicas(t *testing.T) {
 		if _, err := l.Trigger(ctx, "report"); !errors.Is(err, ledger.ErrUnknownJob) {
 			t.Fatalf("Trigger of an unknown job: %v", err)
 		}
-		if _, err := l.Run(ctx, "report", ledger.Every(time.Hour), ok); err != nil {
-			t.Fatal(err)
+		// An hourly schedule whose occurrence is due now, whatever the time.
+		hourly := ledger.Every(time.Hour).Phase(time.Duration(dbNow(t, e).UnixMicro()%time.Hour.Microseconds()) * time.Microsecond)
+		if res, err := l.Run(ctx, "report", hourly, ok); err != nil || !res.Ran {
+			t.Fatalf("Run: %+v, %v", res, err)
 		}
 		if _, err := l.Pause(ctx, "report"); err != nil {
 			t.Fatal(err)
@@ -145,7 +147,7 @@ func TestTriggerRunsOnceAcrossReplicas(t *testing.T) {
 		}
 		// Replicas see it pending (a paused job's scheduled Run too), and
 		// it runs once across them, even paused.
-		if res, err := l.Run(ctx, "report", ledger.Every(time.Hour), ok); err != nil || res.Pending != key {
+		if res, err := l.Run(ctx, "report", hourly, ok); err != nil || res.Pending != key {
 			t.Fatalf("Run sees %+v, %v", res, err)
 		}
 		var (
@@ -221,6 +223,24 @@ func TestCronOnTheDatabaseClock(t *testing.T) {
 		}
 		if _, err := l.Run(ctx, "bad", ledger.Cron("0 25 * * *", berlin), ok); err == nil || !strings.Contains(err.Error(), "hour field") {
 			t.Fatalf("a bad hour: %v", err)
+		}
+	})
+}
+
+// A job whose first Run found nothing due is known all the same: it can be
+// paused and triggered before it ever ran.
+func TestNotDueJobIsKnown(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.ledger(t, ledger.Options{})
+		// The hourly occurrence is half an hour away, whatever the time.
+		half := time.Duration(dbNow(t, e).UnixMicro()%time.Hour.Microseconds())*time.Microsecond + 30*time.Minute
+		res, err := l.Run(ctx, "later", ledger.Every(time.Hour).Phase(half%time.Hour), ok)
+		if err != nil || res.Ran || res.State != ledger.StateNotDue {
+			t.Fatalf("Run with nothing due: %+v, %v", res, err)
+		}
+		if _, err := l.Pause(ctx, "later"); err != nil {
+			t.Fatalf("Pause of a job first seen when nothing was due: %v", err)
 		}
 	})
 }

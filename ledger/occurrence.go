@@ -150,6 +150,18 @@ func (o Occurrence) String() string {
 	return o.key
 }
 
+// Next returns the first time of a scheduled occurrence's schedule (Every
+// or Cron) after t, by the daylight-saving rule of Cron: what a scheduler
+// that wakes its replicas for Run waits for. It returns the zero time when
+// o is not a valid scheduled occurrence, or when no time of its schedule
+// falls in the five years after t.
+func (o Occurrence) Next(t time.Time) time.Time {
+	if !o.every || o.Validate() != nil {
+		return time.Time{}
+	}
+	return o.schedule().after(t)
+}
+
 // schedule returns the schedule of a scheduled occurrence.
 func (o Occurrence) schedule() schedule {
 	if o.cron != nil {

@@ -133,3 +133,32 @@ func TestBetweenKeepsTheLatest(t *testing.T) {
 		}
 	}
 }
+
+// Next is the schedule's next time after t, by the daylight-saving rule,
+// for Every and Cron alike, and the zero time for what has no schedule.
+func TestOccurrenceNext(t *testing.T) {
+	t.Parallel()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spring := time.Date(2025, 3, 30, 0, 0, 0, 0, time.UTC) // clocks go 02:00 -> 03:00 CET -> CEST
+	for _, c := range []struct {
+		occ      Occurrence
+		from     time.Time
+		want     time.Time
+		describe string
+	}{
+		{Cron("30 2 * * *", berlin), spring, time.Date(2025, 3, 30, 1, 0, 0, 0, time.UTC), "02:30 on the spring day: the end of the gap, 03:00 CEST"},
+		{Cron("30 2 * * *", berlin), time.Date(2025, 3, 30, 1, 0, 0, 0, time.UTC), time.Date(2025, 3, 31, 0, 30, 0, 0, time.UTC), "then the next day's 02:30 CEST"},
+		{Cron("@hourly", nil), time.Date(2025, 1, 1, 10, 0, 0, 0, time.UTC), time.Date(2025, 1, 1, 11, 0, 0, 0, time.UTC), "strictly after t"},
+		{Every(10 * time.Second).Phase(time.Second), time.Date(2025, 1, 1, 0, 0, 5, 0, time.UTC), time.Date(2025, 1, 1, 0, 0, 11, 0, time.UTC), "a period plus its phase"},
+		{Key("k"), spring, time.Time{}, "a key has no schedule"},
+		{Manual(), spring, time.Time{}, "nor has a manual occurrence"},
+		{Cron("0 25 * * *", nil), spring, time.Time{}, "nor an invalid expression"},
+	} {
+		if got := c.occ.Next(c.from); !got.Equal(c.want) {
+			t.Errorf("%s: %v.Next(%v) = %v, want %v", c.describe, c.occ, c.from, got, c.want)
+		}
+	}
+}

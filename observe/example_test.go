@@ -24,7 +24,7 @@ func (a *lossAlarm) Lost(_ context.Context, e observe.LostEvent) {
 func ExampleLostObserver() {
 	var d dialect.Dialect // postgres.New(db), say
 	alarm := &lossAlarm{}
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: alarm})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: alarm}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -4,7 +4,9 @@
 // implements the interfaces of the events it cares about; sqllock finds
 // out which once, when the locker or reaper is made (a retry: when it
 // starts), and calls only those. A new family of events comes with a new
-// interface, so adding one breaks no implementation. Package sqllockotel
+// interface, so adding one breaks no implementation. An observer that
+// implements none of them (a misspelt method, say) would hear nothing: the
+// constructors refuse it with an error wrapping ErrNoInterface (see Check). Package sqllockotel
 // implements them all with OpenTelemetry metrics and spans.
 //
 // The methods are called synchronously, on the goroutine of the call or of
@@ -15,12 +17,34 @@
 // receives.
 package observe
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Observer is a value that receives events: it implements any of the
 // interfaces of this package, and receives the events of those it
-// implements. One that implements none receives nothing.
+// implements. One that implements none is refused (see Check).
 type Observer any
+
+// ErrNoInterface means an observer implements none of the interfaces of
+// this package, so it would receive no events: a method's name or
+// signature is likely off by a little.
+var ErrNoInterface = errors.New("observe: the observer implements none of the interfaces of package observe")
+
+// Check returns nil if obs is nil or implements at least one interface of
+// this package, and otherwise an error wrapping ErrNoInterface that names
+// obs's type. The constructors that take an Observer call it.
+func Check(obs Observer) error {
+	switch obs.(type) {
+	case nil, AcquiredObserver, ReleasedObserver, LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
+		HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer, ListenerObserver, ReapObserver,
+		AttemptTracer, BreakObserver:
+		return nil
+	}
+	return fmt.Errorf("%w: %T has none of their methods", ErrNoInterface, obs)
+}
 
 // AcquiredObserver is told of each acquisition.
 type AcquiredObserver interface {

@@ -53,6 +53,9 @@ func (o RetryOptions) withDefaults(attempts int) (RetryOptions, error) {
 	if o.MaxBackoff < o.MinBackoff {
 		return o, fmt.Errorf("%w: MaxBackoff %v is below MinBackoff %v", sqllock.ErrInvalidOptions, o.MaxBackoff, o.MinBackoff)
 	}
+	if err := observe.Check(o.Observer); err != nil {
+		return o, fmt.Errorf("%w: RetryOptions.Observer: %w", sqllock.ErrInvalidOptions, err)
+	}
 	return o, nil
 }
 

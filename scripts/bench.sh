@@ -3,7 +3,10 @@
 # or started as by scripts/test.sh), writes the raw output to
 # bench/results.txt and the chart to bench/chart.svg.
 #
-#   bash scripts/bench.sh          # about 15 minutes on 2 cores
+#   bash scripts/bench.sh          # about 30 minutes on 2 cores
+#
+# and then scripts/bench-peers.sh (make bench-peers), the comparison with
+# redsync, redislock and the databases' own locks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export SQLLOCK_SETUP_ONLY=1
@@ -30,3 +33,6 @@ out=bench/results.txt
 } | tee "$out"
 go run ./internal/benchchart < "$out" > bench/chart.svg
 echo "bench.sh: wrote $out and bench/chart.svg"
+# The same-run comparison with redsync, redislock and the databases' own
+# locks, on servers of its own (bench/results-peers.txt, bench/peers.svg).
+bash scripts/bench-peers.sh

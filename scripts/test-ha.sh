@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The replicated test bed (make test-ha), every server on free loopback
 # ports in a temporary directory of its own (removed afterwards):
-#  - internal/failover: for each scenario, a PostgreSQL primary and a
+#  - tests/failover: for each scenario, a PostgreSQL primary and a
 #    streaming standby from the system's server binaries; the
 #    history-checked chaos workload across a forced failover (asynchronous
-#    and synchronous replication, the replication link frozen by the chaos
-#    proxy so that the standby lags), checked by the chaos checker;
+#    and synchronous replication, the replication link frozen by the fault
+#    proxy, internal/faultproxy, so that the standby lags), checked by the
+#    chaos suite's checker;
 #  - dialect/mysql TestGalera: a 3-node MariaDB Galera cluster (mariadbd,
 #    galera-4); the conformance suite, exclusion across nodes, the
 #    pessimistic strategy refused, and the write stall when a node dies.
@@ -37,7 +38,7 @@ if [[ "$(id -u)" == 0 ]]; then
 fi
 
 export SQLLOCK_TEST_HA=1
-go test -race -count=1 -timeout 20m -v -run '^TestFailover$' "$@" ./internal/failover/
+go test -race -count=1 -timeout 20m -v -run '^TestFailover$' "$@" ./tests/failover/
 if [[ "${SQLLOCK_HA_GALERA:-1}" != 0 ]]; then
 	if [[ ! -e /usr/lib/galera/libgalera_smm.so && "$(id -u)" == 0 && -f /etc/debian_version ]] && command -v apt-get >/dev/null; then
 		echo "test-ha: installing galera-4 (the Galera provider)" >&2

@@ -16,7 +16,7 @@
 #     PgBouncer too),
 #
 # without -race and without benchmarks. The race detector, go vet, the chaos
-# suite (./internal/chaos) and the other packages run once, in make test,
+# suite (./tests/chaos) and the other packages run once, in make test,
 # on the default server.
 #
 # How:

@@ -11,7 +11,7 @@
 #    memory) on two free loopback ports, in a temporary directory.
 # 3. Runs, with SQLLOCK_TEST_TIDB_DSN pointing at it, the TiDB dialect's
 #    conformance suite, the MySQL dialect's refusal of TiDB, and the chaos
-#    suite's TiDB scenarios (internal/chaos: every strategy under each
+#    suite's TiDB scenarios (tests/chaos: every strategy under each
 #    fault this TiDB build survives; see tidbSkip there).
 # 4. Stops the server (by its PID) and removes the directory.
 #
@@ -135,7 +135,7 @@ code=0
 go test -race -count=1 -timeout 20m \
 	-run '^(TestTiDBConformance|TestMySQLDialectRefusesTiDB|TestMigrationLockNameLengthTiDB|TestTiDBExclusionBesideReaper|TestTiDBConcurrentMigrate|TestTiDBConcurrentMigrateAfterDown)$' "$@" ./dialect/mysql/ || code=1
 SQLLOCK_CHAOS_REPORT="$report" go test -race -count=1 -timeout 30m \
-	-run '^TestChaos$/^tidb$' "$@" ./internal/chaos/ || code=1
+	-run '^TestChaos$/^tidb$' "$@" ./tests/chaos/ || code=1
 [ -f "$report" ] && cat "$report"
 if ! kill -0 "$pid" 2>/dev/null; then
 	log "tidb-server exited during the tests:"

@@ -753,7 +753,7 @@ if [ -n "$every_module" ]; then
 	log "checking that every module's go.mod and go.sum are tidy (scripts/tidy.sh -diff)"
 	bash scripts/tidy.sh -diff
 fi
-# The chaos suite (internal/chaos) loads both cores with worker processes
+# The chaos suite (tests/chaos) loads both cores with worker processes
 # and faults; beside other packages it would starve their short-TTL tests.
 # So the packages run in two steps: everything else, then the chaos suite.
 # The timeout only catches a hung test: cmd/sqllock alone takes 9 minutes
@@ -763,7 +763,7 @@ fi
 # cores): the longest ones (the command's, then the core's) go first, so
 # that the rest fill the other core beside them instead of leaving one
 # of them alone at the end.
-chaos_pkg=github.com/sqllock/sqllock/internal/chaos
+chaos_pkg=github.com/sqllock/sqllock/tests/chaos
 longest=(github.com/sqllock/sqllock/cmd/sqllock github.com/sqllock/sqllock)
 mapfile -t all_pkgs < <(go list "${pkgs[@]}")
 rest=()

@@ -10,9 +10,9 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/benchtest"
 	"github.com/sqllock/sqllock/observe"
 	"github.com/sqllock/sqllock/sqllockotel"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkTryAcquireRelease is the core's BenchmarkTryAcquireRelease with
@@ -28,7 +28,7 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 		full, metrics := benchObservers(b)
 		ops := []benchtest.TryAcquireRelease{raw}
 		for _, o := range []observe.Observer{nil, full, metrics} {
-			locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: o})
+			locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: o}})
 			if err != nil {
 				b.Fatal(err)
 			}

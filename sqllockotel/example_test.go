@@ -27,7 +27,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 	if err != nil {
 		log.Fatal(err)
 	}

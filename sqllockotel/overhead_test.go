@@ -108,7 +108,7 @@ func BenchmarkInstrumentation(b *testing.B) {
 	}{{unit: "off-ns/op"}, {unit: "metrics-ns/op", obs: metricsOnly}, {unit: "otel-ns/op", obs: full}}
 	for i := range sides {
 		d := &memDialect{db: db, memLocks: memLocks{held: make(map[string]dialect.Lease)}}
-		if sides[i].l, err = sqllock.NewTable(d, sqllock.TableOptions{Observer: sides[i].obs}); err != nil {
+		if sides[i].l, err = sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: sides[i].obs}}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -5,7 +5,7 @@
 // implements.
 //
 //	obs, err := sqllockotel.New(sqllockotel.Options{}) // the global providers
-//	locker, err := sqllock.NewTable(d, sqllock.TableOptions{Observer: obs})
+//	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 //	reaper, err := sqllock.NewReaper(d, sqllock.ReaperOptions{Observer: obs})
 //	err = rowlock.InTx(ctx, d, rowlock.TxOptions{Retry: rowlock.RetryOptions{Observer: obs}}, fn)
 //	runs, err := ledger.New(d, ledger.Options{Observer: obs})

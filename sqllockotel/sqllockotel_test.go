@@ -287,7 +287,7 @@ func scenario(t *testing.T, e *db) {
 
 	// Acquire, and a refused try.
 	pd := newPolling(t, e.d)
-	tbl, err := sqllock.NewTable(pd, sqllock.TableOptions{MaxBackoff: time.Hour, Observer: obs})
+	tbl, err := sqllock.NewTable(pd, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{MaxBackoff: time.Hour, Observer: obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +368,7 @@ func scenario(t *testing.T, e *db) {
 	// long TTL keeps a stalled test process (a loaded machine) from losing
 	// it first, the short interval keeps the test quick.
 	const lossyTTL = 12 * time.Second
-	lossy, err := sqllock.NewTable(pd, sqllock.TableOptions{TTL: lossyTTL, RenewInterval: time.Second, Observer: obs})
+	lossy, err := sqllock.NewTable(pd, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: lossyTTL, RenewInterval: time.Second, Observer: obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func scenario(t *testing.T, e *db) {
 	}
 
 	// The optimistic and pessimistic strategies.
-	opt, err := sqllock.NewOptimistic(e.d, sqllock.OptimisticOptions{Observer: obs})
+	opt, err := sqllock.NewOptimistic(e.d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,11 +671,11 @@ func scenario(t *testing.T, e *db) {
 // up, a waiter of t2 for n sleeps until the holder's lease ends or an
 // announcement comes, and t1's release of n is announced to it.
 func noticeHandoff(ctx context.Context, t *testing.T, e *db, obs *sqllockotel.Observer, m *metrics) {
-	t1, err := sqllock.NewTable(e.d, sqllock.TableOptions{Observer: obs})
+	t1, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t2, err := sqllock.NewTable(e.d, sqllock.TableOptions{Observer: obs})
+	t2, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -757,7 +757,7 @@ func TestBroken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{Observer: obs})
+	admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func (r *runner) elect(ctx context.Context, dsn, schema, value string) error {
 	}
 	defer t.Close()
 	r.target = t
-	el, err := sqllock.NewElection(t.d, sqllock.ElectionOptions{TTL: r.ttl})
+	el, err := sqllock.NewElection(t.d, sqllock.LeaseOptions{TTL: r.ttl})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return usageError{msg: err.Error()}
 	}
@@ -129,7 +129,7 @@ func leaderFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 			return err
 		}
 		defer t.Close()
-		el, err := sqllock.NewElection(t.d, sqllock.ElectionOptions{})
+		el, err := sqllock.NewElection(t.d, sqllock.LeaseOptions{})
 		if errors.Is(err, sqllock.ErrUnsupported) {
 			return usageError{msg: err.Error()}
 		}

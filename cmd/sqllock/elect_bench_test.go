@@ -49,7 +49,7 @@ func BenchmarkElectionFailover(b *testing.B) {
 				if err := sqllock.Migrate(ctx, d); err != nil {
 					b.Fatal(err)
 				}
-				el, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: ttl})
+				el, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: ttl})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -180,7 +180,7 @@ func TestCompletion(t *testing.T) {
 		want  string
 	}{
 		{"sqllock mig", "migrate"},
-		{"sqllock c", "completion"},
+		{"sqllock co", "completion"}, {"sqllock cr", "cron"},
 		{"sqllock run --no", "--no-wait"},
 		{"sqllock run --strategy p", "pessimistic"},
 		{"sqllock migrate --dsn x v", "version"},

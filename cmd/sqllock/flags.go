@@ -109,7 +109,18 @@ type flagEntry struct {
 	usage string
 }
 
-// flagEntries lists fs's flags, each once with its aliases.
+// deprecatedValue is a flag's old name, kept working for scripts: help,
+// the manual page and completion leave it out (see deprecatedFlag).
+type deprecatedValue struct{ flag.Value }
+
+// deprecatedFlag defines old as a name of the flag new, left out of help.
+func deprecatedFlag(fs *flag.FlagSet, old, new string) {
+	f := fs.Lookup(new)
+	fs.Var(deprecatedValue{f.Value}, old, "the old name of --"+new)
+}
+
+// flagEntries lists fs's flags, each once with its aliases, but for the
+// deprecated names.
 func flagEntries(fs *flag.FlagSet) []flagEntry {
 	var (
 		entries []flagEntry
@@ -117,6 +128,9 @@ func flagEntries(fs *flag.FlagSet) []flagEntry {
 	)
 	byValue := map[flag.Value]int{}
 	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(deprecatedValue); ok {
+			return
+		}
 		name := "--" + f.Name
 		if len(f.Name) == 1 {
 			name = "-" + f.Name

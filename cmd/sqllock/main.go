@@ -6,6 +6,7 @@
 //	sqllock run [flags] -c 'SHELL COMMAND' NAME      the same, through /bin/sh -c
 //	sqllock run --every 1h [flags] NAME -- COMMAND   run COMMAND once per hour across replicas
 //	sqllock runs [--json] [--watch SECONDS] [JOB]    recent runs of the run ledger, and missed ones
+//	sqllock cron [--check] FILE                      the crontab daemon: FILE's entries once per occurrence
 //	sqllock elect [flags] NAME [--] COMMAND [ARGS...] run COMMAND while elected leader of NAME
 //	sqllock leader [--json] [--watch] NAME           print the leader of the election NAME
 //	sqllock migrate [flags] up|down|version|force V  manage the lock schema
@@ -86,7 +87,8 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
-		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--grace SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
+		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--missed-after SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
+		{"cron", "[--dsn DSN] [--check] [--grace SECONDS] [--removed pause|forget|keep] [-v] FILE", "the crontab daemon: run FILE's entries once per occurrence across every replica that runs it", cronFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
@@ -399,7 +401,7 @@ runner died and the next one took over), OWNER (the runner), TOKEN,
 STARTED (wall clock, local time zone), DURATION ("so far" while it runs)
 and ERROR (a failed attempt's). Then the jobs paused or with a manual
 occurrence pending, and under MISSED, per job, how many occurrences of
-jobs run with --every or --cron no replica claimed within --grace of
+jobs run with --every or --cron no replica claimed within --missed-after of
 their time (by default, before the next one's), the first and the last:
 the dead man's switch of a periodic job (the metric sqllock.runs.missed
 says the same to an alerting system). --json prints {"runs": [...],
@@ -420,6 +422,41 @@ interrupted.
 
 Exit status of the actions: 0 done (or nothing to change); 1 no such job
 in the ledger; 64 usage; 69 database unreachable.
+`,
+	"cron": `The crontab daemon: started alike on every replica (a systemd unit, say),
+it reads FILE, a crontab(5) file, and runs each entry's command through the
+run ledger at the entry's times: once per occurrence across every replica,
+with all that run --every does (a process group under a supervisor, the
+lease, SQLLOCK_TOKEN, SQLLOCK_OCCURRENCE and SQLLOCK_ATTEMPT, a takeover
+after a replica dies). It also runs the manual occurrences sqllock runs
+trigger asks for, within --poll. The file:
+
+  CRON_TZ=Europe/Berlin             the time zone of the entries below
+  PATH=/usr/local/bin:/usr/bin:/bin the commands' environment (SHELL runs them)
+  # sqllock: name=report retries=2 retry-backoff=5m max-runtime=1h
+  30 2 * * *  /usr/local/bin/report --all
+  @hourly     /usr/local/bin/cleanup      (job "cleanup": its program)
+  # sqllock: name=poke tz=UTC early=1s    (tz: of the next entry alone)
+  @every 10s  /usr/local/bin/poke         (a period since the Unix epoch)
+
+A "# sqllock:" comment line (a plain cron ignores it) gives the next
+entry's settings: name (the job; default the command's program), tz,
+retries, retry-backoff, max-runtime (SIGTERM, SIGKILL after --grace;
+recorded failed), early. The file is checked before anything runs: an
+invalid field, unknown time zone, contradictory or repeated setting,
+@reboot or a duplicate job name exits 64 naming each line and field,
+without opening the database; --check checks it and prints each entry's
+next time. SIGHUP reloads it: a bad file is refused (one line on stderr)
+and the last good table stays; the job of an entry removed is paused,
+forgotten or kept, as --removed says (a paused job stays paused when its
+entry comes back: sqllock runs resume JOB). SIGTERM or SIGINT drains: no
+new claim, each running job gets the signal (SIGKILL after --grace), and
+sqllock cron exits 0 once their outcomes are recorded. -v logs every
+decision: each occurrence claimed, run, skipped (done already, running
+elsewhere, paused) and each job's next time.
+
+Exit status: 0 after a drain; 64 a mistake in FILE or the flags; 69
+database unreachable, schema missing or dirty.
 `,
 	"unlock": `Breaks the lock NAME of the lock table (run's default strategy): its
 holder's lease ends now, and a lock kept taken by --min-hold is freed too.

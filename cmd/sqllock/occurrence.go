@@ -336,13 +336,31 @@ func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrence
 func skipReason(res ledger.Result) string {
 	switch res.State {
 	case ledger.StateSucceeded:
-		return fmt.Sprintf("done already (attempt %d, token %d)", res.Attempt, res.Token)
+		return "done already" + attemptText(res)
 	case ledger.StateRunning:
-		return fmt.Sprintf("running elsewhere (attempt %d, token %d)", res.Attempt, res.Token)
+		return "running elsewhere" + attemptText(res)
 	case ledger.StateFailed:
+		if res.Attempt == 0 {
+			return "its attempts failed, and no attempt is left for now"
+		}
 		return fmt.Sprintf("attempt %d failed, and no attempt is left for now", res.Attempt)
 	}
 	return string(res.State)
+}
+
+// attemptText names the attempt that decided res, as far as it is known:
+// " (attempt 2, token 7)", or "" when the ledger did not say (another
+// replica's attempt holds the occurrence's lease, unseen).
+func attemptText(res ledger.Result) string {
+	switch {
+	case res.Attempt > 0 && res.Token > 0:
+		return fmt.Sprintf(" (attempt %d, token %d)", res.Attempt, res.Token)
+	case res.Attempt > 0:
+		return fmt.Sprintf(" (attempt %d)", res.Attempt)
+	case res.Token > 0:
+		return fmt.Sprintf(" (token %d)", res.Token)
+	}
+	return ""
 }
 
 // waitLog says, for --verbose, when a --wait run starts to wait for

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/ledger"
 )
 
 // eachLedger runs fn against PostgreSQL, MariaDB and SQLite (without the
@@ -286,7 +287,7 @@ func TestRunsMissed(t *testing.T) {
 		}
 		var v runsView
 		if !waitFor(time.Minute, func() bool {
-			v = b.runsJSON(t, "--grace", "0.25", "tick")
+			v = b.runsJSON(t, "--missed-after", "0.25", "tick")
 			return len(v.Missed) > 0
 		}) {
 			t.Fatalf("no occurrence of an idle 250 ms job reported missed within a minute: %+v", v)
@@ -298,15 +299,23 @@ func TestRunsMissed(t *testing.T) {
 			v.MissedJobs[0].Last.Before(v.Missed[len(v.Missed)-1].Due) {
 			t.Fatalf("missed_jobs %+v of missed %+v", v.MissedJobs, v.Missed)
 		}
-		if v := b.runsJSON(t, "--grace", "0.25", "--limit", "1", "tick"); len(v.Missed) != 1 {
+		if v := b.runsJSON(t, "--missed-after", "0.25", "--limit", "1", "tick"); len(v.Missed) != 1 {
 			t.Fatalf("--limit 1: %d missed listed", len(v.Missed))
 		}
-		out, err := b.cmd(t, "runs", "--grace", "0.25").Output()
+		// --grace, the old name of --missed-after, still works, with a
+		// deprecation note.
+		c := b.cmd(t, "runs", "--grace", "0.25")
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !strings.Contains(stderr.String(), "--grace is deprecated: say --missed-after") {
+			t.Errorf("runs --grace: no deprecation note in %q", stderr.String())
+		}
 		s := string(out)
-		for _, want := range []string{"JOB", "OCCURRENCE", "ATTEMPT", "STATE", "succeeded", "MISSED: ", "within --grace 250ms", "FIRST (", "LAST ("} {
+		for _, want := range []string{"JOB", "OCCURRENCE", "ATTEMPT", "STATE", "succeeded", "MISSED: ", "within --missed-after 250ms", "FIRST (", "LAST ("} {
 			if !strings.Contains(s, want) {
 				t.Errorf("runs: no %q in\n%s", want, s)
 			}
@@ -434,5 +443,26 @@ func TestReapRuns(t *testing.T) {
 	}
 	if out := run("runs", "--json"); !strings.Contains(out, `"runs": []`) {
 		t.Fatalf("runs after reap --runs-older-than: %s, want none", out)
+	}
+}
+
+// -v names only the attempt and token the ledger told: none for another
+// replica's attempt holding the occurrence's lease.
+func TestSkipReason(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		res  ledger.Result
+		want string
+	}{
+		{ledger.Result{State: ledger.StateRunning}, "running elsewhere"},
+		{ledger.Result{State: ledger.StateRunning, Attempt: 2, Token: 9}, "running elsewhere (attempt 2, token 9)"},
+		{ledger.Result{State: ledger.StateSucceeded, Attempt: 1, Token: 4}, "done already (attempt 1, token 4)"},
+		{ledger.Result{State: ledger.StateSucceeded, Attempt: 1}, "done already (attempt 1)"},
+		{ledger.Result{State: ledger.StateFailed, Attempt: 3, Token: 4}, "attempt 3 failed, and no attempt is left for now"},
+		{ledger.Result{State: ledger.StateFailed}, "its attempts failed, and no attempt is left for now"},
+	} {
+		if got := skipReason(c.res); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.res, got, c.want)
+		}
 	}
 }

@@ -139,11 +139,11 @@ func newLocker(d dialect.Dialect, strategy string, opts sqllock.TableOptions) (s
 	case "table":
 		l, err = sqllock.NewTable(d, opts)
 	case "optimistic":
-		l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: opts.TTL, MinHold: opts.MinHold})
+		l, err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL}, MinHold: opts.MinHold})
 	case "pessimistic":
 		l, err = newPessimistic(d)
 	case strategyRWLock:
-		l, err = newRWLock(d, sqllock.RWLockOptions{TTL: opts.TTL})
+		l, err = newRWLock(d, sqllock.LeaseOptions{TTL: opts.TTL})
 	default:
 		return nil, usageError{msg: fmt.Sprintf("unknown strategy %q: want table, optimistic or pessimistic", strategy)}
 	}
@@ -166,7 +166,7 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 	defer t.Close()
 	r.target = t
 	var locker sqllock.Locker
-	opts := sqllock.TableOptions{TTL: r.ttl, MinHold: r.minHold, Fair: r.fair}
+	opts := sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: r.ttl}, MinHold: r.minHold, Fair: r.fair}
 	if r.max > 0 {
 		locker, err = newSemaphore(t.d, r.max, opts)
 	} else {

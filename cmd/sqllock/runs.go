@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -22,7 +23,8 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	asJSON := fs.Bool("json", false, "print a JSON object: {\"runs\": [...], \"missed\": [...]}, times in RFC 3339, durations in milliseconds")
 	watch := durationFlag(fs, "watch", 0, "show the runs again every `SECONDS` until interrupted (0: once)")
 	limit := fs.Int("limit", 20, "show the latest `N` attempts")
-	grace := durationFlag(fs, "grace", 0, "an occurrence of a job run with --every or --cron is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: until the next occurrence's time)")
+	grace := durationFlag(fs, "missed-after", 0, "an occurrence of a job run with --every or --cron is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: until the next occurrence's time); --grace, its old name, still works, deprecated (run's --grace is the time between SIGTERM and SIGKILL)")
+	deprecatedFlag(fs, "grace", "missed-after")
 	attempts := fs.Bool("attempts", false, "with forget, delete the job's recorded attempts too")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		var job, verb string
@@ -46,14 +48,17 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		switch {
 		case *attempts && verb != "forget":
 			return usageError{msg: "--attempts goes with runs forget JOB"}
-		case verb != "" && isSet(fs, "json", "watch", "limit", "grace"):
-			return usageError{msg: "--json, --watch, --limit and --grace go with the list, not with runs " + verb}
+		case verb != "" && isSet(fs, "json", "watch", "limit", "missed-after", "grace"):
+			return usageError{msg: "--json, --watch, --limit and --missed-after go with the list, not with runs " + verb}
 		}
 		switch {
 		case *watch < 0 || *grace < 0:
-			return usageError{msg: "--watch and --grace must not be negative"}
+			return usageError{msg: "--watch and --missed-after must not be negative"}
 		case *limit <= 0:
 			return usageError{msg: "--limit must be positive"}
+		}
+		if isSet(fs, "grace") {
+			fmt.Fprintln(os.Stderr, "sqllock: runs --grace is deprecated: say --missed-after (run's --grace is the time between SIGTERM and SIGKILL)")
 		}
 		t, err := openReady(ctx, *dsn, *schema)
 		if err != nil {
@@ -314,7 +319,7 @@ func (v runsView) writeTable(w io.Writer) error {
 	}
 	within := "before their next occurrence's time"
 	if v.grace > 0 {
-		within = "within --grace " + v.grace.String()
+		within = "within --missed-after " + v.grace.String()
 	}
 	total := 0
 	for _, m := range v.MissedJobs {

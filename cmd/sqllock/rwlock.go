@@ -34,7 +34,7 @@ func rwSide(strategy string, shared, exclusive bool) (string, error) {
 }
 
 // newRWLock builds the read/write locker of run.
-func newRWLock(d dialect.Dialect, opts sqllock.RWLockOptions) (sqllock.Locker, error) {
+func newRWLock(d dialect.Dialect, opts sqllock.LeaseOptions) (sqllock.Locker, error) {
 	return sqllock.NewRWLock(d, opts)
 }
 
@@ -45,7 +45,7 @@ func (r *runner) heldAsRWLock(ctx context.Context, t *target) (bool, error) {
 	if t.d.Catalogue().RWLocks == nil { // TiDB
 		return false, nil
 	}
-	l, err := sqllock.NewRWLock(t.d, sqllock.RWLockOptions{TTL: r.ttl})
+	l, err := sqllock.NewRWLock(t.d, sqllock.LeaseOptions{TTL: r.ttl})
 	if err != nil {
 		return false, err
 	}

@@ -42,7 +42,7 @@ func checkMax(fs *flag.FlagSet, max int, strategy string, shared bool) (string, 
 
 // newSemaphore builds run's locker under --max.
 func newSemaphore(d dialect.Dialect, max int, opts sqllock.TableOptions) (sqllock.Locker, error) {
-	s, err := sqllock.NewSemaphore(d, max, sqllock.SemaphoreOptions{TTL: opts.TTL, MinHold: opts.MinHold, Fair: opts.Fair})
+	s, err := sqllock.NewSemaphore(d, max, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: opts.TTL}, MinHold: opts.MinHold, Fair: opts.Fair})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return nil, usageError{msg: err.Error()}
 	}

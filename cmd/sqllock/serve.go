@@ -27,7 +27,7 @@ type serveOptions struct {
 	interval    time.Duration // between two reads of the database
 	attempts    int           // the latest attempts read to find the jobs
 	perJob      int           // the latest attempts of each job read
-	grace       time.Duration // Missed's grace (0: each job's own)
+	grace       time.Duration // --missed-after, Missed's grace (0: each job's own)
 	allowWrites bool
 	tokens      []apiToken // who may write, with --allow-writes
 	log         *slog.Logger
@@ -41,7 +41,7 @@ func serveFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 	interval := durationFlag(fs, "interval", 2*time.Second, "read the database every `SECONDS` (or a duration), once for all viewers")
 	attempts := intFlag(fs, "attempts", 1000, "read the latest `N` attempts of every job to find the jobs")
 	perJob := intFlag(fs, "per-job", 30, "show the latest `N` attempts of each job on the jobs page and its timeline")
-	grace := durationFlag(fs, "grace", 0, "an occurrence is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: each job's own grace, else one period)")
+	grace := durationFlag(fs, "missed-after", 0, "an occurrence is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: each job's own grace, else one period)")
 	allowWrites := boolFlag(fs, "allow-writes", "offer the actions (break a lock) to the holders of a token of --token-file")
 	tokenFile := stringFlag(fs, "token-file", "", "read the tokens of the actions from `FILE`: one LABEL:SECRET a line (the label names who acted in the log); readable by its owner only")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -54,7 +54,7 @@ func serveFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		case *attempts <= 0 || *perJob <= 0:
 			return usageError{msg: "--attempts and --per-job must be positive"}
 		case *grace < 0:
-			return usageError{msg: "--grace must not be negative"}
+			return usageError{msg: "--missed-after must not be negative"}
 		case *allowWrites && *tokenFile == "":
 			return usageError{msg: "--allow-writes needs --token-file: the actions are refused without a token"}
 		case !*allowWrites && *tokenFile != "":

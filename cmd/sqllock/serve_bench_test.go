@@ -117,7 +117,7 @@ INSERT INTO sqllock_run_jobs (job, period_us, phase_us, grace_us, first_seen, la
 SELECT printf('job-%03d', i), NULL, 0, 0, ?, ? FROM n`, jobs, now-int64(n)*60000000, now); err != nil {
 		b.Fatal(err)
 	}
-	table, err := sqllock.NewTable(tg.d, sqllock.TableOptions{TTL: time.Hour})
+	table, err := sqllock.NewTable(tg.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Hour}})
 	if err != nil {
 		b.Fatal(err)
 	}

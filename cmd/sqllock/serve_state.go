@@ -46,7 +46,7 @@ func newConsole(t *target, rawDSN string, opts serveOptions) (*console, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if c.locks, err = sqllock.NewTable(t.d, sqllock.TableOptions{Logger: c.log}); err != nil {
+	if c.locks, err = sqllock.NewTable(t.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Logger: c.log}}); err != nil {
 		return nil, err
 	}
 	switch c.ledger, err = ledger.New(t.d, ledger.Options{Logger: c.log}); {

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,24 +31,6 @@ type served struct {
 	stderr *lockedBuffer
 	done   chan struct{}
 	err    error // of Wait, once done is closed
-}
-
-// lockedBuffer is an io.Writer safe to read while the process writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // serve starts sqllock serve on dsn on a free port, with flags, and returns
@@ -201,7 +182,7 @@ func tokenFile(t *testing.T) string {
 func TestServe(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		seedJobs(t, b)
-		locks, err := sqllock.NewTable(b.d, sqllock.TableOptions{TTL: time.Minute})
+		locks, err := sqllock.NewTable(b.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/robfig/cron/v3"
 	sqllockcron "github.com/sqllock/sqllock/contrib/cron"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
 	"github.com/sqllock/sqllock/ledger"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // Three cron schedulers in one process, each with a pool and a run ledger

@@ -13,7 +13,7 @@ import (
 	"github.com/sqllock/sqllock"
 	sqllockcron "github.com/sqllock/sqllock/contrib/cron"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // The replicas' settings: a job every second, whose schedules fire skew
@@ -47,7 +47,7 @@ func TestReplicas(t *testing.T) {
 			var crons []*cron.Cron
 			for replica := range 3 {
 				rdb, d := migrated.Connect(t, tdb)
-				table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 3 * time.Second, MinHold: minHold})
+				table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second}, MinHold: minHold})
 				if err != nil {
 					t.Fatal(err)
 				}

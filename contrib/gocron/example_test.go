@@ -78,7 +78,7 @@ func ExampleElector() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	election, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: 10 * time.Second})
+	election, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: 10 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

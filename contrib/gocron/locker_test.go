@@ -25,7 +25,7 @@ func TestLockerRenewsAndHolds(t *testing.T) {
 	// (renewals every TTL/3): the lease outlives its TTL by renewals
 	// alone. At 2s it was lost on a loaded machine.
 	const ttl = 10 * time.Second
-	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MinHold: time.Hour})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}, MinHold: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/sqllock/sqllock"
 	sqllockgocron "github.com/sqllock/sqllock/contrib/gocron"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // The replicas' settings: a job every second; replicas' schedulers start
@@ -71,13 +71,13 @@ func TestChild(t *testing.T) {
 	)
 	switch c.Role {
 	case "locker":
-		table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MinHold: minHold})
+		table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}, MinHold: minHold})
 		if err != nil {
 			t.Fatal(err)
 		}
 		opt = gocron.WithDistributedLocker(sqllockgocron.NewLocker(table))
 	case "elector":
-		el, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: ttl})
+		el, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: ttl})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestElectorReplicas(t *testing.T) {
 			tdb := migrated.New(t, kind)
 			r := startReplicas(t, tdb, "elector")
 			_, d := migrated.Connect(t, tdb)
-			el, err := sqllock.NewElection(d, sqllock.ElectionOptions{})
+			el, err := sqllock.NewElection(d, sqllock.LeaseOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

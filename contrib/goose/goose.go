@@ -8,7 +8,7 @@
 // row, so it works through any pooler, on PostgreSQL, MySQL/MariaDB and
 // SQLite alike:
 //
-//	locker, _ := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+//	locker, _ := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 //	p, _ := goose.NewProvider(goose.DialectPostgres, db, migrations,
 //		goose.WithLocker(sqllockgoose.NewLocker(locker, "goose")))
 //	_, err := p.Up(ctx) // one replica migrates, the others wait and find nothing to do

@@ -13,7 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 
 	sqllockgoose "github.com/sqllock/sqllock/contrib/goose"
 )
@@ -43,7 +43,7 @@ func testUpOnce(t *testing.T, gd goose.Dialect, open func(t *testing.T) (*sql.DB
 	errs := make([]error, replicas)
 	for i := range replicas {
 		db, d := open(t)
-		locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Second})
+		locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func Example() {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		log.Fatal(err)
 	}
-	e, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: 15 * time.Second})
+	e, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: 15 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // a resourcelock.Interface kept in sqllock's lock table, as a
 // sqllock.Election whose leader's value is the leader election record.
 //
-//	e, _ := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: 15 * time.Second})
+//	e, _ := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: 15 * time.Second})
 //	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 //		Lock:          sqllockk8slease.New(e, "controller", hostname),
 //		LeaseDuration: 15 * time.Second,

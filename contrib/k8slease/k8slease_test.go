@@ -12,7 +12,7 @@ import (
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/dbtest"
-	"github.com/sqllock/sqllock/internal/dbtest/migrated"
+	"github.com/sqllock/sqllock/tests/migrated"
 	"k8s.io/client-go/tools/leaderelection"
 
 	sqllockk8slease "github.com/sqllock/sqllock/contrib/k8slease"
@@ -86,7 +86,7 @@ func testOneLeader(t *testing.T, open func(t *testing.T) (*sql.DB, dialect.Diale
 	var all []*candidate
 	start := func(id string) {
 		db, d := open(t)
-		e, err := sqllock.NewElection(d, sqllock.ElectionOptions{TTL: leaseDuration})
+		e, err := sqllock.NewElection(d, sqllock.LeaseOptions{TTL: leaseDuration})
 		if err != nil {
 			t.Fatal(err)
 		}

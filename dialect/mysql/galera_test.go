@@ -100,9 +100,9 @@ func TestGalera(t *testing.T) {
 					}
 				}
 				if strategy == "table" {
-					lockers[i], err = sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Second})
+					lockers[i], err = sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Second}})
 				} else {
-					lockers[i], err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: 10 * time.Second})
+					lockers[i], err = sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Second}})
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -157,7 +157,7 @@ func nodeLoss(t *testing.T, nodes []string, kill func(int), open func(*testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

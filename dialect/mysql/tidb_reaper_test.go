@@ -94,9 +94,9 @@ func exclusionBesideReaper(t *testing.T, db *sql.DB, database, dsn, strategy str
 		var l sqllock.Locker
 		ttl, backoff := 10*time.Second, 100*time.Millisecond
 		if strategy == "optimistic" {
-			l, err = sqllock.NewOptimistic(pd, sqllock.OptimisticOptions{TTL: ttl, MaxBackoff: backoff})
+			l, err = sqllock.NewOptimistic(pd, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, MaxBackoff: backoff}})
 		} else {
-			l, err = sqllock.NewTable(pd, sqllock.TableOptions{TTL: ttl, MaxBackoff: backoff})
+			l, err = sqllock.NewTable(pd, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, MaxBackoff: backoff}})
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -43,11 +43,11 @@ var wakeKinds = []string{"lock", "semaphore", "fairsem", "rw-read", "rw-write"}
 func wakeLocker(d dialect.Dialect, kind string, ttl, maxBackoff time.Duration) (sqllock.Locker, error) {
 	switch kind {
 	case "semaphore", "fairsem":
-		return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{TTL: ttl, MaxBackoff: maxBackoff, Fair: kind == "fairsem"})
+		return sqllock.NewSemaphore(d, 1, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, MaxBackoff: maxBackoff}, Fair: kind == "fairsem"})
 	case "rw-read", "rw-write":
-		return sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: ttl, MaxBackoff: maxBackoff})
+		return sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: ttl, MaxBackoff: maxBackoff})
 	}
-	return sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl, MaxBackoff: maxBackoff, Fair: kind == "fair"})
+	return sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, MaxBackoff: maxBackoff}, Fair: kind == "fair"})
 }
 
 // wakeHold takes name on l as the child of kind holds it: the other side
@@ -342,7 +342,7 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 	d, db, database := wakeEnv(t)
 	var warns atomic.Int64
 	logger := slog.New(logCounter{slog.DiscardHandler, &warns})
-	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+	holder, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +353,7 @@ func TestKilledBellDegradesToPolling(t *testing.T) {
 	r := make(recorder, 16)
 	sub := watch(ctx, t, d, r, "warm-up")
 
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond, Logger: logger})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond, Logger: logger}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -428,7 +428,7 @@ func TestWithoutWakeups(t *testing.T) {
 	if sub.Listening() {
 		t.Fatal("listening without wake-ups")
 	}
-	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+	holder, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +436,7 @@ func TestWithoutWakeups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute, MaxBackoff: 20 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestOptimisticWaiterWoken(t *testing.T) {
 	d, _, _ := wakeEnv(t)
 	r := make(recorder, 16)
 	watch(ctx, t, d, r, "warm-up")
-	opts := sqllock.OptimisticOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}
+	opts := sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute, MaxBackoff: 10 * time.Minute}}
 	holder, err := sqllock.NewOptimistic(d, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -520,7 +520,7 @@ WHERE ID = ? AND INFO LIKE 'SELECT SLEEP(600)%'`, id).Scan(&n)
 		return err == nil && n == 1
 	})
 
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +586,7 @@ func TestRingBeforeReleaseReturns(t *testing.T) {
 VALUES ('x', 0, '0123456789abcdef', 0, 0, NOW(6) + INTERVAL 1 HOUR)`); err != nil {
 		t.Fatal(err)
 	}
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,7 +712,7 @@ func TestBellNeedsRoomInThePool(t *testing.T) {
 
 	var lockers [2]*sqllock.Table
 	for i := range lockers {
-		if lockers[i], err = sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}); err != nil {
+		if lockers[i], err = sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute, MaxBackoff: 20 * time.Millisecond}}); err != nil {
 			t.Fatal(err)
 		}
 	}

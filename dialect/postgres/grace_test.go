@@ -62,7 +62,7 @@ func TestFailoverGrace(t *testing.T) {
 	// A pool of its own: pretendPromotion closes its idle sessions.
 	db, schema, d := graceSetup(ctx, t)
 	const ttl = time.Hour
-	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,21 +80,21 @@ func TestFailoverGrace(t *testing.T) {
 	if we.Left <= ttl-time.Minute || we.Left > ttl {
 		t.Fatalf("grace left %v, want about %v", we.Left, ttl)
 	}
-	opt, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{TTL: time.Second})
+	opt, err := sqllock.NewOptimistic(d, sqllock.OptimisticOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := opt.TryAcquire(ctx, "new"); !errors.As(err, &we) {
 		t.Fatalf("optimistic TryAcquire after a promotion: %v, want a refusal", err)
 	}
-	sem, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{TTL: time.Second})
+	sem, err := sqllock.NewSemaphore(d, 2, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sem.TryAcquire(ctx, "new"); !errors.As(err, &we) {
 		t.Fatalf("semaphore TryAcquire after a promotion: %v, want a refusal", err)
 	}
-	rw, err := sqllock.NewRWLock(d, sqllock.RWLockOptions{TTL: time.Second})
+	rw, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestFailoverGrace(t *testing.T) {
 	}
 	// Without the grace, grants go on at once.
 	free := dialectOn(t, db, schema, postgres.WithoutFailoverGrace())
-	plain, err := sqllock.NewTable(free, sqllock.TableOptions{TTL: ttl})
+	plain, err := sqllock.NewTable(free, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestGraceNoteFollowsTheSchema(t *testing.T) {
 	db, schema, d := graceSetup(ctx, t)
 	db.SetMaxOpenConns(1) // one session throughout
 	const ttl = time.Hour
-	table, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: ttl})
+	table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/dialect/internal/listen"
 	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/internal/chaos"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/internal/faultproxy"
 	"github.com/sqllock/sqllock/internal/testutil"
 )
 
@@ -48,7 +48,7 @@ func TestPreparedStatementsThroughTransactionPoolerNameTheFix(t *testing.T) {
 	pool := dbtest.OpenPostgres(t, dbtest.PgBouncerURL(t, dbtest.Transaction))
 	d := migrated(t, pool)
 	pool.SetMaxIdleConns(0)
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: time.Minute})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestSilentListenerIsFoundOut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := chaos.NewProxy(u.Host)
+	proxy, err := faultproxy.New(u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

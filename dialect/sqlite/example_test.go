@@ -35,7 +35,7 @@ func ExampleOpen() {
 	if err := sqllock.Migrate(ctx, d); err != nil {
 		log.Fatal(err)
 	}
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 30 * time.Second})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -63,7 +63,7 @@ func (w waiter) run() error {
 		return err
 	}
 	defer d.Close(ctx)
-	l, err := sqllock.NewTable(d, sqllock.TableOptions{MaxBackoff: w.MaxBackoff, Observer: listening{}})
+	l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{MaxBackoff: w.MaxBackoff, Observer: listening{}}})
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func TestReleaseAnnouncedToOtherProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	path, d := migrated(t)
-	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+	holder, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +249,7 @@ func TestWakeupAcrossProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), limit)
 	defer cancel()
 	path, d := migrated(t)
-	holder, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 10 * time.Minute})
+	holder, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 10 * time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

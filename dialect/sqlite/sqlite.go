@@ -37,6 +37,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -220,9 +221,26 @@ func (d *Dialect) MigrationDriver(ctx context.Context, conn *sql.Conn) (database
 		ReadVersion:  `SELECT version, dirty FROM sqllock_schema_migrations LIMIT 1`,
 		ClearVersion: `DELETE FROM sqllock_schema_migrations`,
 		WriteVersion: `INSERT INTO sqllock_schema_migrations (version, dirty) VALUES (?, ?)`,
+		Applied:      columnAdded,
 	}
 	drv, err := sqlmigrate.New(ctx, conn, st)
 	return drv, wrap(err)
+}
+
+// addColumn matches a migration file's "ALTER TABLE t ADD COLUMN c ...".
+var addColumn = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)\s`)
+
+// columnAdded reports whether stmt adds a column that its table has
+// already: SQLite has no ADD COLUMN IF NOT EXISTS, and the files must apply
+// over the objects a pipeline created from them.
+func columnAdded(ctx context.Context, conn *sql.Conn, stmt string) (bool, error) {
+	m := addColumn.FindStringSubmatch(stmt)
+	if m == nil {
+		return false, nil
+	}
+	var n int
+	err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ? COLLATE NOCASE`, m[1], m[2]).Scan(&n)
+	return n > 0, wrap(err)
 }
 
 // isBusy reports an error saying that another connection holds a lock the

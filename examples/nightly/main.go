@@ -69,7 +69,7 @@ func open(dsn, name string) (*replica, error) {
 	if r.db, r.d, err = cfg.Open("sqllock_demo"); err != nil {
 		return nil, err
 	}
-	r.locker, err = sqllock.NewTable(r.d, sqllock.TableOptions{TTL: 5 * time.Second})
+	r.locker, err = sqllock.NewTable(r.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 5 * time.Second}})
 	return r, err
 }
 

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sqllock/sqllock/internal/dbtest"
 	sqllockdsn "github.com/sqllock/sqllock/dsn"
+	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Finish(m.Run())) }

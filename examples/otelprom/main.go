@@ -120,7 +120,7 @@ func run(ctx context.Context, c config, d dialect.Dialect) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	locker, err := sqllock.NewTable(d, sqllock.TableOptions{TTL: 3 * time.Second, Observer: obs, Logger: logger})
+	locker, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second, Observer: obs, Logger: logger}})
 	if err != nil {
 		return err
 	}

@@ -6,10 +6,17 @@
 //	go test -run '^$' -bench 'TryAcquireRelease' . | go run ./internal/benchchart > chart.svg
 //
 // Runs repeated with -count are averaged.
+//
+// With -peers it reads the output of the peer benchmark (bench/peers)
+// instead and draws the hand-off latency against the number of waiting
+// processes, a line per system (the median of the rounds):
+//
+//	go run ./internal/benchchart -peers < bench/results-peers.txt > bench/peers.svg
 package main
 
 import (
 	"bufio"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +36,20 @@ type bar struct {
 var line = regexp.MustCompile(`^Benchmark(\w*)TryAcquireRelease/([^\s]+?)(-\d+)?\s`)
 
 func main() {
+	peers := flag.Bool("peers", false, "draw bench/peers' hand-off latency instead")
+	flag.Parse()
+	if *peers {
+		ss, waiters, err := parsePeers(os.Stdin)
+		if err == nil && len(ss) == 0 {
+			err = fmt.Errorf("no BenchmarkPeerHandoff results on standard input")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchchart:", err)
+			os.Exit(1)
+		}
+		renderPeers(os.Stdout, ss, waiters)
+		return
+	}
 	bars, err := parse(os.Stdin)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchchart:", err)

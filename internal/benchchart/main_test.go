@@ -34,3 +34,35 @@ func TestParseAveragesRuns(t *testing.T) {
 		t.Fatalf("svg:\n%s", out.String())
 	}
 }
+
+const peerSample = `# peers: 2026-01-01T00:00:00Z, load average 1 1 1
+BenchmarkPeerUncontended/system=redsync/clients=1/round=1	1	3408 ops/s
+BenchmarkPeerHandoff/system=redsync/waiters=1/round=1	30	127.000 p50-ms	352.2 p99-ms	10.0 grants/s	0.550 jain	-1.0 stmts/grant	0 overlaps
+BenchmarkPeerHandoff/system=redsync/waiters=1/round=2	30	100.000 p50-ms	352.2 p99-ms	10.0 grants/s	0.550 jain	-1.0 stmts/grant	0 overlaps
+BenchmarkPeerHandoff/system=redsync/waiters=1/round=3	30	140.000 p50-ms	352.2 p99-ms	10.0 grants/s	0.550 jain	-1.0 stmts/grant	0 overlaps
+BenchmarkPeerHandoff/system=pg-advisory/waiters=1/round=1	900	0.200 p50-ms	2.0 p99-ms	900.0 grants/s	1.000 jain	2.0 stmts/grant	0 overlaps
+BenchmarkPeerHandoff/system=pg-advisory/waiters=10/round=1	900	0.300 p50-ms	2.0 p99-ms	900.0 grants/s	1.000 jain	2.0 stmts/grant	0 overlaps
+BenchmarkPeerHandoff/system=sqllock-pg/waiters=10/round=1	0	NaN p50-ms	NaN p99-ms	0.0 grants/s	0.000 jain	-1.0 stmts/grant	0 overlaps
+`
+
+func TestParsePeersTakesMedians(t *testing.T) {
+	ss, waiters, err := parsePeers(strings.NewReader(peerSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 2 || ss[0].system != "redsync" || ss[1].system != "pg-advisory" {
+		t.Fatalf("series %+v", ss)
+	}
+	if got := ss[0].p50[1]; got != 127 {
+		t.Fatalf("redsync p50 at 1 waiter = %v, want the median 127", got)
+	}
+	if len(waiters) != 2 || waiters[0] != 1 || waiters[1] != 10 {
+		t.Fatalf("waiters %v, want [1 10]", waiters)
+	}
+	var out strings.Builder
+	renderPeers(&out, ss, waiters)
+	svg := out.String()
+	if !strings.HasPrefix(svg, "<svg") || strings.Count(svg, "<polyline") != 2 || strings.Count(svg, "<circle") != 3 {
+		t.Fatalf("svg:\n%s", svg)
+	}
+}

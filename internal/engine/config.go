@@ -10,10 +10,10 @@ import (
 	"github.com/sqllock/sqllock/observe"
 )
 
-// Config is what the engine needs of a constructor's options: the union
-// of the root package's TableOptions, OptimisticOptions,
-// SemaphoreOptions, RWLockOptions and ElectionOptions, whose fields it
-// documents, and the errors the engine reports with.
+// Config is what the engine needs of a constructor's options: the root
+// package's LeaseOptions, which document the fields, with MinHold and
+// Fair where the primitive has them (TableOptions, OptimisticOptions,
+// SemaphoreOptions), and the errors the engine reports with.
 type Config struct {
 	TTL           time.Duration
 	RenewInterval time.Duration
@@ -38,7 +38,8 @@ const (
 )
 
 // WithDefaults returns c with its zero durations and logger defaulted,
-// or an error wrapping dialect.ErrInvalidOptions. Lost and NotHeld must be
+// or an error wrapping dialect.ErrInvalidOptions (and
+// observe.ErrNoInterface for an observer that would hear nothing). Lost and NotHeld must be
 // set.
 func (c Config) WithDefaults() (Config, error) {
 	if c.Lost == nil || c.NotHeld == nil {
@@ -64,6 +65,9 @@ func (c Config) WithDefaults() (Config, error) {
 	}
 	if c.MaxBackoff < minBackoff {
 		c.MaxBackoff = minBackoff
+	}
+	if err := observe.Check(c.Observer); err != nil {
+		return c, fmt.Errorf("%w: Observer: %w", dialect.ErrInvalidOptions, err)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

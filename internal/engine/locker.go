@@ -10,17 +10,15 @@ import (
 
 // Locker is what the lease-based primitives share: the process's leases on
 // one lease table (renewal, trust window, loss, release, guard, batching),
-// the waiting room and the events. A primitive supplies its acquisition
-// attempt (Strategy) and the owner of each call.
+// the waiting room and the events. A primitive hands each call its
+// acquisition attempt (Strategy) and its owner (Call); it reaches none of
+// the parts, which are the Locker's.
 type Locker struct {
-	Opts   Config
-	Leases *Leases
-	Room   *Room
-	Events *Events
-	// Strategy makes the primitive's acquisition attempts.
-	Strategy Strategy
-
-	table sqlrun.LeaseTable
+	cfg    Config
+	leases *Leases
+	room   *Room
+	events *Events
+	table  sqlrun.LeaseTable
 }
 
 // Strategy is what a lease-based primitive adds to the shared machinery:
@@ -33,6 +31,26 @@ type Strategy interface {
 	TryOnce(ctx context.Context, name, owner string, waiting bool) (token int64, start time.Time, left time.Duration, err error)
 }
 
+// Call is one acquire call: what it asks for, and how its attempts are
+// made.
+type Call struct {
+	Name, Owner string
+	// Try makes the call's attempts.
+	Try Strategy
+	// Wait waits in the room while the attempts are refused (Acquire);
+	// otherwise one attempt decides (TryAcquire).
+	Wait bool
+	// Shared waits in the readers' line of Name (a read/write lock's read
+	// side), and events report the call as shared.
+	Shared bool
+	// Queue, for a waiting call, takes its place in the database's queue
+	// (see Room.WaitQueued); nil: none.
+	Queue Queue
+	// GaveUp, if set, runs when a waiting call fails, before the call's
+	// events end (a waiting writer withdraws its intent).
+	GaveUp func()
+}
+
 // Grant is a hold granted by the database: its lease, and whether the
 // grant re-entered a lease this process held already. The zero Grant is
 // none.
@@ -41,40 +59,76 @@ type Grant struct {
 	Reentered bool
 }
 
-// Init sets the locker up on table, of strategy on d. notifier announces
-// the releases that wake waiters; nil: they poll.
-func (l *Locker) Init(strategy string, d dialect.Dialect, table sqlrun.LeaseTable, notifier dialect.Notifier, opts Config) error {
-	opts, err := opts.WithDefaults()
+// Init sets the locker up on table, of strategy on d, with cfg (defaulted
+// and checked: see Config.WithDefaults). notifier announces the releases
+// that wake waiters; nil: they poll.
+func (l *Locker) Init(strategy string, d dialect.Dialect, table sqlrun.LeaseTable, notifier dialect.Notifier, cfg Config) error {
+	cfg, err := cfg.WithDefaults()
 	if err != nil {
 		return err
 	}
-	l.table, l.Opts = table, opts
-	l.Events = NewEvents(strategy, d, opts.Logger, opts.Observer)
-	l.Leases = NewLeases(table, opts)
-	l.Leases.ev, l.Leases.batch.ev = l.Events, l.Events
-	l.Room = NewRoom(notifier, opts)
-	l.Room.ev = l.Events
-	l.Leases.freed = l.Room.Kick
+	l.table, l.cfg = table, cfg
+	l.events = NewEvents(strategy, d, cfg.Logger, cfg.Observer)
+	l.leases = NewLeases(table, cfg)
+	l.leases.ev, l.leases.batch.ev = l.events, l.events
+	l.room = NewRoom(notifier, cfg)
+	l.room.ev = l.events
+	l.leases.freed = l.room.Kick
 	return nil
 }
 
-// TryAcquire makes one attempt to acquire name for owner.
-func (l *Locker) TryAcquire(ctx context.Context, name, owner string) (Grant, error) {
-	tctx, call := l.Events.StartAcquire(ctx, name, false, false)
-	g, _, err := l.Attempt(ctx, tctx, name, owner, false)
-	l.Events.EndAcquire(tctx, call, g.held(), err)
+// Config returns the locker's configuration, defaults filled in.
+func (l *Locker) Config() Config { return l.cfg }
+
+// Acquire makes the call c: one attempt, or attempts until one is granted
+// or ctx ends for a waiting call, between its acquire events.
+func (l *Locker) Acquire(ctx context.Context, c Call) (Grant, error) {
+	tctx, call := l.events.StartAcquire(ctx, c.Name, c.Wait, c.Shared)
+	try := func() (Grant, time.Duration, error) { return l.attempt(ctx, tctx, c) }
+	var (
+		g   Grant
+		err error
+	)
+	if !c.Wait {
+		g, _, err = try()
+	} else {
+		g, err = l.room.waitQueued(tctx, line{name: c.Name, shared: c.Shared}, c.Queue, try)
+		if err != nil && c.GaveUp != nil {
+			c.GaveUp()
+		}
+	}
+	l.events.EndAcquire(tctx, call, g.held(), err)
 	return g, err
 }
 
-// Acquire acquires name for owner, waiting in the room while another
-// owner holds it.
-func (l *Locker) Acquire(ctx context.Context, name, owner string) (Grant, error) {
-	tctx, call := l.Events.StartAcquire(ctx, name, true, false)
-	g, err := l.Room.Wait(tctx, name, func() (Grant, time.Duration, error) {
-		return l.Attempt(ctx, tctx, name, owner, true)
-	})
-	l.Events.EndAcquire(tctx, call, g.held(), err)
-	return g, err
+// attempt makes one attempt of c, by statements run with tctx, and turns a
+// grant into a held lease, whose context derives from ctx.
+func (l *Locker) attempt(ctx, tctx context.Context, c Call) (Grant, time.Duration, error) {
+	token, start, left, err := c.Try.TryOnce(tctx, c.Name, c.Owner, c.Wait)
+	if err != nil {
+		return Grant{}, left, err
+	}
+	return l.leases.Grant(ctx, c.Name, c.Owner, token, start), 0, nil
+}
+
+// Wait waits in the room's line of name, as a waiting Acquire does, for
+// attempts that try makes itself (a lock set's, which grant several
+// leases at once, by Grant).
+func (l *Locker) Wait(ctx context.Context, name string, try func() (Grant, time.Duration, error)) (Grant, error) {
+	return l.room.Wait(ctx, name, try)
+}
+
+// Grant turns a token granted to owner for name, by a statement sent at
+// start, into a held lease (see Leases.Grant).
+func (l *Locker) Grant(ctx context.Context, name, owner string, token int64, start time.Time) Grant {
+	return l.leases.Grant(ctx, name, owner, token, start)
+}
+
+// UseTickets sets how the waiting room finds the name one of this
+// locker's tickets waits for (see Room.SetTickets); call it before the
+// locker is used.
+func (l *Locker) UseTickets(tickets func(id int64) (name string, ok bool)) {
+	l.room.SetTickets(tickets)
 }
 
 // List returns the leases of the locker's table.
@@ -82,12 +136,24 @@ func (l *Locker) List(ctx context.Context) ([]dialect.LockInfo, error) {
 	return l.table.List(ctx)
 }
 
-// Attempt makes one attempt, by statements run with tctx, and turns a
-// grant into a held lease, whose context derives from ctx.
-func (l *Locker) Attempt(ctx, tctx context.Context, name, owner string, waiting bool) (Grant, time.Duration, error) {
-	token, start, left, err := l.Strategy.TryOnce(tctx, name, owner, waiting)
-	if err != nil {
-		return Grant{}, left, err
-	}
-	return l.Leases.Grant(ctx, name, owner, token, start), 0, nil
+// Broken reports the lease info ended by a break, and wakes this locker's
+// waiters of its name.
+func (l *Locker) Broken(ctx context.Context, info dialect.LockInfo) {
+	l.room.Kick(info.Name)
+	l.events.Broken(ctx, info)
 }
+
+// AcquiredInSet reports a lock of a set of n, acquired after wait.
+func (l *Locker) AcquiredInSet(ctx context.Context, ref dialect.Lease, reentered bool, wait time.Duration, n int) {
+	l.events.AcquiredInSet(ctx, ref, reentered, wait, n)
+}
+
+// Dialect returns the name of the locker's dialect.
+func (l *Locker) Dialect() string { return l.events.Dialect() }
+
+// SetHooks sets the waiting room's test hooks (see Room.SetHooks).
+func (l *Locker) SetHooks(h *Hooks) { l.room.SetHooks(h) }
+
+// State reports whether notifications reach the waiting room, and how
+// many calls wait for name.
+func (l *Locker) State(name string) (listening bool, waiting int) { return l.room.State(name) }

@@ -77,25 +77,24 @@ func TestLockerAcquireRelease(t *testing.T) {
 	if err := l.Init(observe.StrategyTable, nil, m, nil, withErrors(Config{TTL: 3 * time.Hour})); err != nil {
 		t.Fatal(err)
 	}
-	l.Strategy = m
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 
-	first, err := l.TryAcquire(ctx, "n", "a")
+	first, err := l.Acquire(ctx, Call{Name: "n", Owner: "a", Try: m})
 	if err != nil || first.Lease == nil || first.Reentered {
 		t.Fatalf("TryAcquire: %+v, %v; want a new lease", first, err)
 	}
-	if g, err := l.TryAcquire(ctx, "n", "b"); !errors.Is(err, dialect.ErrLocked) || g.Lease != nil {
+	if g, err := l.Acquire(ctx, Call{Name: "n", Owner: "b", Try: m}); !errors.Is(err, dialect.ErrLocked) || g.Lease != nil {
 		t.Fatalf("TryAcquire of a held name: %+v, %v; want ErrLocked", g, err)
 	}
-	again, err := l.TryAcquire(ctx, "n", "a")
+	again, err := l.Acquire(ctx, Call{Name: "n", Owner: "a", Try: m})
 	if err != nil || again.Lease != first.Lease || !again.Reentered {
 		t.Fatalf("TryAcquire by the holder: %+v, %v; want the same lease, re-entered", again, err)
 	}
 
 	got := make(chan Grant, 1)
 	go func() {
-		g, err := l.Acquire(ctx, "n", "b")
+		g, err := l.Acquire(ctx, Call{Name: "n", Owner: "b", Try: m, Wait: true})
 		if err != nil {
 			t.Error(err)
 		}
@@ -117,7 +116,7 @@ func TestLockerAcquireRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The database no longer knows the lease: the release reports it lost.
-	h, err := l.TryAcquire(ctx, "m", "a")
+	h, err := l.Acquire(ctx, Call{Name: "m", Owner: "a", Try: m})
 	if err != nil {
 		t.Fatal(err)
 	}

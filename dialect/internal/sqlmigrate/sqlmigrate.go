@@ -100,6 +100,11 @@ type Statements struct {
 	// the lock is released on a live connection before it is discarded.
 	// Without it, the driver interrupts the statement as the context ends.
 	Canceller func(ctx context.Context, conn *sql.Conn) (func(context.Context) error, error)
+	// Applied, if not nil, reports whether a statement of a migration file
+	// is applied already, to be skipped: for DDL the database cannot make
+	// conditional (SQLite's ADD COLUMN has no IF NOT EXISTS), so that the
+	// files apply over the objects another tool created from them.
+	Applied func(ctx context.Context, conn *sql.Conn, stmt string) (bool, error)
 	// Lead are arguments put before every statement's own, which the
 	// driver takes as options of the statement (pgx's QueryExecMode); nil
 	// for none. Statements that end a transaction run without them.
@@ -341,6 +346,19 @@ func (d *Driver) Run(migration io.Reader) error {
 		return err
 	}
 	for _, s := range Split(body) {
+		if d.st.Applied != nil {
+			var done bool
+			err := d.run(func(ctx context.Context) (err error) {
+				done, err = d.st.Applied(ctx, d.conn, s)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("migration statement %q: %w", s, err)
+			}
+			if done {
+				continue
+			}
+		}
 		if err := d.exec(s); err != nil {
 			return fmt.Errorf("migration statement %q: %w", s, err)
 		}
