@@ -71,7 +71,7 @@ func consoleOn(t *testing.T, tr *countingTracer) (*console, *httptest.Server) {
 }
 
 // The database statements of a refresh do not depend on the number of
-// viewers: after one read, 1 and then 20 viewers load every page, the API,
+// viewers: after one read, 1 and then 50 viewers load every page, the API,
 // /metrics and the event stream, and the count of statements is the same.
 func TestServeStatementsPerViewer(t *testing.T) {
 	t.Parallel()
@@ -116,11 +116,11 @@ func TestServeStatementsPerViewer(t *testing.T) {
 		return tr.n.Load() - before
 	}
 	round(1) // the first reads of the job pages
-	one, twenty := round(1), round(20)
-	if one != twenty || one == 0 {
-		t.Errorf("a refresh with 1 viewer ran %d statements, with 20 viewers %d: want the same", one, twenty)
+	one, fifty := round(1), round(50)
+	if one != fifty || one == 0 {
+		t.Errorf("a refresh with 1 viewer ran %d statements, with 50 viewers %d: want the same", one, fifty)
 	}
-	t.Logf("%d statements per refresh, with 1 or 20 viewers", one)
+	t.Logf("%d statements per refresh, with 1 or 50 viewers", one)
 }
 
 // faultProxy forwards TCP connections to a server until cut, which closes

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/ledger"
 )
 
@@ -316,4 +317,33 @@ func TestServeScrub(t *testing.T) {
 			t.Errorf("scrub with %q: %q", dsn, got)
 		}
 	}
+}
+
+// A role that may only read sqllock's tables (docs/console.md's GRANTs)
+// is enough to view: every page, the API and /metrics answer 200 with
+// data, and the database-down banner never shows.
+func TestServeAsViewer(t *testing.T) {
+	eachServer(t, func(t *testing.T, b backend) {
+		seedJobs(t, b)
+		locks, err := sqllock.NewTable(b.d, sqllock.TableOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := locks.TryAcquire(ctxT(t), "viewed/lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release(context.Background())
+		s := serve(t, b.as(t, dbtest.Viewer).dsn)
+		s.until(t, "/locks", "viewed/lock")
+		for _, path := range []string{"/", "/locks", "/locks/viewed/lock", "/elections", "/jobs", "/jobs/nightly", "/doctor", "/api/locks", "/api/runs", "/metrics"} {
+			code, body := s.get(t, path)
+			if code != http.StatusOK {
+				t.Errorf("GET %s as a viewer: %d\n%s", path, code, body)
+			}
+			if strings.Contains(body, "cannot read the database") {
+				t.Errorf("GET %s as a viewer shows the database-down banner", path)
+			}
+		}
+	})
 }
