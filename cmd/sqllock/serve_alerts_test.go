@@ -22,6 +22,7 @@ import (
 var (
 	mainRules    = filepath.Join("..", "..", "alerts", "sqllock.rules.yml")
 	consoleRules = filepath.Join("..", "..", "alerts", "sqllock-console.rules.yml")
+	consoleBoard = filepath.Join("..", "..", "grafana", "sqllock-console.json")
 )
 
 // ruleExpr finds an alert and its expression in a rules file.
@@ -31,7 +32,8 @@ var ruleExpr = regexp.MustCompile(`(?m)^\s*- alert: (\S+)\n(?:\s*#.*\n)*\s*expr:
 // serve: a job failing 3 times in a row (SqllockJobFailing), a periodic job
 // whose occurrences nobody claimed (sqllock.rules.yml's SqllockRunsMissed,
 // unchanged), an election that lost its leader (SqllockElectionLeaderless).
-// Every sqllock_ series the console's rules use is in the scrape; with
+// Every sqllock_ series the console's rules and its Grafana dashboard
+// (grafana/sqllock-console.json) use is in the scrape; with
 // promtool installed, the rules are checked and evaluated by it over the
 // scrape's samples.
 func TestServeAlertRules(t *testing.T) {
@@ -81,13 +83,16 @@ func TestServeAlertRules(t *testing.T) {
 	s.until(t, "/metrics", `sqllock_console_election_leader{sqllock_election="scheduler"} 0`)
 	scrape := s.untilMatch(t, "/metrics", regexp.MustCompile(`sqllock_runs_missed\{sqllock_job="every-second"\} [1-9]`))
 
-	rules, err := os.ReadFile(consoleRules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range regexp.MustCompile(`sqllock_[a-z_]+`).FindAllString(string(rules), -1) {
-		if !strings.Contains(scrape, "\n"+n+"{") && !strings.Contains(scrape, "\n"+n+" ") && !strings.Contains(scrape, "{"+n+`="`) {
-			t.Errorf("%s uses %s, which the console's scrape lacks", consoleRules, n)
+	// Every series and label the console's rules and its dashboard use.
+	for _, f := range []string{consoleRules, consoleBoard} {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range regexp.MustCompile(`sqllock_[a-z_]+`).FindAllString(string(text), -1) {
+			if !strings.Contains(scrape, "\n"+n+"{") && !strings.Contains(scrape, "\n"+n+" ") && !strings.Contains(scrape, "{"+n+`="`) {
+				t.Errorf("%s uses %s, which the console's scrape lacks", f, n)
+			}
 		}
 	}
 	promtoolRules(t, scrape, map[string]int{"SqllockJobFailing": 1, "SqllockRunsMissed": 1, "SqllockElectionLeaderless": 1})
