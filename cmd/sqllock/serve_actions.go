@@ -128,14 +128,16 @@ func (c *console) breakLock(w http.ResponseWriter, r *http.Request) {
 }
 
 // jobActions are the run ledger's operations on a job the console offers.
-var jobActions = map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered"}
+var jobActions = map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "forget": "forgotten"}
 
-// jobAction pauses, resumes or triggers a job (sqllock runs pause|resume|
-// trigger JOB).
+// jobAction pauses, resumes, triggers or forgets a job (sqllock runs
+// pause|resume|trigger|forget JOB). Forgetting asks for the job's name
+// again (confirm), and deletes its attempts too only when asked
+// (attempts=on).
 func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Query().Get("op")
 	if _, known := jobActions[op]; !known {
-		c.fail(w, r, http.StatusBadRequest, "Bad request", fmt.Sprintf("op=%q: want pause, resume or trigger.", op))
+		c.fail(w, r, http.StatusBadRequest, "Bad request", fmt.Sprintf("op=%q: want pause, resume, trigger or forget.", op))
 		return
 	}
 	label, ok := c.authorize(w, r, op+" the job")
@@ -169,6 +171,19 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 		if key, err = c.ledger.Trigger(r.Context(), job); err == nil {
 			text = fmt.Sprintf("Manual occurrence %s of %q pending: the next sqllock run of the job runs it, once across replicas.", key, job)
 		}
+	case "forget":
+		if r.PostForm.Get("confirm") != job {
+			c.fail(w, r, http.StatusBadRequest, "Not confirmed", fmt.Sprintf("To forget job %q, type its name in the confirmation field.", job))
+			return
+		}
+		attempts := r.PostForm.Get("attempts") == "on"
+		var n int
+		if n, err = c.ledger.Forget(r.Context(), job, attempts); err == nil {
+			text = fmt.Sprintf("Job %q forgotten: its schedule, pause, pending manual occurrence and missed history are gone; its attempts stay.", job)
+			if attempts {
+				text = fmt.Sprintf("Job %q forgotten, with its %d attempts. A later run of it starts its history anew.", job, n)
+			}
+		}
 	}
 	switch {
 	case errors.Is(err, ledger.ErrUnknownJob):
@@ -180,5 +195,9 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.Warn("sqllock serve: job "+jobActions[op], "job", job, "by", label, "from", r.RemoteAddr)
 	c.hub.refreshSoon()
-	c.render(w, http.StatusOK, "message", page{Title: "Job " + jobActions[op], Body: notice{Heading: "Job " + jobActions[op], Text: text, Back: "Back to the job", BackTo: "/jobs/" + pathEscape(job)}, Static: true})
+	back, backTo := "Back to the job", "/jobs/"+pathEscape(job)
+	if op == "forget" {
+		back, backTo = "Back to the jobs", "/jobs"
+	}
+	c.render(w, http.StatusOK, "message", page{Title: "Job " + jobActions[op], Body: notice{Heading: "Job " + jobActions[op], Text: text, Back: back, BackTo: backTo}, Static: true})
 }

@@ -347,3 +347,55 @@ func TestServeAsViewer(t *testing.T) {
 		}
 	})
 }
+
+// The job actions round-trip with the token: pause, resume, run now and
+// forget (which asks for the job's name again), each logged with who did
+// it; an unknown job is a 404, an unknown action a 400.
+func TestServeJobActions(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "locks.db")
+	dsn := "sqlite:" + path
+	b := backend{kind: "sqlite", dsn: dsn}
+	if out, err := b.cmd(t, "migrate", "up").CombinedOutput(); err != nil {
+		t.Fatalf("migrate up: %v\n%s", err, out)
+	}
+	if out, err := b.cmd(t, "run", "--every", "1h", "hourly", "--", "true").CombinedOutput(); err != nil {
+		t.Fatalf("run --every 1h: %v\n%s", err, out)
+	}
+	s := serve(t, dsn, "--allow-writes", "--token-file", tokenFile(t))
+	s.until(t, "/jobs/hourly", "Forget hourly")
+	same := map[string]string{"Origin": s.url}
+	act := func(op string, form url.Values) (int, string) {
+		t.Helper()
+		form.Set("secret", testSecret)
+		return s.post(t, "/actions/job?op="+op, form, same)
+	}
+	job := func() url.Values { return url.Values{"job": {"hourly"}} }
+	for _, c := range []struct {
+		op   string
+		form url.Values
+		code int
+		want string
+	}{
+		{"pause", job(), http.StatusOK, "paused: its replicas run none"},
+		{"pause", job(), http.StatusOK, "was paused already"},
+		{"resume", job(), http.StatusOK, "resumed"},
+		{"trigger", job(), http.StatusOK, "pending"},
+		{"pause", url.Values{"job": {"nope"}}, http.StatusNotFound, "no job"},
+		{"explode", job(), http.StatusBadRequest, "want pause, resume, trigger or forget"},
+		{"forget", job(), http.StatusBadRequest, "type its name"},
+		{"forget", url.Values{"job": {"hourly"}, "confirm": {"hourly"}}, http.StatusOK, "forgotten"},
+		{"forget", url.Values{"job": {"hourly"}, "confirm": {"hourly"}}, http.StatusNotFound, "no job"},
+	} {
+		if code, body := act(c.op, c.form); code != c.code || !strings.Contains(body, c.want) {
+			t.Errorf("%s %v: %d, want %d and %q:\n%.600s", c.op, c.form, code, c.code, c.want, body)
+		}
+	}
+	s.stop(t)
+	log := s.stderr.String()
+	for _, want := range []string{"job paused", "job resumed", "job triggered", "job forgotten", "by=alice"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
