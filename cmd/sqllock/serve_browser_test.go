@@ -41,7 +41,11 @@ func chromium(t *testing.T) string {
 // and breaks the lock with the right one. With SQLLOCK_CONSOLE_SCREENSHOTS
 // set to a directory, it saves the PNGs of docs/console.md there.
 func TestServeInBrowser(t *testing.T) {
-	t.Parallel()
+	if os.Getenv("SQLLOCK_TEST_BROWSER") == "" {
+		// Chromium's processes load every core: beside other tests, their
+		// leases starve. make test runs this test last, alone.
+		t.Skip("set SQLLOCK_TEST_BROWSER=1 to run (make test runs it alone, after the other tests)")
+	}
 	path := chromium(t)
 	dir := t.TempDir()
 	dsn := "sqlite:" + filepath.Join(dir, "locks.db")
