@@ -3,6 +3,8 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"runtime"
 	"time"
 )
 
@@ -89,7 +91,36 @@ func (t *RowTx) Close(ctx context.Context) error {
 // Discard closes the driver connection behind conn instead of returning it to
 // the pool: for a connection whose session state is unknown, such as one
 // whose statement was cancelled on the server.
+//
+// Discard is safe while database/sql closes conn on a goroutine of its own,
+// as it may after a transaction on conn whose context ended.
 func Discard(conn *sql.Conn) error {
-	_ = conn.Raw(func(any) error { return driverBadConn })
+	if !markBad(conn) {
+		return sql.ErrConnDone
+	}
 	return conn.Close()
+}
+
+// markBad has database/sql discard conn's driver connection when conn is
+// closed, and reports whether conn was still open.
+//
+// When a transaction's context ends, database/sql rolls the transaction
+// back on a goroutine of its own and, if the driver reports the
+// connection bad (pgx does once a cancel closed it), closes conn there. A
+// close that lands between sql.Conn.Raw's check that conn is open and its
+// lock of conn leaves Raw a nil driver connection, and Raw panics (Go 1.26,
+// database/sql's Conn.grabConn). conn is then closed already, which is all
+// Discard asks for; the read lock Raw took is never released, and nothing
+// waits for it, as a closed Conn is never locked again.
+func markBad(conn *sql.Conn) (open bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			if _, ok := r.(runtime.Error); !ok {
+				panic(r)
+			}
+			open = false
+		}
+	}()
+	err := conn.Raw(func(any) error { return driverBadConn })
+	return !errors.Is(err, sql.ErrConnDone)
 }

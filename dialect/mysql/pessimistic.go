@@ -169,12 +169,18 @@ func (d rowLocks) BeginTx(ctx context.Context, opts *sql.TxOptions, lockTimeout 
 	}
 	rt.Tx = tx
 	reset := rt.Reset
-	rt.Reset = func(ctx context.Context) error {
+	rt.Reset = func(rctx context.Context) error {
+		// Once ctx ended, database/sql may be closing conn after its own
+		// rollback: a statement on conn would race with the close.
+		ended := ctx.Err()
 		done()
-		if reset == nil {
+		switch {
+		case reset == nil:
 			return nil
+		case ended != nil:
+			return fmt.Errorf("sqllock: innodb_lock_wait_timeout not set back, the connection is closed instead: %w", ended)
 		}
-		return reset(ctx)
+		return reset(rctx)
 	}
 	return rt, nil
 }
