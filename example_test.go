@@ -229,3 +229,22 @@ func ExampleTable_Break() {
 		log.Printf("broke %s's lease (token %d); the next holder's token is larger", broken.Owner, broken.Token)
 	}
 }
+
+// An operator breaks the lease they were shown, token 17, and no other:
+// had the job ended and another replica taken the lock meanwhile, its
+// lease would be left alone.
+func ExampleTable_BreakToken() {
+	ctx := context.Background()
+	var locker *sqllock.Table // sqllock.NewTable(d, sqllock.TableOptions{})
+	lease, ok, err := locker.BreakToken(ctx, "job:hourly-export", 17)
+	switch {
+	case err != nil:
+		log.Fatal(err)
+	case ok:
+		log.Printf("broke %s's lease (token 17)", lease.Owner)
+	case lease.Token != 0:
+		log.Printf("left alone: %s holds it now, token %d", lease.Owner, lease.Token)
+	default:
+		log.Print("nobody holds job:hourly-export")
+	}
+}

@@ -157,15 +157,35 @@ func attemptLease(ctx context.Context, name string, waiting bool, log *slog.Logg
 // TableOptions.Logger and reported to TableOptions.Observer if it
 // implements observe.BreakObserver.
 func (t *Table) Break(ctx context.Context, name string) (broken LockInfo, ok bool, err error) {
+	return t.breakLease(ctx, name, 0)
+}
+
+// BreakToken is Break scoped to one lease: it ends the lease on name only
+// if token holds it, so that an operator who confirmed a holder never
+// breaks the next one. When name is free, or another lease holds it,
+// nothing is broken: BreakToken returns ok false, no error, and the lease
+// that holds name now (the zero LockInfo when none does).
+func (t *Table) BreakToken(ctx context.Context, name string, token int64) (lease LockInfo, ok bool, err error) {
+	if token <= 0 {
+		return LockInfo{}, false, fmt.Errorf("%w: token %d: a lock's tokens are positive", ErrInvalidOptions, token)
+	}
+	return t.breakLease(ctx, name, token)
+}
+
+// breakLease is Break, scoped to token when it is not 0.
+func (t *Table) breakLease(ctx context.Context, name string, token int64) (LockInfo, bool, error) {
 	if err := ValidateName(name); err != nil {
 		return LockInfo{}, false, err
 	}
-	broken, ok, err = t.locks.Break(ctx, name)
-	if err != nil || !ok {
+	li, ok, err := t.locks.Break(ctx, name, token)
+	switch {
+	case err != nil:
 		return LockInfo{}, false, err
+	case !ok:
+		return li, false, nil
 	}
-	t.eng.Broken(ctx, broken)
-	return broken, true, nil
+	t.eng.Broken(ctx, li)
+	return li, true, nil
 }
 
 // Acquire acquires name, waiting while another owner holds it (see

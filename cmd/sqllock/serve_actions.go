@@ -93,34 +93,22 @@ func (c *console) breakLock(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, "Bad request", "The form needs a lock name and the token it was seen with.")
 		return
 	}
-	li, held, err := heldLock(r.Context(), c.locks, name)
+	broken, ok, err := c.locks.BreakToken(r.Context(), name, token)
 	switch {
 	case err != nil:
 		c.fail(w, r, http.StatusServiceUnavailable, "Database unavailable", c.scrub(message(err)))
 		return
-	case !held:
+	case !ok && broken.Token == 0:
 		c.fail(w, r, http.StatusConflict, "Not held", fmt.Sprintf("Lock %q is not held any more: nothing was broken.", name))
 		return
-	case li.Token != token:
-		c.fail(w, r, http.StatusConflict, "Changed hands", fmt.Sprintf("Lock %q is now %s, not token %d as confirmed: nothing was broken.", name, describeHolder(li), token))
-		return
-	}
-	broken, ok, err := c.locks.Break(r.Context(), name)
-	switch {
-	case err != nil:
-		c.fail(w, r, http.StatusServiceUnavailable, "Database unavailable", c.scrub(message(err)))
-		return
 	case !ok:
-		c.fail(w, r, http.StatusConflict, "Not held", fmt.Sprintf("Lock %q was released meanwhile: nothing was broken.", name))
+		c.fail(w, r, http.StatusConflict, "Changed hands", fmt.Sprintf("Lock %q is now %s, not token %d as confirmed: nothing was broken.", name, describeHolder(broken), token))
 		return
 	}
 	c.log.Warn("sqllock serve: lock broken", "name", name, "owner", broken.Owner, "token", broken.Token,
 		"confirmed_token", token, "by", label, "from", r.RemoteAddr)
 	c.hub.refreshSoon()
 	text := fmt.Sprintf("Broke lock %q, %s; the next holder gets a larger token.", name, describeHolder(broken))
-	if broken.Token != token {
-		text += fmt.Sprintf(" It changed hands between the check and the break: token %d was broken, not %d as confirmed.", broken.Token, token)
-	}
 	if broken.Holds > 0 {
 		text += fmt.Sprintf(" The old holder learns it at its next renewal (at the latest in %v) and may run until then.", broken.ExpiresIn.Round(time.Second))
 	}

@@ -15,10 +15,13 @@ import (
 )
 
 // unlockFlags is the unlock command: it breaks the lock table's lease on
-// NAME (sqllock.Table.Break), after asking on a terminal.
+// NAME (sqllock.Table.BreakToken), after asking on a terminal: only the
+// lease confirmed (or named by --token) is broken, never the next holder's.
 func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
 	dsn, schema := dsnFlag(fs), schemaFlag(fs)
 	force := boolFlag(fs, "f,force", "break the lock without asking; needed when standard input is not a terminal")
+	var token int64
+	fs.Int64Var(&token, "token", 0, "break the lease of this fencing token only (as locks and run print it); another holder's is left alone")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 1 {
 			return usageError{msg: "unlock takes one lock name"}
@@ -47,16 +50,29 @@ func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 				return t.breakFailed(err)
 			case !ok:
 				return notHeld(name)
+			case token != 0 && li.Token != token:
+				return changedHands(name, li, token)
 			}
 			fmt.Fprintf(os.Stderr, "Lock %q is %s.\nBreak it? [y/N] ", name, describeHolder(li))
 			if !confirmed(os.Stdin) {
 				return exitError{code: exitFailure, err: fmt.Errorf("lock %q left alone", name)}
 			}
+			token = li.Token // the lease confirmed, not whoever holds the lock by now
 		}
-		li, ok, err := locks.Break(ctx, name)
+		var (
+			li sqllock.LockInfo
+			ok bool
+		)
+		if token != 0 {
+			li, ok, err = locks.BreakToken(ctx, name, token)
+		} else {
+			li, ok, err = locks.Break(ctx, name)
+		}
 		switch {
 		case err != nil:
 			return t.breakFailed(err)
+		case !ok && li.Token != 0:
+			return changedHands(name, li, token)
 		case !ok:
 			return notHeld(name)
 		}
@@ -67,6 +83,12 @@ func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		}
 		return nil
 	}
+}
+
+// changedHands is unlock's refusal when another lease than token's holds
+// name: nothing was broken.
+func changedHands(name string, li sqllock.LockInfo, token int64) error {
+	return exitError{code: exitFailure, err: fmt.Errorf("lock %q is %s, not token %d: nothing was broken", name, describeHolder(li), token)}
 }
 
 // heldLock returns name's lease as the lock table lists it, if it is live.

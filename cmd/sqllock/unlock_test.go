@@ -46,8 +46,9 @@ func (b backend) unlockStderr(t *testing.T, args ...string) (stdout, stderr stri
 }
 
 // A mistaken --min-hold 1h leaves the name taken after its job ended;
-// unlock --force frees it, and the next run's token is larger. Without a
-// terminal unlock needs --force; a name nobody holds exits 1.
+// unlock --force frees it, and the next run's token is larger; --token of
+// another lease breaks nothing. Without a terminal unlock needs --force; a
+// name nobody holds exits 1.
 func TestUnlockMinHold(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		first, code := b.runToken(t, "nightly", "--min-hold", "1h")
@@ -60,7 +61,14 @@ func TestUnlockMinHold(t *testing.T) {
 		if _, code := b.unlock(t, "nightly"); code != exitUsage {
 			t.Fatalf("unlock without a terminal or --force: exit %d, want 64", code)
 		}
-		out, code := b.unlock(t, "--force", "nightly")
+		wrong := strconv.FormatInt(first+1, 10)
+		if _, note, code := b.unlockStderr(t, "--force", "--token", wrong, "nightly"); code != exitFailure || !strings.Contains(note, "nothing was broken") {
+			t.Fatalf("unlock --token %s of token %d's lease: exit %d, said %q; want 1 and nothing broken", wrong, first, code, note)
+		}
+		if _, code := b.runToken(t, "nightly", "-n"); code != exitNotAcquired {
+			t.Fatalf("run -n after an unlock of another token: exit %d, want 75 (the lease kept)", code)
+		}
+		out, code := b.unlock(t, "--force", "--token", strconv.FormatInt(first, 10), "nightly")
 		if code != 0 || !strings.Contains(out, "--min-hold") || !strings.Contains(out, "token "+strconv.FormatInt(first, 10)) {
 			t.Fatalf("unlock --force: exit %d, printed %q; want 0 and the broken lease of token %d", code, out, first)
 		}

@@ -17,7 +17,7 @@ func checkBreak(t *testing.T, e *env) {
 	tb := e.table(Locks)
 	broke := func(name string) (dialect.LockInfo, bool) {
 		t.Helper()
-		li, ok, err := lt.Break(e.ctx, name)
+		li, ok, err := lt.Break(e.ctx, name, 0)
 		e.must(err, "Break "+name)
 		return li, ok
 	}
@@ -28,7 +28,15 @@ func checkBreak(t *testing.T, e *env) {
 	const name = "break"
 	a := e.grant(tb, name, "a")
 	e.grant(tb, name, "a") // re-entered: two holds
-	li, ok := broke(name)
+	// Scoped to another token, the break leaves the lease and names it.
+	if li, ok, err := lt.Break(e.ctx, name, a.Token+1); err != nil || ok || li.Owner != a.Owner || li.Token != a.Token {
+		t.Fatalf("Break scoped to token %d of a lease of token %d = %+v, %v, %v; want the lease unbroken and named", a.Token+1, a.Token, li, ok, err)
+	}
+	if _, ok := e.held(tb, name); !ok {
+		t.Fatal("a break scoped to another token ended the lease")
+	}
+	li, ok, err := lt.Break(e.ctx, name, a.Token)
+	e.must(err, "Break scoped to the holder's token")
 	if !ok || li.Name != name || li.Owner != a.Owner || li.Token != a.Token || li.Holds != 2 || li.ExpiresIn <= 0 {
 		t.Fatalf("Break of a live lease = %+v, %v; want %q's lease of owner %q, token %d, 2 holds, time left", li, ok, name, a.Owner, a.Token)
 	}

@@ -124,7 +124,7 @@ func checkNotifier(t *testing.T, e *env) {
 	announced(s, w.Name)
 	announced(s2, w.Name)
 	b := waited(tb, "notify-broken")
-	if _, ok, err := e.tables(e.Dialect).Locks.Break(e.ctx, b.Name); err != nil || !ok {
+	if _, ok, err := e.tables(e.Dialect).Locks.Break(e.ctx, b.Name, 0); err != nil || !ok {
 		t.Fatalf("Break(%q): %v, %v", b.Name, ok, err)
 	}
 	announced(s, b.Name)

@@ -58,7 +58,7 @@ func checkWaking(t *testing.T, e *env) {
 	if !live(a) {
 		t.Fatal("the older ticket is gone after another's grant")
 	}
-	if _, ok, err := locks.Break(e.ctx, name); err != nil || !ok {
+	if _, ok, err := locks.Break(e.ctx, name, 0); err != nil || !ok {
 		t.Fatalf("Break: %v, %v", ok, err)
 	}
 	woken(a)

@@ -167,21 +167,8 @@ func (r *Runner) Pin(ctx context.Context) (*sql.Conn, error) {
 // and dialect.ErrUnavailable (nothing is locked yet), and the caller must
 // discard conn.
 func (r *Runner) BeginLasting(ctx context.Context, conn *sql.Conn, opts *sql.TxOptions) (*sql.Tx, error) {
-	lasting := context.WithoutCancel(ctx)
-	if r.StatementTimeout <= 0 {
-		return conn.BeginTx(lasting, opts)
-	}
-	tctx, cancel := context.WithCancelCause(lasting)
-	limit := noAnswer(r.StatementTimeout)
-	timer := time.AfterFunc(r.StatementTimeout, func() { cancel(limit) })
-	tx, err := conn.BeginTx(tctx, opts)
-	if timer.Stop() {
-		return tx, err // tctx is never cancelled now: the transaction lasts
-	}
-	if err == nil {
-		_ = tx.Rollback() // begun as the bound passed, and ended by it
-	}
-	return nil, fmt.Errorf("%w: %w: beginning the lock's transaction", dialect.ErrUnavailable, limit)
+	tx, _, err := r.begin(context.WithoutCancel(ctx), conn, opts, "beginning the lock's transaction")
+	return tx, err // nothing cancels the transaction's context: it lasts
 }
 
 // BeginBounded begins a transaction on conn that ends with ctx, as
@@ -191,25 +178,37 @@ func (r *Runner) BeginLasting(ctx context.Context, conn *sql.Conn, opts *sql.TxO
 // discard conn. After the transaction ended, the caller calls done, which
 // frees what ties it to ctx.
 func (r *Runner) BeginBounded(ctx context.Context, conn *sql.Conn, opts *sql.TxOptions) (tx *sql.Tx, done func(), err error) {
-	if r.StatementTimeout <= 0 {
-		tx, err = conn.BeginTx(ctx, opts)
-		return tx, func() {}, err
+	tx, cancel, err := r.begin(ctx, conn, opts, "beginning a transaction")
+	if err != nil {
+		return nil, nil, err
 	}
-	tctx, cancel := context.WithCancelCause(ctx)
-	limit := noAnswer(r.StatementTimeout)
-	timer := time.AfterFunc(r.StatementTimeout, func() { cancel(limit) })
-	tx, err = conn.BeginTx(tctx, opts)
-	if timer.Stop() {
-		if err != nil {
-			cancel(nil)
-			return nil, nil, err
+	return tx, func() { cancel(nil) }, nil
+}
+
+// begin begins a transaction on conn whose context is a child of base,
+// with the child's cancel, its BEGIN bounded by r.StatementTimeout (what
+// names the call in the error).
+func (r *Runner) begin(base context.Context, conn *sql.Conn, opts *sql.TxOptions, what string) (*sql.Tx, context.CancelCauseFunc, error) {
+	tctx, cancel := context.WithCancelCause(base)
+	stop := func() bool { return true }
+	var limit error
+	if r.StatementTimeout > 0 {
+		limit = noAnswer(r.StatementTimeout)
+		stop = time.AfterFunc(r.StatementTimeout, func() { cancel(limit) }).Stop
+	}
+	tx, err := conn.BeginTx(tctx, opts)
+	switch {
+	case !stop():
+		if err == nil {
+			_ = tx.Rollback() // begun as the bound passed, and ended by it
 		}
-		return tx, func() { cancel(nil) }, nil
+		cancel(limit) // done already, by the timer
+		return nil, nil, fmt.Errorf("%w: %w: %s", dialect.ErrUnavailable, limit, what)
+	case err != nil:
+		cancel(nil)
+		return nil, nil, err
 	}
-	if err == nil {
-		_ = tx.Rollback() // begun as the bound passed, and ended by it
-	}
-	return nil, nil, fmt.Errorf("%w: %w: beginning a transaction", dialect.ErrUnavailable, limit)
+	return tx, cancel, nil
 }
 
 // Conn runs fn on a pinned connection, with ctx bounded by

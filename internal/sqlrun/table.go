@@ -259,14 +259,18 @@ func newLockTable(run *Runner, c *Compiler, s dialect.LockSQL) *lockTable {
 
 // Break implements LockTable: it reads the holder's lease, then
 // ends that lease, scoped to its (name, owner, token); if the lease changed
-// hands in between (released, taken over), it reads the new holder's.
-func (t *lockTable) Break(ctx context.Context, name string) (dialect.LockInfo, bool, error) {
+// hands in between (released, taken over), it reads the new holder's,
+// unless token scopes the break to the lease that held it.
+func (t *lockTable) Break(ctx context.Context, name string, token int64) (dialect.LockInfo, bool, error) {
 	for {
 		held, err := t.infos(ctx, &t.holder, &Params{Name: name})
 		if err != nil || len(held) == 0 {
 			return dialect.LockInfo{}, false, err
 		}
 		li := held[0]
+		if token != 0 && li.Token != token {
+			return li, false, nil
+		}
 		n, err := t.run.Int(ctx, &t.brk, &Params{Name: name, Owner: li.Owner, Token: li.Token, Channel: t.channel})
 		if n > dropped {
 			t.freed(ctx, name, n)

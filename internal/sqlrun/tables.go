@@ -70,7 +70,11 @@ type LockTable interface {
 	// reports the lease gone. A lock released within its minimum hold is
 	// freed as well. It returns the lease it ended, and false (with no
 	// error) when nothing held name.
-	Break(ctx context.Context, name string) (broken dialect.LockInfo, ok bool, err error)
+	//
+	// A token other than 0 scopes the break to that lease: when another
+	// lease holds name, nothing is broken, and Break returns that lease
+	// with false.
+	Break(ctx context.Context, name string, token int64) (broken dialect.LockInfo, ok bool, err error)
 }
 
 // VersionTable is the version table of the optimistic strategy: a
