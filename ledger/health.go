@@ -48,8 +48,8 @@ const (
 	// abandoned) HealthOptions.FailAfter times in a row, and fewer than
 	// RecoverAfter succeeded since.
 	HealthFailing Health = "failing"
-	// HealthMissed: occurrences of its schedule passed their grace
-	// unclaimed (see Ledger.Missed).
+	// HealthMissed: an occurrence of its schedule passed its grace
+	// unclaimed (see Ledger.Missed) after its latest attempt started.
 	HealthMissed Health = "missed"
 	// HealthLate: its latest due occurrence is unclaimed, inside its
 	// grace (see Ledger.Late).
@@ -155,10 +155,12 @@ type JobHealth struct {
 	Job    string
 	Health Health
 	Streak
-	// Missed counts its missed occurrences (see Missed); Late is its
-	// late occurrence (see Late), nil if none.
-	Missed int
-	Late   *MissedRun
+	// Missed counts its missed occurrences (see Missed), LastMissed is
+	// the time of the latest (zero if none); Late is its late occurrence
+	// (see Late), nil if none.
+	Missed     int
+	LastMissed time.Time
+	Late       *MissedRun
 }
 
 // Health returns the health of job ("" for every job), by name, with the
@@ -182,9 +184,9 @@ func (l *Ledger) Health(ctx context.Context, job string, opts HealthOptions) ([]
 	if err != nil {
 		return nil, nil, err
 	}
-	counts := map[string]int{}
-	for _, m := range missed {
-		counts[m.Job]++
+	sums := map[string]MissedJob{}
+	for _, m := range SumMissed(missed) {
+		sums[m.Job] = m
 	}
 	lateOf := map[string]*MissedRun{}
 	for i := range late {
@@ -197,7 +199,7 @@ func (l *Ledger) Health(ctx context.Context, job string, opts HealthOptions) ([]
 			return nil, nil, err
 		}
 		h := JobHealth{Job: j.Job, Streak: StreakOf(attempts, opts.FailAfter, opts.RecoverAfter),
-			Missed: counts[j.Job], Late: lateOf[j.Job]}
+			Missed: sums[j.Job].Count, LastMissed: sums[j.Job].Last, Late: lateOf[j.Job]}
 		h.Health = judge(j, h, attempts)
 		hs = append(hs, h)
 		l.checkedHealth(ctx, h)
@@ -205,8 +207,8 @@ func (l *Ledger) Health(ctx context.Context, job string, opts HealthOptions) ([]
 	return hs, missed, nil
 }
 
-// judge returns the health of job j from h's streak, missed count and
-// late occurrence, and its latest attempts.
+// judge returns the health of job j from h's streak, missed occurrences
+// and late occurrence, and its latest attempts.
 func judge(j JobInfo, h JobHealth, attempts []RunInfo) Health {
 	finished := false
 	for _, a := range attempts {
@@ -217,7 +219,7 @@ func judge(j JobInfo, h JobHealth, attempts []RunInfo) Health {
 		return HealthPaused
 	case h.Failing:
 		return HealthFailing
-	case h.Missed > 0:
+	case h.Missed > 0 && (len(attempts) == 0 || h.LastMissed.After(attempts[0].StartedAt)):
 		return HealthMissed
 	case h.Late != nil:
 		return HealthLate

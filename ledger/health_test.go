@@ -172,9 +172,20 @@ func TestHealth(t *testing.T) {
 			h = health("tick", ledger.HealthOptions{Grace: time.Millisecond})
 			return h.Health == ledger.HealthMissed
 		})
-		if h.Missed == 0 {
+		if h.Missed == 0 || h.LastMissed.IsZero() {
 			t.Fatalf("missed: %+v", h)
 		}
+		// An occurrence run since (once the missed one is due no more):
+		// missed occurrences before it are history, not the job's state.
+		lastMissed := h.LastMissed
+		testutil.Eventually(ctx, t, "the missed occurrence past due", func() bool { return dbNow(t, e).Sub(lastMissed) > 2*period })
+		testutil.Eventually(ctx, t, "up after a run", func() bool {
+			if _, err := l.Run(ctx, "tick", ledger.Every(period).Grace(time.Hour), ok); err != nil {
+				t.Fatal(err)
+			}
+			h = health("tick", ledger.HealthOptions{Grace: time.Millisecond})
+			return h.Health == ledger.HealthUp && h.Missed > 0
+		})
 		// Paused: neither late nor missed counts.
 		if _, err := l.Pause(ctx, "tick"); err != nil {
 			t.Fatal(err)
