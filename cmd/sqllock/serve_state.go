@@ -100,9 +100,8 @@ type jobSummary struct {
 	// LastSuccess is the end of its latest succeeded attempt among
 	// Attempts; nil if none.
 	LastSuccess *time.Time
-	// State is paused, running, failing (its latest finished attempt
-	// failed or was abandoned), late (occurrences missed), ok, or idle
-	// (no attempt).
+	// State is paused, running (its latest attempt runs), or else its
+	// health (see ledger.Health): failing, missed, late, new or up.
 	State string
 	// StreakCapped says all of Attempts failed (jobRow.FailingStreak
 	// counts them).
@@ -122,17 +121,11 @@ func summarize(j jobRow, attempts []runRow, missed int, now time.Time) jobSummar
 	s.StreakCapped = s.FailingStreak > 0 && s.FailingStreak >= len(attempts)
 	switch {
 	case j.Paused:
-		s.State = "paused"
+		s.State = string(ledger.HealthPaused)
 	case len(attempts) > 0 && attempts[0].State == string(ledger.StateRunning):
 		s.State = "running"
-	case s.FailingStreak > 0:
-		s.State = "failing"
-	case missed > 0:
-		s.State = "late"
-	case len(attempts) == 0:
-		s.State = "idle"
 	default:
-		s.State = "ok"
+		s.State = j.Health
 	}
 	if j.period > 0 {
 		p, ph := j.period.Nanoseconds(), j.phase.Nanoseconds()
