@@ -165,22 +165,29 @@ type JobHealth struct {
 
 // Health returns the health of job ("" for every job), by name, with the
 // missed occurrences it found (as Missed returns them, and told to a
-// MissedObserver). It reads each job's latest opts.Attempts attempts, and
-// tells a HealthObserver of each job's health.
+// MissedObserver), all on one read of the jobs and the database's clock.
+// It reads each job's latest opts.Attempts attempts, and tells a
+// HealthObserver of each job's health: 1 statement, 1 per job, and at
+// most 2 more per scheduled job.
 func (l *Ledger) Health(ctx context.Context, job string, opts HealthOptions) ([]JobHealth, []MissedRun, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, nil, err
 	}
-	jobs, err := l.Jobs(ctx, job)
+	if job != "" {
+		if err := validateJob(job); err != nil {
+			return nil, nil, err
+		}
+	}
+	jobs, now, err := l.runs.Jobs(ctx, job)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: health: %w", err)
+	}
+	missed, err := l.missed(ctx, jobs, now, opts.Grace)
 	if err != nil {
 		return nil, nil, err
 	}
-	missed, err := l.Missed(ctx, job, opts.Grace)
-	if err != nil {
-		return nil, nil, err
-	}
-	late, err := l.Late(ctx, job, opts.Grace)
+	late, err := l.late(ctx, jobs, now, opts.Grace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -193,7 +200,8 @@ func (l *Ledger) Health(ctx context.Context, job string, opts HealthOptions) ([]
 		lateOf[late[i].Job] = &late[i]
 	}
 	hs := make([]JobHealth, 0, len(jobs))
-	for _, j := range jobs {
+	for _, row := range jobs {
+		j := jobInfo(row)
 		attempts, err := l.Runs(ctx, j.Job, opts.Attempts)
 		if err != nil {
 			return nil, nil, err
@@ -248,6 +256,11 @@ func (l *Ledger) Late(ctx context.Context, job string, grace time.Duration) ([]M
 	if err != nil {
 		return nil, fmt.Errorf("ledger: late: %w", err)
 	}
+	return l.late(ctx, jobs, now, grace)
+}
+
+// late is Late of the job rows jobs, read at now.
+func (l *Ledger) late(ctx context.Context, jobs []dialect.JobSchedule, now time.Time, grace time.Duration) ([]MissedRun, error) {
 	var late []MissedRun
 	for _, j := range jobs {
 		s, expr, err := jobSchedule(j)

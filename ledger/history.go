@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // RunInfo is a recorded attempt of an occurrence.
@@ -93,6 +94,11 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 	if err != nil {
 		return nil, fmt.Errorf("ledger: missed: %w", err)
 	}
+	return l.missed(ctx, jobs, now, grace)
+}
+
+// missed is Missed of the job rows jobs, read at now.
+func (l *Ledger) missed(ctx context.Context, jobs []dialect.JobSchedule, now time.Time, grace time.Duration) ([]MissedRun, error) {
 	var missed []MissedRun
 	for _, j := range jobs {
 		s, expr, err := jobSchedule(j)
