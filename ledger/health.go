@@ -106,8 +106,9 @@ type Streak struct {
 
 // StreakOf returns the streak of attempts (a job's, the latest first, as
 // Runs returns them; those running are passed over) for the thresholds
-// failAfter and recoverAfter (each at least 1). Attempts older than the
-// window given count as if they succeeded.
+// failAfter and recoverAfter (a value below 1 counts as 1). A job whose
+// attempts given decide neither way (no run of failAfter failures or of
+// recoverAfter successes) is not failing.
 func StreakOf(attempts []RunInfo, failAfter, recoverAfter int) Streak {
 	var (
 		s       Streak
