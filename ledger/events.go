@@ -57,6 +57,11 @@ type MissedObserver interface {
 	RunsMissed(ctx context.Context, job string, missed []MissedRun)
 }
 
+// HealthObserver is told, for each job that Health judges, of its health.
+type HealthObserver interface {
+	JobHealth(ctx context.Context, h JobHealth)
+}
+
 // checkObserver returns the part of obs the ledger's lock table hears: obs
 // if it implements an interface of package observe, else nil; and an error
 // if obs implements neither those nor the ledger's.
@@ -65,7 +70,7 @@ func checkObserver(obs any) (observe.Observer, error) {
 		return obs, nil
 	}
 	switch obs.(type) {
-	case ClaimedObserver, SkippedObserver, AbandonedObserver, FinishedObserver, MissedObserver:
+	case ClaimedObserver, SkippedObserver, AbandonedObserver, FinishedObserver, MissedObserver, HealthObserver:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: ledger: Options.Observer: %w (nor of package ledger)", sqllock.ErrInvalidOptions, observe.Check(obs))
@@ -115,5 +120,11 @@ func (l *Ledger) finished(ctx context.Context, r *Run, owner string, state State
 func (l *Ledger) checkedMissed(ctx context.Context, job string, missed []MissedRun) {
 	if o, ok := l.opts.Observer.(MissedObserver); ok {
 		o.RunsMissed(ctx, job, missed)
+	}
+}
+
+func (l *Ledger) checkedHealth(ctx context.Context, h JobHealth) {
+	if o, ok := l.opts.Observer.(HealthObserver); ok {
+		o.JobHealth(ctx, h)
 	}
 }

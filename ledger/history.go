@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
 )
 
 // RunInfo is a recorded attempt of an occurrence.
@@ -23,6 +24,9 @@ type RunInfo struct {
 	FinishedAt time.Time
 	// Err is a failed attempt's error text (at most MaxErrLen bytes).
 	Err string
+	// TimedOut says the attempt failed because it ran past its max
+	// runtime (see ErrTimedOut).
+	TimedOut bool
 }
 
 // Runs returns up to limit recorded attempts of job ("" for every job),
@@ -44,7 +48,8 @@ func (l *Ledger) Runs(ctx context.Context, job string, limit int) ([]RunInfo, er
 	infos := make([]RunInfo, len(recs))
 	for i, r := range recs {
 		infos[i] = RunInfo{Job: r.Job, Occurrence: r.Occurrence, Attempt: r.Attempt, State: State(r.State),
-			Owner: r.Owner, Token: r.Token, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Err: r.Err}
+			Owner: r.Owner, Token: r.Token, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Err: r.Err,
+			TimedOut: isTimedOut(State(r.State), r.Err)}
 	}
 	return infos, nil
 }
@@ -89,22 +94,18 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 	if err != nil {
 		return nil, fmt.Errorf("ledger: missed: %w", err)
 	}
+	return l.missed(ctx, jobs, now, grace)
+}
+
+// missed is Missed of the job rows jobs, read at now.
+func (l *Ledger) missed(ctx context.Context, jobs []dialect.JobSchedule, now time.Time, grace time.Duration) ([]MissedRun, error) {
 	var missed []MissedRun
 	for _, j := range jobs {
-		var (
-			s    schedule
-			expr string
-		)
-		switch {
-		case j.Spec != "":
-			c, err := parseSpec(j.Spec)
-			if err != nil {
-				return nil, fmt.Errorf("ledger: missed: %s: %w", j.Job, err)
-			}
-			s, expr = c, c.expr
-		case j.Period > 0:
-			s = periodic{j.Period, j.Phase}
-		default:
+		s, expr, err := jobSchedule(j)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: missed: %s: %w", j.Job, err)
+		}
+		if s == nil {
 			continue
 		}
 		g := grace
@@ -121,10 +122,7 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 		}
 		// The first occurrence of the job's history: the one nearest its
 		// first claim.
-		first := s.atOrBefore(j.FirstSeen)
-		if next := s.after(j.FirstSeen); first.IsZero() || (!next.IsZero() && next.Sub(j.FirstSeen) < j.FirstSeen.Sub(first)) {
-			first = next
-		}
+		first := firstOccurrence(s, j.FirstSeen)
 		if last.IsZero() || first.IsZero() || last.Before(first) {
 			l.checkedMissed(ctx, j.Job, nil)
 			continue
@@ -140,8 +138,7 @@ func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([
 		}
 		n := len(missed)
 		for _, t := range ts {
-			paused := !j.PausedAt.IsZero() && !t.Before(j.PausedAt) && (j.ResumedAt.IsZero() || t.Before(j.ResumedAt))
-			if k := t.Format(TimeFormat); !have[k] && !paused {
+			if k := t.Format(TimeFormat); !have[k] && !pausedAt(j, t) {
 				missed = append(missed, MissedRun{Job: j.Job, Occurrence: k, At: t, Period: j.Period, Cron: expr})
 			}
 		}

@@ -72,6 +72,11 @@ type Options struct {
 	// waits it out before its own retry; other replicas skip the
 	// occurrence until it has passed.
 	RetryBackoff time.Duration
+	// MaxRuntime, if positive, is the longest an attempt's function may
+	// run: then its ctx ends with cause ErrTimedOut, and the attempt is
+	// recorded failed, timed out (see ErrTimedOut), whatever the function
+	// returns. A retry follows as Retries allow.
+	MaxRuntime time.Duration
 	// Wait makes Run wait, while another runner's attempt holds the
 	// occurrence, until that attempt ends (or ctx does): then Run
 	// returns the occurrence's state if it succeeded (or failed for good),
@@ -87,9 +92,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Observer is told of the ledger's events through the interfaces it
 	// implements among ClaimedObserver, SkippedObserver,
-	// AbandonedObserver, FinishedObserver and MissedObserver; nil for
-	// none. It is passed to the lock table too if it implements an
-	// interface of package observe (see sqllock.TableOptions.Observer).
+	// AbandonedObserver, FinishedObserver, MissedObserver and
+	// HealthObserver; nil for none. It is passed to the lock table too if
+	// it implements an interface of package observe (see
+	// sqllock.TableOptions.Observer).
 	// One that implements none of these is refused, with an error wrapping
 	// sqllock.ErrInvalidOptions and observe.ErrNoInterface.
 	Observer any
@@ -128,8 +134,8 @@ func New(d dialect.Dialect, opts Options) (*Ledger, error) {
 		cat := d.Catalogue()
 		return nil, cat.Unsupported(d.Name(), "Runs")
 	}
-	if opts.Retries < 0 || opts.RetryBackoff < 0 {
-		return nil, fmt.Errorf("%w: ledger: Retries and RetryBackoff must not be negative", sqllock.ErrInvalidOptions)
+	if opts.Retries < 0 || opts.RetryBackoff < 0 || opts.MaxRuntime < 0 {
+		return nil, fmt.Errorf("%w: ledger: Retries, RetryBackoff and MaxRuntime must not be negative", sqllock.ErrInvalidOptions)
 	}
 	owner := opts.Owner
 	if owner == "" {
@@ -431,8 +437,8 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 	res.Ran, res.Attempt, res.Token, res.State = true, r.Attempt, r.Token, StateRunning
 	l.claimed(ctx, r, owner)
 
-	fctx, stop := runContext(ctx, lock.Context())
-	res.fnErr = fn(fctx, r)
+	fctx, stop := runContext(ctx, lock.Context(), l.opts.MaxRuntime)
+	res.fnErr = timedOut(fn(fctx, r), fctx, l.opts.MaxRuntime)
 	stop()
 	state := StateSucceeded
 	if res.fnErr != nil {
@@ -567,14 +573,20 @@ func (l *Ledger) inTx(ctx context.Context, lock *sqllock.Lock, fn func(tx *sql.T
 }
 
 // runContext returns the context of an attempt's function: lease's (the
-// lock's context), also cancelled, with ctx's cause, when ctx ends. Its
-// Err asks lease's first, which checks the lease's trust window on the
-// spot. stop releases what ties it to ctx.
-func runContext(ctx, lease context.Context) (context.Context, func()) {
+// lock's context), also cancelled, with ctx's cause, when ctx ends, and,
+// with cause ErrTimedOut, after maxRuntime if positive. Its Err asks
+// lease's first, which checks the lease's trust window on the spot. stop
+// releases what ties it to ctx and the timer.
+func runContext(ctx, lease context.Context, maxRuntime time.Duration) (context.Context, func()) {
 	inner, cancel := context.WithCancelCause(lease)
 	unhook := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	stopTimer := func() bool { return false }
+	if maxRuntime > 0 {
+		stopTimer = time.AfterFunc(maxRuntime, func() { cancel(ErrTimedOut) }).Stop
+	}
 	return runCtx{inner, lease}, func() {
 		unhook()
+		stopTimer()
 		cancel(nil)
 	}
 }

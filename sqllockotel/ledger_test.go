@@ -3,6 +3,7 @@ package sqllockotel_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,5 +123,33 @@ func ledgerMetrics(t *testing.T, e *db) {
 	}
 	if got := m.collect().int("sqllock.runs.missed", tick); got != 0 {
 		t.Errorf("sqllock.runs.missed = %d after a check that found none, want 0", got)
+	}
+
+	// Health: "report" failing after three failures in a row, the last
+	// one timed out; recovered after a success.
+	if _, err := l.Run(ctx, "report", ledger.Key("k3"), func(context.Context, *ledger.Run) error { return boom }); !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if _, err := l.Run(ctx, "report", ledger.Key("k4"), func(context.Context, *ledger.Run) error {
+		return fmt.Errorf("%w: stopped", ledger.ErrTimedOut)
+	}); !errors.Is(err, ledger.ErrTimedOut) {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Health(ctx, "report", ledger.HealthOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.collect()
+	if streak, failing, late, timedOut := m.int("sqllock.runs.failing_streak", reportJob), m.int("sqllock.runs.failing", reportJob),
+		m.int("sqllock.runs.late", reportJob), m.int("sqllock.runs.timed_out", reportJob); streak != 3 || failing != 1 || late != 0 || timedOut != 1 {
+		t.Errorf("failing_streak %d, failing %d, late %d, timed_out %d; want 3, 1, 0, 1", streak, failing, late, timedOut)
+	}
+	if _, err := l.Run(ctx, "report", ledger.Key("k5"), ok); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Health(ctx, "report", ledger.HealthOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if streak, failing := m.collect().int("sqllock.runs.failing_streak", reportJob), m.int("sqllock.runs.failing", reportJob); streak != 0 || failing != 0 {
+		t.Errorf("after a success: failing_streak %d, failing %d; want 0, 0", streak, failing)
 	}
 }

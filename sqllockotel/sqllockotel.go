@@ -22,6 +22,7 @@ package sqllockotel
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,6 +102,7 @@ type Observer struct {
 	takeovers  metric.Int64Counter
 	skipped    metric.Int64Counter
 	broken     metric.Int64Counter
+	timedOut   metric.Int64Counter
 
 	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
 	// per look-up.
@@ -108,6 +110,13 @@ type Observer struct {
 	gauges   map[gaugeKey]*gaugeSet
 	attrSets map[attrKey]*attrOpts    // see lockAttrs
 	missed   map[string]*atomic.Int64 // by run ledger job
+	health   map[string]*jobHealth    // by run ledger job
+}
+
+// jobHealth holds the gauges of a run ledger job's health, as its last
+// check (Ledger.Health) found it.
+type jobHealth struct {
+	streak, failing, late atomic.Int64
 }
 
 var (
@@ -128,6 +137,7 @@ var (
 	_ ledger.AbandonedObserver = (*Observer)(nil)
 	_ ledger.SkippedObserver   = (*Observer)(nil)
 	_ ledger.MissedObserver    = (*Observer)(nil)
+	_ ledger.HealthObserver    = (*Observer)(nil)
 	_ observe.BreakObserver    = (*Observer)(nil)
 )
 
@@ -154,7 +164,8 @@ func New(opts Options) (*Observer, error) {
 	}
 	m := mp.Meter(ScopeName)
 	o := &Observer{tracer: tp.Tracer(ScopeName), names: opts.LockNames,
-		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts), missed: make(map[string]*atomic.Int64)}
+		gauges: make(map[gaugeKey]*gaugeSet), attrSets: make(map[attrKey]*attrOpts), missed: make(map[string]*atomic.Int64),
+		health: make(map[string]*jobHealth)}
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
 		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -183,6 +194,7 @@ func New(opts Options) (*Observer, error) {
 	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts of a run ledger's job whose runner died mid-run, taken over by a later attempt, by job.")
 	o.skipped = counter("sqllock.runs.skipped", "{call}", "Run ledger calls that ran nothing, by job and the occurrence's state (succeeded: done; running: elsewhere; failed: no attempt left).")
 	o.broken = counter("sqllock.lock.broken", "{lock}", "Leases ended by a break (Table.Break, sqllock unlock).")
+	o.timedOut = counter("sqllock.runs.timed_out", "{run}", "Attempts of run ledger occurrences recorded failed because they ran past their max runtime, by job (counted among sqllock.runs as failed too).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
 		g, err := m.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
@@ -193,6 +205,9 @@ func New(opts Options) (*Observer, error) {
 	waiting := gauge("sqllock.waiters", "{call}", "Acquire calls waiting: the heads of the waiting rooms (lease strategies), the calls in the database's lock queue (pessimistic).")
 	up := gauge("sqllock.listener.up", "{connection}", "Waiting rooms whose listening connection delivers announcements.")
 	missed := gauge("sqllock.runs.missed", "{occurrence}", "Occurrences of a run ledger's periodic job that no replica claimed within the grace time, as the last check of the job found them.")
+	streak := gauge("sqllock.runs.failing_streak", "{attempt}", "A run ledger job's latest finished attempts that failed or were abandoned, in a row, as the last health check of the job found them.")
+	failing := gauge("sqllock.runs.failing", "{job}", "1 while a run ledger job is failing by the health check's thresholds (failed FailAfter times in a row, not recovered by RecoverAfter successes), else 0.")
+	late := gauge("sqllock.runs.late", "{job}", "1 while a run ledger job's latest due occurrence is unclaimed inside its grace, as the last health check found it, else 0.")
 	_, err := m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
 		o.mu.RLock()
 		defer o.mu.RUnlock()
@@ -205,8 +220,14 @@ func New(opts Options) (*Observer, error) {
 		for job, n := range o.missed {
 			obs.ObserveInt64(missed, n.Load(), metric.WithAttributes(KeyJob.String(job)))
 		}
+		for job, h := range o.health {
+			set := metric.WithAttributes(KeyJob.String(job))
+			obs.ObserveInt64(streak, h.streak.Load(), set)
+			obs.ObserveInt64(failing, h.failing.Load(), set)
+			obs.ObserveInt64(late, h.late.Load(), set)
+		}
 		return nil
-	}, held, waiting, up, missed)
+	}, held, waiting, up, missed, streak, failing, late)
 	errs = append(errs, err)
 	for _, err := range errs {
 		if err != nil {
@@ -502,9 +523,13 @@ func runAttrs(job string, state ledger.State) metric.MeasurementOption {
 }
 
 // RunFinished implements ledger.FinishedObserver: it counts the attempt by
-// its recorded state (succeeded or failed).
+// its recorded state (succeeded or failed), and among the timed out if it
+// ran past its max runtime.
 func (o *Observer) RunFinished(ctx context.Context, e ledger.Event) {
 	o.runs.Add(ctx, 1, runAttrs(e.Job, e.State))
+	if errors.Is(e.Err, ledger.ErrTimedOut) {
+		o.timedOut.Add(ctx, 1, runAttrs(e.Job, ""))
+	}
 }
 
 // RunAbandoned implements ledger.AbandonedObserver: it counts the
@@ -534,6 +559,33 @@ func (o *Observer) RunsMissed(_ context.Context, job string, missed []ledger.Mis
 		o.mu.Unlock()
 	}
 	n.Store(int64(len(missed)))
+}
+
+// JobHealth implements ledger.HealthObserver: the job's gauges of health
+// take the check's values.
+func (o *Observer) JobHealth(_ context.Context, h ledger.JobHealth) {
+	o.mu.RLock()
+	g := o.health[h.Job]
+	o.mu.RUnlock()
+	if g == nil {
+		o.mu.Lock()
+		if g = o.health[h.Job]; g == nil {
+			g = new(jobHealth)
+			o.health[h.Job] = g
+		}
+		o.mu.Unlock()
+	}
+	g.streak.Store(int64(h.Failed))
+	g.failing.Store(b2i(h.Failing))
+	g.late.Store(b2i(h.Late != nil))
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Broken implements observe.BreakObserver: it counts the break, and records

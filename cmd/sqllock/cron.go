@@ -367,12 +367,13 @@ func (d *cronDaemon) runEntry(ctx context.Context, s *cronState, pending bool) {
 		}
 		d.logf("%s: running occurrence %s (attempt %d, token %d)", s.name, run.Occurrence, run.Attempt, run.Token)
 		env := append(append([]string{}, s.env...), "SQLLOCK_OCCURRENCE="+run.Occurrence, "SQLLOCK_ATTEMPT="+strconv.Itoa(run.Attempt))
+		start := time.Now()
 		code, err := r.supervise(held, run.TrustedUntil, run.Token, env, sigs)
-		switch {
+		switch terr := r.timedOut(code, start); {
 		case err != nil:
 			return err
-		case code == exitTimedOut && s.maxTime > 0:
-			return fmt.Errorf("stopped after max-runtime=%v (status %d)", s.maxTime, code)
+		case terr != nil:
+			return terr
 		case code == exitLost:
 			return fmt.Errorf("its lease was lost (status %d)", code)
 		case code != 0:

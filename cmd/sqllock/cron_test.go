@@ -275,3 +275,24 @@ func TestCronCheck(t *testing.T) {
 		t.Errorf("--check of a good file: %v\n%s", err, out)
 	}
 }
+
+// An entry's max-runtime= stops its job and records the attempt failed,
+// timed out.
+func TestCronMaxRuntime(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		file := filepath.Join(t.TempDir(), "crontab")
+		writeFile(t, file, "# sqllock: name=slow max-runtime=200ms\n@every 2s sleep 3600\n")
+		r := b.startCron(t, "0", file, "--grace", "5s")
+		var runs []ledger.RunInfo
+		if !waitFor(time.Minute, func() bool {
+			runs = b.attempts(t, "slow")
+			return len(runs) > 0 && runs[0].State != ledger.StateRunning
+		}) {
+			t.Fatalf("no attempt finished: %+v\n%s", runs, r.stderr.String())
+		}
+		if !runs[0].TimedOut || runs[0].State != ledger.StateFailed || !strings.Contains(runs[0].Err, "timed out") {
+			t.Fatalf("attempt %+v, want failed, timed out", runs[0])
+		}
+		r.stop(t, syscall.SIGTERM)
+	})
+}

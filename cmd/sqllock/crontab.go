@@ -88,7 +88,7 @@ var cronKeys = map[string]string{
 	"tz":            "the IANA time zone of the schedule (default: CRON_TZ above, else UTC)",
 	"retries":       "more attempts of a failed occurrence (default 0)",
 	"retry-backoff": "the time between a failed attempt and the next (with retries)",
-	"max-runtime":   "stop the command once it ran this long (SIGTERM, SIGKILL after --grace), recorded failed with status 124",
+	"max-runtime":   "stop the command once it ran this long (SIGTERM, SIGKILL after --grace), recorded failed, timed out",
 	"early":         "take an occurrence at most this long before its time (default 5s)",
 }
 

@@ -399,14 +399,20 @@ As flock(1) would say it, waiting up to 10 seconds:
 OCCURRENCE, ATTEMPT, STATE (running, succeeded, failed, abandoned: its
 runner died and the next one took over), OWNER (the runner), TOKEN,
 STARTED (wall clock, local time zone), DURATION ("so far" while it runs)
-and ERROR (a failed attempt's). Then the jobs paused or with a manual
-occurrence pending, and under MISSED, per job, how many occurrences of
+and ERROR (a failed attempt's; STATE says "failed (timed out)" for one
+stopped by run --max-runtime). Then the jobs not up (paused; failing:
+--fail-after failed attempts in a row, default 3, not followed by
+--recover-after successes, default 1; missed; late: their due occurrence
+unclaimed inside its grace; new) or with a manual occurrence pending,
+with their failing streak, and under MISSED, per job, how many occurrences of
 jobs run with --every or --cron no replica claimed within --missed-after of
 their time (by default, before the next one's), the first and the last:
 the dead man's switch of a periodic job (the metric sqllock.runs.missed
 says the same to an alerting system). --json prints {"runs": [...],
 "missed": [the latest --limit], "missed_jobs": [{job, count, first,
-last}], "jobs": [{job, schedule, paused, paused_at, pending}]}, times in
+last}], "jobs": [{job, schedule, paused, paused_at, pending, health,
+failing_streak, success_streak, late: {job, occurrence, due}}]} (each run
+with timed_out), times in
 RFC 3339, durations in milliseconds; --watch refreshes the view until
 interrupted.
 

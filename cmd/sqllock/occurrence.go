@@ -239,6 +239,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		running = true
 		mu.Unlock()
 		r.logf("running occurrence %s of %q (attempt %d, token %d)", run.Occurrence, r.name, run.Attempt, run.Token)
+		start := time.Now()
 		c, err := r.supervise(held, run.TrustedUntil, run.Token, []string{
 			"SQLLOCK_OCCURRENCE=" + run.Occurrence,
 			"SQLLOCK_ATTEMPT=" + strconv.Itoa(run.Attempt),
@@ -251,6 +252,9 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		}
 		if code = c; c != 0 {
 			r.logf("occurrence %s of %q: attempt %d failed with status %d", run.Occurrence, r.name, run.Attempt, c)
+			if err := r.timedOut(c, start); err != nil {
+				return err
+			}
 			return fmt.Errorf("%s exited with status %d", r.argv[0], c)
 		}
 		return nil
@@ -374,4 +378,16 @@ func (w waitLog) Waiting(_ context.Context, e observe.WaitingEvent) {
 	if e.Delta > 0 {
 		w.r.logf("waiting for %q: another replica's attempt of the occurrence holds it", e.Name)
 	}
+}
+
+// timedOut returns, when the command that the runner started at start
+// ended with status code because its --max-time passed (the supervisor's
+// exitTimedOut, once the time is up), an error wrapping
+// ledger.ErrTimedOut, which the ledger records as the attempt's timeout;
+// nil otherwise (a command that exits 124 on its own before then).
+func (r *runner) timedOut(code int, start time.Time) error {
+	if code != exitTimedOut || r.maxTime <= 0 || time.Since(start) < r.maxTime {
+		return nil
+	}
+	return fmt.Errorf("%w (%v): %s stopped (status %d)", ledger.ErrTimedOut, r.maxTime, r.argv[0], code)
 }

@@ -35,7 +35,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	shared := boolFlag(fs, "s,shared", "take the lock in shared mode: shared holders run side by side and exclude exclusive ones (with --strategy table, the read side of the read/write lock; or --strategy pessimistic)")
 	exclusive := boolFlag(fs, "exclusive", "with --strategy table, take the write side of the read/write lock: it excludes every holder, and new --shared holders wait while it waits")
 	grace := durationFlag(fs, "grace", 10*time.Second, "after a lost lock, --max-time, a signal or sqllock's own death, the `SECONDS` (or duration) the command's process group has between SIGTERM and SIGKILL")
-	maxTime := durationFlag(fs, "max-time", 0, "stop the command (SIGTERM, SIGKILL after --grace) once it ran for `SECONDS` (or a duration), and exit 124 (0: no limit)")
+	maxTime := durationFlag(fs, "max-time,max-runtime", 0, "stop the command (SIGTERM, SIGKILL after --grace) once it ran for `SECONDS` (or a duration), and exit 124 (0: no limit); with --every, --cron or --occurrence, the attempt is recorded failed, timed out")
 	minHold := durationFlag(fs, "min-hold", 0, "keep the lock taken until `SECONDS` (or a duration) after it was acquired, even if the command ends sooner (database clock; table and optimistic): a short job started by several replicas runs once")
 	maxPermits := maxFlag(fs)
 	fair := boolFlag(fs, "fair", "serve the runs waiting for NAME in the order they started waiting (FIFO), a release waking the next one alone: with --strategy table or --max; every run of the name must give it")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,8 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	grace := durationFlag(fs, "missed-after", 0, "an occurrence of a job run with --every or --cron is missed when no replica claimed it within `SECONDS` (or a duration) of its time (0: until the next occurrence's time); --grace, its old name, still works, deprecated (run's --grace is the time between SIGTERM and SIGKILL)")
 	deprecatedFlag(fs, "grace", "missed-after")
 	attempts := fs.Bool("attempts", false, "with forget, delete the job's recorded attempts too")
+	failAfter := fs.Int("fail-after", 3, "a job is failing after `N` failed attempts in a row")
+	recoverAfter := fs.Int("recover-after", 1, "a failing job has recovered after `M` succeeded attempts in a row")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		var job, verb string
 		switch len(args) {
@@ -48,14 +51,14 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		switch {
 		case *attempts && verb != "forget":
 			return usageError{msg: "--attempts goes with runs forget JOB"}
-		case verb != "" && isSet(fs, "json", "watch", "limit", "missed-after", "grace"):
-			return usageError{msg: "--json, --watch, --limit and --missed-after go with the list, not with runs " + verb}
+		case verb != "" && isSet(fs, "json", "watch", "limit", "missed-after", "grace", "fail-after", "recover-after"):
+			return usageError{msg: "--json, --watch, --limit, --missed-after, --fail-after and --recover-after go with the list, not with runs " + verb}
 		}
 		switch {
 		case *watch < 0 || *grace < 0:
 			return usageError{msg: "--watch and --missed-after must not be negative"}
-		case *limit <= 0:
-			return usageError{msg: "--limit must be positive"}
+		case *limit <= 0 || *failAfter <= 0 || *recoverAfter <= 0:
+			return usageError{msg: "--limit, --fail-after and --recover-after must be positive"}
 		}
 		if isSet(fs, "grace") {
 			fmt.Fprintln(os.Stderr, "sqllock: runs --grace is deprecated: say --missed-after (run's --grace is the time between SIGTERM and SIGKILL)")
@@ -82,7 +85,7 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 			return nil
 		}
 		show := func(ctx context.Context, stamped bool) error {
-			v, err := readRuns(ctx, l, job, *limit, *grace)
+			v, err := readRuns(ctx, l, job, *limit, ledger.HealthOptions{Grace: *grace, FailAfter: *failAfter, RecoverAfter: *recoverAfter})
 			if err != nil {
 				return t.fail(err)
 			}
@@ -154,6 +157,8 @@ type runRow struct {
 	// DurationMS runs from the start to the end, or to now while it runs.
 	DurationMS int64  `json:"duration_ms"`
 	Error      string `json:"error,omitempty"`
+	// TimedOut says a failed attempt ran past its --max-time.
+	TimedOut bool `json:"timed_out"`
 }
 
 // missedRow is an occurrence no replica claimed within the grace time.
@@ -178,6 +183,14 @@ type jobRow struct {
 	Paused   bool       `json:"paused"`
 	PausedAt *time.Time `json:"paused_at,omitempty"` // while paused
 	Pending  string     `json:"pending,omitempty"`   // a manual occurrence asked for
+	// Health is paused, failing, missed, late, new or up (see
+	// ledger.Health); FailingStreak and SuccessStreak count its latest
+	// finished attempts that failed (or were abandoned), or succeeded, in
+	// a row; Late is its occurrence unclaimed inside its grace.
+	Health        string     `json:"health"`
+	FailingStreak int        `json:"failing_streak"`
+	SuccessStreak int        `json:"success_streak"`
+	Late          *missedRow `json:"late,omitempty"`
 	// period and phase are a job's run with --every (serve's next
 	// occurrence); 0 otherwise.
 	period, phase time.Duration
@@ -194,10 +207,10 @@ type runsView struct {
 	grace      time.Duration
 }
 
-// readRuns reads the latest limit attempts of job ("": every job) and the
-// occurrences missed beyond grace.
-func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grace time.Duration) (runsView, error) {
-	v := runsView{Runs: []runRow{}, Missed: []missedRow{}, MissedJobs: []missedJobRow{}, Jobs: []jobRow{}, grace: grace}
+// readRuns reads the latest limit attempts of job ("": every job), the
+// jobs' health and the occurrences missed beyond health's grace.
+func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, health ledger.HealthOptions) (runsView, error) {
+	v := runsView{Runs: []runRow{}, Missed: []missedRow{}, MissedJobs: []missedJobRow{}, Jobs: []jobRow{}, grace: health.Grace}
 	infos, err := l.Runs(ctx, job, limit)
 	if err != nil {
 		return v, err
@@ -206,6 +219,14 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grac
 	jobs, err := l.Jobs(ctx, job)
 	if err != nil {
 		return v, err
+	}
+	healths, missed, err := l.Health(ctx, job, health)
+	if err != nil {
+		return v, err
+	}
+	healthOf := make(map[string]ledger.JobHealth, len(healths))
+	for _, h := range healths {
+		healthOf[h.Job] = h
 	}
 	for _, j := range jobs {
 		row := jobRow{Job: j.Job, Paused: j.Paused, Pending: j.Pending, period: j.Period, phase: j.Phase}
@@ -220,11 +241,8 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grac
 		if j.Paused {
 			row.PausedAt = &j.PausedAt
 		}
+		setHealth(&row, healthOf[j.Job])
 		v.Jobs = append(v.Jobs, row)
-	}
-	missed, err := l.Missed(ctx, job, grace)
-	if err != nil {
-		return v, err
 	}
 	for _, m := range ledger.SumMissed(missed) {
 		v.MissedJobs = append(v.MissedJobs, missedJobRow{Job: m.Job, Count: m.Count, First: m.First, Last: m.Last})
@@ -235,12 +253,22 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, grac
 	return v, nil
 }
 
+// setHealth sets row's health fields from h (a job that h does not know,
+// new since the jobs were read, is new).
+func setHealth(row *jobRow, h ledger.JobHealth) {
+	row.Health = cmp.Or(string(h.Health), string(ledger.HealthNew))
+	row.FailingStreak, row.SuccessStreak = h.Failed, h.Succeeded
+	if h.Late != nil {
+		row.Late = &missedRow{Job: h.Job, Occurrence: h.Late.Occurrence, Due: h.Late.At}
+	}
+}
+
 // appendRunRows appends the attempts infos to rows as sqllock runs shows
 // them, the duration of a running one up to now.
 func appendRunRows(rows []runRow, infos []ledger.RunInfo, now time.Time) []runRow {
 	for _, in := range infos {
 		row := runRow{Job: in.Job, Occurrence: in.Occurrence, Attempt: in.Attempt, State: string(in.State),
-			Owner: in.Owner, Token: in.Token, StartedAt: in.StartedAt, Error: in.Err}
+			Owner: in.Owner, Token: in.Token, StartedAt: in.StartedAt, Error: in.Err, TimedOut: in.TimedOut}
 		end := now
 		if !in.FinishedAt.IsZero() {
 			end = in.FinishedAt
@@ -276,31 +304,37 @@ func (v runsView) writeTable(w io.Writer) error {
 			if r.FinishedAt == nil {
 				d += " so far"
 			}
-			errText := "-"
+			errText, state := "-", r.State
 			if r.Error != "" {
 				errText = cell(r.Error)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Job), cell(r.Occurrence), r.Attempt, r.State,
+			if r.TimedOut {
+				state += " (timed out)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(r.Job), cell(r.Occurrence), r.Attempt, state,
 				cell(r.Owner), strconv.FormatInt(r.Token, 10), r.StartedAt.Local().Format("2006-01-02 15:04:05"), d, errText)
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	var marked []jobRow // the jobs paused or with a manual occurrence pending
+	var marked []jobRow // the jobs not up, or with a manual occurrence pending
 	for _, j := range v.Jobs {
-		if j.Paused || j.Pending != "" {
+		if j.Health != string(ledger.HealthUp) || j.Pending != "" {
 			marked = append(marked, j)
 		}
 	}
 	if len(marked) > 0 {
-		fmt.Fprintln(w, "\nJOBS paused or with a manual occurrence pending:")
+		fmt.Fprintln(w, "\nJOBS not up (paused, failing, missed, late or new) or with a manual occurrence pending:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintf(tw, "JOB\tSCHEDULE\tSTATE\tPENDING\n")
+		fmt.Fprintf(tw, "JOB\tSCHEDULE\tSTATE\tFAILED IN A ROW\tPENDING\n")
 		for _, j := range marked {
-			state, sched, pending := "active", j.Schedule, j.Pending
-			if j.Paused {
+			state, sched, pending := j.Health, j.Schedule, j.Pending
+			switch {
+			case j.Paused:
 				state = "paused since " + j.PausedAt.Local().Format("2006-01-02 15:04:05")
+			case j.Late != nil:
+				state = "late: " + j.Late.Occurrence + " unclaimed"
 			}
 			if sched == "" {
 				sched = "-"
@@ -308,7 +342,7 @@ func (v runsView) writeTable(w io.Writer) error {
 			if pending == "" {
 				pending = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", cell(j.Job), cell(sched), state, cell(pending))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", cell(j.Job), cell(sched), state, j.FailingStreak, cell(pending))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

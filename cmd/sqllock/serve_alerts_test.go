@@ -29,7 +29,9 @@ var (
 var ruleExpr = regexp.MustCompile(`(?m)^\s*- alert: (\S+)\n(?:\s*#.*\n)*\s*expr: (.+)$`)
 
 // The alerts on the console's series fire from a real scrape of sqllock
-// serve: a job failing 3 times in a row (SqllockJobFailing), a periodic job
+// serve: a job failing 3 times in a row (SqllockJobFailing, and
+// sqllock.rules.yml's SqllockRunsFailing on the same series as
+// sqllockotel's), a periodic job
 // whose occurrences nobody claimed (sqllock.rules.yml's SqllockRunsMissed,
 // unchanged), an election that lost its leader (SqllockElectionLeaderless).
 // Every sqllock_ series the console's rules and its Grafana dashboard
@@ -95,7 +97,7 @@ func TestServeAlertRules(t *testing.T) {
 			}
 		}
 	}
-	promtoolRules(t, scrape, map[string]int{"SqllockJobFailing": 1, "SqllockRunsMissed": 1, "SqllockElectionLeaderless": 1})
+	promtoolRules(t, scrape, map[string]int{"SqllockJobFailing": 1, "SqllockRunsFailing": 1, "SqllockRunsMissed": 1, "SqllockElectionLeaderless": 1})
 }
 
 // untilMatch is until with a regular expression.

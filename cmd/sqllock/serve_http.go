@@ -234,8 +234,8 @@ func (c *console) notReady(w http.ResponseWriter, r *http.Request, s *snapshot) 
 
 // overviewBody counts what is held, waiting, leading and running.
 type overviewBody struct {
-	Locks, Waiters, Elections, Jobs, Running, Failing, Late, Paused int
-	Attention                                                       []jobSummary
+	Locks, Waiters, Elections, Jobs, Running, Failing, Missed, Late, Paused int
+	Attention                                                               []jobSummary
 }
 
 func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) {
@@ -262,12 +262,14 @@ func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) {
 			o.Running++
 		case "failing":
 			o.Failing++
+		case "missed":
+			o.Missed++
 		case "late":
 			o.Late++
 		case "paused":
 			o.Paused++
 		}
-		if j.State == "failing" || j.State == "late" {
+		if j.State == "failing" || j.State == "missed" || j.State == "late" {
 			o.Attention = append(o.Attention, j)
 		}
 	}

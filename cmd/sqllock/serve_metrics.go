@@ -7,13 +7,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sqllock/sqllock/ledger"
 )
 
 // metrics writes the latest read in the Prometheus text format (0.0.4). A
 // failed last read answers 503, so that Prometheus marks the target down
 // (up == 0) instead of keeping old values; the series of sqllockotel's
-// runs_missed keeps its name and label, so that the shipped alert
-// SqllockRunsMissed fires on the console's series unchanged.
+// runs_missed, runs_failing_streak, runs_failing and runs_late keep their
+// names and label, so that the shipped alerts SqllockRunsMissed,
+// SqllockRunsFailing and SqllockRunsLate fire on the console's series
+// unchanged.
 func (c *console) metrics(w http.ResponseWriter, r *http.Request) {
 	s := c.hub.snapshot()
 	if !s.ok() {
@@ -67,6 +71,18 @@ func (c *console) metrics(w http.ResponseWriter, r *http.Request) {
 	metric("sqllock_runs_missed", "gauge", "Occurrences of the job that no replica claimed within their grace (as sqllockotel's gauge of the same name).")
 	for _, j := range s.Jobs {
 		sample("sqllock_runs_missed", "sqllock_job", j.Job, float64(j.Missed))
+	}
+	metric("sqllock_runs_failing_streak", "gauge", "The job's latest finished attempts that failed or were abandoned, in a row (as sqllockotel's gauge of the same name).")
+	for _, j := range s.Jobs {
+		sample("sqllock_runs_failing_streak", "sqllock_job", j.Job, float64(j.FailingStreak))
+	}
+	metric("sqllock_runs_failing", "gauge", "1 while the job is failing: 3 failed attempts in a row, not followed by a success (as sqllockotel's gauge of the same name).")
+	for _, j := range s.Jobs {
+		sample("sqllock_runs_failing", "sqllock_job", j.Job, bool01(j.Health == string(ledger.HealthFailing)))
+	}
+	metric("sqllock_runs_late", "gauge", "1 while the job's latest due occurrence is unclaimed inside its grace (as sqllockotel's gauge of the same name).")
+	for _, j := range s.Jobs {
+		sample("sqllock_runs_late", "sqllock_job", j.Job, bool01(j.Late != nil))
 	}
 
 	held, waiters := map[string]int{}, map[string]int{}

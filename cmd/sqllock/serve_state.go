@@ -100,52 +100,32 @@ type jobSummary struct {
 	// LastSuccess is the end of its latest succeeded attempt among
 	// Attempts; nil if none.
 	LastSuccess *time.Time
-	// State is paused, running, failing (its latest finished attempt
-	// failed or was abandoned), late (occurrences missed), ok, or idle
-	// (no attempt).
+	// State is paused, running (its latest attempt runs), or else its
+	// health (see ledger.Health): failing, missed, late, new or up.
 	State string
-	// FailingStreak counts its latest finished attempts that failed or
-	// were abandoned, in a row; StreakCapped says all of Attempts did.
-	FailingStreak int
-	StreakCapped  bool
-	Next          *time.Time // its next occurrence, for a job run with --every
+	// StreakCapped says all of Attempts failed (jobRow.FailingStreak
+	// counts them).
+	StreakCapped bool
+	Next         *time.Time // its next occurrence, for a job run with --every
 }
 
 // summarize makes the summary of job j from its latest attempts (latest
 // first) and missed count, at now.
 func summarize(j jobRow, attempts []runRow, missed int, now time.Time) jobSummary {
 	s := jobSummary{jobRow: j, Attempts: attempts, Missed: missed}
-	finished := 0
-	streakOver := false
 	for i := range attempts {
-		a := &attempts[i]
-		if a.State == string(ledger.StateSucceeded) && s.LastSuccess == nil {
+		if a := &attempts[i]; a.State == string(ledger.StateSucceeded) && s.LastSuccess == nil {
 			s.LastSuccess = a.FinishedAt
 		}
-		if a.State == string(ledger.StateRunning) || streakOver {
-			continue
-		}
-		finished++
-		if a.State == string(ledger.StateFailed) || a.State == string(ledger.StateAbandoned) {
-			s.FailingStreak++
-		} else {
-			streakOver = true
-		}
 	}
-	s.StreakCapped = !streakOver && s.FailingStreak > 0 && finished == len(attempts)
+	s.StreakCapped = s.FailingStreak > 0 && s.FailingStreak >= len(attempts)
 	switch {
 	case j.Paused:
-		s.State = "paused"
+		s.State = string(ledger.HealthPaused)
 	case len(attempts) > 0 && attempts[0].State == string(ledger.StateRunning):
 		s.State = "running"
-	case s.FailingStreak > 0:
-		s.State = "failing"
-	case missed > 0:
-		s.State = "late"
-	case len(attempts) == 0:
-		s.State = "idle"
 	default:
-		s.State = "ok"
+		s.State = j.Health
 	}
 	if j.period > 0 {
 		p, ph := j.period.Nanoseconds(), j.phase.Nanoseconds()
@@ -193,7 +173,7 @@ func (c *console) readAll(ctx context.Context, prev *snapshot) (*snapshot, error
 	if c.ledger == nil {
 		return s, nil
 	}
-	if s.Runs, err = readRuns(ctx, c.ledger, "", c.opts.attempts, c.opts.grace); err != nil {
+	if s.Runs, err = readRuns(ctx, c.ledger, "", c.opts.attempts, c.health()); err != nil {
 		return nil, err
 	}
 	missed := map[string]int{}
@@ -385,7 +365,7 @@ func (c *console) jobView(ctx context.Context, s *snapshot, job string) (runsVie
 	if e.seq >= s.Seq {
 		return e.view, e.err
 	}
-	e.view, e.err = readRuns(ctx, c.ledger, job, jobPageAttempts, c.opts.grace)
+	e.view, e.err = readRuns(ctx, c.ledger, job, jobPageAttempts, c.health())
 	if e.err != nil {
 		e.err = errors.New(c.scrub(e.err.Error()))
 	}
@@ -464,4 +444,10 @@ func (c *console) scrub(msg string) string {
 		msg = strings.ReplaceAll(msg, p, "xxxxx")
 	}
 	return msg
+}
+
+// health is the console's reading of the jobs' health: --missed-after,
+// over the latest --per-job attempts of each job.
+func (c *console) health() ledger.HealthOptions {
+	return ledger.HealthOptions{Grace: c.opts.grace, Attempts: c.opts.perJob}
 }

@@ -1,8 +1,8 @@
 // Command otelprom exposes sqllock's metrics to Prometheus through the
 // OpenTelemetry Prometheus exporter, while a few workers contend for a
 // handful of locks, a reaper cleans up behind them, and two replicas run a
-// job once per second through the run ledger, checking it for missed
-// occurrences.
+// job once per second through the run ledger, checking its health (missed
+// and late occurrences, failing streak).
 //
 //	go run ./examples/otelprom                                   # PostgreSQL at 127.0.0.1:5432
 //	go run ./examples/otelprom -dsn 'mysql://root@tcp(127.0.0.1:3306)/test'
@@ -132,7 +132,7 @@ func run(ctx context.Context, c config, d dialect.Dialect) error {
 		return err
 	}
 
-	runs, err := ledger.New(d, ledger.Options{TTL: 3 * time.Second, Observer: obs, Logger: logger})
+	runs, err := ledger.New(d, ledger.Options{TTL: 3 * time.Second, MaxRuntime: 250 * time.Millisecond, Observer: obs, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func run(ctx context.Context, c config, d dialect.Dialect) error {
 	for range 2 {
 		wg.Go(func() { runJob(ctx, runs) })
 	}
-	wg.Go(func() { checkMissed(ctx, runs) })
+	wg.Go(func() { checkHealth(ctx, runs) })
 	for i := range c.workers {
 		wg.Go(func() { work(ctx, locker, i, c) })
 	}
@@ -207,7 +207,8 @@ var errJobFailed = errors.New("the job failed")
 // runJob is a replica of a job that runs once per second, whoever runs
 // it: it asks the ledger to run the current occurrence every 200 ms, so
 // that every occurrence is run once, by one of the replicas, and the other
-// calls skip it. One run in four fails.
+// calls skip it. One run in four fails; one in six runs past the ledger's
+// MaxRuntime, 250 ms, and is recorded timed out.
 func runJob(ctx context.Context, runs *ledger.Ledger) {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -223,7 +224,7 @@ func runJob(ctx context.Context, runs *ledger.Ledger) {
 			}
 			return nil
 		})
-		if err != nil && ctx.Err() == nil && !errors.Is(err, errJobFailed) {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errJobFailed) && !errors.Is(err, ledger.ErrTimedOut) {
 			fmt.Fprintf(os.Stderr, "demo:every-second: %v\n", err)
 		}
 		select {
@@ -234,14 +235,15 @@ func runJob(ctx context.Context, runs *ledger.Ledger) {
 	}
 }
 
-// checkMissed checks the ledger's periodic jobs for missed occurrences
-// every second: each check sets the sqllock.runs.missed gauge of each job.
-func checkMissed(ctx context.Context, runs *ledger.Ledger) {
+// checkHealth checks the health of the ledger's jobs every second: each
+// check sets the sqllock.runs.missed, .failing_streak, .failing and .late
+// gauges of each job.
+func checkHealth(ctx context.Context, runs *ledger.Ledger) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		if _, err := runs.Missed(ctx, "", 0); err != nil && ctx.Err() == nil {
-			fmt.Fprintf(os.Stderr, "missed runs: %v\n", err)
+		if _, _, err := runs.Health(ctx, "", ledger.HealthOptions{}); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(os.Stderr, "health of the jobs: %v\n", err)
 		}
 		select {
 		case <-ctx.Done():
