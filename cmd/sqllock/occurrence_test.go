@@ -177,7 +177,9 @@ func TestRunOccurrenceRetries(t *testing.T) {
 // Until then, runs of the occurrence say it runs elsewhere.
 func TestRunOccurrenceTakeover(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
-		first, sc := b.startHolding(t, "1s")
+		// A lease long enough to outlive a stall of a loaded machine
+		// before the job starts (1 s lapsed there), short enough to wait out.
+		first, sc := b.startHolding(t, "4s")
 		if err := first.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 			t.Fatal(err) // done: it lost its lease already, on a starved machine
 		}
