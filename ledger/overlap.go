@@ -1,0 +1,120 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/dialect"
+)
+
+// Overlap is what a Run of a scheduled occurrence does while another
+// occurrence of its job runs (see Occurrence.Overlap).
+type Overlap string
+
+// The overlap policies. Kubernetes CronJob calls them concurrencyPolicy
+// Forbid, Allow and Replace; Temporal's schedules SKIP, ALLOW_ALL and
+// TERMINATE_OTHER.
+const (
+	// OverlapSkip, the default: the occurrence is not run but recorded
+	// skipped (StateSkipped), and is not missed.
+	OverlapSkip Overlap = "skip"
+	// OverlapAllow: the occurrence runs beside the other one (each
+	// occurrence has a lease of its own).
+	OverlapAllow Overlap = "allow"
+	// OverlapReplace: the other occurrence's lease on the job is broken
+	// (its token superseded: its guarded writes are refused), its attempt
+	// is recorded replaced (StateReplaced), its function's context ends
+	// with sqllock.ErrLockLost at its next renewal, and the occurrence
+	// runs.
+	OverlapReplace Overlap = "replace"
+)
+
+// ParseOverlap returns the overlap policy named s ("skip", "allow" or
+// "replace"), or an error wrapping sqllock.ErrInvalidOptions.
+func ParseOverlap(s string) (Overlap, error) {
+	switch p := Overlap(s); p {
+	case OverlapSkip, OverlapAllow, OverlapReplace:
+		return p, nil
+	}
+	return "", fmt.Errorf("%w: ledger: overlap policy %q is not skip, allow or replace", sqllock.ErrInvalidOptions, s)
+}
+
+// Overlap returns the scheduled occurrence (of Every or Cron) run under
+// the overlap policy p (default OverlapSkip) when another occurrence of
+// its job runs. Under OverlapSkip and OverlapReplace each attempt holds,
+// beside its occurrence's lease, a lease on its job (named "run-job/"
+// and the job), which tells a running occurrence: an occurrence whose
+// runner died holds it until its lease ends (one TTL), and overlaps until
+// then. The job's lease costs a statement at the claim, one in each of
+// the claim's and the outcome's transactions, one at the release, and
+// its renewals (which the locker batches with the occurrence's).
+//
+// An occurrence of At, Key or Manual takes no job lease: it runs beside
+// the job's other occurrences, and is never replaced.
+func (o Occurrence) Overlap(p Overlap) Occurrence {
+	o.overlap = p
+	return o
+}
+
+// overlapped is what a claim learnt of the job's other occurrences.
+type overlapped int
+
+const (
+	overlapNone     overlapped = iota // none ran, or the policy is OverlapAllow
+	overlapSkipped                    // one ran: skip this occurrence
+	overlapReplaced                   // one ran, its job lease is broken
+)
+
+// maxReplace is how many times a claim under OverlapReplace breaks the
+// job's lease before it gives up: another runner took it again each time.
+const maxReplace = 3
+
+// overlap takes r's job lease under the policies OverlapSkip and
+// OverlapReplace (setting r.job), breaking another attempt's under
+// OverlapReplace; it reports overlapSkipped, without a lease, when another
+// attempt holds it under OverlapSkip.
+func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, error) {
+	if p != OverlapSkip && p != OverlapReplace {
+		return overlapNone, nil
+	}
+	name := jobLeaseName(r.Job)
+	over := overlapNone
+	for i := 0; ; i++ {
+		lock, err := l.locks.TryAcquire(ctx, name)
+		switch {
+		case err == nil:
+			r.job = lock
+			return over, nil
+		case !errors.Is(err, sqllock.ErrLocked):
+			return over, fmt.Errorf("ledger: %s %s: take the job's lease: %w", r.Job, r.Occurrence, err)
+		case p == OverlapSkip:
+			return overlapSkipped, nil
+		case i == maxReplace:
+			return over, fmt.Errorf("ledger: %s %s: replace the running occurrence: the job's lease was taken again %d times: %w",
+				r.Job, r.Occurrence, maxReplace, err)
+		}
+		broken, ok, err := l.locks.Break(ctx, name)
+		if err != nil {
+			return over, fmt.Errorf("ledger: %s %s: break the running occurrence's lease: %w", r.Job, r.Occurrence, err)
+		}
+		if ok {
+			over = overlapReplaced
+			l.log.Info("ledger: broke the job's lease of the running occurrence (overlap replace)",
+				"job", r.Job, "occurrence", r.Occurrence, "owner", broken.Owner, "token", broken.Token)
+		}
+	}
+}
+
+// skip records, inside tx, the attempt rec (just started) skipped for
+// overlap, and sets res to say so.
+func (l *Ledger) skip(ctx context.Context, tx *sql.Tx, rec dialect.RunRecord, res *attempt) error {
+	rec.State, rec.Err = string(StateSkipped), "skipped: another occurrence of the job was running (overlap skip)"
+	if _, err := l.runs.Finish(ctx, tx, rec); err != nil {
+		return err
+	}
+	res.State, res.Attempt, res.Token = StateSkipped, rec.Attempt, rec.Token
+	return nil
+}
