@@ -96,6 +96,15 @@ func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, er
 			return over, fmt.Errorf("ledger: %s %s: replace the running occurrence: the job's lease was taken again %d times: %w",
 				r.Job, r.Occurrence, maxReplace, err)
 		}
+		if i == 0 {
+			// Break nothing for an occurrence decided already, or whose
+			// retry is not due: the claim (without the job's lease) says
+			// so. r holds the occurrence: no other runner decides it
+			// meanwhile.
+			if settled, err := l.settled(ctx, r); err != nil || settled {
+				return over, err
+			}
+		}
 		broken, ok, err := l.locks.Break(ctx, name)
 		if err != nil {
 			return over, fmt.Errorf("ledger: %s %s: break the running occurrence's lease: %w", r.Job, r.Occurrence, err)
@@ -106,6 +115,34 @@ func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, er
 				"job", r.Job, "occurrence", r.Occurrence, "owner", broken.Owner, "token", broken.Token)
 		}
 	}
+}
+
+// settled reports whether r's occurrence is decided (an attempt
+// succeeded, was skipped or replaced, or the failed ones leave no retry)
+// or its next retry is not due yet, as the claim would find.
+func (l *Ledger) settled(ctx context.Context, r *Run) (bool, error) {
+	tx, err := l.d.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	prev, now, err := l.runs.Attempts(ctx, tx, r.Job, r.Occurrence)
+	if err != nil {
+		return false, fmt.Errorf("ledger: %s %s: read the attempts: %w", r.Job, r.Occurrence, err)
+	}
+	failed := 0
+	for _, p := range prev {
+		switch State(p.State) {
+		case StateSucceeded, StateSkipped, StateReplaced:
+			return true, nil
+		case StateFailed:
+			failed++
+			if p.FinishedAt.Add(l.opts.RetryBackoff).After(now) {
+				return true, nil
+			}
+		}
+	}
+	return failed > l.opts.Retries, nil
 }
 
 // skip records, inside tx, the attempt rec (just started) skipped for

@@ -45,6 +45,7 @@ type cronEntry struct {
 	backoff time.Duration
 	maxTime time.Duration
 	early   time.Duration
+	overlap ledger.Overlap // "" for the default (skip)
 	// earlySet says early= was given.
 	earlySet bool
 }
@@ -60,6 +61,9 @@ func (e *cronEntry) occurrence() ledger.Occurrence {
 	if e.earlySet {
 		o = o.Early(e.early)
 	}
+	if e.overlap != "" {
+		o = o.Overlap(e.overlap)
+	}
 	return o
 }
 
@@ -71,7 +75,8 @@ func (e *cronEntry) argv() []string { return []string{e.shell, "-c", e.command} 
 func (e *cronEntry) same(f *cronEntry) bool {
 	return e.name == f.name && e.sched == f.sched && e.every == f.every && e.zone.String() == f.zone.String() &&
 		e.command == f.command && slices.Equal(e.env, f.env) && e.shell == f.shell && e.retries == f.retries &&
-		e.backoff == f.backoff && e.maxTime == f.maxTime && e.early == f.early && e.earlySet == f.earlySet
+		e.backoff == f.backoff && e.maxTime == f.maxTime && e.early == f.early && e.earlySet == f.earlySet &&
+		e.overlap == f.overlap
 }
 
 // scheduleText describes e's schedule for messages and --check.
@@ -90,6 +95,7 @@ var cronKeys = map[string]string{
 	"retry-backoff": "the time between a failed attempt and the next (with retries)",
 	"max-runtime":   "stop the command once it ran this long (SIGTERM, SIGKILL after --grace), recorded failed with status 124",
 	"early":         "take an occurrence at most this long before its time (default 5s)",
+	"overlap":       "skip (the default), allow or replace: what an occurrence due while another of the entry's still runs does",
 }
 
 // cronError is a mistake in the file: its line and the field at fault.
@@ -352,6 +358,10 @@ func readEntry(n int, text string, settings []setting, fail func(int, string, st
 		case "early":
 			e.early, err = settingDuration(s.value)
 			e.earlySet = true
+		case "overlap":
+			if e.overlap, err = ledger.ParseOverlap(s.value); err != nil {
+				err = fmt.Errorf("%q: want skip, allow or replace", s.value)
+			}
 		}
 		if err != nil {
 			fail(s.line, s.key, "%v", err)

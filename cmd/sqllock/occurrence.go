@@ -30,6 +30,7 @@ type occurrenceOptions struct {
 	retries int
 	backoff time.Duration
 	wait    bool
+	overlap string
 	// earlySet says --early was given.
 	earlySet bool
 }
@@ -46,6 +47,7 @@ func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	fs.StringVar(&o.key, "occurrence", "", "run COMMAND once for the occurrence `KEY` (a scheduled time, a date, a release) across every replica; recorded in the run ledger (sqllock runs)")
 	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
 	fs.Var((*durationValue)(&o.backoff), "retry-backoff", "with --retries, the `SECONDS` (or duration) after a failed attempt before the next one (database clock)")
+	fs.StringVar(&o.overlap, "overlap", "", "with --every or --cron, what an occurrence does when it comes due while another occurrence of the job still runs: `POLICY` skip (the default: not run, recorded skipped), allow (run beside it) or replace (the running one's lease is broken: its command is stopped as a lost lock, exit 76)")
 	fs.BoolVar(&o.wait, "wait", false, "with --every or --occurrence, wait while another replica's attempt of the occurrence runs, instead of exiting at once: when it ends, exit as a replica that did not run it; when its replica died, take the occurrence over once that attempt's lease ends (--ttl)")
 	return o
 }
@@ -56,7 +58,7 @@ func (o *occurrenceOptions) given(fs *flag.FlagSet) (bool, error) {
 	if isSet(fs, "every", "occurrence", "cron") {
 		return true, nil
 	}
-	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early"} {
+	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early", "overlap"} {
 		if isSet(fs, f) {
 			return false, usageError{msg: "--" + f + " goes with --every, --cron or --occurrence (a run of the ledger)"}
 		}
@@ -93,6 +95,10 @@ func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration
 		return usageError{msg: "--early goes with --every or --cron: an --occurrence KEY has no time"}
 	case o.early < 0:
 		return usageError{msg: "--early must not be negative"}
+	case isSet(fs, "overlap") && isSet(fs, "occurrence"):
+		return usageError{msg: "--overlap goes with --every or --cron: an --occurrence KEY is not one of a schedule's"}
+	case isSet(fs, "overlap") && !validOverlap(o.overlap):
+		return usageError{msg: fmt.Sprintf("--overlap %q: want skip, allow or replace", o.overlap)}
 	case isSet(fs, "every") && o.every <= 0:
 		return usageError{msg: "--every must be positive"}
 	case isSet(fs, "phase") && !isSet(fs, "every"):
@@ -166,7 +172,16 @@ func (o *occurrenceOptions) occurrence() ledger.Occurrence {
 	if o.earlySet {
 		occ = occ.Early(o.early)
 	}
+	if o.overlap != "" {
+		occ = occ.Overlap(ledger.Overlap(o.overlap))
+	}
 	return occ
+}
+
+// validOverlap reports whether s names an overlap policy.
+func validOverlap(s string) bool {
+	_, err := ledger.ParseOverlap(s)
+	return err == nil
 }
 
 // runOccurrence runs the command for the occurrence of the flags, unless
@@ -303,6 +318,12 @@ func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrence
 			return exitError{code: r.conflict}
 		}
 		return nil
+	case !res.Ran && res.State == ledger.StateSkipped:
+		fmt.Fprintf(os.Stderr, "sqllock: occurrence %s of %q skipped: another occurrence of the job was running (--overlap skip; recorded in sqllock runs)\n", res.Occurrence, r.name)
+		if r.conflict != 0 {
+			return exitError{code: r.conflict}
+		}
+		return nil
 	case !res.Ran:
 		r.logf("occurrence %s of %q not run here: %s", res.Occurrence, r.name, skipReason(res))
 		if r.conflict != 0 {
@@ -339,6 +360,10 @@ func skipReason(res ledger.Result) string {
 		return "done already" + attemptText(res)
 	case ledger.StateRunning:
 		return "running elsewhere" + attemptText(res)
+	case ledger.StateSkipped:
+		return "skipped for overlap" + attemptText(res)
+	case ledger.StateReplaced:
+		return "replaced by a later occurrence" + attemptText(res)
 	case ledger.StateFailed:
 		if res.Attempt == 0 {
 			return "its attempts failed, and no attempt is left for now"

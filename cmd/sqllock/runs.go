@@ -146,7 +146,7 @@ type runRow struct {
 	Job        string     `json:"job"`
 	Occurrence string     `json:"occurrence"`
 	Attempt    int        `json:"attempt"`
-	State      string     `json:"state"` // running, succeeded, failed or abandoned
+	State      string     `json:"state"` // running, succeeded, failed, abandoned, skipped or replaced
 	Owner      string     `json:"owner"`
 	Token      int64      `json:"token"`
 	StartedAt  time.Time  `json:"started_at"`

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunOverlap runs a job whose command outlasts its period: the
+// occurrence due meanwhile is skipped, said and recorded (--overlap skip,
+// the default); then one run with --overlap replace stops the first
+// command as a lost lock (exit 76) and runs its own.
+func TestRunOverlap(t *testing.T) {
+	needProc(t)
+	eachLedger(t, func(t *testing.T, b backend) {
+		name := "overlap-" + b.kind
+		every := []string{"run", "--every", "2s", "--ttl", "3s"}
+		first := startRunning(t, b.cmd(t, append(every, name, "--", "sh", "-c", "sleep 3600; :")...), name)
+		// Until the next occurrence is due, a run finds the first one
+		// running; then it skips the next one, and says so.
+		if !waitFor(time.Minute, func() bool {
+			out, err := b.cmd(t, append(every, name, "--", "echo", "ran")...).CombinedOutput()
+			if got := exitOf(t, err); got != 0 || strings.Contains(string(out), "ran") {
+				t.Fatalf("a run beside the first: exit %d\n%s", got, out)
+			}
+			return strings.Contains(string(out), "skipped: another occurrence of the job was running (--overlap skip")
+		}) {
+			t.Fatal("no run skipped an occurrence within a minute")
+		}
+		// --overlap replace: the next occurrence breaks the first's lease
+		// and runs; the first's command is stopped as a lost lock.
+		if !waitFor(time.Minute, func() bool {
+			out, err := b.cmd(t, append(every, "--overlap", "replace", name, "--", "echo", "replacer ran")...).CombinedOutput()
+			if got := exitOf(t, err); got != 0 {
+				t.Fatalf("a replacing run: exit %d\n%s", got, out)
+			}
+			return strings.Contains(string(out), "replacer ran")
+		}) {
+			t.Fatal("no replacing run ran within a minute")
+		}
+		if code := first.wait(); code != exitLost {
+			t.Fatalf("the replaced run exited %d, want %d (a lost lock)\n%s", code, exitLost, first.out.String())
+		}
+		states := map[string]int{}
+		for _, r := range b.runsJSON(t, name).Runs {
+			states[r.State]++
+		}
+		if states["replaced"] != 1 || states["skipped"] == 0 || states["succeeded"] != 1 {
+			t.Fatalf("recorded states %v: want 1 replaced, 1 succeeded, skipped ones", states)
+		}
+		for _, bad := range [][]string{{"--overlap", "forbid", "--every", "1m"}, {"--overlap", "skip", "--occurrence", "k"}, {"--overlap", "skip"}} {
+			out, err := b.cmd(t, append(append([]string{"run"}, bad...), name, "--", "true")...).CombinedOutput()
+			if got := exitOf(t, err); got != exitUsage || !strings.Contains(string(out), "overlap") {
+				t.Errorf("run %v: exit %d, want %d naming --overlap\n%s", bad, got, exitUsage, out)
+			}
+		}
+	})
+}
