@@ -240,6 +240,10 @@ type Result struct {
 	// Run of a scheduled occurrence read it before its claim ("" for
 	// none): Ledger.RunPending runs it.
 	Pending string
+	// CaughtUp are the results of the missed occurrences Run ran before
+	// this one, oldest first, under the catch-up policies CatchUpLatest
+	// and CatchUpAll (see Occurrence.CatchUp).
+	CaughtUp []Result
 }
 
 // Run runs fn for the occurrence occ of job, unless an attempt of it has
@@ -282,11 +286,27 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 	if err != nil {
 		return Result{}, err
 	}
-	if o.state != "" {
+	if o.state != "" && o.state != StateNotDue {
 		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending}
 		l.skipped(ctx, job, res)
 		return res, nil
 	}
+	caught, fnErr, err := l.catchUp(ctx, job, o, fn)
+	if o.state != "" || err != nil {
+		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending, CaughtUp: caught}
+		if o.state != "" && err == nil {
+			l.skipped(ctx, job, res)
+		}
+		return res, errors.Join(fnErr, err)
+	}
+	res, err := l.runResolved(ctx, job, o, fn)
+	res.CaughtUp = caught
+	return res, errors.Join(fnErr, err)
+}
+
+// runResolved runs fn for the resolved occurrence o of job, as Run
+// describes.
+func (l *Ledger) runResolved(ctx context.Context, job string, o resolved, fn func(ctx context.Context, r *Run) error) (Result, error) {
 	key, sched, overlap := o.key, o.sched, o.overlap
 	done := func(r Result) Result {
 		r.Early, r.Manual, r.Pending = o.early, o.manual, o.pending
@@ -364,6 +384,12 @@ type resolved struct {
 	// overlap is the overlap policy of a scheduled occurrence ("" for
 	// none: OverlapAllow, and the occurrences of At and Key).
 	overlap Overlap
+	// catchUp is a scheduled occurrence's (see catchUp), with what it
+	// reads: the schedule, the database's time and the catch-up window.
+	catchUp CatchUp
+	window  time.Duration
+	s       schedule
+	now     time.Time
 }
 
 // occurrence resolves occ for job on the database's clock, reading the
@@ -396,6 +422,7 @@ func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (re
 	if r.overlap = occ.overlap; r.overlap == "" {
 		r.overlap = OverlapSkip
 	}
+	r.catchUp, r.window, r.s, r.now = occ.catchUp, occ.window, occ.schedule(), st.Now
 	early := DefaultEarly
 	if occ.earlySet {
 		early = occ.early
