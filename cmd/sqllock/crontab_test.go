@@ -20,6 +20,7 @@ CRON_TZ=Europe/Berlin
 
 # sqllock: name=report tz=America/New_York
 # sqllock: retries=2 retry-backoff=30s max-runtime=1h early=2s overlap=replace
+# sqllock: catchup=all catchup-window=6h
 30 2 * * 1-5   /usr/local/bin/report --all   # not a comment: the command's
 @hourly /usr/local/bin/cleanup
 	@every 10s   echo "$SQLLOCK_OCCURRENCE"
@@ -33,8 +34,8 @@ CRON_TZ=Europe/Berlin
 	}
 	r, c, e := entries[0], entries[1], entries[2]
 	if r.name != "report" || r.sched != "30 2 * * 1-5" || r.zone.String() != "America/New_York" || r.retries != 2 ||
-		r.backoff != 30*time.Second || r.maxTime != time.Hour || !r.earlySet || r.early != 2*time.Second || r.line != 8 ||
-		r.overlap != ledger.OverlapReplace {
+		r.backoff != 30*time.Second || r.maxTime != time.Hour || !r.earlySet || r.early != 2*time.Second || r.line != 9 ||
+		r.overlap != ledger.OverlapReplace || r.catchUp != ledger.CatchUpAll || r.window != 6*time.Hour {
 		t.Errorf("report: %+v", *r)
 	}
 	if r.command != "/usr/local/bin/report --all   # not a comment: the command's" || r.shell != "/bin/bash" {
@@ -43,7 +44,7 @@ CRON_TZ=Europe/Berlin
 	if len(r.env) != 2 || r.env[0] != "SHELL=/bin/bash" || r.env[1] != "MAILTO=" {
 		t.Errorf("report's environment %q: want SHELL and MAILTO (CRON_TZ is the schedules')", r.env)
 	}
-	if c.name != "cleanup" || c.sched != "@hourly" || c.zone.String() != "Europe/Berlin" || c.retries != 0 || c.earlySet || c.overlap != "" {
+	if c.name != "cleanup" || c.sched != "@hourly" || c.zone.String() != "Europe/Berlin" || c.retries != 0 || c.earlySet || c.overlap != "" || c.catchUp != "" {
 		t.Errorf("cleanup (named after its program, in CRON_TZ): %+v", *c)
 	}
 	if e.name != "echo" || e.every != 10*time.Second || e.command != `echo "$SQLLOCK_OCCURRENCE"` {
@@ -84,6 +85,8 @@ func TestParseCrontabMistakes(t *testing.T) {
 		{"not key=value", "# sqllock: name\n* * * * * echo", 1, "sqllock settings", "KEY=VALUE"},
 		{"twice", "# sqllock: name=a\n# sqllock: name=b\n* * * * * echo", 2, "name", "given twice"},
 		{"overlap", "# sqllock: overlap=forbid\n* * * * * echo", 1, "overlap", `"forbid": want skip, allow or replace`},
+		{"catchup", "# sqllock: catchup=some\n* * * * * echo", 1, "catchup", `"some": want skip, latest or all`},
+		{"catchup-window without catchup", "# sqllock: catchup-window=1h\n* * * * * echo", 1, "catchup-window", "needs catchup=latest"},
 		{"retries", "# sqllock: retries=-1\n* * * * * echo", 1, "retries", "negative"},
 		{"contradiction", "# sqllock: retry-backoff=5s\n* * * * * echo", 1, "retry-backoff", "needs retries"},
 		{"duration", "# sqllock: max-runtime=soon\n* * * * * echo", 1, "max-runtime", "not a duration"},

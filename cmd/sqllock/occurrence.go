@@ -31,6 +31,8 @@ type occurrenceOptions struct {
 	backoff time.Duration
 	wait    bool
 	overlap string
+	catchUp string
+	window  time.Duration
 	// earlySet says --early was given.
 	earlySet bool
 }
@@ -48,6 +50,8 @@ func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
 	fs.Var((*durationValue)(&o.backoff), "retry-backoff", "with --retries, the `SECONDS` (or duration) after a failed attempt before the next one (database clock)")
 	fs.StringVar(&o.overlap, "overlap", "", "with --every or --cron, what an occurrence does when it comes due while another occurrence of the job still runs: `POLICY` skip (the default: not run, recorded skipped), allow (run beside it) or replace (the running one's lease is broken: its command is stopped as a lost lock, exit 76)")
+	fs.StringVar(&o.catchUp, "catch-up", "", "with --every or --cron, what a run does first with the occurrences missed before the due one (downtime): `POLICY` skip (the default: reported missed), latest (the latest missed one runs once) or all (each missed one runs once, oldest first, at most 100 per run)")
+	fs.Var((*durationValue)(&o.window), "catch-up-window", "with --catch-up latest or all, look back `SECONDS` (or a duration) before the due occurrence for missed ones (default 24h)")
 	fs.BoolVar(&o.wait, "wait", false, "with --every or --occurrence, wait while another replica's attempt of the occurrence runs, instead of exiting at once: when it ends, exit as a replica that did not run it; when its replica died, take the occurrence over once that attempt's lease ends (--ttl)")
 	return o
 }
@@ -58,7 +62,7 @@ func (o *occurrenceOptions) given(fs *flag.FlagSet) (bool, error) {
 	if isSet(fs, "every", "occurrence", "cron") {
 		return true, nil
 	}
-	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early", "overlap"} {
+	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early", "overlap", "catch-up", "catch-up-window"} {
 		if isSet(fs, f) {
 			return false, usageError{msg: "--" + f + " goes with --every, --cron or --occurrence (a run of the ledger)"}
 		}
@@ -99,6 +103,12 @@ func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration
 		return usageError{msg: "--overlap goes with --every or --cron: an --occurrence KEY is not one of a schedule's"}
 	case isSet(fs, "overlap") && !validOverlap(o.overlap):
 		return usageError{msg: fmt.Sprintf("--overlap %q: want skip, allow or replace", o.overlap)}
+	case isSet(fs, "catch-up", "catch-up-window") && isSet(fs, "occurrence"):
+		return usageError{msg: "--catch-up goes with --every or --cron: an --occurrence KEY has no schedule to miss"}
+	case isSet(fs, "catch-up") && !validCatchUp(o.catchUp):
+		return usageError{msg: fmt.Sprintf("--catch-up %q: want skip, latest or all", o.catchUp)}
+	case isSet(fs, "catch-up-window") && (o.catchUp != "latest" && o.catchUp != "all" || o.window <= 0):
+		return usageError{msg: "--catch-up-window needs --catch-up latest or all, and must be positive"}
 	case isSet(fs, "every") && o.every <= 0:
 		return usageError{msg: "--every must be positive"}
 	case isSet(fs, "phase") && !isSet(fs, "every"):
@@ -175,7 +185,16 @@ func (o *occurrenceOptions) occurrence() ledger.Occurrence {
 	if o.overlap != "" {
 		occ = occ.Overlap(ledger.Overlap(o.overlap))
 	}
+	if o.catchUp != "" {
+		occ = occ.CatchUp(ledger.CatchUp(o.catchUp)).CatchUpWindow(o.window)
+	}
 	return occ
+}
+
+// validCatchUp reports whether s names a catch-up policy.
+func validCatchUp(s string) bool {
+	_, err := ledger.ParseCatchUp(s)
+	return err == nil
 }
 
 // validOverlap reports whether s names an overlap policy.
@@ -271,6 +290,10 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		return nil
 	}
 	res, err := l.Run(ctx, r.name, o.occurrence(), job)
+	for _, c := range res.CaughtUp {
+		fmt.Fprintf(os.Stderr, "sqllock: caught up the missed occurrence %s of %q (--catch-up %s): %s\n",
+			c.Occurrence, r.name, o.catchUp, caughtUpText(c))
+	}
 	outcome := r.occurrenceOutcome(ctx, t, o, res, err, code)
 	if res.Pending == "" || ctx.Err() != nil || (err != nil && !res.Ran) {
 		return outcome
@@ -351,6 +374,14 @@ func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrence
 	}
 	// The command could not start, or its outcome was not recorded.
 	return err
+}
+
+// caughtUpText says what a caught-up occurrence's run did.
+func caughtUpText(res ledger.Result) string {
+	if res.Ran {
+		return string(res.State) + attemptText(res)
+	}
+	return "not run here: " + skipReason(res)
 }
 
 // skipReason says why res ran nothing, for -v.

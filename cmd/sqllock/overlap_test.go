@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqllock/sqllock/ledger"
 )
 
 // TestRunOverlap runs a job whose command outlasts its period: the
@@ -52,6 +54,56 @@ func TestRunOverlap(t *testing.T) {
 			out, err := b.cmd(t, append(append([]string{"run"}, bad...), name, "--", "true")...).CombinedOutput()
 			if got := exitOf(t, err); got != exitUsage || !strings.Contains(string(out), "overlap") {
 				t.Errorf("run %v: exit %d, want %d naming --overlap\n%s", bad, got, exitUsage, out)
+			}
+		}
+	})
+}
+
+// TestRunCatchUp runs a job once, lets occurrences pass unclaimed, and
+// runs it again with --catch-up all: each occurrence missed by then runs
+// once, said on stderr, and none that ran is missed.
+func TestRunCatchUp(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		name := "catchup-" + b.kind
+		every := []string{"run", "--every", "1s", "--catch-up", "all", name, "--", "sh", "-c", `echo "ran $SQLLOCK_OCCURRENCE"`}
+		if out, err := b.cmd(t, every...).CombinedOutput(); exitOf(t, err) != 0 {
+			t.Fatalf("the first run: %v\n%s", err, out)
+		}
+		l, err := ledger.New(b.d, ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var missed []ledger.MissedRun
+		if !waitFor(time.Minute, func() bool {
+			if missed, err = l.Missed(ctxT(t), name, 0); err != nil {
+				t.Fatal(err)
+			}
+			return len(missed) >= 2
+		}) {
+			t.Fatal("no two occurrences missed within a minute")
+		}
+		out, err := b.cmd(t, every...).CombinedOutput()
+		if exitOf(t, err) != 0 {
+			t.Fatalf("the catch-up run: %v\n%s", err, out)
+		}
+		for _, m := range missed {
+			if !strings.Contains(string(out), "caught up the missed occurrence "+m.Occurrence) || !strings.Contains(string(out), "ran "+m.Occurrence) {
+				t.Errorf("%s, missed before, not caught up:\n%s", m.Occurrence, out)
+			}
+		}
+		after, err := l.Missed(ctxT(t), name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range after {
+			if strings.Contains(string(out), "ran "+m.Occurrence) {
+				t.Errorf("%s is caught up and missed", m.Occurrence)
+			}
+		}
+		for _, bad := range [][]string{{"--catch-up", "some", "--every", "1m"}, {"--catch-up-window", "1h", "--every", "1m"}, {"--catch-up", "all", "--occurrence", "k"}} {
+			out, err := b.cmd(t, append(append([]string{"run"}, bad...), name, "--", "true")...).CombinedOutput()
+			if got := exitOf(t, err); got != exitUsage || !strings.Contains(string(out), "catch-up") {
+				t.Errorf("run %v: exit %d, want %d naming --catch-up\n%s", bad, got, exitUsage, out)
 			}
 		}
 	})
