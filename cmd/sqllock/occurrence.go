@@ -33,6 +33,8 @@ type occurrenceOptions struct {
 	overlap string
 	catchUp string
 	window  time.Duration
+	// fillFrom and fillTo are the range of runs backfill (zero for run).
+	fillFrom, fillTo time.Time
 	// earlySet says --early was given.
 	earlySet bool
 }
@@ -289,6 +291,9 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		}
 		return nil
 	}
+	if !o.fillTo.IsZero() {
+		return r.backfill(ctx, t, l, o, job)
+	}
 	res, err := l.Run(ctx, r.name, o.occurrence(), job)
 	for _, c := range res.CaughtUp {
 		fmt.Fprintf(os.Stderr, "sqllock: caught up the missed occurrence %s of %q (--catch-up %s): %s\n",
@@ -374,6 +379,33 @@ func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrence
 	}
 	// The command could not start, or its outcome was not recorded.
 	return err
+}
+
+// backfill runs the command for each occurrence of o's range (runs
+// backfill), says what each did, and exits 1 if an attempt failed.
+func (r *runner) backfill(ctx context.Context, t *target, l *ledger.Ledger, o *occurrenceOptions, job func(context.Context, *ledger.Run) error) error {
+	results, err := l.Backfill(ctx, r.name, o.occurrence(), o.fillFrom, o.fillTo, job)
+	failed := 0
+	for _, res := range results {
+		fmt.Fprintf(os.Stderr, "sqllock: backfill of %q: occurrence %s: %s\n", r.name, res.Occurrence, caughtUpText(res))
+		if res.Ran && res.State != ledger.StateSucceeded {
+			failed++
+		}
+	}
+	var ie interruptedError
+	switch {
+	case errors.Is(err, sqllock.ErrInvalidOptions):
+		return usageError{msg: err.Error()}
+	case errors.As(context.Cause(ctx), &ie):
+		return exitError{ie.status(), ie}
+	case failed > 0:
+		return exitError{exitFailure, fmt.Errorf("backfill of %q: %d of %d occurrences failed", r.name, failed, len(results))}
+	case err != nil:
+		return t.fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "sqllock: backfill of %q: %d occurrences from %s to %s done\n", r.name, len(results),
+		o.fillFrom.UTC().Format(time.RFC3339), o.fillTo.UTC().Format(time.RFC3339))
+	return nil
 }
 
 // caughtUpText says what a caught-up occurrence's run did.

@@ -108,3 +108,39 @@ func TestRunCatchUp(t *testing.T) {
 		}
 	})
 }
+
+// TestRunsBackfill backfills a range of a job's recorded schedule: each
+// occurrence runs once; a second backfill runs none.
+func TestRunsBackfill(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		name := "backfill-" + b.kind
+		if out, err := b.cmd(t, "run", "--every", "1s", name, "--", "true").CombinedOutput(); exitOf(t, err) != 0 {
+			t.Fatalf("the first run: %v\n%s", err, out)
+		}
+		to := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+		from := to.Add(-4 * time.Second)
+		fill := []string{"runs", "backfill", name, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--", "sh", "-c", `echo "ran $SQLLOCK_OCCURRENCE"`}
+		out, err := b.cmd(t, fill...).CombinedOutput()
+		if exitOf(t, err) != 0 || strings.Count(string(out), "ran 20") != 5 || !strings.Contains(string(out), "5 occurrences") {
+			t.Fatalf("backfill: %v\n%s", err, out)
+		}
+		out, err = b.cmd(t, fill...).CombinedOutput()
+		if exitOf(t, err) != 0 || strings.Contains(string(out), "ran 20") {
+			t.Fatalf("a second backfill: %v\n%s", err, out)
+		}
+		for _, bad := range [][]string{
+			{"runs", "backfill", name, "--from", "yesterday", "--to", to.Format(time.RFC3339), "--", "true"},
+			{"runs", "backfill", name, "--from", to.Format(time.RFC3339), "--to", from.Format(time.RFC3339), "--", "true"},
+			{"runs", "backfill", name, "--from", from.Format(time.RFC3339), "--to", time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "--", "true"},
+			{"runs", "--from", from.Format(time.RFC3339), name},
+		} {
+			out, err := b.cmd(t, bad...).CombinedOutput()
+			if got := exitOf(t, err); got != exitUsage {
+				t.Errorf("%v: exit %d, want %d\n%s", bad, got, exitUsage, out)
+			}
+		}
+		if out, err := b.cmd(t, "runs", "backfill", "nosuch", "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--", "true").CombinedOutput(); exitOf(t, err) != exitFailure {
+			t.Errorf("backfill of an unknown job: %v\n%s", err, out)
+		}
+	})
+}
