@@ -233,3 +233,39 @@ func TestOverlapReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestMigrationOverlapStates records a skipped and a replaced attempt,
+// then reverts every migration (21's down deletes the skipped attempt and
+// makes the replaced one abandoned before the state column's CHECK is
+// narrowed again; on SQLite the table is rebuilt) and migrates up again.
+func TestMigrationOverlapStates(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		opts := ledger.Options{TTL: 3 * time.Second}
+		a, b := e.ledger(t, opts), e.ledger(t, opts)
+		occ := ledger.Every(overlapPeriod).Overlap(ledger.OverlapReplace)
+		first, out := running(t, ctx, a, "tick", occ, nil)
+		pastHalf(t, e, first)
+		if res, err := b.Run(ctx, "tick", occ, ok); err != nil || !res.Ran {
+			t.Fatalf("the replacing run: %+v, %v", res, err)
+		}
+		<-out
+		release := make(chan struct{})
+		second, out := running(t, ctx, a, "skip", ledger.Every(overlapPeriod), release)
+		pastHalf(t, e, second)
+		if res, err := b.Run(ctx, "skip", ledger.Every(overlapPeriod), ok); err != nil || res.State != ledger.StateSkipped {
+			t.Fatalf("the skipped run: %+v, %v", res, err)
+		}
+		close(release)
+		<-out
+		if err := sqllock.MigrateDown(ctx, e.d); err != nil {
+			t.Fatalf("migrate down over skipped and replaced attempts: %v", err)
+		}
+		if err := sqllock.Migrate(ctx, e.d); err != nil {
+			t.Fatalf("migrate up again: %v", err)
+		}
+		if res, err := e.ledger(t, ledger.Options{}).Run(ctx, "tick", ledger.Key("k"), ok); err != nil || !res.Ran {
+			t.Fatalf("a run after the round trip: %+v, %v", res, err)
+		}
+	})
+}
