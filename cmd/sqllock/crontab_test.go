@@ -38,6 +38,9 @@ CRON_TZ=Europe/Berlin
 		r.overlap != ledger.OverlapReplace || r.catchUp != ledger.CatchUpAll || r.window != 6*time.Hour {
 		t.Errorf("report: %+v", *r)
 	}
+	if got := r.settingsText(); !strings.HasSuffix(got, "early=2s overlap=replace catchup=all catchup-window=6h0m0s") {
+		t.Errorf("report's settings for --check: %q", got)
+	}
 	if r.command != "/usr/local/bin/report --all   # not a comment: the command's" || r.shell != "/bin/bash" {
 		t.Errorf("report's command %q, shell %q", r.command, r.shell)
 	}
