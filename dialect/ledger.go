@@ -84,8 +84,7 @@ func (s JobSchedule) Paused() bool { return !s.PausedAt.IsZero() && s.ResumedAt.
 //	ForgetRuns   delete :job's attempts
 //	Trigger      set :job's pending key to :occurrence unless one is set
 //	Clear        set :job's pending key to NULL if it is :occurrence
-//	Replace      mark :job's running attempts of occurrences other than
-//	             :occurrence and not manual ('manual/' keys) replaced
+//	Replace      mark :job's running attempts of :owner replaced
 //	Occurrences  select :job's distinct occurrences from :from to :to,
 //	             ascending
 //	Reap         delete up to :limit attempts finished (or, unfinished,
@@ -148,7 +147,7 @@ WHERE job = :job AND paused_at IS NOT NULL AND resumed_at IS NULL`, w.Jobs, w.No
 		Trigger:    X(fmt.Sprintf(`UPDATE %s SET pending = COALESCE(pending, :occurrence) WHERE job = :job`, w.Jobs)),
 		Clear:      X(fmt.Sprintf(`UPDATE %s SET pending = NULL WHERE job = :job AND pending = :occurrence`, w.Jobs)),
 		Replace: X(fmt.Sprintf(`UPDATE %s SET state = 'replaced', finished_at = %s
-WHERE job = :job AND occurrence <> :occurrence AND occurrence NOT LIKE 'manual/%%' AND state = 'running'`, w.Runs, w.Now)),
+WHERE job = :job AND owner = :owner AND state = 'running'`, w.Runs, w.Now)),
 		Occurrences: Q(fmt.Sprintf(`SELECT DISTINCT occurrence FROM %s
 WHERE job = :job AND occurrence >= :from AND occurrence <= :to ORDER BY occurrence`, w.Runs)),
 		Reap: X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (job, occurrence, attempt) IN (

@@ -533,9 +533,8 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 // abandoned (their leases have ended: r holds the occurrence), and claims
 // nothing if one succeeded (or was skipped or replaced) or the failed ones
 // leave no retry due, setting res's State, Attempt and Token (and wait) to
-// say why. Under over's policies it records the attempt skipped instead
-// (overlapSkipped), or marks the running attempts of the job's other
-// occurrences replaced first (overlapReplaced).
+// say why. Under over it records the attempt skipped instead, or first
+// marks replaced the running attempts whose job leases it broke.
 func (l *Ledger) claim(ctx context.Context, r *Run, owner string, sched dialect.JobSchedule, over overlapped, res *attempt) (claimed bool, err error) {
 	var (
 		gone     []dialect.RunRecord // the attempts marked abandoned
@@ -586,13 +585,15 @@ func (l *Ledger) claim(ctx context.Context, r *Run, owner string, sched dialect.
 		if err := l.runs.Start(ctx, tx, rec, sched); err != nil {
 			return err
 		}
-		switch over {
-		case overlapSkipped:
+		if over.skip {
 			return l.skip(ctx, tx, rec, res)
-		case overlapReplaced:
-			if replaced, err = l.runs.Replace(ctx, tx, r.Job, r.Occurrence); err != nil {
+		}
+		for _, o := range over.replaced {
+			n, err := l.runs.Replace(ctx, tx, r.Job, o)
+			if err != nil {
 				return err
 			}
+			replaced += n
 		}
 		res.abandoned = abandoned + len(running)
 		claimed, gone = true, running

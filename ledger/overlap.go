@@ -60,13 +60,13 @@ func (o Occurrence) Overlap(p Overlap) Occurrence {
 }
 
 // overlapped is what a claim learnt of the job's other occurrences.
-type overlapped int
-
-const (
-	overlapNone     overlapped = iota // none ran, or the policy is OverlapAllow
-	overlapSkipped                    // one ran: skip this occurrence
-	overlapReplaced                   // one ran, its job lease is broken
-)
+type overlapped struct {
+	// skip says one ran, under OverlapSkip: skip this occurrence.
+	skip bool
+	// replaced are the owners of the job leases broken under
+	// OverlapReplace: their running attempts are replaced.
+	replaced []string
+}
 
 // maxReplace is how many times a claim under OverlapReplace breaks the
 // job's lease before it gives up: another runner took it again each time.
@@ -74,14 +74,14 @@ const maxReplace = 3
 
 // overlap takes r's job lease under the policies OverlapSkip and
 // OverlapReplace (setting r.job), breaking another attempt's under
-// OverlapReplace; it reports overlapSkipped, without a lease, when another
-// attempt holds it under OverlapSkip.
+// OverlapReplace; it reports skip, without a lease, when another attempt
+// holds it under OverlapSkip.
 func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, error) {
 	if p != OverlapSkip && p != OverlapReplace {
-		return overlapNone, nil
+		return overlapped{}, nil
 	}
 	name := jobLeaseName(r.Job)
-	over := overlapNone
+	var over overlapped
 	for i := 0; ; i++ {
 		lock, err := l.locks.TryAcquire(ctx, name)
 		switch {
@@ -91,7 +91,7 @@ func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, er
 		case !errors.Is(err, sqllock.ErrLocked):
 			return over, fmt.Errorf("ledger: %s %s: take the job's lease: %w", r.Job, r.Occurrence, err)
 		case p == OverlapSkip:
-			return overlapSkipped, nil
+			return overlapped{skip: true}, nil
 		case i == maxReplace:
 			return over, fmt.Errorf("ledger: %s %s: replace the running occurrence: the job's lease was taken again %d times: %w",
 				r.Job, r.Occurrence, maxReplace, err)
@@ -110,7 +110,7 @@ func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, er
 			return over, fmt.Errorf("ledger: %s %s: break the running occurrence's lease: %w", r.Job, r.Occurrence, err)
 		}
 		if ok {
-			over = overlapReplaced
+			over.replaced = append(over.replaced, broken.Owner)
 			l.log.Info("ledger: broke the job's lease of the running occurrence (overlap replace)",
 				"job", r.Job, "occurrence", r.Occurrence, "owner", broken.Owner, "token", broken.Token)
 		}

@@ -149,10 +149,18 @@ func TestOverlapReplace(t *testing.T) {
 		a, b := e.ledger(t, opts), e.ledger(t, opts)
 		occ := ledger.Every(overlapPeriod).Overlap(ledger.OverlapReplace)
 		first, out := running(t, ctx, a, "tick", occ, nil)
+		// An occurrence the caller names runs beside, and is not
+		// replaced.
+		release := make(chan struct{})
+		_, sideOut := running(t, ctx, a, "tick", ledger.Key("side"), release)
 		pastHalf(t, e, first)
 		res, err := b.Run(ctx, "tick", occ, ok)
 		if err != nil || !res.Ran || res.State != ledger.StateSucceeded || res.Occurrence == first {
 			t.Fatalf("a Run while %s runs: %+v, %v", first, res, err)
+		}
+		close(release)
+		if o := <-sideOut; o.err != nil || o.res.State != ledger.StateSucceeded {
+			t.Fatalf("the occurrence beside: %+v, %v", o.res, o.err)
 		}
 		// The replaced one's function ends as a lost lock, and its
 		// outcome is refused.

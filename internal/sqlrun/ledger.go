@@ -65,8 +65,8 @@ func (l *runLedger) Abandon(ctx context.Context, tx *sql.Tx, job, occurrence str
 }
 
 // Replace implements RunLedger.
-func (l *runLedger) Replace(ctx context.Context, tx *sql.Tx, job, occurrence string) (int, error) {
-	n, err := IntOn(ctx, tx, &l.replace, &Params{Job: job, Occurrence: occurrence})
+func (l *runLedger) Replace(ctx context.Context, tx *sql.Tx, job, owner string) (int, error) {
+	n, err := IntOn(ctx, tx, &l.replace, &Params{Job: job, Owner: owner})
 	return int(n), l.run.Wrap(err)
 }
 
