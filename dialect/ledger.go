@@ -9,7 +9,8 @@ import (
 type RunRecord struct {
 	Job, Occurrence string
 	Attempt         int
-	// State is "running", "succeeded", "failed" or "abandoned".
+	// State is "running", "succeeded", "failed", "abandoned", "skipped"
+	// or "replaced" (the last two from schema version 21).
 	State string
 	Owner string
 	Token int64
@@ -83,6 +84,7 @@ func (s JobSchedule) Paused() bool { return !s.PausedAt.IsZero() && s.ResumedAt.
 //	ForgetRuns   delete :job's attempts
 //	Trigger      set :job's pending key to :occurrence unless one is set
 //	Clear        set :job's pending key to NULL if it is :occurrence
+//	Replace      mark :job's running attempts of :owner replaced
 //	Occurrences  select :job's distinct occurrences from :from to :to,
 //	             ascending
 //	Reap         delete up to :limit attempts finished (or, unfinished,
@@ -93,7 +95,7 @@ type LedgerSQL struct {
 	Now, Attempts, Abandon, Insert, Schedule, Finish SQL
 	Runs, Jobs, Occurrences, Reap, ReapJobs          SQL
 	Job, Pause, Resume, Forget, ForgetRuns           SQL
-	Trigger, Clear                                   SQL
+	Trigger, Clear, Replace                          SQL
 }
 
 // LedgerTerms are a dialect's words for the run ledger's portable
@@ -144,6 +146,8 @@ WHERE job = :job AND paused_at IS NOT NULL AND resumed_at IS NULL`, w.Jobs, w.No
 		ForgetRuns: X(fmt.Sprintf(`DELETE FROM %s WHERE job = :job`, w.Runs)),
 		Trigger:    X(fmt.Sprintf(`UPDATE %s SET pending = COALESCE(pending, :occurrence) WHERE job = :job`, w.Jobs)),
 		Clear:      X(fmt.Sprintf(`UPDATE %s SET pending = NULL WHERE job = :job AND pending = :occurrence`, w.Jobs)),
+		Replace: X(fmt.Sprintf(`UPDATE %s SET state = 'replaced', finished_at = %s
+WHERE job = :job AND owner = :owner AND state = 'running'`, w.Runs, w.Now)),
 		Occurrences: Q(fmt.Sprintf(`SELECT DISTINCT occurrence FROM %s
 WHERE job = :job AND occurrence >= :from AND occurrence <= :to ORDER BY occurrence`, w.Runs)),
 		Reap: X(fmt.Sprintf(`DELETE FROM %[1]s WHERE (job, occurrence, attempt) IN (

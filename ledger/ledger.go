@@ -39,6 +39,17 @@ const (
 	// runner died, stopped or lost the database), and another runner took
 	// the occurrence over.
 	StateAbandoned State = "abandoned"
+	// StateSkipped: the occurrence came due while another occurrence of
+	// its job ran, under the overlap policy OverlapSkip: it was not run,
+	// and is not missed (see Occurrence.Overlap). It decides the
+	// occurrence, as StateSucceeded does.
+	StateSkipped State = "skipped"
+	// StateReplaced: the attempt was running when a later occurrence of
+	// its job replaced it, under the overlap policy OverlapReplace: its
+	// lease was broken, and its function's context ended with
+	// sqllock.ErrLockLost. It decides the occurrence, as StateSucceeded
+	// does.
+	StateReplaced State = "replaced"
 )
 
 // The reasons a Run of a scheduled occurrence made no attempt, beside the
@@ -173,21 +184,36 @@ type Run struct {
 	// earlier attempt of the occurrence.
 	Token int64
 	lock  *sqllock.Lock
+	// job is the job's lease under the overlap policies OverlapSkip and
+	// OverlapReplace (nil for none).
+	job *sqllock.Lock
 }
 
 // Guard makes tx safe to commit only while the attempt holds its
 // occurrence, as sqllock.Lock.Guard does: it returns an error wrapping
 // sqllock.ErrLockLost once the attempt's lease has ended (the occurrence
-// may then be another runner's), and the caller must roll tx back.
+// may then be another runner's; under OverlapReplace, a later occurrence
+// may have replaced it), and the caller must roll tx back.
 func (r *Run) Guard(ctx context.Context, tx *sql.Tx) error {
-	return r.lock.Guard(ctx, tx)
+	if err := r.lock.Guard(ctx, tx); err != nil || r.job == nil {
+		return err
+	}
+	return r.job.Guard(ctx, tx)
 }
 
 // TrustedUntil returns the instant, on this process's monotonic clock,
 // until which the attempt's lease can be trusted from what its renewals
 // have heard, as sqllock.Lock.TrustedUntil does; the zero time once the
 // lease has ended.
-func (r *Run) TrustedUntil() time.Time { return r.lock.TrustedUntil() }
+func (r *Run) TrustedUntil() time.Time {
+	t := r.lock.TrustedUntil()
+	if r.job != nil {
+		if u := r.job.TrustedUntil(); u.Before(t) {
+			t = u
+		}
+	}
+	return t
+}
 
 // Result is what Run did.
 type Result struct {
@@ -199,7 +225,8 @@ type Result struct {
 	// none, why: StateSucceeded (an attempt succeeded already),
 	// StateRunning (another runner's attempt holds the occurrence) or
 	// StateFailed (its attempts failed and no retry is due yet, or none is
-	// left). When Run could not record the outcome of its attempt because
+	// left), StateSkipped (it was skipped for overlap, now or before) or
+	// StateReplaced (a later occurrence replaced its attempt). When Run could not record the outcome of its attempt because
 	// the attempt's lease ended, State is StateAbandoned.
 	State State
 	// Attempt and Token are those of the last attempt Run made, or of the
@@ -219,6 +246,10 @@ type Result struct {
 	// Run of a scheduled occurrence read it before its claim ("" for
 	// none): Ledger.RunPending runs it.
 	Pending string
+	// CaughtUp are the results of the missed occurrences Run ran before
+	// this one, oldest first, under the catch-up policies CatchUpLatest
+	// and CatchUpAll (see Occurrence.CatchUp).
+	CaughtUp []Result
 }
 
 // Run runs fn for the occurrence occ of job, unless an attempt of it has
@@ -261,12 +292,28 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 	if err != nil {
 		return Result{}, err
 	}
-	if o.state != "" {
+	if o.state != "" && o.state != StateNotDue {
 		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending}
 		l.skipped(ctx, job, res)
 		return res, nil
 	}
-	key, sched := o.key, o.sched
+	caught, fnErr, err := l.catchUp(ctx, job, o, fn)
+	if o.state != "" || err != nil {
+		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending, CaughtUp: caught}
+		if o.state != "" && err == nil {
+			l.skipped(ctx, job, res)
+		}
+		return res, errors.Join(fnErr, err)
+	}
+	res, err := l.runResolved(ctx, job, o, fn)
+	res.CaughtUp = caught
+	return res, errors.Join(fnErr, err)
+}
+
+// runResolved runs fn for the resolved occurrence o of job, as Run
+// describes.
+func (l *Ledger) runResolved(ctx context.Context, job string, o resolved, fn func(ctx context.Context, r *Run) error) (Result, error) {
+	key, sched, overlap := o.key, o.sched, o.overlap
 	done := func(r Result) Result {
 		r.Early, r.Manual, r.Pending = o.early, o.manual, o.pending
 		return r
@@ -277,7 +324,7 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		lapsed int     // claims refused because the lease lapsed first
 	)
 	for {
-		a, err := l.attempt(ctx, job, key, sched, fn)
+		a, err := l.attempt(ctx, job, key, sched, overlap, fn)
 		if err != nil && !a.Ran && errors.Is(err, sqllock.ErrLockLost) && lapsed < maxLapsed && ctx.Err() == nil {
 			// The lease lapsed between its grant and the claim (a stalled
 			// process): the claim wrote nothing, so ask again.
@@ -340,6 +387,15 @@ type resolved struct {
 	early   time.Duration
 	manual  bool
 	pending string // the job's pending manual occurrence
+	// overlap is the overlap policy of a scheduled occurrence ("" for
+	// none: OverlapAllow, and the occurrences of At and Key).
+	overlap Overlap
+	// catchUp is a scheduled occurrence's (see catchUp), with what it
+	// reads: the schedule, the database's time and the catch-up window.
+	catchUp CatchUp
+	window  time.Duration
+	s       schedule
+	now     time.Time
 }
 
 // occurrence resolves occ for job on the database's clock, reading the
@@ -369,6 +425,10 @@ func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (re
 		return r, nil
 	}
 	r.sched.Period, r.sched.Phase, r.sched.Grace, r.sched.Spec = occ.period, occ.phase, occ.grace, occ.spec()
+	if r.overlap = occ.overlap; r.overlap == "" {
+		r.overlap = OverlapSkip
+	}
+	r.catchUp, r.window, r.s, r.now = occ.catchUp, occ.window, occ.schedule(), st.Now
 	early := DefaultEarly
 	if occ.earlySet {
 		early = occ.early
@@ -400,7 +460,7 @@ func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (re
 
 // attempt claims the occurrence key of job and, if it got it, runs fn and
 // records its outcome.
-func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.JobSchedule, fn func(context.Context, *Run) error) (attempt, error) {
+func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.JobSchedule, overlap Overlap, fn func(context.Context, *Run) error) (attempt, error) {
 	res := attempt{Result: Result{Occurrence: key}}
 	name := leaseName(job, key)
 	owner := l.owner + "/" + strconv.FormatUint(l.serial.Add(1), 10)
@@ -430,14 +490,29 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 	}()
 
 	r := &Run{Job: job, Occurrence: key, Token: lock.Token(), lock: lock}
-	claimed, err := l.claim(ctx, lock, r, owner, sched, &res)
+	over, err := l.overlap(octx, r, overlap)
+	if err != nil {
+		return res, err
+	}
+	if r.job != nil {
+		defer func() {
+			if err := r.job.Release(context.WithoutCancel(ctx)); err != nil && !errors.Is(err, sqllock.ErrLockLost) {
+				l.log.Warn("ledger: release of a job's lease failed; it ends by its TTL", "job", job, "err", err)
+			}
+		}()
+	}
+	claimed, err := l.claim(ctx, r, owner, sched, over, &res)
 	if err != nil || !claimed {
 		return res, err
 	}
 	res.Ran, res.Attempt, res.Token, res.State = true, r.Attempt, r.Token, StateRunning
 	l.claimed(ctx, r, owner)
 
-	fctx, stop := runContext(ctx, lock.Context(), l.opts.MaxRuntime)
+	leases := []context.Context{lock.Context()}
+	if r.job != nil {
+		leases = append(leases, r.job.Context())
+	}
+	fctx, stop := runContext(ctx, l.opts.MaxRuntime, leases...)
 	res.fnErr = timedOut(fn(fctx, r), fctx, l.opts.MaxRuntime)
 	stop()
 	state := StateSucceeded
@@ -445,7 +520,7 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 		state = StateFailed
 		res.fnErr = fmt.Errorf("ledger: %s %s attempt %d: %w", job, key, r.Attempt, res.fnErr)
 	}
-	if err := l.finish(ctx, lock, r, state, res.fnErr); err != nil {
+	if err := l.finish(ctx, r, state, res.fnErr); err != nil {
 		if errors.Is(err, sqllock.ErrLockLost) {
 			res.State = StateAbandoned
 		}
@@ -459,14 +534,19 @@ func (l *Ledger) attempt(ctx context.Context, job, key string, sched dialect.Job
 	return res, nil
 }
 
-// claim records r's attempt in a transaction guarded by lock, after
-// reading the occurrence's attempts: it marks those still running
-// abandoned (their leases have ended: lock holds the occurrence), and
-// claims nothing if one succeeded or the failed ones leave no retry due,
-// setting res's State, Attempt and Token (and wait) to say why.
-func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner string, sched dialect.JobSchedule, res *attempt) (claimed bool, err error) {
-	var gone []dialect.RunRecord // the attempts marked abandoned
-	err = l.inTx(ctx, lock, func(tx *sql.Tx) error {
+// claim records r's attempt in a transaction guarded by r's leases,
+// after reading the occurrence's attempts: it marks those still running
+// abandoned (their leases have ended: r holds the occurrence), and claims
+// nothing if one succeeded (or was skipped or replaced) or the failed ones
+// leave no retry due, setting res's State, Attempt and Token (and wait) to
+// say why. Under over it records the attempt skipped instead, or first
+// marks replaced the running attempts whose job leases it broke.
+func (l *Ledger) claim(ctx context.Context, r *Run, owner string, sched dialect.JobSchedule, over overlapped, res *attempt) (claimed bool, err error) {
+	var (
+		gone     []dialect.RunRecord // the attempts marked abandoned
+		replaced int
+	)
+	err = l.inTx(ctx, r, func(tx *sql.Tx) error {
 		prev, now, err := l.runs.Attempts(ctx, tx, r.Job, r.Occurrence)
 		if err != nil {
 			return err
@@ -478,8 +558,8 @@ func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner st
 		)
 		for _, p := range prev {
 			switch State(p.State) {
-			case StateSucceeded:
-				res.State, res.Attempt, res.Token = StateSucceeded, p.Attempt, p.Token
+			case StateSucceeded, StateSkipped, StateReplaced:
+				res.State, res.Attempt, res.Token = State(p.State), p.Attempt, p.Token
 				return nil
 			case StateFailed:
 				failed++
@@ -511,6 +591,16 @@ func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner st
 		if err := l.runs.Start(ctx, tx, rec, sched); err != nil {
 			return err
 		}
+		if over.skip {
+			return l.skip(ctx, tx, rec, res)
+		}
+		for _, o := range over.replaced {
+			n, err := l.runs.Replace(ctx, tx, r.Job, o)
+			if err != nil {
+				return err
+			}
+			replaced += n
+		}
 		res.abandoned = abandoned + len(running)
 		claimed, gone = true, running
 		return nil
@@ -522,12 +612,16 @@ func (l *Ledger) claim(ctx context.Context, lock *sqllock.Lock, r *Run, owner st
 		l.skipped(ctx, r.Job, res.Result)
 		return false, nil
 	}
+	if replaced > 0 {
+		l.log.Info("ledger: replaced the running occurrences of the job (overlap replace)",
+			"job", r.Job, "occurrence", r.Occurrence, "replaced", replaced)
+	}
 	l.abandoned(ctx, gone, r, owner)
 	return true, nil
 }
 
-// finish records r's outcome in a transaction guarded by lock.
-func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state State, fnErr error) error {
+// finish records r's outcome in a transaction guarded by r's leases.
+func (l *Ledger) finish(ctx context.Context, r *Run, state State, fnErr error) error {
 	rec := dialect.RunRecord{Job: r.Job, Occurrence: r.Occurrence, Attempt: r.Attempt, Token: r.Token, State: string(state)}
 	if fnErr != nil {
 		rec.Err = truncate(fnErr.Error(), MaxErrLen)
@@ -536,7 +630,7 @@ func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state S
 	// function's own ctx has ended with it), within one TTL.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.ttl)
 	defer cancel()
-	err := l.inTx(ctx, lock, func(tx *sql.Tx) error {
+	err := l.inTx(ctx, r, func(tx *sql.Tx) error {
 		ok, err := l.runs.Finish(ctx, tx, rec)
 		if err == nil && !ok {
 			// The row is not ours to finish any more: a takeover marked
@@ -555,13 +649,13 @@ func (l *Ledger) finish(ctx context.Context, lock *sqllock.Lock, r *Run, state S
 	return nil
 }
 
-// inTx runs fn in a transaction guarded by lock, and commits it.
-func (l *Ledger) inTx(ctx context.Context, lock *sqllock.Lock, fn func(tx *sql.Tx) error) error {
+// inTx runs fn in a transaction guarded by r's leases, and commits it.
+func (l *Ledger) inTx(ctx context.Context, r *Run, fn func(tx *sql.Tx) error) error {
 	tx, err := l.d.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := lock.Guard(ctx, tx); err != nil {
+	if err := r.Guard(ctx, tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
@@ -572,21 +666,25 @@ func (l *Ledger) inTx(ctx context.Context, lock *sqllock.Lock, fn func(tx *sql.T
 	return tx.Commit()
 }
 
-// runContext returns the context of an attempt's function: lease's (the
-// lock's context), also cancelled, with ctx's cause, when ctx ends, and,
-// with cause ErrTimedOut, after maxRuntime if positive. Its Err asks
-// lease's first, which checks the lease's trust window on the spot. stop
-// releases what ties it to ctx and the timer.
-func runContext(ctx, lease context.Context, maxRuntime time.Duration) (context.Context, func()) {
-	inner, cancel := context.WithCancelCause(lease)
-	unhook := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	stopTimer := func() bool { return false }
-	if maxRuntime > 0 {
-		stopTimer = time.AfterFunc(maxRuntime, func() { cancel(ErrTimedOut) }).Stop
+// runContext returns the context of an attempt's function: the first
+// lease's (a lock's context), also cancelled, with its cause, when ctx or
+// another lease ends, and, with cause ErrTimedOut, after maxRuntime if
+// positive. Its Err asks the leases first, which check their trust windows
+// on the spot. stop releases what ties it to ctx, the other leases and the
+// timer.
+func runContext(ctx context.Context, maxRuntime time.Duration, leases ...context.Context) (context.Context, func()) {
+	inner, cancel := context.WithCancelCause(leases[0])
+	unhooks := make([]func() bool, 0, len(leases)+1)
+	for _, c := range append([]context.Context{ctx}, leases[1:]...) {
+		unhooks = append(unhooks, context.AfterFunc(c, func() { cancel(context.Cause(c)) }))
 	}
-	return runCtx{inner, lease}, func() {
-		unhook()
-		stopTimer()
+	if maxRuntime > 0 {
+		unhooks = append(unhooks, time.AfterFunc(maxRuntime, func() { cancel(ErrTimedOut) }).Stop)
+	}
+	return runCtx{inner, leases}, func() {
+		for _, unhook := range unhooks {
+			unhook()
+		}
 		cancel(nil)
 	}
 }
@@ -594,13 +692,15 @@ func runContext(ctx, lease context.Context, maxRuntime time.Duration) (context.C
 // runCtx is the context of an attempt's function (see runContext).
 type runCtx struct {
 	context.Context
-	lease context.Context
+	leases []context.Context
 }
 
-// Err reports the lease's end, checked on the spot, before anything else.
+// Err reports a lease's end, checked on the spot, before anything else.
 func (c runCtx) Err() error {
-	if err := c.lease.Err(); err != nil {
-		return err
+	for _, l := range c.leases {
+		if err := l.Err(); err != nil {
+			return err
+		}
 	}
 	return c.Context.Err()
 }
@@ -625,6 +725,17 @@ func leaseName(job, key string) string {
 	}
 	sum := sha256.Sum256([]byte(job + "\x00" + key))
 	return "run/#" + hex.EncodeToString(sum[:])
+}
+
+// jobLeaseName is the lock name of job's lease under the overlap
+// policies OverlapSkip and OverlapReplace: "run-job/job", or, if that is
+// too long, "run-job/#" and the hex SHA-256 of job.
+func jobLeaseName(job string) string {
+	if name := "run-job/" + job; len(name) <= sqllock.MaxNameLen {
+		return name
+	}
+	sum := sha256.Sum256([]byte(job))
+	return "run-job/#" + hex.EncodeToString(sum[:])
 }
 
 // validateJob reports whether job is a valid job name.

@@ -33,6 +33,11 @@ type Occurrence struct {
 	// manual is Manual's (key "": a new key), or a pending manual
 	// occurrence's (see Ledger.RunPending).
 	manual bool
+	// overlap is Overlap's ("": OverlapSkip).
+	overlap Overlap
+	// catchUp and window are CatchUp's and CatchUpWindow's.
+	catchUp CatchUp
+	window  time.Duration
 }
 
 // DefaultEarly is how early, at most, a scheduled occurrence is taken by
@@ -191,7 +196,15 @@ func (o Occurrence) Validate() error {
 	if o.manual {
 		return nil
 	}
-	if !o.every && o.phase == 0 && o.grace == 0 && !o.earlySet {
+	if o.overlap != "" {
+		if _, err := ParseOverlap(string(o.overlap)); err != nil {
+			return err
+		}
+	}
+	if err := o.validCatchUp(); err != nil {
+		return err
+	}
+	if !o.every && o.phase == 0 && o.grace == 0 && !o.earlySet && o.overlap == "" && o.catchUp == "" && o.window == 0 {
 		if err := sqllock.ValidateName(o.key); err != nil {
 			return fmt.Errorf("ledger: occurrence key %q: %w", o.key, err)
 		}
@@ -203,7 +216,7 @@ func (o Occurrence) Validate() error {
 	}
 	switch {
 	case !o.every:
-		return fmt.Errorf("%w: ledger: Phase, Grace and Early apply only to Every and Cron", sqllock.ErrInvalidOptions)
+		return fmt.Errorf("%w: ledger: Phase, Grace, Early, Overlap and CatchUp apply only to Every and Cron", sqllock.ErrInvalidOptions)
 	case o.cron != nil && o.phase != 0:
 		return fmt.Errorf("%w: ledger: Phase applies only to Every: a cron expression says its times", sqllock.ErrInvalidOptions)
 	case o.cron != nil:

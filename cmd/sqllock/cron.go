@@ -107,6 +107,15 @@ func (e *cronEntry) settingsText() string {
 	if e.earlySet {
 		add("early", e.early.String())
 	}
+	if e.overlap != "" {
+		add("overlap", string(e.overlap))
+	}
+	if e.catchUp != "" {
+		add("catchup", string(e.catchUp))
+	}
+	if e.window > 0 {
+		add("catchup-window", e.window.String())
+	}
 	if s == "" {
 		return "-"
 	}

@@ -45,6 +45,9 @@ type cronEntry struct {
 	backoff time.Duration
 	maxTime time.Duration
 	early   time.Duration
+	overlap ledger.Overlap // "" for the default (skip)
+	catchUp ledger.CatchUp // "" for the default (skip)
+	window  time.Duration  // catchup-window=
 	// earlySet says early= was given.
 	earlySet bool
 }
@@ -60,6 +63,12 @@ func (e *cronEntry) occurrence() ledger.Occurrence {
 	if e.earlySet {
 		o = o.Early(e.early)
 	}
+	if e.overlap != "" {
+		o = o.Overlap(e.overlap)
+	}
+	if e.catchUp != "" {
+		o = o.CatchUp(e.catchUp).CatchUpWindow(e.window)
+	}
 	return o
 }
 
@@ -71,7 +80,8 @@ func (e *cronEntry) argv() []string { return []string{e.shell, "-c", e.command} 
 func (e *cronEntry) same(f *cronEntry) bool {
 	return e.name == f.name && e.sched == f.sched && e.every == f.every && e.zone.String() == f.zone.String() &&
 		e.command == f.command && slices.Equal(e.env, f.env) && e.shell == f.shell && e.retries == f.retries &&
-		e.backoff == f.backoff && e.maxTime == f.maxTime && e.early == f.early && e.earlySet == f.earlySet
+		e.backoff == f.backoff && e.maxTime == f.maxTime && e.early == f.early && e.earlySet == f.earlySet &&
+		e.overlap == f.overlap && e.catchUp == f.catchUp && e.window == f.window
 }
 
 // scheduleText describes e's schedule for messages and --check.
@@ -84,12 +94,15 @@ func (e *cronEntry) scheduleText() string {
 
 // cronKeys are the settings of an entry, with what each takes.
 var cronKeys = map[string]string{
-	"name":          "the job's name in the run ledger (default: the command's program, such as report for /usr/local/bin/report --all)",
-	"tz":            "the IANA time zone of the schedule (default: CRON_TZ above, else UTC)",
-	"retries":       "more attempts of a failed occurrence (default 0)",
-	"retry-backoff": "the time between a failed attempt and the next (with retries)",
-	"max-runtime":   "stop the command once it ran this long (SIGTERM, SIGKILL after --grace), recorded failed, timed out",
-	"early":         "take an occurrence at most this long before its time (default 5s)",
+	"name":           "the job's name in the run ledger (default: the command's program, such as report for /usr/local/bin/report --all)",
+	"tz":             "the IANA time zone of the schedule (default: CRON_TZ above, else UTC)",
+	"retries":        "more attempts of a failed occurrence (default 0)",
+	"retry-backoff":  "the time between a failed attempt and the next (with retries)",
+	"max-runtime":    "stop the command once it ran this long (SIGTERM, SIGKILL after --grace), recorded failed, timed out",
+	"early":          "take an occurrence at most this long before its time (default 5s)",
+	"overlap":        "skip (the default), allow or replace: what an occurrence due while another of the entry's still runs does",
+	"catchup":        "skip (the default), latest or all: which occurrences missed before the due one (downtime) run first",
+	"catchup-window": "with catchup=latest or all, how far back before the due occurrence missed ones run (default 24h)",
 }
 
 // cronError is a mistake in the file: its line and the field at fault.
@@ -352,11 +365,27 @@ func readEntry(n int, text string, settings []setting, fail func(int, string, st
 		case "early":
 			e.early, err = settingDuration(s.value)
 			e.earlySet = true
+		case "overlap":
+			if e.overlap, err = ledger.ParseOverlap(s.value); err != nil {
+				err = fmt.Errorf("%q: want skip, allow or replace", s.value)
+			}
+		case "catchup":
+			if e.catchUp, err = ledger.ParseCatchUp(s.value); err != nil {
+				err = fmt.Errorf("%q: want skip, latest or all", s.value)
+			}
+		case "catchup-window":
+			if e.window, err = settingDuration(s.value); err == nil && e.window <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
 		}
 		if err != nil {
 			fail(s.line, s.key, "%v", err)
 			ok = false
 		}
+	}
+	if _, set := seen["catchup-window"]; set && e.catchUp != ledger.CatchUpLatest && e.catchUp != ledger.CatchUpAll {
+		fail(seen["catchup-window"], "catchup-window", "needs catchup=latest or catchup=all: nothing is caught up")
+		ok = false
 	}
 	if _, set := seen["retry-backoff"]; set && e.retries == 0 {
 		fail(seen["retry-backoff"], "retry-backoff", "needs retries=N: there is no retry to wait for")

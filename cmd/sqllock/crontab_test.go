@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqllock/sqllock/ledger"
 )
 
 // TestParseCrontab reads a file with every kind of line and checks the
@@ -17,7 +19,8 @@ MAILTO=""
 CRON_TZ=Europe/Berlin
 
 # sqllock: name=report tz=America/New_York
-# sqllock: retries=2 retry-backoff=30s max-runtime=1h early=2s
+# sqllock: retries=2 retry-backoff=30s max-runtime=1h early=2s overlap=replace
+# sqllock: catchup=all catchup-window=6h
 30 2 * * 1-5   /usr/local/bin/report --all   # not a comment: the command's
 @hourly /usr/local/bin/cleanup
 	@every 10s   echo "$SQLLOCK_OCCURRENCE"
@@ -31,8 +34,12 @@ CRON_TZ=Europe/Berlin
 	}
 	r, c, e := entries[0], entries[1], entries[2]
 	if r.name != "report" || r.sched != "30 2 * * 1-5" || r.zone.String() != "America/New_York" || r.retries != 2 ||
-		r.backoff != 30*time.Second || r.maxTime != time.Hour || !r.earlySet || r.early != 2*time.Second || r.line != 8 {
+		r.backoff != 30*time.Second || r.maxTime != time.Hour || !r.earlySet || r.early != 2*time.Second || r.line != 9 ||
+		r.overlap != ledger.OverlapReplace || r.catchUp != ledger.CatchUpAll || r.window != 6*time.Hour {
 		t.Errorf("report: %+v", *r)
+	}
+	if got := r.settingsText(); !strings.HasSuffix(got, "early=2s overlap=replace catchup=all catchup-window=6h0m0s") {
+		t.Errorf("report's settings for --check: %q", got)
 	}
 	if r.command != "/usr/local/bin/report --all   # not a comment: the command's" || r.shell != "/bin/bash" {
 		t.Errorf("report's command %q, shell %q", r.command, r.shell)
@@ -40,7 +47,7 @@ CRON_TZ=Europe/Berlin
 	if len(r.env) != 2 || r.env[0] != "SHELL=/bin/bash" || r.env[1] != "MAILTO=" {
 		t.Errorf("report's environment %q: want SHELL and MAILTO (CRON_TZ is the schedules')", r.env)
 	}
-	if c.name != "cleanup" || c.sched != "@hourly" || c.zone.String() != "Europe/Berlin" || c.retries != 0 || c.earlySet {
+	if c.name != "cleanup" || c.sched != "@hourly" || c.zone.String() != "Europe/Berlin" || c.retries != 0 || c.earlySet || c.overlap != "" || c.catchUp != "" {
 		t.Errorf("cleanup (named after its program, in CRON_TZ): %+v", *c)
 	}
 	if e.name != "echo" || e.every != 10*time.Second || e.command != `echo "$SQLLOCK_OCCURRENCE"` {
@@ -80,6 +87,9 @@ func TestParseCrontabMistakes(t *testing.T) {
 		{"unknown setting", "# sqllock: overlap_policy=skip\n* * * * * echo", 1, "overlap_policy", "unknown setting"},
 		{"not key=value", "# sqllock: name\n* * * * * echo", 1, "sqllock settings", "KEY=VALUE"},
 		{"twice", "# sqllock: name=a\n# sqllock: name=b\n* * * * * echo", 2, "name", "given twice"},
+		{"overlap", "# sqllock: overlap=forbid\n* * * * * echo", 1, "overlap", `"forbid": want skip, allow or replace`},
+		{"catchup", "# sqllock: catchup=some\n* * * * * echo", 1, "catchup", `"some": want skip, latest or all`},
+		{"catchup-window without catchup", "# sqllock: catchup-window=1h\n* * * * * echo", 1, "catchup-window", "needs catchup=latest"},
 		{"retries", "# sqllock: retries=-1\n* * * * * echo", 1, "retries", "negative"},
 		{"contradiction", "# sqllock: retry-backoff=5s\n* * * * * echo", 1, "retry-backoff", "needs retries"},
 		{"duration", "# sqllock: max-runtime=soon\n* * * * * echo", 1, "max-runtime", "not a duration"},

@@ -87,7 +87,7 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
-		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--missed-after SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB]", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume or trigger a job", runsFlags},
+		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--missed-after SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB] | backfill JOB --from TIME --to TIME [--] COMMAND", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume, trigger or backfill a job", runsFlags},
 		{"cron", "[--dsn DSN] [--check] [--grace SECONDS] [--removed pause|forget|keep] [-v] FILE", "the crontab daemon: run FILE's entries once per occurrence across every replica that runs it", cronFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
@@ -425,6 +425,10 @@ interrupted.
   sqllock runs trigger JOB   a manual occurrence "manual/TIME", run once
                              across replicas by the next sqllock run of JOB:
                              no scheduled occurrence is used up
+  sqllock runs backfill JOB --from TIME --to TIME -- COMMAND
+                             COMMAND once per past occurrence of JOB's
+                             schedule in the range (RFC 3339), once across
+                             replicas; exit 1 if one failed
 
 Exit status of the actions: 0 done (or nothing to change); 1 no such job
 in the ledger; 64 usage; 69 database unreachable.

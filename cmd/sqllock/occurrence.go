@@ -30,6 +30,11 @@ type occurrenceOptions struct {
 	retries int
 	backoff time.Duration
 	wait    bool
+	overlap string
+	catchUp string
+	window  time.Duration
+	// fillFrom and fillTo are the range of runs backfill (zero for run).
+	fillFrom, fillTo time.Time
 	// earlySet says --early was given.
 	earlySet bool
 }
@@ -46,6 +51,9 @@ func occurrenceFlags(fs *flag.FlagSet) *occurrenceOptions {
 	fs.StringVar(&o.key, "occurrence", "", "run COMMAND once for the occurrence `KEY` (a scheduled time, a date, a release) across every replica; recorded in the run ledger (sqllock runs)")
 	fs.IntVar(&o.retries, "retries", 0, "with --every or --occurrence, `N` more attempts of an occurrence after failed ones: this run tries again after --retry-backoff, and later runs of the same occurrence may too")
 	fs.Var((*durationValue)(&o.backoff), "retry-backoff", "with --retries, the `SECONDS` (or duration) after a failed attempt before the next one (database clock)")
+	fs.StringVar(&o.overlap, "overlap", "", "with --every or --cron, what an occurrence does when it comes due while another occurrence of the job still runs: `POLICY` skip (the default: not run, recorded skipped), allow (run beside it) or replace (the running one's lease is broken: its command is stopped as a lost lock, exit 76)")
+	fs.StringVar(&o.catchUp, "catch-up", "", "with --every or --cron, what a run does first with the occurrences missed before the due one (downtime): `POLICY` skip (the default: reported missed), latest (the latest missed one runs once) or all (each missed one runs once, oldest first, at most 100 per run)")
+	fs.Var((*durationValue)(&o.window), "catch-up-window", "with --catch-up latest or all, look back `SECONDS` (or a duration) before the due occurrence for missed ones (default 24h)")
 	fs.BoolVar(&o.wait, "wait", false, "with --every or --occurrence, wait while another replica's attempt of the occurrence runs, instead of exiting at once: when it ends, exit as a replica that did not run it; when its replica died, take the occurrence over once that attempt's lease ends (--ttl)")
 	return o
 }
@@ -56,7 +64,7 @@ func (o *occurrenceOptions) given(fs *flag.FlagSet) (bool, error) {
 	if isSet(fs, "every", "occurrence", "cron") {
 		return true, nil
 	}
-	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early"} {
+	for _, f := range []string{"retries", "retry-backoff", "wait", "tz", "early", "overlap", "catch-up", "catch-up-window"} {
 		if isSet(fs, f) {
 			return false, usageError{msg: "--" + f + " goes with --every, --cron or --occurrence (a run of the ledger)"}
 		}
@@ -93,6 +101,16 @@ func (o *occurrenceOptions) check(fs *flag.FlagSet, grace, maxTime time.Duration
 		return usageError{msg: "--early goes with --every or --cron: an --occurrence KEY has no time"}
 	case o.early < 0:
 		return usageError{msg: "--early must not be negative"}
+	case isSet(fs, "overlap") && isSet(fs, "occurrence"):
+		return usageError{msg: "--overlap goes with --every or --cron: an --occurrence KEY is not one of a schedule's"}
+	case isSet(fs, "overlap") && !validOverlap(o.overlap):
+		return usageError{msg: fmt.Sprintf("--overlap %q: want skip, allow or replace", o.overlap)}
+	case isSet(fs, "catch-up", "catch-up-window") && isSet(fs, "occurrence"):
+		return usageError{msg: "--catch-up goes with --every or --cron: an --occurrence KEY has no schedule to miss"}
+	case isSet(fs, "catch-up") && !validCatchUp(o.catchUp):
+		return usageError{msg: fmt.Sprintf("--catch-up %q: want skip, latest or all", o.catchUp)}
+	case isSet(fs, "catch-up-window") && (o.catchUp != "latest" && o.catchUp != "all" || o.window <= 0):
+		return usageError{msg: "--catch-up-window needs --catch-up latest or all, and must be positive"}
 	case isSet(fs, "every") && o.every <= 0:
 		return usageError{msg: "--every must be positive"}
 	case isSet(fs, "phase") && !isSet(fs, "every"):
@@ -166,7 +184,25 @@ func (o *occurrenceOptions) occurrence() ledger.Occurrence {
 	if o.earlySet {
 		occ = occ.Early(o.early)
 	}
+	if o.overlap != "" {
+		occ = occ.Overlap(ledger.Overlap(o.overlap))
+	}
+	if o.catchUp != "" {
+		occ = occ.CatchUp(ledger.CatchUp(o.catchUp)).CatchUpWindow(o.window)
+	}
 	return occ
+}
+
+// validCatchUp reports whether s names a catch-up policy.
+func validCatchUp(s string) bool {
+	_, err := ledger.ParseCatchUp(s)
+	return err == nil
+}
+
+// validOverlap reports whether s names an overlap policy.
+func validOverlap(s string) bool {
+	_, err := ledger.ParseOverlap(s)
+	return err == nil
 }
 
 // runOccurrence runs the command for the occurrence of the flags, unless
@@ -259,7 +295,14 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		}
 		return nil
 	}
+	if !o.fillTo.IsZero() {
+		return r.backfill(ctx, t, l, o, job)
+	}
 	res, err := l.Run(ctx, r.name, o.occurrence(), job)
+	for _, c := range res.CaughtUp {
+		fmt.Fprintf(os.Stderr, "sqllock: caught up the missed occurrence %s of %q (--catch-up %s): %s\n",
+			c.Occurrence, r.name, o.catchUp, caughtUpText(c))
+	}
 	outcome := r.occurrenceOutcome(ctx, t, o, res, err, code)
 	if res.Pending == "" || ctx.Err() != nil || (err != nil && !res.Ran) {
 		return outcome
@@ -307,6 +350,12 @@ func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrence
 			return exitError{code: r.conflict}
 		}
 		return nil
+	case !res.Ran && res.State == ledger.StateSkipped:
+		fmt.Fprintf(os.Stderr, "sqllock: occurrence %s of %q skipped: another occurrence of the job was running (--overlap skip; recorded in sqllock runs)\n", res.Occurrence, r.name)
+		if r.conflict != 0 {
+			return exitError{code: r.conflict}
+		}
+		return nil
 	case !res.Ran:
 		r.logf("occurrence %s of %q not run here: %s", res.Occurrence, r.name, skipReason(res))
 		if r.conflict != 0 {
@@ -336,6 +385,41 @@ func (r *runner) occurrenceOutcome(ctx context.Context, t *target, o *occurrence
 	return err
 }
 
+// backfill runs the command for each occurrence of o's range (runs
+// backfill), says what each did, and exits 1 if an attempt failed.
+func (r *runner) backfill(ctx context.Context, t *target, l *ledger.Ledger, o *occurrenceOptions, job func(context.Context, *ledger.Run) error) error {
+	results, err := l.Backfill(ctx, r.name, o.occurrence(), o.fillFrom, o.fillTo, job)
+	failed := 0
+	for _, res := range results {
+		fmt.Fprintf(os.Stderr, "sqllock: backfill of %q: occurrence %s: %s\n", r.name, res.Occurrence, caughtUpText(res))
+		if res.Ran && res.State != ledger.StateSucceeded {
+			failed++
+		}
+	}
+	var ie interruptedError
+	switch {
+	case errors.Is(err, sqllock.ErrInvalidOptions):
+		return usageError{msg: err.Error()}
+	case errors.As(context.Cause(ctx), &ie):
+		return exitError{ie.status(), ie}
+	case failed > 0:
+		return exitError{exitFailure, fmt.Errorf("backfill of %q: %d of %d occurrences failed", r.name, failed, len(results))}
+	case err != nil:
+		return t.fail(err)
+	}
+	fmt.Fprintf(os.Stderr, "sqllock: backfill of %q: %d occurrences from %s to %s done\n", r.name, len(results),
+		o.fillFrom.UTC().Format(time.RFC3339), o.fillTo.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// caughtUpText says what a caught-up occurrence's run did.
+func caughtUpText(res ledger.Result) string {
+	if res.Ran {
+		return string(res.State) + attemptText(res)
+	}
+	return "not run here: " + skipReason(res)
+}
+
 // skipReason says why res ran nothing, for -v.
 func skipReason(res ledger.Result) string {
 	switch res.State {
@@ -343,6 +427,10 @@ func skipReason(res ledger.Result) string {
 		return "done already" + attemptText(res)
 	case ledger.StateRunning:
 		return "running elsewhere" + attemptText(res)
+	case ledger.StateSkipped:
+		return "skipped for overlap" + attemptText(res)
+	case ledger.StateReplaced:
+		return "replaced by a later occurrence" + attemptText(res)
 	case ledger.StateFailed:
 		if res.Attempt == 0 {
 			return "its attempts failed, and no attempt is left for now"

@@ -29,7 +29,15 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	attempts := fs.Bool("attempts", false, "with forget, delete the job's recorded attempts too")
 	failAfter := fs.Int("fail-after", 3, "a job is failing after `N` failed attempts in a row")
 	recoverAfter := fs.Int("recover-after", 1, "a failing job has recovered after `M` succeeded attempts in a row")
+	from := fs.String("from", "", "with backfill, the first `TIME` of the range (RFC 3339: 2026-11-30T00:00:00Z)")
+	to := fs.String("to", "", "with backfill, the last `TIME` of the range (RFC 3339), not after the database's time")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
+		if len(args) > 0 && args[0] == "backfill" {
+			return runsBackfill(ctx, fs, *dsn, *schema, *from, *to, args[1:])
+		}
+		if isSet(fs, "from", "to") {
+			return usageError{msg: "--from and --to go with runs backfill JOB -- COMMAND"}
+		}
 		var job, verb string
 		switch len(args) {
 		case 0:
@@ -38,7 +46,7 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 		case 2:
 			verb, job = args[0], args[1]
 			if !runsVerbs[verb] {
-				return usageError{msg: fmt.Sprintf("runs %s: want runs [JOB], or runs forget|pause|resume|trigger JOB", verb)}
+				return usageError{msg: fmt.Sprintf("runs %s: want runs [JOB], runs forget|pause|resume|trigger JOB, or runs backfill JOB --from TIME --to TIME -- COMMAND", verb)}
 			}
 		default:
 			return usageError{msg: "runs takes at most one job name, or one of forget, pause, resume, trigger and a job name"}
@@ -104,6 +112,50 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	}
 }
 
+// runsBackfill is runs backfill JOB -- COMMAND: it runs COMMAND once for
+// each occurrence of JOB's recorded schedule from --from to --to, oldest
+// first, exactly once across replicas (ledger.Ledger.Backfill), under
+// run's supervisor.
+func runsBackfill(ctx context.Context, fs *flag.FlagSet, dsn, schema, from, to string, args []string) error {
+	job, argv, err := commandLine(fs, "runs backfill", "job name", args, "")
+	if err != nil {
+		return err
+	}
+	o := &occurrenceOptions{}
+	for _, f := range []struct {
+		name, value string
+		t           *time.Time
+	}{{"from", from, &o.fillFrom}, {"to", to, &o.fillTo}} {
+		if *f.t, err = time.Parse(time.RFC3339, f.value); err != nil {
+			return usageError{msg: fmt.Sprintf("runs backfill needs --%s TIME in RFC 3339 (2026-11-30T00:00:00Z), not %q", f.name, f.value)}
+		}
+	}
+	if o.fillTo.Before(o.fillFrom) {
+		return usageError{msg: "runs backfill: --to is before --from"}
+	}
+	t, err := openReady(ctx, dsn, schema)
+	if err != nil {
+		return err
+	}
+	l, err := ledger.New(t.d, ledger.Options{})
+	if err != nil {
+		t.Close()
+		return usageError{msg: err.Error()}
+	}
+	jobs, err := l.Jobs(ctx, job)
+	t.Close()
+	switch {
+	case err != nil:
+		return err
+	case len(jobs) == 0 || (jobs[0].Period == 0 && jobs[0].Cron == ""):
+		return exitError{exitFailure, fmt.Errorf("job %q has no recorded schedule: its occurrences are those of sqllock run --every or --cron", job)}
+	}
+	j := jobs[0]
+	o.every, o.phase, o.cron, o.tz = j.Period, j.Phase, j.Cron, j.Zone
+	r := &runner{name: job, argv: argv, strategy: "table", ttl: 30 * time.Second, grace: 10 * time.Second}
+	return r.runOccurrence(ctx, dsn, schema, o)
+}
+
 // runsVerbs are the actions of runs on a job.
 var runsVerbs = map[string]bool{"forget": true, "pause": true, "resume": true, "trigger": true}
 
@@ -149,7 +201,7 @@ type runRow struct {
 	Job        string     `json:"job"`
 	Occurrence string     `json:"occurrence"`
 	Attempt    int        `json:"attempt"`
-	State      string     `json:"state"` // running, succeeded, failed or abandoned
+	State      string     `json:"state"` // running, succeeded, failed, abandoned, skipped or replaced
 	Owner      string     `json:"owner"`
 	Token      int64      `json:"token"`
 	StartedAt  time.Time  `json:"started_at"`

@@ -14,7 +14,7 @@ type runLedger struct {
 	now, attempts, abandon, insert, schedule, finish Stmt
 	runs, jobs, occurrences, reap, reapJobs          Stmt
 	job, pause, resume, forget, forgetRuns           Stmt
-	trigger, clear                                   Stmt
+	trigger, clear, replace                          Stmt
 }
 
 var _ RunLedger = (*runLedger)(nil)
@@ -27,7 +27,8 @@ func newRunLedger(run *Runner, c *Compiler, s dialect.LedgerSQL) *runLedger {
 		runs: c.Compile(s.Runs), jobs: c.Compile(s.Jobs), occurrences: c.Compile(s.Occurrences),
 		reap: c.Compile(s.Reap), reapJobs: c.Compile(s.ReapJobs),
 		job: c.Compile(s.Job), pause: c.Compile(s.Pause), resume: c.Compile(s.Resume), forget: c.Compile(s.Forget),
-		forgetRuns: c.Compile(s.ForgetRuns), trigger: c.Compile(s.Trigger), clear: c.Compile(s.Clear)}
+		forgetRuns: c.Compile(s.ForgetRuns), trigger: c.Compile(s.Trigger), clear: c.Compile(s.Clear),
+		replace: c.Compile(s.Replace)}
 }
 
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
@@ -60,6 +61,12 @@ func (l *runLedger) Attempts(ctx context.Context, tx *sql.Tx, job, occurrence st
 // Abandon implements RunLedger.
 func (l *runLedger) Abandon(ctx context.Context, tx *sql.Tx, job, occurrence string) (int, error) {
 	n, err := IntOn(ctx, tx, &l.abandon, &Params{Job: job, Occurrence: occurrence})
+	return int(n), l.run.Wrap(err)
+}
+
+// Replace implements RunLedger.
+func (l *runLedger) Replace(ctx context.Context, tx *sql.Tx, job, owner string) (int, error) {
+	n, err := IntOn(ctx, tx, &l.replace, &Params{Job: job, Owner: owner})
 	return int(n), l.run.Wrap(err)
 }
 

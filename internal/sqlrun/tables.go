@@ -308,6 +308,10 @@ type RunLedger interface {
 	// Abandon marks, inside tx, the running attempts of (job, occurrence)
 	// abandoned, finished now, and returns how many it marked.
 	Abandon(ctx context.Context, tx *sql.Tx, job, occurrence string) (int, error)
+	// Replace marks, inside tx, job's running attempts of owner (the
+	// owner of a broken job lease) replaced, finished now, and returns
+	// how many it marked (schema version 21).
+	Replace(ctx context.Context, tx *sql.Tx, job, owner string) (int, error)
 	// Start inserts, inside tx, the attempt r (Job, Occurrence, Attempt,
 	// Owner, Token), running since now, and records the job's schedule s
 	// (Job, Period, Phase, Grace): a job seen first, or whose period or

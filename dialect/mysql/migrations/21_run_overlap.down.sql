@@ -1,0 +1,4 @@
+-- The states of version 21 go: a replaced attempt becomes abandoned (its
+-- lease was ended), a skipped one (which never ran) is deleted.
+DELETE FROM sqllock_runs WHERE state = 'skipped';
+UPDATE sqllock_runs SET state = 'abandoned' WHERE state = 'replaced';
