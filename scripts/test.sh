@@ -203,6 +203,12 @@ tools_plan() {
 	if ! have chromium && can_apt; then
 		need chromium "Chromium (the console's browser test)"
 	fi
+	# The Python client of the lock protocol (examples/python) runs on
+	# Debian's python3 with psycopg2; without apt-get its tests skip (fail
+	# under CI).
+	if ! /usr/bin/python3 -c 'import psycopg2' >/dev/null 2>&1 && can_apt; then
+		need python3-psycopg2 "psycopg2 (the Python client's tests)"
+	fi
 	# The module's dependencies come over HTTPS (proxy.golang.org).
 	local f
 	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do

@@ -20,6 +20,10 @@ const (
 	App Role = iota
 	// Viewer may read them: SELECT.
 	Viewer
+	// Caller may run the protocol's functions (docs/protocol.md) and
+	// nothing else: EXECUTE on them, no privilege on the tables
+	// (PostgreSQL only).
+	Caller
 )
 
 // pgGrants are the statements that give role r's privileges on schema's
@@ -34,6 +38,10 @@ func pgGrants(r Role, schema, name string) []string {
 			`GRANT USAGE, SELECT, UPDATE ON ALL SEQUENCES IN SCHEMA `+s+` TO `+n)
 	case Viewer:
 		g = append(g, `GRANT SELECT ON ALL TABLES IN SCHEMA `+s+` TO `+n)
+	case Caller:
+		g = append(g, `GRANT EXECUTE ON FUNCTION `+s+`.sqllock_try_acquire(text, text, interval), `+
+			s+`.sqllock_renew(text, text, bigint, interval), `+s+`.sqllock_release(text, text, bigint), `+
+			s+`.sqllock_guard(text, text, bigint), `+s+`.sqllock_remaining(text) TO `+n)
 	}
 	return g
 }
