@@ -62,6 +62,35 @@ type HealthObserver interface {
 	JobHealth(ctx context.Context, h JobHealth)
 }
 
+// Change names what an operator's call did to a job (see JobChange).
+type Change string
+
+// The changes a ChangedObserver hears of.
+const (
+	ChangePaused    Change = "paused"    // Pause
+	ChangeResumed   Change = "resumed"   // Resume
+	ChangeTriggered Change = "triggered" // Trigger asked for a manual occurrence
+	ChangeForgotten Change = "forgotten" // Forget
+)
+
+// JobChange is a change an operator's call made to a job.
+type JobChange struct {
+	Job    string
+	Change Change
+	// Occurrence is the manual occurrence a trigger asked for.
+	Occurrence string
+	// Attempts counts the attempts a forget deleted.
+	Attempts int
+}
+
+// ChangedObserver is told of each change Pause, Resume, Trigger and Forget
+// make to a job: an operator's act, worth an audit trail. A call that
+// changed nothing (a pause of a paused job, a trigger while one is
+// pending) is not a change.
+type ChangedObserver interface {
+	JobChanged(ctx context.Context, c JobChange)
+}
+
 // checkObserver returns the part of obs the ledger's lock table hears: obs
 // if it implements an interface of package observe, else nil; and an error
 // if obs implements neither those nor the ledger's.
@@ -70,7 +99,7 @@ func checkObserver(obs any) (observe.Observer, error) {
 		return obs, nil
 	}
 	switch obs.(type) {
-	case ClaimedObserver, SkippedObserver, AbandonedObserver, FinishedObserver, MissedObserver, HealthObserver:
+	case ClaimedObserver, SkippedObserver, AbandonedObserver, FinishedObserver, MissedObserver, HealthObserver, ChangedObserver:
 		return nil, nil
 	}
 	return nil, fmt.Errorf("%w: ledger: Options.Observer: %w (nor of package ledger)", sqllock.ErrInvalidOptions, observe.Check(obs))
@@ -126,5 +155,12 @@ func (l *Ledger) checkedMissed(ctx context.Context, job string, missed []MissedR
 func (l *Ledger) checkedHealth(ctx context.Context, h JobHealth) {
 	if o, ok := l.opts.Observer.(HealthObserver); ok {
 		o.JobHealth(ctx, h)
+	}
+}
+
+func (l *Ledger) changed(ctx context.Context, c JobChange) {
+	l.log.Info("ledger: job "+string(c.Change), "job", c.Job, "occurrence", c.Occurrence, "attempts_deleted", c.Attempts)
+	if o, ok := l.opts.Observer.(ChangedObserver); ok {
+		o.JobChanged(ctx, c)
 	}
 }

@@ -87,7 +87,7 @@ func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
 // already, and an error wrapping ErrUnknownJob when the ledger has no row
 // of it.
 func (l *Ledger) Pause(ctx context.Context, job string) (bool, error) {
-	return l.change(ctx, job, "pause", l.runs.Pause)
+	return l.change(ctx, job, ChangePaused, l.runs.Pause)
 }
 
 // Resume resumes paused job: its next due occurrence runs, and the
@@ -95,20 +95,25 @@ func (l *Ledger) Pause(ctx context.Context, job string) (bool, error) {
 // false when job was not paused, and an error wrapping ErrUnknownJob when
 // the ledger has no row of it.
 func (l *Ledger) Resume(ctx context.Context, job string) (bool, error) {
-	return l.change(ctx, job, "resume", l.runs.Resume)
+	return l.change(ctx, job, ChangeResumed, l.runs.Resume)
 }
+
+// verbs name the changes in errors.
+var verbs = map[Change]string{ChangePaused: "pause", ChangeResumed: "resume"}
 
 // change makes a change of job's row, telling an unknown job from one
 // that needed no change.
-func (l *Ledger) change(ctx context.Context, job, what string, fn func(context.Context, string) (bool, error)) (bool, error) {
+func (l *Ledger) change(ctx context.Context, job string, c Change, fn func(context.Context, string) (bool, error)) (bool, error) {
 	if err := validateJob(job); err != nil {
 		return false, err
 	}
+	what := verbs[c]
 	ok, err := fn(ctx, job)
 	if err != nil {
 		return false, fmt.Errorf("ledger: %s %s: %w", what, job, err)
 	}
 	if ok {
+		l.changed(ctx, JobChange{Job: job, Change: c})
 		return true, nil
 	}
 	st, err := l.runs.Job(ctx, job)
@@ -138,7 +143,7 @@ func (l *Ledger) Forget(ctx context.Context, job string, attempts bool) (int, er
 	if !had && n == 0 {
 		return 0, fmt.Errorf("%w %q", ErrUnknownJob, job)
 	}
-	l.log.Info("ledger: forgot a job", "job", job, "attempts_deleted", n)
+	l.changed(ctx, JobChange{Job: job, Change: ChangeForgotten, Attempts: n})
 	return n, nil
 }
 
@@ -173,6 +178,7 @@ func (l *Ledger) Trigger(ctx context.Context, job string) (string, error) {
 	if st.Pending == "" { // forgotten, or run, meanwhile
 		return "", fmt.Errorf("%w %q", ErrUnknownJob, job)
 	}
+	l.changed(ctx, JobChange{Job: job, Change: ChangeTriggered, Occurrence: st.Pending})
 	return st.Pending, nil
 }
 

@@ -244,3 +244,65 @@ func TestNotDueJobIsKnown(t *testing.T) {
 		}
 	})
 }
+
+// changes records the job changes a ledger reports.
+type changes struct {
+	mu   sync.Mutex
+	seen []ledger.JobChange
+}
+
+func (c *changes) JobChanged(_ context.Context, ch ledger.JobChange) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seen = append(c.seen, ch)
+}
+
+// Each pause, resume, trigger and forget that changed a job is reported to
+// a ChangedObserver, once; a call that changed nothing is not.
+func TestChangedObserver(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		obs := &changes{}
+		l := e.ledger(t, ledger.Options{Observer: obs})
+		if _, err := l.Run(ctx, "audited", ledger.Every(time.Hour), ok); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 { // the second of each changes nothing
+			if _, err := l.Pause(ctx, "audited"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := l.Resume(ctx, "audited"); err != nil {
+			t.Fatal(err)
+		}
+		key, err := l.Trigger(ctx, "audited")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := l.Trigger(ctx, "audited"); err != nil || again != key {
+			t.Fatalf("a second Trigger: %q, %v; want %q pending", again, err, key)
+		}
+		if res, err := l.RunPending(ctx, "audited", ok); err != nil || !res.Ran {
+			t.Fatalf("RunPending: %+v, %v", res, err)
+		}
+		if _, err := l.Forget(ctx, "audited", true); err != nil {
+			t.Fatal(err)
+		}
+		want := []ledger.JobChange{
+			{Job: "audited", Change: ledger.ChangePaused},
+			{Job: "audited", Change: ledger.ChangeResumed},
+			{Job: "audited", Change: ledger.ChangeTriggered, Occurrence: key},
+			{Job: "audited", Change: ledger.ChangeForgotten, Attempts: 1},
+		}
+		obs.mu.Lock()
+		defer obs.mu.Unlock()
+		if len(obs.seen) != len(want) {
+			t.Fatalf("observed %+v, want %+v", obs.seen, want)
+		}
+		for i := range want {
+			if obs.seen[i] != want[i] {
+				t.Fatalf("change %d: %+v, want %+v", i, obs.seen[i], want[i])
+			}
+		}
+	})
+}
