@@ -22,6 +22,7 @@ import (
 func (c *console) authorize(w http.ResponseWriter, r *http.Request, action string) (string, bool) {
 	refuse := func(why string) (string, bool) {
 		c.log.Warn("sqllock serve: action refused", "action", action, "why", why, "from", r.RemoteAddr)
+		c.audit.refusal()
 		c.fail(w, r, http.StatusForbidden, "Refused", "The console refused to "+action+": "+why+".")
 		return "", false
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/ledger"
+	"github.com/sqllock/sqllock/observe"
 )
 
 // console is sqllock serve: what it read from the database last, and the
@@ -31,6 +32,48 @@ type console struct {
 	secrets []string // the DSN's passwords, scrubbed from every message shown
 	pages   pageSet
 	doctor  cachedFindings
+	audit   audit
+}
+
+// audit counts the console's actions done, as the lock table's and the
+// ledger's observers hear them (a lease broken; a job paused, resumed,
+// triggered or forgotten), and the actions refused, for /metrics.
+type audit struct {
+	mu      sync.Mutex
+	done    map[string]int
+	refused int
+}
+
+// Broken implements observe.BreakObserver.
+func (a *audit) Broken(context.Context, observe.BrokenEvent) { a.count("broken") }
+
+// JobChanged implements ledger.ChangedObserver.
+func (a *audit) JobChanged(_ context.Context, c ledger.JobChange) { a.count(string(c.Change)) }
+
+func (a *audit) count(action string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done == nil {
+		a.done = map[string]int{}
+	}
+	a.done[action]++
+}
+
+func (a *audit) refusal() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refused++
+}
+
+// counts returns the actions done, by name, and the refusals.
+func (a *audit) counts() (map[string]int, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	done := make(map[string]int, len(a.done))
+	for k, n := range a.done {
+		done[k] = n
+	}
+	return done, a.refused
 }
 
 // jobPageAttempts is how many attempts a job's page shows.
@@ -46,10 +89,10 @@ func newConsole(t *target, rawDSN string, opts serveOptions) (*console, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	var err error
-	if c.locks, err = sqllock.NewTable(t.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Logger: c.log}}); err != nil {
+	if c.locks, err = sqllock.NewTable(t.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Logger: c.log, Observer: &c.audit}}); err != nil {
 		return nil, err
 	}
-	switch c.ledger, err = ledger.New(t.d, ledger.Options{Logger: c.log}); {
+	switch c.ledger, err = ledger.New(t.d, ledger.Options{Logger: c.log, Observer: &c.audit}); {
 	case errors.Is(err, sqllock.ErrUnsupported):
 		c.ledger = nil
 	case err != nil:

@@ -265,6 +265,12 @@ func TestServe(t *testing.T) {
 			t.Errorf("break with the token: %d:\n%.500s", code, body)
 		}
 		s.until(t, "/locks", "No lock is held")
+		_, metrics := s.get(t, "/metrics")
+		for _, want := range []string{`sqllock_console_actions_total{sqllock_action="broken"} 1`, "sqllock_console_actions_refused_total 3"} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
+		}
 		s.stop(t)
 		log := s.stderr.String()
 		if !strings.Contains(log, "lock broken") || !strings.Contains(log, "by=alice") {
@@ -389,6 +395,16 @@ func TestServeJobActions(t *testing.T) {
 	} {
 		if code, body := act(c.op, c.form); code != c.code || !strings.Contains(body, c.want) {
 			t.Errorf("%s %v: %d, want %d and %q:\n%.600s", c.op, c.form, code, c.code, c.want, body)
+		}
+	}
+	// Each change is an observed event, counted once; the second pause
+	// changed nothing.
+	_, metrics := s.get(t, "/metrics")
+	for _, want := range []string{`sqllock_console_actions_total{sqllock_action="paused"} 1`,
+		`sqllock_console_actions_total{sqllock_action="resumed"} 1`, `sqllock_console_actions_total{sqllock_action="triggered"} 1`,
+		`sqllock_console_actions_total{sqllock_action="forgotten"} 1`, `sqllock_console_actions_total{sqllock_action="broken"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	s.stop(t)
