@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/dialect"
@@ -90,11 +91,21 @@ func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, er
 			return over, nil
 		case !errors.Is(err, sqllock.ErrLocked):
 			return over, fmt.Errorf("ledger: %s %s: take the job's lease: %w", r.Job, r.Occurrence, err)
-		case p == OverlapSkip:
-			return overlapped{skip: true}, nil
 		case i == maxReplace:
 			return over, fmt.Errorf("ledger: %s %s: replace the running occurrence: the job's lease was taken again %d times: %w",
 				r.Job, r.Occurrence, maxReplace, err)
+		}
+		if i == 0 {
+			dead, err := l.breakDeadRunners(ctx, r, name)
+			if err != nil {
+				return over, err
+			}
+			if dead {
+				continue // no overlap: this occurrence's own runner died
+			}
+		}
+		if p == OverlapSkip {
+			return overlapped{skip: true}, nil
 		}
 		if i == 0 {
 			// Break nothing for an occurrence decided already, or whose
@@ -115,6 +126,57 @@ func (l *Ledger) overlap(ctx context.Context, r *Run, p Overlap) (overlapped, er
 				"job", r.Job, "occurrence", r.Occurrence, "owner", broken.Owner, "token", broken.Token)
 		}
 	}
+}
+
+// breakDeadRunners breaks the job's lease (named name) if a runner of
+// r's own occurrence holds it: r holds the occurrence's lease, so that
+// runner's lease on the occurrence ended (it died, or stopped), and its
+// lease on the job, renewed beside it, ends a moment later. Until then it
+// is no other occurrence running, and skipping would decide r's occurrence
+// for a runner that will never finish it. It reports whether it broke one.
+// It reads the occurrence's attempts, and only when one is still running
+// the lock table's leases, to find the job lease's holder.
+func (l *Ledger) breakDeadRunners(ctx context.Context, r *Run, name string) (bool, error) {
+	tx, err := l.d.DB().BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	prev, _, err := l.runs.Attempts(ctx, tx, r.Job, r.Occurrence)
+	_ = tx.Rollback()
+	if err != nil {
+		return false, fmt.Errorf("ledger: %s %s: read the attempts: %w", r.Job, r.Occurrence, err)
+	}
+	// The owners of the running attempts, and when each started: the
+	// job's lease of such an attempt was taken before it started.
+	dead := map[string]time.Time{}
+	for _, p := range prev {
+		if State(p.State) == StateRunning && p.StartedAt.After(dead[p.Owner]) {
+			dead[p.Owner] = p.StartedAt
+		}
+	}
+	if len(dead) == 0 {
+		return false, nil
+	}
+	leases, err := l.locks.List(ctx)
+	if err != nil {
+		return false, fmt.Errorf("ledger: %s %s: read the job's lease: %w", r.Job, r.Occurrence, err)
+	}
+	for _, li := range leases {
+		started, ok := dead[li.Owner]
+		if li.Name != name || !ok || li.AcquiredAt.After(started) {
+			continue // not the lease of a dead runner's attempt
+		}
+		_, ok, err := l.locks.BreakToken(ctx, name, li.Token)
+		if err != nil {
+			return false, fmt.Errorf("ledger: %s %s: break the dead runner's lease on the job: %w", r.Job, r.Occurrence, err)
+		}
+		if ok {
+			l.log.Info("ledger: broke the job's lease of a dead runner of the same occurrence",
+				"job", r.Job, "occurrence", r.Occurrence, "owner", li.Owner, "token", li.Token)
+		}
+		return true, nil
+	}
+	return false, nil
 }
 
 // settled reports whether r's occurrence is decided (an attempt

@@ -161,3 +161,39 @@ func TestLateWritesOfALostAttemptAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// A runner of a scheduled occurrence that died holds, beside the
+// occurrence's lease, the job's lease (overlap skip, the default), renewed
+// with it and ending a moment later. A replica that takes the occurrence
+// over inside that moment runs it: the job's lease is the dead runner's,
+// not another occurrence's, so nothing overlaps and nothing is skipped.
+func TestTakeOverBeforeTheJobLeaseEnds(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		occ := ledger.Every(24 * time.Hour)
+		// The key the schedule resolves to now, taken on a job of its own.
+		probe, err := e.ledger(t, ledger.Options{}).Run(ctx, "probe", occ, ok)
+		if err != nil || !probe.Ran {
+			t.Fatalf("probe: %+v, %v", probe, err)
+		}
+		// The ghost takes the job's lease before its attempt starts, as a
+		// runner does; here it outlives its lease on the occurrence by
+		// far: the moment, stretched.
+		cat := testutil.Tables(t, e.d)
+		if tok, err := cat.Locks.Acquire(ctx, dialect.AcquireParams{Name: "run-job/nightly", Owner: "ghost", TTL: time.Hour}); err != nil || tok == 0 {
+			t.Fatalf("the ghost's job lease: %d, %v", tok, err)
+		}
+		ghost := crashed(t, e, "nightly", probe.Occurrence)
+		res, err := e.ledger(t, ledger.Options{Wait: true}).Run(ctx, "nightly", occ, ok)
+		if err != nil || !res.Ran || res.State != ledger.StateSucceeded || res.Occurrence != probe.Occurrence || res.Attempt != 2 || res.Token <= ghost {
+			t.Fatalf("the takeover: %+v, %v; want %s run as attempt 2", res, err, probe.Occurrence)
+		}
+		// Another occurrence's live job lease still makes a Run skip.
+		if tok, err := cat.Locks.Acquire(ctx, dialect.AcquireParams{Name: "run-job/other", Owner: "live", TTL: time.Hour}); err != nil || tok == 0 {
+			t.Fatalf("a live job lease: %d, %v", tok, err)
+		}
+		if res, err := e.ledger(t, ledger.Options{}).Run(ctx, "other", occ, ok); err != nil || res.Ran || res.State != ledger.StateSkipped {
+			t.Fatalf("a Run beside a live job lease: %+v, %v; want skipped", res, err)
+		}
+	})
+}
