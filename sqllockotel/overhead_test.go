@@ -75,12 +75,16 @@ func (m *memLocks) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Durat
 	return ok, nil
 }
 
-func (m *memLocks) Break(_ context.Context, name string) (dialect.LockInfo, bool, error) {
+func (m *memLocks) Break(_ context.Context, name string, token int64) (dialect.LockInfo, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l, ok := m.held[name]
+	li := dialect.LockInfo{Name: l.Name, Owner: l.Owner, Token: l.Token, Holds: 1}
+	if ok && token != 0 && l.Token != token {
+		return li, false, nil
+	}
 	delete(m.held, name)
-	return dialect.LockInfo{Name: l.Name, Owner: l.Owner, Token: l.Token, Holds: 1}, ok, nil
+	return li, ok, nil
 }
 
 func (m *memLocks) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error) { return true, nil }
