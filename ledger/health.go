@@ -245,17 +245,9 @@ func judge(j JobInfo, h JobHealth, attempts []RunInfo) Health {
 // job's own, or the time to its next occurrence): a late occurrence is
 // missed once its grace has passed.
 func (l *Ledger) Late(ctx context.Context, job string, grace time.Duration) ([]MissedRun, error) {
-	if job != "" {
-		if err := validateJob(job); err != nil {
-			return nil, err
-		}
-	}
-	if grace < 0 {
-		return nil, fmt.Errorf("%w: ledger: grace %v is negative", sqllock.ErrInvalidOptions, grace)
-	}
-	jobs, now, err := l.runs.Jobs(ctx, job)
+	jobs, now, err := l.scheduled(ctx, "late", job, grace)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: late: %w", err)
+		return nil, err
 	}
 	return l.late(ctx, jobs, now, grace)
 }

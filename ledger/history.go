@@ -82,19 +82,30 @@ const MaxMissedWindow = 10000
 // A Run takes a scheduled occurrence only until half the way to the next
 // (see Cron), so an occurrence unclaimed by then stays missed.
 func (l *Ledger) Missed(ctx context.Context, job string, grace time.Duration) ([]MissedRun, error) {
+	jobs, now, err := l.scheduled(ctx, "missed", job, grace)
+	if err != nil {
+		return nil, err
+	}
+	return l.missed(ctx, jobs, now, grace)
+}
+
+// scheduled validates the arguments of Missed and Late (what names the
+// call) and reads the rows of job ("" for every job), with the database's
+// time.
+func (l *Ledger) scheduled(ctx context.Context, what, job string, grace time.Duration) ([]dialect.JobSchedule, time.Time, error) {
 	if job != "" {
 		if err := validateJob(job); err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 	}
 	if grace < 0 {
-		return nil, fmt.Errorf("%w: ledger: grace %v is negative", sqllock.ErrInvalidOptions, grace)
+		return nil, time.Time{}, fmt.Errorf("%w: ledger: grace %v is negative", sqllock.ErrInvalidOptions, grace)
 	}
 	jobs, now, err := l.runs.Jobs(ctx, job)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: missed: %w", err)
+		return nil, time.Time{}, fmt.Errorf("ledger: %s: %w", what, err)
 	}
-	return l.missed(ctx, jobs, now, grace)
+	return jobs, now, nil
 }
 
 // missed is Missed of the job rows jobs, read at now.

@@ -87,7 +87,7 @@ func (l *Ledger) Now(ctx context.Context) (time.Time, error) {
 // already, and an error wrapping ErrUnknownJob when the ledger has no row
 // of it.
 func (l *Ledger) Pause(ctx context.Context, job string) (bool, error) {
-	return l.change(ctx, job, ChangePaused, l.runs.Pause)
+	return l.change(ctx, job, "pause", ChangePaused, l.runs.Pause)
 }
 
 // Resume resumes paused job: its next due occurrence runs, and the
@@ -95,19 +95,15 @@ func (l *Ledger) Pause(ctx context.Context, job string) (bool, error) {
 // false when job was not paused, and an error wrapping ErrUnknownJob when
 // the ledger has no row of it.
 func (l *Ledger) Resume(ctx context.Context, job string) (bool, error) {
-	return l.change(ctx, job, ChangeResumed, l.runs.Resume)
+	return l.change(ctx, job, "resume", ChangeResumed, l.runs.Resume)
 }
-
-// verbs name the changes in errors.
-var verbs = map[Change]string{ChangePaused: "pause", ChangeResumed: "resume"}
 
 // change makes a change of job's row, telling an unknown job from one
 // that needed no change.
-func (l *Ledger) change(ctx context.Context, job string, c Change, fn func(context.Context, string) (bool, error)) (bool, error) {
+func (l *Ledger) change(ctx context.Context, job, what string, c Change, fn func(context.Context, string) (bool, error)) (bool, error) {
 	if err := validateJob(job); err != nil {
 		return false, err
 	}
-	what := verbs[c]
 	ok, err := fn(ctx, job)
 	if err != nil {
 		return false, fmt.Errorf("ledger: %s %s: %w", what, job, err)
