@@ -194,9 +194,11 @@ func TestHealth(t *testing.T) {
 			t.Fatalf("paused: %+v", h)
 		}
 
-		// A job with no finished attempt is new.
-		half := time.Duration(dbNow(t, e).UnixMicro()%time.Hour.Microseconds())*time.Microsecond + 30*time.Minute
-		if res, err := l.Run(ctx, "later", ledger.Every(time.Hour).Phase(half%time.Hour), ok); err != nil || res.Ran {
+		// A job with no finished attempt is new. Its occurrences are 40
+		// minutes ago (past half-way to the next: not due any more) and in
+		// 20 minutes (not within Early).
+		phase := time.Duration(dbNow(t, e).UnixMicro()%time.Hour.Microseconds())*time.Microsecond + 20*time.Minute
+		if res, err := l.Run(ctx, "later", ledger.Every(time.Hour).Phase(phase%time.Hour), ok); err != nil || res.Ran {
 			t.Fatalf("Run with nothing due: %+v, %v", res, err)
 		}
 		if h := health("later", ledger.HealthOptions{}); h.Health != ledger.HealthNew {
