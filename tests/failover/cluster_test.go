@@ -191,12 +191,12 @@ func (c *cluster) stop(dataDir string) {
 
 // url is the clients' URL: through the front, to the current primary.
 func (c *cluster) url() string {
-	return "postgres://postgres@" + c.front.addr() + "/postgres?sslmode=disable&connect_timeout=5"
+	return "postgres://postgres@" + c.front.addr() + "/postgres?sslmode=disable&connect_timeout=30"
 }
 
 // direct opens a pool straight to a server's port, closed when the test ends.
 func (c *cluster) direct(port int) *sql.DB {
-	return dbtest.OpenPostgres(c.t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=5", port))
+	return dbtest.OpenPostgres(c.t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable&connect_timeout=30", port))
 }
 
 // waitStreaming waits until the standby has replayed everything the
