@@ -334,8 +334,8 @@ trap "exit 143" TERM
 trap "exit 130" INT
 cd "$dir"
 run() {
-	printf "test-matrix: %s\n" "$bin -test.paniconexit0 -test.timeout=10m -test.shuffle=on ${args[*]:-}" >&2
-	"$bin" -test.paniconexit0 -test.timeout=10m -test.shuffle=on ${args[@]+"${args[@]}"} &
+	printf "test-matrix: %s\n" "$bin -test.paniconexit0 -test.timeout=25m -test.shuffle=on ${args[*]:-}" >&2
+	"$bin" -test.paniconexit0 -test.timeout=25m -test.shuffle=on ${args[@]+"${args[@]}"} &
 	child=$!
 	st=0
 	wait "$child" || st=$?
