@@ -41,6 +41,10 @@ type JobSchedule struct {
 	// Pending is the key of a manual occurrence asked for and not run
 	// yet ("" for none).
 	Pending string
+	// BackfillFrom and BackfillTo are the first and last occurrence keys
+	// of a backfill asked of the job's replicas and not run yet ("" for
+	// none; schema version 26).
+	BackfillFrom, BackfillTo string
 }
 
 // Paused reports whether s's job is paused.
@@ -71,11 +75,13 @@ func (s JobSchedule) Paused() bool { return !s.PausedAt.IsZero() && s.ResumedAt.
 //	             ('' for none)
 //	Jobs         select :job's row ('' for all): job, period (0 for
 //	             NULL), phase, grace, first seen, last seen, spec, paused
-//	             at, resumed at (0 for NULL), pending ('' for NULL)
+//	             at, resumed at (0 for NULL), pending, backfill from and
+//	             backfill to ('' for NULL)
 //	Job          select the database's time, 0 if :job has no row, 2 if
 //	             it is paused (paused at set, resumed at NULL), else 1,
-//	             its pending key ('' for none), period (0 for none), phase
-//	             and spec, in one row even when :job has none
+//	             its pending key ('' for none), period (0 for none), phase,
+//	             spec, backfill from and backfill to ('' for none), in one
+//	             row even when :job has none
 //	Pause        set :job's paused at to now and resumed at to NULL,
 //	             unless it is paused; first seen moves on to the end of
 //	             the pause before, if that is later
@@ -84,6 +90,9 @@ func (s JobSchedule) Paused() bool { return !s.PausedAt.IsZero() && s.ResumedAt.
 //	ForgetRuns   delete :job's attempts
 //	Trigger      set :job's pending key to :occurrence unless one is set
 //	Clear        set :job's pending key to NULL if it is :occurrence
+//	Backfill     set :job's backfill range to :from and :to unless one is
+//	             set
+//	EndBackfill  set :job's backfill range to NULL if it is :from and :to
 //	Replace      mark :job's running attempts of :owner replaced
 //	Occurrences  select :job's distinct occurrences from :from to :to,
 //	             ascending
@@ -95,7 +104,7 @@ type LedgerSQL struct {
 	Now, Attempts, Abandon, Insert, Schedule, Finish SQL
 	Runs, Jobs, Occurrences, Reap, ReapJobs          SQL
 	Job, Pause, Resume, Forget, ForgetRuns           SQL
-	Trigger, Clear, Replace                          SQL
+	Trigger, Clear, Replace, Backfill, EndBackfill   SQL
 }
 
 // LedgerTerms are a dialect's words for the run ledger's portable
@@ -129,12 +138,13 @@ WHERE job = :job AND occurrence = :occurrence AND attempt = :attempt AND token =
 		Runs: Q(fmt.Sprintf(`SELECT %s FROM %s WHERE (%s = '' OR job = :job)
 ORDER BY started_at DESC, token DESC LIMIT :limit`, columns, w.Runs, w.Job)),
 		Jobs: Q(fmt.Sprintf(`SELECT job, COALESCE(period_us, 0), phase_us, grace_us, %s, %s, spec,
-  COALESCE(%s, 0), COALESCE(%s, 0), COALESCE(pending, '') FROM %s
+  COALESCE(%s, 0), COALESCE(%s, 0), COALESCE(pending, ''), COALESCE(backfill_from, ''), COALESCE(backfill_to, '') FROM %s
 WHERE (%s = '' OR job = :job) ORDER BY job`, w.Micros("first_seen"), w.Micros("last_seen"),
 			w.Micros("paused_at"), w.Micros("resumed_at"), w.Jobs, w.Job)),
 		Job: Q(fmt.Sprintf(`SELECT %s, CASE WHEN j.job IS NULL THEN 0
   WHEN j.paused_at IS NOT NULL AND j.resumed_at IS NULL THEN 2 ELSE 1 END,
-  COALESCE(j.pending, ''), COALESCE(j.period_us, 0), COALESCE(j.phase_us, 0), COALESCE(j.spec, '')
+  COALESCE(j.pending, ''), COALESCE(j.period_us, 0), COALESCE(j.phase_us, 0), COALESCE(j.spec, ''),
+  COALESCE(j.backfill_from, ''), COALESCE(j.backfill_to, '')
 FROM (SELECT 1 AS one) o LEFT JOIN %s j ON j.job = :job`, w.Micros(w.Now), w.Jobs)),
 		Pause: X(fmt.Sprintf(`UPDATE %s SET
   first_seen = CASE WHEN resumed_at IS NOT NULL AND resumed_at > first_seen THEN resumed_at ELSE first_seen END,
@@ -146,6 +156,10 @@ WHERE job = :job AND paused_at IS NOT NULL AND resumed_at IS NULL`, w.Jobs, w.No
 		ForgetRuns: X(fmt.Sprintf(`DELETE FROM %s WHERE job = :job`, w.Runs)),
 		Trigger:    X(fmt.Sprintf(`UPDATE %s SET pending = COALESCE(pending, :occurrence) WHERE job = :job`, w.Jobs)),
 		Clear:      X(fmt.Sprintf(`UPDATE %s SET pending = NULL WHERE job = :job AND pending = :occurrence`, w.Jobs)),
+		Backfill: X(fmt.Sprintf(`UPDATE %s SET backfill_from = :from, backfill_to = :to
+WHERE job = :job AND backfill_from IS NULL`, w.Jobs)),
+		EndBackfill: X(fmt.Sprintf(`UPDATE %s SET backfill_from = NULL, backfill_to = NULL
+WHERE job = :job AND backfill_from = :from AND backfill_to = :to`, w.Jobs)),
 		Replace: X(fmt.Sprintf(`UPDATE %s SET state = 'replaced', finished_at = %s
 WHERE job = :job AND owner = :owner AND state = 'running'`, w.Runs, w.Now)),
 		Occurrences: Q(fmt.Sprintf(`SELECT DISTINCT occurrence FROM %s

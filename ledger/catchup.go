@@ -105,7 +105,7 @@ func (l *Ledger) catchUp(ctx context.Context, job string, o resolved, fn func(co
 	)
 	for _, t := range ts {
 		m := o
-		m.key, m.early, m.pending = t.Format(TimeFormat), 0, ""
+		m.key, m.early, m.pending, m.backfill = t.Format(TimeFormat), 0, "", Range{}
 		res, err := l.runResolved(ctx, job, m, fn)
 		results = append(results, res)
 		switch {

@@ -71,6 +71,8 @@ const (
 	ChangeResumed   Change = "resumed"   // Resume
 	ChangeTriggered Change = "triggered" // Trigger asked for a manual occurrence
 	ChangeForgotten Change = "forgotten" // Forget
+	// ChangeBackfillRequested is RequestBackfill's.
+	ChangeBackfillRequested Change = "backfill requested"
 )
 
 // JobChange is a change an operator's call made to a job.
@@ -79,12 +81,14 @@ type JobChange struct {
 	Change Change
 	// Occurrence is the manual occurrence a trigger asked for.
 	Occurrence string
+	// Backfill is the range a backfill request asked for.
+	Backfill Range
 	// Attempts counts the attempts a forget deleted.
 	Attempts int
 }
 
-// ChangedObserver is told of each change Pause, Resume, Trigger and Forget
-// make to a job: an operator's act, worth an audit trail. A call that
+// ChangedObserver is told of each change Pause, Resume, Trigger, Forget
+// and RequestBackfill make to a job: an operator's act, worth an audit trail. A call that
 // changed nothing (a pause of a paused job, a trigger while one is
 // pending) is not a change.
 type ChangedObserver interface {

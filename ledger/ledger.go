@@ -246,6 +246,10 @@ type Result struct {
 	// Run of a scheduled occurrence read it before its claim ("" for
 	// none): Ledger.RunPending runs it.
 	Pending string
+	// Backfill is the backfill asked of the job's replicas (see
+	// Ledger.RequestBackfill), as a Run of a scheduled occurrence read it
+	// before its claim (zero for none): Ledger.RunBackfill runs it.
+	Backfill Range
 	// CaughtUp are the results of the missed occurrences Run ran before
 	// this one, oldest first, under the catch-up policies CatchUpLatest
 	// and CatchUpAll (see Occurrence.CatchUp).
@@ -293,13 +297,14 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 		return Result{}, err
 	}
 	if o.state != "" && o.state != StateNotDue {
-		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending}
+		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending, Backfill: o.backfill}
 		l.skipped(ctx, job, res)
 		return res, nil
 	}
 	caught, fnErr, err := l.catchUp(ctx, job, o, fn)
 	if o.state != "" || err != nil {
-		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending, CaughtUp: caught}
+		res := Result{Occurrence: o.key, State: o.state, Next: o.next, Pending: o.pending, Backfill: o.backfill,
+			CaughtUp: caught}
 		if o.state != "" && err == nil {
 			l.skipped(ctx, job, res)
 		}
@@ -315,7 +320,7 @@ func (l *Ledger) Run(ctx context.Context, job string, occ Occurrence, fn func(ct
 func (l *Ledger) runResolved(ctx context.Context, job string, o resolved, fn func(ctx context.Context, r *Run) error) (Result, error) {
 	key, sched, overlap := o.key, o.sched, o.overlap
 	done := func(r Result) Result {
-		r.Early, r.Manual, r.Pending = o.early, o.manual, o.pending
+		r.Early, r.Manual, r.Pending, r.Backfill = o.early, o.manual, o.pending, o.backfill
 		return r
 	}
 	var (
@@ -382,11 +387,12 @@ type resolved struct {
 	sched dialect.JobSchedule // the job's schedule, recorded by the claim
 	// state, if not "", is why Run makes no attempt: StatePaused or
 	// StateNotDue (and next, the next occurrence's time).
-	state   State
-	next    time.Time
-	early   time.Duration
-	manual  bool
-	pending string // the job's pending manual occurrence
+	state    State
+	next     time.Time
+	early    time.Duration
+	manual   bool
+	pending  string // the job's pending manual occurrence
+	backfill Range  // the backfill asked of the job's replicas
 	// overlap is the overlap policy of a scheduled occurrence ("" for
 	// none: OverlapAllow, and the occurrences of At and Key).
 	overlap Overlap
@@ -418,6 +424,9 @@ func (l *Ledger) occurrence(ctx context.Context, job string, occ Occurrence) (re
 		return r, fmt.Errorf("ledger: %s: read the job and the database's time: %w", job, err)
 	}
 	r.pending = st.Pending
+	if r.backfill, err = parseRange(st.BackfillFrom, st.BackfillTo); err != nil {
+		return r, fmt.Errorf("ledger: %s: the backfill asked for: %w", job, err)
+	}
 	if !occ.every {
 		if st.Paused {
 			r.state = StatePaused

@@ -36,6 +36,9 @@ type JobInfo struct {
 	// Pending is the key of a manual occurrence asked for (see Trigger)
 	// and not run yet ("" for none).
 	Pending string
+	// Backfill is a backfill asked of the job's replicas (see
+	// RequestBackfill) and not run yet (zero for none).
+	Backfill Range
 }
 
 // Scheduled reports whether the job has a schedule (Every or Cron).
@@ -62,7 +65,8 @@ func (l *Ledger) Jobs(ctx context.Context, job string) ([]JobInfo, error) {
 
 // jobInfo is r as a JobInfo.
 func jobInfo(r dialect.JobSchedule) JobInfo {
-	j := JobInfo{Job: r.Job, Period: r.Period, Phase: r.Phase, Grace: r.Grace, FirstSeen: r.FirstSeen,
+	fill, _ := parseRange(r.BackfillFrom, r.BackfillTo) // a row only the ledger writes
+	j := JobInfo{Backfill: fill, Job: r.Job, Period: r.Period, Phase: r.Phase, Grace: r.Grace, FirstSeen: r.FirstSeen,
 		LastSeen: r.LastSeen, Paused: r.Paused(), PausedAt: r.PausedAt, ResumedAt: r.ResumedAt, Pending: r.Pending}
 	if tz, expr, ok := strings.Cut(strings.TrimPrefix(r.Spec, "CRON_TZ="), " "); ok {
 		j.Cron, j.Zone = expr, tz
@@ -123,7 +127,7 @@ func (l *Ledger) change(ctx context.Context, job, what string, c Change, fn func
 }
 
 // Forget removes job's row: its schedule, its pause, its pending manual
-// occurrence, and so every occurrence Missed would report of it. Its
+// occurrence and backfill, and so every occurrence Missed would report of it. Its
 // attempts stay (Runs lists them) unless attempts is true; it returns how
 // many it deleted. A Run of the job afterwards starts its history anew,
 // from then. It returns an error wrapping ErrUnknownJob when the ledger

@@ -170,8 +170,10 @@ func TestLateWritesOfALostAttemptAreRefused(t *testing.T) {
 func TestTakeOverBeforeTheJobLeaseEnds(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
-		occ := ledger.Every(24 * time.Hour)
-		// The key the schedule resolves to now, taken on a job of its own.
+		// A daily schedule whose occurrence is the database's present, due
+		// whatever the time of day; the key it resolves to now, taken on a
+		// job of its own.
+		occ := ledger.Every(24 * time.Hour).Phase(time.Duration(dbNow(t, e).UnixMicro()%(24*time.Hour).Microseconds()) * time.Microsecond)
 		probe, err := e.ledger(t, ledger.Options{}).Run(ctx, "probe", occ, ok)
 		if err != nil || !probe.Ran {
 			t.Fatalf("probe: %+v, %v", probe, err)

@@ -147,7 +147,7 @@ type cronDaemon struct {
 	wg          sync.WaitGroup
 	mu          sync.Mutex
 	live        map[chan os.Signal]bool // the signal channels of the jobs running
-	pendingRuns map[string]bool         // the jobs whose pending manual occurrence runs here
+	pendingRuns map[runKey]bool         // the jobs whose pending manual occurrence or backfill runs here
 	draining    bool
 }
 
@@ -155,7 +155,7 @@ type cronDaemon struct {
 // values.
 func newCronDaemon(path, removed string, ttl, grace, poll time.Duration, verbose bool) *cronDaemon {
 	return &cronDaemon{path: path, removed: removed, ttl: ttl, grace: grace, poll: poll, verbose: verbose,
-		ledgers: map[ledgerKey]*ledger.Ledger{}, live: map[chan os.Signal]bool{}, pendingRuns: map[string]bool{},
+		ledgers: map[ledgerKey]*ledger.Ledger{}, live: map[chan os.Signal]bool{}, pendingRuns: map[runKey]bool{},
 		paused: map[string]bool{}}
 }
 
@@ -317,7 +317,7 @@ func (d *cronDaemon) fireDue(ctx context.Context) time.Time {
 			continue
 		}
 		if !s.next.After(now) {
-			d.start(ctx, s, false)
+			d.start(ctx, s, runDue)
 			s.next = s.occ.Next(now)
 		}
 		if s.next.Before(wake) {
@@ -329,36 +329,53 @@ func (d *cronDaemon) fireDue(ctx context.Context) time.Time {
 
 // start runs an occurrence of s's job (its pending manual one if pending)
 // in a goroutine of its own.
-func (d *cronDaemon) start(ctx context.Context, s *cronState, pending bool) {
+func (d *cronDaemon) start(ctx context.Context, s *cronState, kind runKind) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.draining {
 		return
 	}
-	if pending {
-		if d.pendingRuns[s.name] {
+	key := runKey{s.name, kind}
+	if kind != runDue {
+		if d.pendingRuns[key] {
 			return
 		}
-		d.pendingRuns[s.name] = true
+		d.pendingRuns[key] = true
 	}
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		if pending {
+		if kind != runDue {
 			defer func() {
 				d.mu.Lock()
-				delete(d.pendingRuns, s.name)
+				delete(d.pendingRuns, key)
 				d.mu.Unlock()
 			}()
 		}
-		d.runEntry(ctx, s, pending)
+		d.runEntry(ctx, s, kind)
 	}()
 }
 
+// runKind is what a run of an entry runs: its occurrence due, its pending
+// manual occurrence, or the backfill asked of its replicas.
+type runKind int
+
+const (
+	runDue runKind = iota
+	runPending
+	runBackfill
+)
+
+// runKey names a run of an entry's job that runs once at a time here.
+type runKey struct {
+	job  string
+	kind runKind
+}
+
 // runEntry runs the occurrence due of s's job through the ledger (or its
-// pending manual one), and then the manual one that the claim found
-// pending.
-func (d *cronDaemon) runEntry(ctx context.Context, s *cronState, pending bool) {
+// pending manual one, or the backfill asked for), and then the manual one
+// and the backfill that the claim found pending.
+func (d *cronDaemon) runEntry(ctx context.Context, s *cronState, kind runKind) {
 	r := &runner{name: s.name, argv: s.argv(), strategy: "table", ttl: d.ttl, grace: d.grace, maxTime: s.maxTime,
 		verbose: d.verbose, target: d.target}
 	sigs := make(chan os.Signal, 2)
@@ -394,17 +411,31 @@ func (d *cronDaemon) runEntry(ctx context.Context, s *cronState, pending bool) {
 		res ledger.Result
 		err error
 	)
-	if pending {
+	switch kind {
+	case runBackfill:
+		fill, results, err := s.l.RunBackfill(ctx, s.name, s.occ, job)
+		switch {
+		case fill.IsZero() && err == nil: // run meanwhile
+		case err != nil:
+			d.say("%s: backfill %s: %v", s.name, fill, message(err))
+		default:
+			d.logf("%s: backfill %s done: %d occurrences", s.name, fill, len(results))
+		}
+		return
+	case runPending:
 		res, err = s.l.RunPending(ctx, s.name, job)
 		if res.Occurrence == "" && err == nil {
 			return // run meanwhile
 		}
-	} else {
+	default:
 		res, err = s.l.Run(ctx, s.name, s.occ, job)
 	}
 	d.report(ctx, s, res, err)
-	if !pending && res.Pending != "" && ctx.Err() == nil {
-		d.start(ctx, s, true)
+	if kind == runDue && res.Pending != "" && ctx.Err() == nil {
+		d.start(ctx, s, runPending)
+	}
+	if kind == runDue && !res.Backfill.IsZero() && ctx.Err() == nil {
+		d.start(ctx, s, runBackfill)
 	}
 }
 
@@ -469,7 +500,11 @@ func (d *cronDaemon) pollJobs(ctx context.Context) {
 		}
 		if j.Pending != "" {
 			d.logf("%s: manual occurrence %s pending", s.name, j.Pending)
-			d.start(ctx, s, true)
+			d.start(ctx, s, runPending)
+		}
+		if !j.Backfill.IsZero() {
+			d.logf("%s: backfill %s asked for", s.name, j.Backfill)
+			d.start(ctx, s, runBackfill)
 		}
 	}
 }

@@ -304,6 +304,17 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 			c.Occurrence, r.name, o.catchUp, caughtUpText(c))
 	}
 	outcome := r.occurrenceOutcome(ctx, t, o, res, err, code)
+	if !res.Backfill.IsZero() && ctx.Err() == nil && (err == nil || res.Ran) {
+		// A backfill was asked for (sqllock runs backfill without a
+		// command, or the console): this replica runs it, beside others.
+		fill, results, ferr := l.RunBackfill(ctx, r.name, o.occurrence(), job)
+		switch {
+		case ferr != nil:
+			fmt.Fprintf(os.Stderr, "sqllock: the backfill %s of %q asked for: %v\n", fill, r.name, message(ferr))
+		case !fill.IsZero():
+			fmt.Fprintf(os.Stderr, "sqllock: ran the backfill %s of %q asked for (sqllock runs backfill): %d occurrences\n", fill, r.name, len(results))
+		}
+	}
 	if res.Pending == "" || ctx.Err() != nil || (err != nil && !res.Ran) {
 		return outcome
 	}

@@ -144,3 +144,45 @@ func TestRunsBackfill(t *testing.T) {
 		}
 	})
 }
+
+// TestRunsBackfillRequested asks the replicas for a backfill (runs
+// backfill without a command): runs shows it, a second request is
+// refused while it is pending, and the job's next run runs each
+// occurrence of the range once, beside its own.
+func TestRunsBackfillRequested(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		name := "asked-" + b.kind
+		if out, err := b.cmd(t, "run", "--every", "1s", name, "--", "true").CombinedOutput(); exitOf(t, err) != 0 {
+			t.Fatalf("the first run: %v\n%s", err, out)
+		}
+		to := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+		from := to.Add(-4 * time.Second)
+		ask := []string{"runs", "backfill", name, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339)}
+		out, err := b.cmd(t, ask...).CombinedOutput()
+		if exitOf(t, err) != 0 || !strings.Contains(string(out), "backfill 5 occurrences") {
+			t.Fatalf("the request: %v\n%s", err, out)
+		}
+		if out, err := b.cmd(t, ask...).CombinedOutput(); exitOf(t, err) != exitFailure || !strings.Contains(string(out), "pending") {
+			t.Fatalf("a second request: %v\n%s", err, out)
+		}
+		out, err = b.cmd(t, "runs", "--json", name).Output()
+		if err != nil || !strings.Contains(string(out), `"backfill": {`) || !strings.Contains(string(out), `"from": "`+from.Format(time.RFC3339)) {
+			t.Fatalf("runs --json: %v\n%s", err, out)
+		}
+		out, err = b.cmd(t, "run", "--every", "1s", name, "--", "sh", "-c", `echo "ran $SQLLOCK_OCCURRENCE"`).CombinedOutput()
+		if exitOf(t, err) != 0 || !strings.Contains(string(out), "ran the backfill") {
+			t.Fatalf("the run after the request: %v\n%s", err, out)
+		}
+		for at := from; !at.After(to); at = at.Add(time.Second) {
+			if n := strings.Count(string(out), "ran "+at.Format(ledger.TimeFormat)+"\n"); n != 1 {
+				t.Errorf("occurrence %s ran %d times\n%s", at.Format(ledger.TimeFormat), n, out)
+			}
+		}
+		if out, err := b.cmd(t, "runs", "--json", name).Output(); err != nil || strings.Contains(string(out), `"backfill"`) {
+			t.Fatalf("runs --json after the backfill: %v\n%s", err, out)
+		}
+		if out, err := b.cmd(t, "runs", "backfill", "nosuch", "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339)).CombinedOutput(); exitOf(t, err) != exitFailure {
+			t.Errorf("a request for an unknown job: %v\n%s", err, out)
+		}
+	})
+}

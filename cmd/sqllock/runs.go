@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -33,7 +34,7 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 	to := fs.String("to", "", "with backfill, the last `TIME` of the range (RFC 3339), not after the database's time")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) > 0 && args[0] == "backfill" {
-			return runsBackfill(ctx, fs, *dsn, *schema, *from, *to, args[1:])
+			return runsBackfill(ctx, fs, *dsn, *schema, *from, *to, args[1:], stdout)
 		}
 		if isSet(fs, "from", "to") {
 			return usageError{msg: "--from and --to go with runs backfill JOB -- COMMAND"}
@@ -116,9 +117,22 @@ func runsFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout
 // each occurrence of JOB's recorded schedule from --from to --to, oldest
 // first, exactly once across replicas (ledger.Ledger.Backfill), under
 // run's supervisor.
-func runsBackfill(ctx context.Context, fs *flag.FlagSet, dsn, schema, from, to string, args []string) error {
-	job, argv, err := commandLine(fs, "runs backfill", "job name", args, "")
-	if err != nil {
+//
+// Without COMMAND it asks the job's replicas for the backfill
+// (ledger.Ledger.RequestBackfill): the next sqllock run or sqllock cron
+// of the job to run an occurrence runs the range too.
+func runsBackfill(ctx context.Context, fs *flag.FlagSet, dsn, schema, from, to string, args []string, stdout io.Writer) error {
+	var (
+		job  string
+		argv []string
+		err  error
+	)
+	if len(args) == 1 && args[0] != "--" {
+		job = args[0]
+		if err := sqllock.ValidateName(job); err != nil {
+			return usageError{msg: err.Error()}
+		}
+	} else if job, argv, err = commandLine(fs, "runs backfill", "job name", args, ""); err != nil {
 		return err
 	}
 	o := &occurrenceOptions{}
@@ -142,6 +156,10 @@ func runsBackfill(ctx context.Context, fs *flag.FlagSet, dsn, schema, from, to s
 		t.Close()
 		return usageError{msg: err.Error()}
 	}
+	if argv == nil {
+		defer t.Close()
+		return requestBackfill(ctx, l, job, o.fillFrom, o.fillTo, stdout)
+	}
 	jobs, err := l.Jobs(ctx, job)
 	t.Close()
 	switch {
@@ -154,6 +172,23 @@ func runsBackfill(ctx context.Context, fs *flag.FlagSet, dsn, schema, from, to s
 	o.every, o.phase, o.cron, o.tz = j.Period, j.Phase, j.Cron, j.Zone
 	r := &runner{name: job, argv: argv, strategy: "table", ttl: 30 * time.Second, grace: 10 * time.Second}
 	return r.runOccurrence(ctx, dsn, schema, o)
+}
+
+// requestBackfill asks job's replicas for the backfill from from to to,
+// and says so.
+func requestBackfill(ctx context.Context, l *ledger.Ledger, job string, from, to time.Time, stdout io.Writer) error {
+	n, err := l.RequestBackfill(ctx, job, from, to)
+	switch {
+	case errors.Is(err, sqllock.ErrInvalidOptions):
+		return exitError{exitUsage, err}
+	case errors.Is(err, ledger.ErrUnknownJob), errors.Is(err, ledger.ErrBackfillPending):
+		return exitError{exitFailure, err}
+	case err != nil:
+		return err
+	}
+	fmt.Fprintf(stdout, "sqllock: asked the replicas of %q to backfill %d occurrences from %s to %s: the next sqllock run or sqllock cron of the job runs them, each once (sqllock runs %s shows the request until then)\n",
+		job, n, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339), job)
+	return nil
 }
 
 // runsVerbs are the actions of runs on a job.
@@ -228,6 +263,13 @@ type missedJobRow struct {
 	Last  time.Time `json:"last"`
 }
 
+// backfillRow is the range of a backfill asked for (sqllock runs
+// backfill JOB without a command).
+type backfillRow struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
 // jobRow is a job the ledger records.
 type jobRow struct {
 	Job      string     `json:"job"`
@@ -235,6 +277,8 @@ type jobRow struct {
 	Paused   bool       `json:"paused"`
 	PausedAt *time.Time `json:"paused_at,omitempty"` // while paused
 	Pending  string     `json:"pending,omitempty"`   // a manual occurrence asked for
+	// Backfill is a backfill asked of the job's replicas and not run yet.
+	Backfill *backfillRow `json:"backfill,omitempty"`
 	// Health is paused, failing, missed, late, new or up (see
 	// ledger.Health); FailingStreak and SuccessStreak count its latest
 	// finished attempts that failed (or were abandoned), or succeeded, in
@@ -282,6 +326,9 @@ func readRuns(ctx context.Context, l *ledger.Ledger, job string, limit int, heal
 	}
 	for _, j := range jobs {
 		row := jobRow{Job: j.Job, Paused: j.Paused, Pending: j.Pending, period: j.Period, phase: j.Phase}
+		if !j.Backfill.IsZero() {
+			row.Backfill = &backfillRow{From: j.Backfill.From, To: j.Backfill.To}
+		}
 		switch {
 		case j.Cron != "":
 			row.Schedule = "cron " + j.Cron + " " + j.Zone
@@ -372,12 +419,12 @@ func (v runsView) writeTable(w io.Writer) error {
 	}
 	var marked []jobRow // the jobs not up, or with a manual occurrence pending
 	for _, j := range v.Jobs {
-		if j.Health != string(ledger.HealthUp) || j.Pending != "" {
+		if j.Health != string(ledger.HealthUp) || j.Pending != "" || j.Backfill != nil {
 			marked = append(marked, j)
 		}
 	}
 	if len(marked) > 0 {
-		fmt.Fprintln(w, "\nJOBS not up (paused, failing, missed, late or new) or with a manual occurrence pending:")
+		fmt.Fprintln(w, "\nJOBS not up (paused, failing, missed, late or new) or with a manual occurrence or backfill pending:")
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "JOB\tSCHEDULE\tSTATE\tFAILED IN A ROW\tPENDING\n")
 		for _, j := range marked {
@@ -390,6 +437,10 @@ func (v runsView) writeTable(w io.Writer) error {
 			}
 			if sched == "" {
 				sched = "-"
+			}
+			if j.Backfill != nil {
+				pending = strings.TrimPrefix(pending+", ", ", ") + "backfill " + j.Backfill.From.UTC().Format(time.RFC3339) +
+					" to " + j.Backfill.To.UTC().Format(time.RFC3339)
 			}
 			if pending == "" {
 				pending = "-"

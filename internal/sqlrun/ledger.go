@@ -14,7 +14,7 @@ type runLedger struct {
 	now, attempts, abandon, insert, schedule, finish Stmt
 	runs, jobs, occurrences, reap, reapJobs          Stmt
 	job, pause, resume, forget, forgetRuns           Stmt
-	trigger, clear, replace                          Stmt
+	trigger, clear, replace, backfill, endBackfill   Stmt
 }
 
 var _ RunLedger = (*runLedger)(nil)
@@ -28,7 +28,7 @@ func newRunLedger(run *Runner, c *Compiler, s dialect.LedgerSQL) *runLedger {
 		reap: c.Compile(s.Reap), reapJobs: c.Compile(s.ReapJobs),
 		job: c.Compile(s.Job), pause: c.Compile(s.Pause), resume: c.Compile(s.Resume), forget: c.Compile(s.Forget),
 		forgetRuns: c.Compile(s.ForgetRuns), trigger: c.Compile(s.Trigger), clear: c.Compile(s.Clear),
-		replace: c.Compile(s.Replace)}
+		replace: c.Compile(s.Replace), backfill: c.Compile(s.Backfill), endBackfill: c.Compile(s.EndBackfill)}
 }
 
 func micros(us int64) time.Time { return time.UnixMicro(us).UTC() }
@@ -129,7 +129,8 @@ func (l *runLedger) Jobs(ctx context.Context, job string) ([]dialect.JobSchedule
 			period, phase, grace, first, last int64
 			paused, resumed                   int64
 		)
-		err := rows.Scan(&s.Job, &period, &phase, &grace, &first, &last, &s.Spec, &paused, &resumed, &s.Pending)
+		err := rows.Scan(&s.Job, &period, &phase, &grace, &first, &last, &s.Spec, &paused, &resumed, &s.Pending,
+			&s.BackfillFrom, &s.BackfillTo)
 		s.Period, s.Phase, s.Grace = time.Duration(period)*time.Microsecond,
 			time.Duration(phase)*time.Microsecond, time.Duration(grace)*time.Microsecond
 		s.FirstSeen, s.LastSeen = micros(first), micros(last)
@@ -159,7 +160,7 @@ func (l *runLedger) Job(ctx context.Context, job string) (JobState, error) {
 	err := l.run.Each(ctx, &l.job, &Params{Job: job}, func(rows *sql.Rows) error {
 		matched = true
 		var period, phase int64
-		err := rows.Scan(&us, &known, &s.Pending, &period, &phase, &s.Spec)
+		err := rows.Scan(&us, &known, &s.Pending, &period, &phase, &s.Spec, &s.BackfillFrom, &s.BackfillTo)
 		s.Period, s.Phase = time.Duration(period)*time.Microsecond, time.Duration(phase)*time.Microsecond
 		return err
 	})
@@ -208,6 +209,18 @@ func (l *runLedger) Trigger(ctx context.Context, job, occurrence string) error {
 func (l *runLedger) Clear(ctx context.Context, tx *sql.Tx, job, occurrence string) error {
 	_, err := IntOn(ctx, tx, &l.clear, &Params{Job: job, Occurrence: occurrence})
 	return l.run.Wrap(err)
+}
+
+// Backfill implements RunLedger.
+func (l *runLedger) Backfill(ctx context.Context, job, from, to string) (bool, error) {
+	n, err := l.run.Int(ctx, &l.backfill, &Params{Job: job, From: from, To: to})
+	return n > 0, err
+}
+
+// EndBackfill implements RunLedger.
+func (l *runLedger) EndBackfill(ctx context.Context, job, from, to string) error {
+	_, err := l.run.Int(ctx, &l.endBackfill, &Params{Job: job, From: from, To: to})
+	return err
 }
 
 // Occurrences implements RunLedger.

@@ -358,6 +358,12 @@ type RunLedger interface {
 	// Clear ends, inside tx, job's pending manual occurrence if it is
 	// occurrence.
 	Clear(ctx context.Context, tx *sql.Tx, job, occurrence string) error
+	// Backfill asks job's replicas for a backfill of the occurrences from
+	// from to to, unless one is asked for already; it reports whether it
+	// set it (schema version 26).
+	Backfill(ctx context.Context, job, from, to string) (bool, error)
+	// EndBackfill ends job's backfill request if it is from to to.
+	EndBackfill(ctx context.Context, job, from, to string) error
 }
 
 // JobState is a job's state as a claim reads it (RunLedger.Job).
@@ -366,6 +372,9 @@ type JobState struct {
 	Known   bool      // the job has a row
 	Paused  bool
 	Pending string // the pending manual occurrence, "" for none
+	// BackfillFrom and BackfillTo are the range of a backfill asked for
+	// ("" for none).
+	BackfillFrom, BackfillTo string
 	// The recorded schedule: Period and Phase (0 for none), Spec.
 	Period, Phase time.Duration
 	Spec          string

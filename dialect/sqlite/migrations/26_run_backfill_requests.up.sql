@@ -1,0 +1,10 @@
+-- sqllock run ledger, backfills asked of a job's replicas (package ledger,
+-- Ledger.RequestBackfill), SQLite. backfill_from and backfill_to are the
+-- first and last occurrence keys (ledger.TimeFormat) of a backfill asked
+-- for and not run yet (NULL for none): the job's next replica to run it
+-- runs each occurrence of its schedule in the range, then clears them.
+--
+-- SQLite has no ADD COLUMN IF NOT EXISTS: sqllock's migrator skips an
+-- ADD COLUMN whose column exists.
+ALTER TABLE sqllock_run_jobs ADD COLUMN backfill_from TEXT;
+ALTER TABLE sqllock_run_jobs ADD COLUMN backfill_to TEXT;
