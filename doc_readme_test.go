@@ -152,6 +152,7 @@ var snippetImports = []string{
 	"github.com/sqllock/sqllock/dialect/mysql",
 	"github.com/sqllock/sqllock/dialect/postgres",
 	"github.com/sqllock/sqllock/dialect/sqlite",
+	"github.com/sqllock/sqllock/latch",
 	"github.com/sqllock/sqllock/ledger",
 	"github.com/sqllock/sqllock/observe",
 	"github.com/sqllock/sqllock/rowlock",
@@ -261,7 +262,7 @@ func exportImporter(t *testing.T) types.Importer {
 
 // optionsPackages are the directories of the packages whose *Options
 // types TestOptionsFieldsDocumented checks.
-var optionsPackages = []string{".", "rowlock", "sqllockotel", "ledger"}
+var optionsPackages = []string{".", "rowlock", "sqllockotel", "ledger", "latch"}
 
 // sameFields is how an options type's doc says that its fields are
 // documented on another's.

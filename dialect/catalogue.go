@@ -59,6 +59,8 @@ type Catalogue struct {
 	WakingSemaphores *FairSemaphoreSQL
 	// RWLocks are the read/write locks' tables.
 	RWLocks *RWLockSQL
+	// Latches are the countdown latches' table (sqllock.NewLatch).
+	Latches *LatchSQL
 	// Runs is the run ledger's tables (package ledger).
 	Runs *LedgerSQL
 	// Pessimistic holds row locks in open transactions (the pessimistic

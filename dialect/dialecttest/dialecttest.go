@@ -298,6 +298,11 @@ func Exercise(t *testing.T, h Harness) {
 			run("Runs/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Runs) })
 		}
 	}
+	if tb.Latches != nil {
+		for _, c := range latchChecks {
+			run("Latches/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Latches) })
+		}
+	}
 	if tb.Multi != nil {
 		for _, c := range multiChecks {
 			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Multi) })

@@ -261,6 +261,7 @@ func (d *Dialect) build() error {
 		tickets:       reapTicketsSQL(tickets),
 	}
 	d.semaphoreSQLs(c, &d.cat)
+	d.latchSQLs(&d.cat)
 	d.rwSQL(c, &d.cat)
 	return sqlrun.Ready(d, c)
 }

@@ -76,6 +76,7 @@ func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 			"RWLocks":        "read/write locks are not supported on TiDB",
 			"Elections":      "leader election is not offered on TiDB",
 			"Runs":           "the run ledger is not offered on TiDB",
+			"Latches":        "countdown latches are not offered on TiDB (not tested there)",
 		},
 		NoSharedRowLock: true,
 		Cache:           new(dialect.Cache),

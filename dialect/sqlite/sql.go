@@ -152,7 +152,7 @@ func (d *Dialect) build() error {
 		Style: dialect.Question,
 		Locks: ptr(lockSQL()), Fair: ptr(fairSQL()), Versions: ptr(versionSQL()),
 		Semaphores: ptr(semaphoreSQL()), FairSemaphores: ptr(fairSemaphoreSQL()), RWLocks: ptr(rwLockSQL()),
-		Runs:         ptr(ledgerSQL()),
+		Runs: ptr(ledgerSQL()), Latches: ptr(latchSQL()),
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		Hooks:        hooks,
 		SingleWriter: true,

@@ -394,6 +394,7 @@ type Tables struct {
 	WakingSemaphores FairSemaphoreTable
 	RWLocks          RWLockTable
 	Runs             RunLedger
+	Latches          LatchTable
 }
 
 // A TableSource is a dialect that hands out tables of its own: one that
@@ -411,7 +412,7 @@ func Open(d dialect.Dialect) (*Tables, error) {
 	}
 	cat := d.Catalogue()
 	key := built{d.DB(), cat.Locks, cat.Fair, cat.Waking, cat.Versions, cat.Semaphores,
-		cat.FairSemaphores, cat.WakingSemaphores, cat.RWLocks, cat.Runs}
+		cat.FairSemaphores, cat.WakingSemaphores, cat.RWLocks, cat.Runs, cat.Latches}
 	if cat.Cache != nil {
 		if v, ok := cat.Cache.Load(key); ok {
 			tb := *v.(*Tables)
@@ -451,6 +452,7 @@ type built struct {
 	fairSems, wakingSems *dialect.FairSemaphoreSQL
 	rw                   *dialect.RWLockSQL
 	runs                 *dialect.LedgerSQL
+	latches              *dialect.LatchSQL
 }
 
 // Build compiles cat's declarations into tables whose statements run on
@@ -494,6 +496,9 @@ func Build(db *sql.DB, cat dialect.Catalogue) (*Tables, error) {
 	}
 	if s := cat.Runs; s != nil {
 		t.Runs = newRunLedger(run, c, *s)
+	}
+	if s := cat.Latches; s != nil {
+		t.Latches = newLatchTable(run, c, *s)
 	}
 	if c.Err != nil {
 		return nil, c.Err
