@@ -64,9 +64,11 @@ END;
 -- statement of the bell that holds the ticket's tag; else it counts a
 -- ring in the name's registrations and ends the statements of their live
 -- bells. Each count commits before its KILL QUERY (in autocommit); a count
--- rolled back by a deadlock is tried again, up to three times. It is best
--- effort, as the library's: it fails silently, and a waiter it does not
--- wake comes back within its MaxBackoff.
+-- rolled back by a deadlock is tried again, up to three times. A bell
+-- gone (error 1094) or of another user, which the definer may not kill
+-- without CONNECTION ADMIN (error 1095), is skipped. It is best effort, as
+-- the library's: it fails silently, and a waiter it does not wake comes
+-- back within its MaxBackoff.
 CREATE PROCEDURE sqllock_ring(IN lock_name LONGBLOB, IN ticket BOOLEAN)
 NOT DETERMINISTIC MODIFIES SQL DATA SQL SECURITY DEFINER
 COMMENT 'sqllock: wakes the waiters of a lock that a release freed'
@@ -77,7 +79,7 @@ BEGIN
     DECLARE bells CURSOR FOR SELECT bell FROM sqllock_waiters WHERE name = lock_name AND IS_USED_LOCK(CONCAT('sqllock bell ', tag)) = bell;
     DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN END;
     DECLARE CONTINUE HANDLER FOR NOT FOUND SET done = TRUE;
-    DECLARE CONTINUE HANDLER FOR 1094 BEGIN END;
+    DECLARE CONTINUE HANDLER FOR 1094, 1095 BEGIN END;
     WHILE deadlocked AND tries < 3 DO
         SET deadlocked = FALSE, tries = tries + 1;
         BEGIN
