@@ -204,10 +204,13 @@ tools_plan() {
 		need chromium "Chromium (the console's browser test)"
 	fi
 	# The Python client of the lock protocol (examples/python) runs on
-	# Debian's python3 with psycopg2; without apt-get its tests skip (fail
-	# under CI).
+	# Debian's python3 with psycopg2, and with MySQLdb on MariaDB; without
+	# apt-get its tests skip (fail under CI).
 	if ! /usr/bin/python3 -c 'import psycopg2' >/dev/null 2>&1 && can_apt; then
 		need python3-psycopg2 "psycopg2 (the Python client's tests)"
+	fi
+	if ! /usr/bin/python3 -c 'import MySQLdb' >/dev/null 2>&1 && can_apt; then
+		need python3-mysqldb "MySQLdb (the Python client's tests on MariaDB)"
 	fi
 	# The module's dependencies come over HTTPS (proxy.golang.org).
 	local f

@@ -21,8 +21,8 @@ const (
 	// Viewer may read them: SELECT.
 	Viewer
 	// Caller may run the protocol's functions (docs/protocol.md) and
-	// nothing else: EXECUTE on them, no privilege on the tables
-	// (PostgreSQL only).
+	// nothing else: EXECUTE on them, no privilege on the tables (on
+	// MySQL/MariaDB, on the protocol's procedures).
 	Caller
 )
 
@@ -77,9 +77,10 @@ func PostgresRole(t testing.TB, schema string, r Role) string {
 
 // MySQLRole creates a user of the test's own on the MySQL/MariaDB test
 // server with r's privileges on database (SELECT, INSERT, UPDATE and
-// DELETE on every table of it; SELECT for a Viewer), dropped when the test
-// ends, and returns the server's DSN with that user, no password, and
-// database as its default database.
+// DELETE on every table of it; SELECT for a Viewer; EXECUTE on the
+// protocol's procedures alone for a Caller, which database must have
+// already), dropped when the test ends, and returns the server's DSN with
+// that user, no password, and database as its default database.
 func MySQLRole(t testing.TB, database string, r Role) string {
 	t.Helper()
 	db, dsn := myDB.get(t)
@@ -91,15 +92,30 @@ func MySQLRole(t testing.TB, database string, r Role) string {
 	user := "'" + name + "'@'%'"
 	ddl(t, `CREATE USER `+user, exec)
 	cleanupDDL(t, `DROP USER IF EXISTS `+user, exec)
-	privs := "SELECT, INSERT, UPDATE, DELETE"
-	if r == Viewer {
-		privs = "SELECT"
+	for _, q := range mysqlGrants(r, database, user) {
+		ddl(t, q, exec)
 	}
-	ddl(t, "GRANT "+privs+" ON `"+database+"`.* TO "+user, exec)
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("dbtest: %s: %v", redactDSN(dsn), err)
 	}
 	cfg.User, cfg.Passwd, cfg.DBName = name, "", database
 	return cfg.FormatDSN()
+}
+
+// mysqlGrants are the statements that give role r's privileges on
+// database (already migrated, for a Caller) to user.
+func mysqlGrants(r Role, database, user string) []string {
+	db := "`" + database + "`"
+	switch r {
+	case Viewer:
+		return []string{"GRANT SELECT ON " + db + ".* TO " + user}
+	case Caller:
+		var g []string
+		for _, p := range []string{"sqllock_try_acquire", "sqllock_renew", "sqllock_release", "sqllock_guard", "sqllock_remaining"} {
+			g = append(g, "GRANT EXECUTE ON PROCEDURE "+db+"."+p+" TO "+user)
+		}
+		return g
+	}
+	return []string{"GRANT SELECT, INSERT, UPDATE, DELETE ON " + db + ".* TO " + user}
 }

@@ -367,13 +367,16 @@ func (d *Driver) Run(migration io.Reader) error {
 }
 
 // Split cuts a migration file into statements at lines ending in ';'
-// outside a $$-quoted body (a PostgreSQL function's), dropping blank lines
+// outside a $$-quoted body (a PostgreSQL function's) and outside a MySQL
+// routine's compound body (from an unindented line "BEGIN" to an
+// unindented line "END;", which ends the statement), dropping blank lines
 // and "--" comment lines.
 func Split(body []byte) []string {
 	var (
-		stmts  []string
-		cur    bytes.Buffer
-		quoted bool // inside $$ ... $$
+		stmts    []string
+		cur      bytes.Buffer
+		quoted   bool // inside $$ ... $$
+		compound bool // inside an unindented BEGIN ... END;
 	)
 	for _, line := range bytes.Split(body, []byte("\n")) {
 		t := bytes.TrimSpace(line)
@@ -384,6 +387,17 @@ func Split(body []byte) []string {
 		cur.WriteByte('\n')
 		if bytes.Count(t, []byte("$$"))%2 == 1 {
 			quoted = !quoted
+		}
+		raw := bytes.TrimRight(line, " \t\r")
+		switch {
+		case quoted:
+		case !compound && bytes.Equal(raw, []byte("BEGIN")):
+			compound = true
+			continue
+		case compound && bytes.Equal(raw, []byte("END;")):
+			compound = false
+		case compound:
+			continue
 		}
 		if !quoted && bytes.HasSuffix(t, []byte(";")) {
 			stmts = append(stmts, string(bytes.TrimSuffix(bytes.TrimSpace(cur.Bytes()), []byte(";"))))
