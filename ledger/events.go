@@ -72,7 +72,7 @@ const (
 	ChangeTriggered Change = "triggered" // Trigger asked for a manual occurrence
 	ChangeForgotten Change = "forgotten" // Forget
 	// ChangeBackfillRequested is RequestBackfill's.
-	ChangeBackfillRequested Change = "backfill requested"
+	ChangeBackfillRequested Change = "backfill-requested"
 )
 
 // JobChange is a change an operator's call made to a job.

@@ -117,16 +117,18 @@ func (c *console) breakLock(w http.ResponseWriter, r *http.Request) {
 }
 
 // jobActions are the run ledger's operations on a job the console offers.
-var jobActions = map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "forget": "forgotten"}
+var jobActions = map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "forget": "forgotten",
+	"backfill": "backfill requested"}
 
-// jobAction pauses, resumes, triggers or forgets a job (sqllock runs
-// pause|resume|trigger|forget JOB). Forgetting asks for the job's name
+// jobAction pauses, resumes, triggers or forgets a job, or asks its
+// replicas for a backfill (sqllock runs pause|resume|trigger|forget JOB,
+// runs backfill JOB --from --to). Forgetting asks for the job's name
 // again (confirm), and deletes its attempts too only when asked
-// (attempts=on).
+// (attempts=on); a backfill takes from and to (RFC 3339).
 func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 	op := r.URL.Query().Get("op")
 	if _, known := jobActions[op]; !known {
-		c.fail(w, r, http.StatusBadRequest, "Bad request", fmt.Sprintf("op=%q: want pause, resume, trigger or forget.", op))
+		c.fail(w, r, http.StatusBadRequest, "Bad request", fmt.Sprintf("op=%q: want pause, resume, trigger, forget or backfill.", op))
 		return
 	}
 	label, ok := c.authorize(w, r, op+" the job")
@@ -159,6 +161,25 @@ func (c *console) jobAction(w http.ResponseWriter, r *http.Request) {
 		var key string
 		if key, err = c.ledger.Trigger(r.Context(), job); err == nil {
 			text = fmt.Sprintf("Manual occurrence %s of %q pending: the next sqllock run of the job runs it, once across replicas.", key, job)
+		}
+	case "backfill":
+		var from, to time.Time
+		from, err = time.Parse(time.RFC3339, strings.TrimSpace(r.PostForm.Get("from")))
+		if err == nil {
+			to, err = time.Parse(time.RFC3339, strings.TrimSpace(r.PostForm.Get("to")))
+		}
+		if err != nil {
+			c.fail(w, r, http.StatusBadRequest, "Bad range", "A backfill needs from and to in RFC 3339, as 2026-11-30T00:00:00Z.")
+			return
+		}
+		var n int
+		n, err = c.ledger.RequestBackfill(r.Context(), job, from, to)
+		switch {
+		case errors.Is(err, sqllock.ErrInvalidOptions), errors.Is(err, ledger.ErrBackfillPending):
+			c.fail(w, r, http.StatusConflict, "Backfill refused", c.scrub(message(err)))
+			return
+		case err == nil:
+			text = fmt.Sprintf("Backfill of %d occurrences of %q asked for: the job's next replica to run an occurrence runs them, each once across replicas.", n, job)
 		}
 	case "forget":
 		if r.PostForm.Get("confirm") != job {

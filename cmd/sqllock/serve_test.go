@@ -377,6 +377,11 @@ func TestServeJobActions(t *testing.T) {
 		return s.post(t, "/actions/job?op="+op, form, same)
 	}
 	job := func() url.Values { return url.Values{"job": {"hourly"}} }
+	// hourAgo is the whole hour k hours from now (k < 0: before), an
+	// occurrence of the hourly job.
+	hourAgo := func(k int) string {
+		return time.Now().UTC().Truncate(time.Hour).Add(time.Duration(k) * time.Hour).Format(time.RFC3339)
+	}
 	for _, c := range []struct {
 		op   string
 		form url.Values
@@ -387,8 +392,11 @@ func TestServeJobActions(t *testing.T) {
 		{"pause", job(), http.StatusOK, "was paused already"},
 		{"resume", job(), http.StatusOK, "resumed"},
 		{"trigger", job(), http.StatusOK, "pending"},
+		{"backfill", url.Values{"job": {"hourly"}, "from": {hourAgo(-3)}, "to": {hourAgo(-1)}}, http.StatusOK, "Backfill of 3 occurrences"},
+		{"backfill", url.Values{"job": {"hourly"}, "from": {hourAgo(-3)}, "to": {hourAgo(-1)}}, http.StatusConflict, "pending"},
+		{"backfill", url.Values{"job": {"hourly"}, "from": {"yesterday"}, "to": {hourAgo(-1)}}, http.StatusBadRequest, "RFC 3339"},
 		{"pause", url.Values{"job": {"nope"}}, http.StatusNotFound, "no job"},
-		{"explode", job(), http.StatusBadRequest, "want pause, resume, trigger or forget"},
+		{"explode", job(), http.StatusBadRequest, "want pause, resume, trigger, forget or backfill"},
 		{"forget", job(), http.StatusBadRequest, "type its name"},
 		{"forget", url.Values{"job": {"hourly"}, "confirm": {"hourly"}}, http.StatusOK, "forgotten"},
 		{"forget", url.Values{"job": {"hourly"}, "confirm": {"hourly"}}, http.StatusNotFound, "no job"},
@@ -402,14 +410,15 @@ func TestServeJobActions(t *testing.T) {
 	_, metrics := s.get(t, "/metrics")
 	for _, want := range []string{`sqllock_console_actions_total{sqllock_action="paused"} 1`,
 		`sqllock_console_actions_total{sqllock_action="resumed"} 1`, `sqllock_console_actions_total{sqllock_action="triggered"} 1`,
-		`sqllock_console_actions_total{sqllock_action="forgotten"} 1`, `sqllock_console_actions_total{sqllock_action="broken"} 0`} {
+		`sqllock_console_actions_total{sqllock_action="forgotten"} 1`, `sqllock_console_actions_total{sqllock_action="broken"} 0`,
+		`sqllock_console_actions_total{sqllock_action="backfill-requested"} 1`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	s.stop(t)
 	log := s.stderr.String()
-	for _, want := range []string{"job paused", "job resumed", "job triggered", "job forgotten", "by=alice"} {
+	for _, want := range []string{"job paused", "job resumed", "job triggered", "job forgotten", "job backfill requested", "by=alice"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the log lacks %q:\n%s", want, log)
 		}
