@@ -20,8 +20,10 @@ const (
 	// CatchUpSkip, the default: missed occurrences are not run; Missed
 	// reports them (and the shipped alert fires).
 	CatchUpSkip CatchUp = "skip"
-	// CatchUpLatest: the latest missed occurrence within the catch-up
-	// window runs once, before the due one; earlier ones stay missed.
+	// CatchUpLatest: the occurrence just before the due one, if it was
+	// missed (and within the catch-up window), runs once, before the due
+	// one; earlier ones stay missed, and a later Run catches none of them
+	// up.
 	CatchUpLatest CatchUp = "latest"
 	// CatchUpAll: each missed occurrence within the catch-up window runs
 	// once, oldest first, before the due one: at most MaxCatchUp of them
@@ -96,9 +98,6 @@ func (l *Ledger) catchUp(ctx context.Context, job string, o resolved, fn func(co
 	if err != nil || len(ts) == 0 {
 		return nil, nil, err
 	}
-	if o.catchUp == CatchUpLatest {
-		ts = ts[len(ts)-1:]
-	}
 	var (
 		results []Result
 		fnErrs  []error
@@ -122,7 +121,8 @@ func (l *Ledger) catchUp(ctx context.Context, job string, o resolved, fn func(co
 // runs, oldest first: those of o's schedule before the due (or next)
 // occurrence, within the window, since the job was first seen with that
 // schedule, not due while it was paused, with no attempt; at most
-// MaxCatchUp, the latest.
+// MaxCatchUp, the latest. Under CatchUpLatest it is at most the one just
+// before the due occurrence.
 func (l *Ledger) missedBefore(ctx context.Context, job string, o resolved) ([]time.Time, error) {
 	jobs, _, err := l.runs.Jobs(ctx, job)
 	if err != nil {
@@ -160,6 +160,12 @@ func (l *Ledger) missedBefore(ctx context.Context, job string, o resolved) ([]ti
 	ts := between(o.s, from, last, MaxCatchUp)
 	if len(ts) == 0 {
 		return nil, nil
+	}
+	if o.catchUp == CatchUpLatest {
+		// Only the latest occurrence is a candidate: were the latest one
+		// without an attempt taken instead, each Run after a catch-up (on
+		// any replica) would run one more of the earlier ones.
+		ts = ts[len(ts)-1:]
 	}
 	seen, err := l.runs.Occurrences(ctx, job, ts[0].Format(TimeFormat), last.Format(TimeFormat))
 	if err != nil {

@@ -134,6 +134,19 @@ func TestCatchUpLatest(t *testing.T) {
 		if stay < 3 {
 			t.Fatalf("missed before %v, after %v: the earlier ones should stay missed", before, after)
 		}
+		// Later Runs (a replica's of the same due occurrence, or of the
+		// next ones) catch none of the earlier ones up.
+		for range 4 {
+			res, err := l.Run(ctx, "tick", occ, ok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range res.CaughtUp {
+				if c.Ran {
+					t.Fatalf("a later Run caught up %s too, after %s", c.Occurrence, latest)
+				}
+			}
+		}
 	})
 }
 
