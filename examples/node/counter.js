@@ -57,7 +57,7 @@ async function inTransaction(client, f) {
   }
 }
 
-// addOne reads the counter and writes it back `by` higher.
+// add reads the counter and writes it back `by` higher.
 async function add(client, table, by) {
   const a = client.adapter;
   const [[n]] = await a.query(client.conn, `SELECT n FROM ${table} WHERE id = 1`, []);

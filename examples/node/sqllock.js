@@ -229,7 +229,8 @@ class Client {
     // to resolve on the next one.
     this.announced = new Map();
     this.waiting = new Map();
-    // wakeups counts the waits a notification ended (before their time).
+    // wakeups counts the waits a notification ended before their time (or
+    // kept from beginning).
     this.wakeups = 0;
     this.locks = new Set();
   }
@@ -290,7 +291,10 @@ class Client {
   // wait sleeps until a release announces name (after `seen`
   // announcements), or for timeout seconds.
   wait(name, seen, timeout, signal) {
-    if ((this.announced.get(name) || 0) !== seen) return Promise.resolve();
+    if ((this.announced.get(name) || 0) !== seen) {
+      this.wakeups++; // announced before the wait began
+      return Promise.resolve();
+    }
     return new Promise((resolve, reject) => {
       let timer;
       const done = (woken) => {
