@@ -212,6 +212,17 @@ tools_plan() {
 	if ! /usr/bin/python3 -c 'import MySQLdb' >/dev/null 2>&1 && can_apt; then
 		need python3-mysqldb "MySQLdb (the Python client's tests on MariaDB)"
 	fi
+	# The Node client (examples/node) runs on node, with the npm packages
+	# pg and mysql2 that its test installs (npm ci, from package-lock.json,
+	# into examples/node/node_modules, again only when the lock file
+	# changes); without apt-get its tests skip (fail under CI). A Node.js
+	# from elsewhere (NodeSource's package) brings its own npm.
+	if ! have node && can_apt; then
+		need nodejs "Node.js (the Node client's tests)"
+	fi
+	if ! have npm && can_apt; then
+		need npm "npm (installs the Node client's packages)"
+	fi
 	# The module's dependencies come over HTTPS (proxy.golang.org).
 	local f
 	for f in /etc/ssl/certs/ca-certificates.crt /etc/pki/tls/certs/ca-bundle.crt /etc/ssl/cert.pem; do
