@@ -267,7 +267,10 @@ func (d *cronDaemon) ledgerFor(k ledgerKey) (*ledger.Ledger, error) {
 	if l := d.ledgers[k]; l != nil {
 		return l, nil
 	}
-	l, err := ledger.New(d.target.d, ledger.Options{TTL: d.ttl, Retries: k.retries, RetryBackoff: k.backoff})
+	// Wait: the replicas that find an occurrence running elsewhere wait
+	// for its end, so that one of them takes it over when its replica
+	// died; no later Run of theirs would ask for it again.
+	l, err := ledger.New(d.target.d, ledger.Options{TTL: d.ttl, Retries: k.retries, RetryBackoff: k.backoff, Wait: true})
 	if errors.Is(err, sqllock.ErrInvalidOptions) || errors.Is(err, sqllock.ErrUnsupported) {
 		return nil, usageError{msg: err.Error()}
 	}

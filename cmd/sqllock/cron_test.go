@@ -296,3 +296,51 @@ func TestCronMaxRuntime(t *testing.T) {
 		r.stop(t, syscall.SIGTERM)
 	})
 }
+
+// A replica killed with SIGKILL mid-run is taken over: another replica,
+// which found the occurrence running, waits for it and, once the dead
+// attempt's lease ends, runs the occurrence again with a larger token.
+func TestCronTakeOver(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		dir := t.TempDir()
+		file, log, marker := filepath.Join(dir, "crontab"), filepath.Join(dir, "log"), filepath.Join(dir, "marker")
+		// The first run ever hangs; the rest are quick.
+		writeFile(t, file, fmt.Sprintf(`# sqllock: name=job
+@every 5s echo "$REPLICA $SQLLOCK_OCCURRENCE $SQLLOCK_ATTEMPT" >> %[1]s; if [ ! -e %[2]s ]; then touch %[2]s; sleep 600; fi
+`, log, marker))
+		rs := map[string]*cronReplica{}
+		for _, n := range []string{"a", "b"} {
+			rs[n] = b.startCron(t, n, file, "--ttl", "2s")
+		}
+		var first []string
+		if !waitFor(time.Minute, func() bool {
+			data, _ := os.ReadFile(log)
+			first = strings.Fields(string(data))
+			return len(first) >= 3
+		}) {
+			t.Fatal("the job never ran")
+		}
+		victim := rs[first[0]]
+		if err := victim.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-victim.done
+		occ := first[1]
+		var runs []ledger.RunInfo
+		if !waitFor(time.Minute, func() bool {
+			runs = nil
+			for _, r := range b.attempts(t, "job") {
+				if r.Occurrence == occ {
+					runs = append(runs, r)
+				}
+			}
+			return len(runs) == 2 && runs[0].State == ledger.StateSucceeded
+		}) {
+			t.Fatalf("occurrence %s was not taken over: %+v", occ, runs)
+		}
+		// Runs lists the latest first.
+		if runs[1].State != ledger.StateAbandoned || runs[0].Token <= runs[1].Token || runs[0].Attempt != 2 {
+			t.Fatalf("attempts of %s: %+v; want the first abandoned, the second succeeded with a larger token", occ, runs)
+		}
+	})
+}
