@@ -48,6 +48,16 @@ func (j CronJob) fits(t time.Time) bool {
 	return l.Second() == 0 && l.Nanosecond() == 0 && l.Minute()%j.Step == 0
 }
 
+// next returns j's first occurrence after t.
+func (j CronJob) next(t time.Time) time.Time {
+	if j.Every > 0 {
+		return t.Truncate(j.Every).Add(j.Every)
+	}
+	for t = t.Truncate(time.Minute).Add(time.Minute); !j.fits(t); t = t.Add(time.Minute) {
+	}
+	return t
+}
+
 // occurrences returns j's occurrences strictly between from and to.
 func (j CronJob) occurrences(from, to time.Time) []time.Time {
 	step := j.Every
@@ -107,6 +117,8 @@ type CronHistory struct {
 	Effects  []CronEffect
 	Missed   []CronMissed
 	Down     []Span
+	// End is when the scenario ended: Missed was read after it.
+	End time.Time
 	// TimeFormat parses the occurrences (ledger.TimeFormat), and
 	// ManualPrefix begins those of manual ones (ledger.ManualPrefix).
 	TimeFormat, ManualPrefix string
@@ -132,10 +144,11 @@ type CronHistory struct {
 //     the job's lease from before its command starts until after it ends:
 //     the later grant would have fenced the earlier's outcome);
 //   - catch-up, for the occurrences due while no replica was up (Down):
-//     under skip, one attempted or not reported missed; under latest, one
-//     attempted other than the last of them, or an earlier one not
-//     reported missed; under all, one not attempted (unless it lies more
-//     than half its window before the span's end).
+//     under skip, one attempted, or not reported missed although its next
+//     occurrence passed before the end; under latest, one attempted other
+//     than the last of them, or an earlier one not reported missed; under
+//     all, once an occurrence after the span was claimed (its Run caught
+//     up first), one within the window before it not attempted.
 func CheckCron(h CronHistory) []string {
 	var v []string
 	jobs := map[string]CronJob{}
@@ -291,18 +304,30 @@ func CheckCron(h CronHistory) []string {
 				to = j.PausedAt
 			}
 			ts := j.occurrences(d.From, to)
+			// The first occurrence after the span that a Run claimed: that
+			// Run caught up first (its catch-up ended without an error).
+			var after time.Time
+			for _, a := range h.Attempts {
+				t, err := time.Parse(h.TimeFormat, a.Occurrence)
+				if a.Job == j.Name && err == nil && !t.Before(d.To) && (after.IsZero() || t.Before(after)) {
+					after = t
+				}
+			}
 			for i, t := range ts {
 				k := key{j.Name, t.UTC().Format(h.TimeFormat)}
 				ran := len(byOcc[k]) > 0
+				// Missed reports t once its next occurrence has passed.
+				reported := j.next(t).Before(h.End)
 				switch {
-				case j.CatchUp == "all" && !ran && t.After(d.To.Add(-j.Window/2)):
-					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, not caught up under catch-up all", k.job, k.occ))
+				case j.CatchUp == "all" && !ran && !after.IsZero() && !t.Before(after.Add(-j.Window)):
+					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, not caught up under catch-up all (before %s)",
+						k.job, k.occ, after.UTC().Format(h.TimeFormat)))
 				case j.CatchUp == "latest" && ran && i < len(ts)-1:
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, caught up under catch-up latest, but %s was due after it",
 						k.job, k.occ, ts[len(ts)-1].UTC().Format(h.TimeFormat)))
 				case (j.CatchUp == "skip" || j.CatchUp == "") && ran:
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, run under catch-up skip", k.job, k.occ))
-				case (j.CatchUp == "skip" || j.CatchUp == "" || j.CatchUp == "latest" && i < len(ts)-1) && !missed[k]:
+				case (j.CatchUp == "skip" || j.CatchUp == "" || j.CatchUp == "latest" && i < len(ts)-1) && !missed[k] && reported:
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, not run, not reported missed", k.job, k.occ))
 				}
 			}

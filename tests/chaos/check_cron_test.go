@@ -38,6 +38,7 @@ func cronBase() CronHistory {
 			{Job: "tick", Occurrence: "manual/" + occ("10:00:05"), Token: 6, End: true, At: at("10:00:06")},
 		},
 		Missed:       []CronMissed{{Job: "tick", Occurrence: occ("10:00:04")}},
+		End:          at("10:01:00"),
 		TimeFormat:   cronFormat,
 		ManualPrefix: "manual/",
 	}
@@ -112,14 +113,24 @@ func TestCheckCron(t *testing.T) {
 			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
 			h.Missed = nil
 		}, "not run, not reported missed"},
+		{"downtime under skip: the end before it is missed", func(h *CronHistory) {
+			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
+			h.Missed, h.End = nil, at("10:00:05.5")
+		}, ""},
 		{"downtime under skip", func(h *CronHistory) { h.Down = []Span{{at("10:00:03"), at("10:00:05")}} }, ""},
 		{"downtime under all: not caught up", func(h *CronHistory) {
 			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", time.Minute
 			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
+			h.Attempts = append(h.Attempts, CronAttempt{Job: "tick", Occurrence: occ("10:00:06"), Attempt: 1, State: "failed", Token: 10})
 		}, "not caught up under catch-up all"},
-		{"downtime under all: beyond half the window", func(h *CronHistory) {
-			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", 2*time.Second
+		{"downtime under all: no run after it", func(h *CronHistory) {
+			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", time.Minute
 			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
+		}, ""},
+		{"downtime under all: beyond the window", func(h *CronHistory) {
+			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", time.Second
+			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
+			h.Attempts = append(h.Attempts, CronAttempt{Job: "tick", Occurrence: occ("10:00:06"), Attempt: 1, State: "failed", Token: 10})
 		}, ""},
 		{"downtime under latest: an earlier one caught up", func(h *CronHistory) {
 			h.Jobs[0].CatchUp = "latest"
