@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger bench-peers
+.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger soak-cron bench-peers
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on on every module's packages against both
@@ -54,6 +54,12 @@ soak:
 # PostgreSQL, MariaDB and SQLite, side by side; make test runs it for 30s.
 soak-ledger:
 	SQLLOCK_CHAOS_LEDGER=$(DURATION) bash scripts/test.sh -run '^TestChaosLedger$$' -v -timeout 0 ./tests/chaos/
+
+# The distributed crontab's chaos scenario (five sqllock cron daemons of a
+# 22-entry crontab, every daemon down for 25 s midway) for DURATION on
+# PostgreSQL and MariaDB side by side; make test runs it for 5 minutes.
+soak-cron:
+	SQLLOCK_CHAOS_CRON=$(DURATION) bash scripts/test.sh -run '^TestChaosCron$$' -v -timeout 0 ./tests/chaos/
 
 # The replicated test bed: a PostgreSQL primary + streaming standby of its
 # own per scenario, the chaos workload across a forced failover, and a
