@@ -28,9 +28,15 @@ func semaphoreSQL(sems, holders string) dialect.SemaphoreSQL {
 	// The insert id is the token drawn.
 	// Draw also gives a name whose limit was never set, and that has no
 	// live holder, the grant's limit; Take counts against the head row's.
-	s.Draw = dialect.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, lim, token) VALUES (:name, :limit, LAST_INSERT_ID(%[2]s))
+	// The live holders are counted in a derived table of the insert's
+	// SELECT, a consistent read under READ COMMITTED: a subquery of the
+	// update would lock the holder rows, which releases lock before the
+	// head row.
+	s.Draw = dialect.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, lim, token)
+SELECT :name, :limit, LAST_INSERT_ID(%[2]s)
+FROM (SELECT COUNT(*) AS n FROM %[4]s h WHERE h.name = :name AND h.expires_at > %[5]s) AS c
 ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(%[3]s),
-  lim = IF(lim_fixed OR EXISTS (SELECT 1 FROM %[4]s h WHERE h.name = :name AND h.expires_at > %[5]s), lim, VALUES(lim))`,
+  lim = IF(lim_fixed OR c.n > 0, lim, VALUES(lim))`,
 		sems, clockToken("0", now), clockToken("token", now), holders, now))
 	s.Expire = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
 	s.Take = semaphoreTake(sems, holders, "TRUE")
