@@ -42,8 +42,8 @@
 //     with [Lock.Abort]. Its options are [PessimisticOptions].
 //   - [NewSemaphore] returns a [Semaphore]: up to N holders per name, each
 //     with a lease, an owner and a fencing token of its own ([Semaphore.List]
-//     lists the holders); asking for a name with another limit than its
-//     holders' fails with [ErrLimitMismatch].
+//     lists the holders); [Semaphore.SetLimit] resizes a name live, and
+//     [Semaphore.Available] reads its free permits.
 //   - [NewRWLock] returns an [RWLock]: a read/write lock, writer-preferring,
 //     with a lease and a token per holder; Acquire takes the write side,
 //     AcquireShared the read side.

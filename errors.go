@@ -85,10 +85,6 @@ var (
 	// InTx retries it; it returns an error wrapping ErrTransient only when
 	// attempts ran out.
 	ErrTransient = dialect.ErrTransient
-	// ErrLimitMismatch is returned when a Semaphore asks for a name with
-	// another limit than the one its current holders were granted under
-	// (see NewSemaphore).
-	ErrLimitMismatch = dialect.ErrLimitMismatch
 )
 
 // Errors of leader election (NewElection).

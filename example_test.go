@@ -192,12 +192,29 @@ func ExampleNewSemaphore() {
 	err = sqllock.Do(ctx, sem, "transcoder", func(ctx context.Context) error {
 		return nil // transcode; ctx ends if the permit's lease is lost
 	})
-	if errors.Is(err, sqllock.ErrLimitMismatch) {
-		log.Fatal("another process uses the transcoder semaphore with another limit")
-	}
 	if err != nil {
 		log.Fatal(err)
 	}
+}
+
+// An operator raises a semaphore's limit while its holders work: waiters
+// are granted at once, and every process's Semaphore counts against the
+// new limit, whatever limit it was built with.
+func ExampleSemaphore_SetLimit() {
+	ctx := context.Background()
+	var d *postgres.Dialect // postgres.New(db), migrated
+	sem, err := sqllock.NewSemaphore(d, 3, sqllock.SemaphoreOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := sem.SetLimit(ctx, "transcoder", 8); err != nil {
+		log.Fatal(err)
+	}
+	free, err := sem.Available(ctx, "transcoder")
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Printf("%d transcoder permits free", free)
 }
 
 // Operators list the holders of every semaphore name.

@@ -25,10 +25,16 @@ const MaxSemaphoreLimit = math.MaxInt32
 // expired: an acquire counts live leases only (and a grant deletes the
 // rows of ended ones).
 //
-// The limit is the caller's: a name's limit is set by the acquire that finds
-// it without holders, and while any holder remains, an acquire asking for
-// another limit fails with an error wrapping ErrLimitMismatch. To change a
-// name's limit, let its holders drain first.
+// A name's limit is kept in the database, and every grant counts the
+// name's live holders against it, whatever limit its Semaphore was built
+// with. Until SetLimit sets it, a name's limit is the limit of the
+// Semaphore whose acquire found the name without live holders (the first,
+// and the first after its holders drained): an acquire beside holders of
+// another Semaphore's limit counts against theirs. SetLimit sets a name's
+// limit for good (until the next SetLimit), at once and atomically with
+// grants: a raise grants waiters at once; a lower limit ends no lease, its
+// holders finish as usual, and nothing is granted until fewer than the
+// new limit hold. Available reads the permits free.
 //
 // Re-entry: an owner (see WithOwner) that acquires a name it holds re-enters
 // its permit, with the same token, instead of taking a second one: one
@@ -168,8 +174,56 @@ func (s *Semaphore) Acquire(ctx context.Context, name string) (*Lock, error) {
 	return s.leaseLocker.Acquire(ctx, name)
 }
 
-// Limit returns the number of holders the semaphore admits per name.
+// Limit returns the number of holders the semaphore admits per name whose
+// limit SetLimit never set (see the Semaphore's doc): the limit it was
+// built with.
 func (s *Semaphore) Limit() int { return s.limit }
+
+// SetLimit sets name's limit to n for every Semaphore of the database,
+// whatever limit each was built with, until the next SetLimit of name. It
+// takes effect at once and atomically with grants: a grant in progress
+// counts against the old limit and commits before SetLimit does, every
+// later one against n. A raise wakes the name's waiters, in this process
+// and (where releases wake them: see the Semaphore's doc) in others, so
+// that up to n hold at once; a lower limit ends no lease: the holders
+// finish as usual, and nothing is granted until fewer than n hold. The
+// name's fencing tokens go on growing. An n below 1 or above
+// MaxSemaphoreLimit is ErrInvalidOptions; a name that is not valid is
+// ErrInvalidName.
+func (s *Semaphore) SetLimit(ctx context.Context, name string, n int) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if n < 1 || n > MaxSemaphoreLimit {
+		return fmt.Errorf("%w: semaphore limit %d: want 1 to %d (MaxSemaphoreLimit)", ErrInvalidOptions, n, MaxSemaphoreLimit)
+	}
+	if err := s.sems.SetLimit(ctx, name, n); err != nil {
+		return fmt.Errorf("sqllock: set the limit of semaphore %q: %w", name, err)
+	}
+	s.eng.Kick(name)
+	return nil
+}
+
+// Available returns how many permits of name an acquire by this Semaphore
+// could be granted now: the name's limit less its live holders, 0 when as
+// many or more hold (after SetLimit lowered the limit below the holders).
+// For a name without live holders whose limit SetLimit never set, it is
+// the Semaphore's own limit, which its next grant gives the name. It is a
+// reading: the permits may be taken, or freed, as soon as it returns;
+// tickets of fair waiters hold no permit and are not counted.
+func (s *Semaphore) Available(ctx context.Context, name string) (int, error) {
+	if err := ValidateName(name); err != nil {
+		return 0, err
+	}
+	st, ok, err := s.sems.Available(ctx, name)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("sqllock: read the permits of semaphore %q: %w", name, err)
+	case !ok || (!st.Set && st.Holders == 0):
+		return s.limit, nil
+	}
+	return max(st.Limit-st.Holders, 0), nil
+}
 
 // tryOnce runs the acquire transaction, and after a refusal, for a caller
 // that will wait, asks how long the first holder's lease has left (which,

@@ -92,23 +92,28 @@ func countName(list []sqllock.LockInfo, name string) int {
 	return n
 }
 
-func TestSemaphoreLimitMismatch(t *testing.T) {
+// A Semaphore built with another limit counts against the holders' while
+// they hold; the first acquire after they drained gives the name its own.
+func TestSemaphoreOtherLimitCountsAgainstHolders(t *testing.T) {
 	each(t, func(t *testing.T, e *env) {
 		ctx := ctxT(t)
 		three := e.semaphore(t, 3, sqllock.SemaphoreOptions{})
 		two := e.semaphore(t, 2, sqllock.SemaphoreOptions{})
-		l, err := three.TryAcquire(ctx, "res")
-		if err != nil {
-			t.Fatal(err)
+		var held []*sqllock.Lock
+		for i, s := range []*sqllock.Semaphore{three, two, two} {
+			l, err := s.TryAcquire(ctx, "res")
+			if err != nil {
+				t.Fatalf("permit %d of the holders' 3: %v", i, err)
+			}
+			held = append(held, l)
 		}
-		if _, err := two.TryAcquire(ctx, "res"); !errors.Is(err, sqllock.ErrLimitMismatch) {
-			t.Fatalf("TryAcquire with another limit: got %v, want ErrLimitMismatch", err)
+		if _, err := two.TryAcquire(ctx, "res"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("a fourth permit: got %v, want ErrLocked", err)
 		}
-		if _, err := two.Acquire(ctx, "res"); !errors.Is(err, sqllock.ErrLimitMismatch) {
-			t.Fatalf("Acquire with another limit: got %v, want ErrLimitMismatch", err)
-		}
-		if err := l.Release(ctx); err != nil {
-			t.Fatal(err)
+		for _, l := range held {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 		// Without holders, the next acquire sets the limit.
 		a, err := two.TryAcquire(ctx, "res")
@@ -116,8 +121,13 @@ func TestSemaphoreLimitMismatch(t *testing.T) {
 			t.Fatalf("after the holders left: %v", err)
 		}
 		defer a.Release(ctx)
-		if _, err := three.TryAcquire(ctx, "res"); !errors.Is(err, sqllock.ErrLimitMismatch) {
-			t.Fatalf("the old limit after the change: got %v, want ErrLimitMismatch", err)
+		b, err := three.TryAcquire(ctx, "res")
+		if err != nil {
+			t.Fatalf("a second permit of 2: %v", err)
+		}
+		defer b.Release(ctx)
+		if _, err := three.TryAcquire(ctx, "res"); !errors.Is(err, sqllock.ErrLocked) {
+			t.Fatalf("a third permit of 2: got %v, want ErrLocked", err)
 		}
 	})
 }

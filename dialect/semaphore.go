@@ -2,16 +2,8 @@ package dialect
 
 import (
 	"database/sql"
-	"errors"
 	"time"
 )
-
-// ErrLimitMismatch means an acquire asked for a semaphore with another limit
-// than the one its current holders were granted under. A name's limit is
-// set by the acquire that finds the semaphore without holders; while any
-// holder remains, every acquire must ask for the same limit. The root
-// package re-exports it.
-var ErrLimitMismatch = errors.New("sqllock: semaphore limit differs from the one its holders use")
 
 // SemaphoreParams are the parameters of a semaphore's grant.
 type SemaphoreParams struct {
@@ -19,43 +11,64 @@ type SemaphoreParams struct {
 	Owner string
 	TTL   time.Duration
 	// Limit is the number of holders the semaphore admits at once, at
-	// least 1.
+	// least 1, for a name whose limit was never set (SemaphoreSQL.SetLimit):
+	// the grant that finds the name without live holders makes it the
+	// name's limit; beside live holders, the grant counts against the
+	// limit stored in the name's head row.
 	Limit int
 }
 
 // SemaphoreSQL declares the statements of the semaphore tables: a head row
-// per name (its limit, and for dialects without a sequence the name's last
-// token) and a holder row per (name, owner), whose lease statements are
-// LeaseSQL's. A holder row counts as a holder while its lease is live;
-// rows of ended leases stay until a grant of the name or the reaper
-// deletes them.
+// per name (its limit, whether that limit was set by SetLimit, and for
+// dialects without a sequence the name's last token) and a holder row per
+// (name, owner), whose lease statements are LeaseSQL's. A holder row
+// counts as a holder while its lease is live; rows of ended leases stay
+// until a grant of the name or the reaper deletes them.
+//
+// A name's limit is its head row's. A grant counts the name's live
+// holders against it; a head row whose limit was never set by SetLimit
+// takes the grant's :limit when the name has no live holder (so the first
+// grant of a name, and the first after its holders drained, sets it).
+// Every grant and every SetLimit of a name writes its head row, so that
+// they take turns: a grant never counts against a limit a SetLimit
+// committed before it replaced.
 //
 // An acquire is either one statement, Grant, or a short transaction in
 // which the head row's lock serialises the grants of a name:
 //
-//	Draw      lock :name's head row, creating it with :limit, and draw
-//	          the name's next token: its number
+//	Draw      lock :name's head row, creating it with :limit, draw the
+//	          name's next token (its number), and, if its limit was never
+//	          set and the name has no live holder, set the limit to :limit
 //	Expire    delete :name's holder rows whose lease has ended
-//	Take      grant (:name, :owner) a permit with :token, if :name's limit
-//	          is :limit and a permit is free under it (its own row, if
-//	          ended, is taken over), or re-enter its live row (one more
-//	          hold, the row's token); its number is the token granted, 0
-//	          when refused
-//	Why       after a refusal: select the head row's limit and the number
-//	          of :name's live holders
-//	SetLimit  set the head row's limit to :limit, when Why found no
-//	          holder; Take runs once more
+//	Take      grant (:name, :owner) a permit with :token, if a permit is
+//	          free under the head row's limit (its own row, if ended, is
+//	          taken over), or re-enter its live row (one more hold, the
+//	          row's token); its number is the token granted, 0 when
+//	          refused
 type SemaphoreSQL struct {
 	LeaseSQL
 	// Grant, if set, is the whole acquire in one statement, with no
 	// transaction: it grants as Take does (setting the head row's limit
-	// when the name has no holder, and deleting the rows of the name's
-	// ended leases when it grants a new permit) and selects two numbers,
-	// the token granted (0 when refused, -1 when a grant of :name
+	// as Draw does, and deleting the rows of the name's ended leases
+	// when it grants a new permit) and selects two numbers, the token
+	// granted (0 when refused, -1 when a grant or a SetLimit of :name
 	// committed since its snapshot began: it is run again) and the limit
-	// the name's holders use (:limit when it has none).
-	Grant                             SQL
-	Draw, Expire, Take, Why, SetLimit SQL
+	// it counted against.
+	Grant              SQL
+	Draw, Expire, Take SQL
+	// SetLimit sets :name's limit to :limit and marks it set, creating
+	// the head row if the name has none, in one statement that waits for
+	// the grants of the name in progress (it writes the head row). Its
+	// number says whom to wake, as a release's (LeaseSQL.Release): 1
+	// nobody the statement did not wake itself, 2 the processes waiting
+	// for :name, 3 the oldest ticket's (through Wake), 4 both. A raise
+	// wakes waiters as a freed permit does; a dialect that announces
+	// releases in its statements announces it in the same way.
+	SetLimit SQL
+	// Available selects :name's limit, the number of its live holders,
+	// and whether its limit was set by SetLimit; no row for a name
+	// without a head row.
+	Available SQL
 	// Remaining selects the microseconds until :name's first holder's
 	// lease ends (0 or less: look again at once, as when a permit is
 	// free), and no row when it has no holder.
@@ -128,4 +141,15 @@ type FairSemaphoreSQL struct {
 	// selects 0 when it released nothing, 2 when it woke a ticket, and 1
 	// otherwise.
 	Release SQL
+}
+
+// SemaphoreState is what a semaphore's head row and holders say of one
+// name (SemaphoreSQL.Available).
+type SemaphoreState struct {
+	// Limit is the name's limit, and Holders the number of its live
+	// holders: more than Limit after a SetLimit lowered it.
+	Limit, Holders int
+	// Set says the limit was set by SetLimit: grants count against it
+	// whatever limit their semaphore was built with.
+	Set bool
 }

@@ -93,6 +93,7 @@ func init() {
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"unlock", "[--dsn DSN] [--force] NAME", "break the lock NAME: end its holder's lease now, fenced", unlockFlags},
+		{"semaphore", "[--dsn DSN] [--set-limit N] NAME", "show the limit, holders and free permits of the semaphore NAME (run --max); set its limit live", semaphoreFlags},
 		{"reap", "[--dsn DSN] [--runs-older-than AGE]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
 		{"bench", "[--dsn DSN] [--ops N] [--handoffs N]", "measure acquire+release and hand-off latency on a database", benchFlags},

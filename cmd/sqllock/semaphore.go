@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ const strategySemaphore = "semaphore"
 // maxFlag defines run's --max.
 func maxFlag(fs *flag.FlagSet) *int {
 	return intFlag(fs, "max", 0, "hold one of `N` permits of a semaphore named NAME instead of a lock: up to N commands run at once (like consul lock -n); "+
-		"every run of the name must give the same N while any runs (0: a lock)")
+		"while runs of the name hold, a run giving another N counts against theirs; sqllock semaphore --set-limit sets a name's limit for every run (0: a lock)")
 }
 
 // checkMax validates --max against the other flags, and returns the
@@ -64,5 +65,71 @@ func semaphoreHolders(ctx context.Context, t *target, name string, max int) stri
 			owners = append(owners, fmt.Sprintf("%s (token %d)", li.Owner, li.Token))
 		}
 	}
-	return fmt.Sprintf("all %d permits held: %s", max, strings.Join(owners, ", "))
+	// The name's limit may not be max: the holders' or a set one.
+	return fmt.Sprintf("all %d permits held: %s", len(owners), strings.Join(owners, ", "))
+}
+
+// semaphoreFlags defines the flags of sqllock semaphore.
+func semaphoreFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
+	dsn, schema := dsnFlag(fs), schemaFlag(fs)
+	setLimit := intFlag(fs, "set-limit", 0, "set the semaphore's limit to `N` permits for every run --max of the name, at once: a raise lets waiting runs in now; "+
+		"a lower limit lets the holders finish and admits no run until fewer than N hold (0: leave the limit)")
+	return func(ctx context.Context, args []string, stdout io.Writer) error {
+		if len(args) != 1 {
+			return usageError{msg: "semaphore takes one semaphore name"}
+		}
+		name := args[0]
+		if err := sqllock.ValidateName(name); err != nil {
+			return usageError{msg: err.Error()}
+		}
+		if *setLimit < 0 || *setLimit > sqllock.MaxSemaphoreLimit {
+			return usageError{msg: fmt.Sprintf("--set-limit %d: want 1 to %d permits (0: leave the limit)", *setLimit, sqllock.MaxSemaphoreLimit)}
+		}
+		t, err := openReady(ctx, *dsn, *schema)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		sem, err := sqllock.NewSemaphore(t.d, max(*setLimit, 1), sqllock.SemaphoreOptions{})
+		if errors.Is(err, sqllock.ErrUnsupported) {
+			return usageError{msg: err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+		if *setLimit > 0 {
+			if err := sem.SetLimit(ctx, name, *setLimit); err != nil {
+				return err
+			}
+		}
+		return showSemaphore(ctx, t, sem, name, *setLimit, stdout)
+	}
+}
+
+// showSemaphore prints the limit, holders and free permits of the
+// semaphore name; limit is the one just set (0: none was).
+func showSemaphore(ctx context.Context, t *target, sem *sqllock.Semaphore, name string, limit int, stdout io.Writer) error {
+	r, err := inspect.Locks(ctx, t.d)
+	if err != nil {
+		return err
+	}
+	held := 0
+	for _, li := range r.Holders {
+		if li.Primitive == strategySemaphore && li.Name == name && li.Holds > 0 && li.ExpiresIn > 0 {
+			held++
+			if limit == 0 {
+				limit = li.Limit
+			}
+		}
+	}
+	if limit == 0 {
+		fmt.Fprintf(stdout, "%s: no holder (a limit set by --set-limit stays; else the next run --max N gives the limit)\n", name)
+		return nil
+	}
+	free, err := sem.Available(ctx, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: limit %d, %d held, %d free\n", name, limit, held, free)
+	return nil
 }

@@ -23,8 +23,12 @@ const Semaphores Table = "sqllock_semaphore_holders"
 // (tokens, renewal, release, minimum hold, guard, list, names, cancelled
 // grant). With larger limits: Acquire grants up to the limit to distinct
 // owners with growing tokens, refuses the next (0), re-enters an owner's
-// permit (same token, one more hold), and refuses another limit with
-// ErrLimitMismatch while holders remain, accepting it once none does;
+// permit (same token, one more hold), and counts a grant asking for
+// another limit against the holders' limit while holders remain, taking
+// the new limit once none does; SetLimit changes a name's limit for every
+// grant at once (a lower one grants nothing until fewer hold, a raise
+// grants at once), atomically with concurrent grants, and Available reads
+// it (see setlimit.go);
 // expired holders' permits go to new owners; Remaining reports no row
 // without holders and the first lease's end otherwise; Reap deletes
 // expired holders only; concurrent acquirers on pools of their own never
@@ -40,8 +44,12 @@ func exerciseSemaphores(t *testing.T, run func(name string, check func(t *testin
 	run("Semaphores/Remaining", checkSemaphoreRemaining)
 	run("Semaphores/Reap", checkSemaphoreReap)
 	run("Semaphores/Concurrent", checkSemaphoreConcurrent)
+	run("Semaphores/SetLimit", checkSemaphoreSetLimit)
+	run("Semaphores/SetLimitConcurrent", checkSemaphoreSetLimitConcurrent)
+	run("Semaphores/AvailableConcurrent", checkSemaphoreAvailableConcurrent)
 	if notifier {
 		run("Semaphores/Announced", checkSemaphoreAnnounced)
+		run("Semaphores/RaiseAnnounced", checkSemaphoreRaiseAnnounced)
 	}
 }
 
@@ -92,10 +100,8 @@ func checkSemaphoreLimit(t *testing.T, e *env) {
 	if again != held[1] {
 		t.Fatalf("re-entry: %+v, want %+v", again, held[1])
 	}
-	_, err := e.semaphoreTable(2).grant(e.ctx, name, "o4", long)
-	if !errors.Is(err, dialect.ErrLimitMismatch) {
-		t.Fatalf("grant with another limit while held: %v, want ErrLimitMismatch", err)
-	}
+	// Another limit counts against the holders' while they hold.
+	e.refused(e.semaphoreTable(5), name, "o4")
 	e.release(tb, again, true)
 	e.refused(tb, name, "o3")
 	for _, l := range held {

@@ -37,6 +37,8 @@ import (
 func fairSemaphoreSQL(sems, holders, tickets, waker string, addressed bool) dialect.FairSemaphoreSQL {
 	ahead := fmt.Sprintf(`FROM %s t WHERE t.name = :name AND t.expires_at > %s AND t.id < :ticket`, tickets, now)
 	live := fmt.Sprintf(`FROM %s h WHERE h.name = :name AND h.expires_at > %s`, holders, now)
+	// The name's limit: its head row's (:limit before its first grant).
+	limit := fmt.Sprintf(`COALESCE((SELECT s.lim FROM %s s WHERE s.name = :name), :limit)`, sems)
 	s := dialect.FairSemaphoreSQL{
 		First: dialect.Q(fmt.Sprintf(`SELECT NOT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[3]s
     AND (:ticket = 0 OR t.id < :ticket))
@@ -48,9 +50,9 @@ func fairSemaphoreSQL(sems, holders, tickets, waker string, addressed bool) dial
 		Enqueue: dialect.XID(fmt.Sprintf(`INSERT INTO %s (name, owner, waker, expires_at) VALUES (:name, :owner, :channel, %s + INTERVAL :ttl MICROSECOND)`,
 			tickets, now)),
 		Wait: dialect.Q(fmt.Sprintf(`SELECT IF(NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s), -1,
-  IF(NOT EXISTS (SELECT 1 %[4]s) AND (SELECT COUNT(*) %[3]s) < :limit, 0,
+  IF(NOT EXISTS (SELECT 1 %[4]s) AND (SELECT COUNT(*) %[3]s) < %[5]s, 0,
     COALESCE(TIMESTAMPDIFF(MICROSECOND, %[2]s, COALESCE((SELECT MIN(t.expires_at) %[4]s), (SELECT MIN(h.expires_at) %[3]s))), 0)))`,
-			tickets, now, live, ahead)),
+			tickets, now, live, ahead, limit)),
 		Dequeue: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),
 		Renew: dialect.X(fmt.Sprintf(`UPDATE %s SET expires_at = %s + INTERVAL :ttl MICROSECOND
 WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
@@ -58,7 +60,7 @@ WHERE name IN (:names) AND (name, owner, id) IN (:leases)`, tickets, now)),
 	if !addressed {
 		s.Chain = dialect.Q(fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s t WHERE t.name = :name AND t.expires_at > %[2]s)
   AND NOT EXISTS (SELECT 1 %[3]s)
-  AND (:limit = 0 OR (SELECT COUNT(*) %[4]s) < :limit)`, tickets, now, ahead, live))
+  AND (:limit = 0 OR (SELECT COUNT(*) %[4]s) < %[5]s)`, tickets, now, ahead, live, limit))
 		return s
 	}
 	s.Channel, s.Addressed, s.MarksStay = waker, true, true

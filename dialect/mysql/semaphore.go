@@ -26,13 +26,26 @@ func semaphoreSQL(sems, holders string) dialect.SemaphoreSQL {
 	s := dialect.SemaphoreSQL{LeaseSQL: leaseSQL(holders, "token"), Isolation: sql.LevelReadCommitted, Announces: true}
 	s.Release = wakingRelease(holders, "token", true)
 	// The insert id is the token drawn.
-	s.Draw = dialect.XID(fmt.Sprintf(`INSERT INTO %s (name, lim, token) VALUES (:name, :limit, LAST_INSERT_ID(%s))
-ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(%s)`, sems, clockToken("0", now), clockToken("token", now)))
+	// Draw also gives a name whose limit was never set, and that has no
+	// live holder, the grant's limit; Take counts against the head row's.
+	// The live holders are counted in a derived table of the insert's
+	// SELECT, a consistent read under READ COMMITTED: a subquery of the
+	// update would lock the holder rows, which releases lock before the
+	// head row.
+	s.Draw = dialect.XID(fmt.Sprintf(`INSERT INTO %[1]s (name, lim, token)
+SELECT :name, :limit, LAST_INSERT_ID(%[2]s)
+FROM (SELECT COUNT(*) AS n FROM %[4]s h WHERE h.name = :name AND h.expires_at > %[5]s) AS c
+ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(%[3]s),
+  lim = IF(lim_fixed OR c.n > 0, lim, VALUES(lim))`,
+		sems, clockToken("0", now), clockToken("token", now), holders, now))
 	s.Expire = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND expires_at <= %s`, holders, now))
 	s.Take = semaphoreTake(sems, holders, "TRUE")
-	s.Why = dialect.Q(fmt.Sprintf(`SELECT s.lim, (SELECT COUNT(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s)
+	// SetLimit waits for the head row's lock, which a grant in progress
+	// holds until it commits. As an Exec it wakes whoever waits.
+	s.SetLimit = dialect.X(fmt.Sprintf(`INSERT INTO %s (name, lim, token, lim_fixed) VALUES (:name, :limit, %s, TRUE)
+ON DUPLICATE KEY UPDATE lim = VALUES(lim), lim_fixed = TRUE`, sems, clockToken("0", now)))
+	s.Available = dialect.Q(fmt.Sprintf(`SELECT s.lim, (SELECT COUNT(*) FROM %s h WHERE h.name = :name AND h.expires_at > %s), s.lim_fixed
 FROM %s s WHERE s.name = :name`, holders, now, sems))
-	s.SetLimit = dialect.X(fmt.Sprintf(`UPDATE %s SET lim = :limit WHERE name = :name`, sems))
 	// A free permit (a holder row of an ended lease stays until the next
 	// grant or the reaper deletes it) means: look again at once.
 	s.Limits = dialect.Q(fmt.Sprintf(`SELECT name, lim FROM %s`, sems))
@@ -43,7 +56,8 @@ FROM %[2]s WHERE name = :name AND expires_at > %[1]s HAVING COUNT(*) > 0`, now, 
 }
 
 // semaphoreTake is the grant of a permit under the head row's lock, with
-// the further condition free on a new permit. The insert id is the token
+// the further condition free on a new permit, counting against the head
+// row's limit (which Draw set). The insert id is the token
 // granted: :token for a new row, or for the owner's row of an ended lease,
 // which it takes over; the row's own token for a re-entry; 0 when the
 // owner's row is released but kept by a minimum hold. The head row,
@@ -59,7 +73,7 @@ SELECT :name, :owner, LAST_INSERT_ID(:token), 1, t.at, t.at + INTERVAL :ttl MICR
 FROM (SELECT %[3]s AS at) AS t JOIN %[2]s s ON s.name = :name
   JOIN (SELECT COUNT(*) AS n, COALESCE(MAX(h.owner = :owner AND h.holds > 0), 0) AS mine
     FROM %[1]s h WHERE h.name = :name AND h.expires_at > %[3]s) AS c
-WHERE s.lim = :limit AND ((%[4]s AND c.n < :limit) OR c.mine)
+WHERE (%[4]s AND c.n < s.lim) OR c.mine
 ON DUPLICATE KEY UPDATE
   token       = IF(%[5]s, LAST_INSERT_ID(VALUES(token)),
                   IF(%[1]s.holds > 0, LAST_INSERT_ID(%[1]s.token), %[1]s.token + LAST_INSERT_ID(0))),

@@ -82,12 +82,13 @@ func semaphoreWait(sems, holders, tickets, marks string) dialect.SQL {
 	}
 	return dialect.Q(fmt.Sprintf(`%[4]sSELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket::bigint AND expires_at > now()) THEN -1
 %[5]sWHEN NOT EXISTS (SELECT 1 %[3]s)
-  AND (SELECT count(*) FROM %[2]s h WHERE h.name = :name AND h.expires_at > now()) < :limit::bigint THEN 0
+  AND (SELECT count(*) FROM %[2]s h WHERE h.name = :name AND h.expires_at > now())
+    < coalesce((SELECT s.lim FROM %[6]s s WHERE s.name = :name), :limit::bigint) THEN 0
 ELSE coalesce(
   (SELECT (extract(epoch FROM min(t.expires_at) - now()) * 1000000)::bigint %[3]s),
   (SELECT (extract(epoch FROM min(h.expires_at) - now()) * 1000000)::bigint FROM %[2]s h
    WHERE h.name = :name AND h.expires_at > now()),
-  0) END`, tickets, holders, ahead, hint, hinted))
+  0) END`, tickets, holders, ahead, hint, hinted, sems))
 }
 
 // fairSemaphoreSQL declares the statements of the semaphores' queue.

@@ -34,6 +34,21 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM hint) THEN 0
 FROM %[2]s h WHERE h.name = :name HAVING count(*) > 0`, sems, holders))
 	s.Release = semaphoreRelease(sems, holders, durable)
 	s.Wake = semaphoreChain(sems, holders, tickets)
+	// A SetLimit writes the head row, so that a grant whose snapshot
+	// predates it runs again (see semaphoreGrant); it announces itself as
+	// a release would, to the name's waiters (waiters) and, through Wake,
+	// to its oldest live ticket.
+	s.SetLimit = dialect.Q(fmt.Sprintf(`WITH s AS (
+  INSERT INTO %[1]s AS x (name, lim, lim_fixed) VALUES (:name, :limit::integer, true)
+  ON CONFLICT (name) DO UPDATE SET lim = EXCLUDED.lim, lim_fixed = true
+  RETURNING name, waiters
+)
+SELECT CASE WHEN EXISTS (SELECT 1 FROM %[2]s t WHERE t.name = :name AND t.expires_at > now()) THEN 3 ELSE 1 END
+FROM s LEFT JOIN LATERAL (SELECT pg_notify(:channel, s.name) WHERE s.waiters) n ON true
+WHERE %[3]s`, sems, tickets, durable))
+	s.Available = dialect.Q(fmt.Sprintf(`SELECT s.lim,
+  (SELECT count(*) FROM %[2]s h WHERE h.name = :name AND h.expires_at > now() AND %[3]s), s.lim_fixed
+FROM %[1]s s WHERE s.name = :name`, sems, holders, onTimeline("h.token")))
 	return s
 }
 
@@ -44,10 +59,12 @@ FROM %[2]s h WHERE h.name = :name HAVING count(*) > 0`, sems, holders))
 // Its CTEs read the statement's snapshot, taken before it locks anything:
 // the holder rows (h) and the head row (s) as they were when it began.
 // From them it decides (v): re-enter the owner's live permit, grant a new
-// one, or refuse. A refusal, and a re-entry, hold under that snapshot: a
+// one, or refuse. The limit is the head row's, or :limit for a name
+// without one, or whose limit was never set (lim_fixed) and that has no
+// live holder; a new permit's upsert of the head row stores it. A refusal, and a re-entry, hold under that snapshot: a
 // grant or a release committed since is ordered after the statement. A
-// new permit is granted only if no grant of the name committed since
-// the snapshot: every grant writes the head row, and the statement's
+// new permit is granted only if no grant (and no SetLimit) of the name
+// committed since the snapshot: every grant writes the head row, and the statement's
 // upsert of the head row (head) writes it only if its version (xmin) is
 // still the one in the snapshot; it then holds the row's lock until it
 // commits, so that the grants of a name take turns. Otherwise the
@@ -62,14 +79,18 @@ func semaphoreGrant(sems, holders, seq, durable, free, more string) dialect.SQL 
 	return dialect.Q(fmt.Sprintf(`WITH h AS (
   SELECT owner, holds, %[5]s AS live FROM %[2]s WHERE name = :name
 ), s AS (
-  SELECT xmin AS version, lim FROM %[1]s WHERE name = :name
-), v AS (
-  SELECT (SELECT count(*) FROM h WHERE h.live) AS n, (SELECT s.lim FROM s) AS lim,
+  SELECT xmin AS version, lim, lim_fixed FROM %[1]s WHERE name = :name
+), c AS (
+  SELECT (SELECT count(*) FROM h WHERE h.live) AS n,
     EXISTS (SELECT 1 FROM h WHERE h.owner = :owner AND h.live) AS mine
+), v AS (
+  SELECT c.n, c.mine,
+    CASE WHEN s.lim IS NULL OR (c.n = 0 AND NOT s.lim_fixed) THEN :limit::integer ELSE s.lim END AS lim
+  FROM c LEFT JOIN s ON true
 ), head AS (
   INSERT INTO %[1]s AS x (name, lim)
-  SELECT :name, :limit::integer FROM v
-  WHERE NOT v.mine AND v.n < :limit::integer AND (v.n = 0 OR v.lim = :limit::integer) AND %[8]s
+  SELECT :name, v.lim FROM v
+  WHERE NOT v.mine AND v.n < v.lim AND %[8]s
   ON CONFLICT (name) DO UPDATE SET lim = EXCLUDED.lim WHERE x.xmin = (SELECT s.version FROM s)
   RETURNING name
 ), gone AS (
@@ -82,15 +103,14 @@ func semaphoreGrant(sems, holders, seq, durable, free, more string) dialect.SQL 
   RETURNING token
 ), re AS (
   UPDATE %[2]s SET holds = holds + 1, expires_at = greatest(expires_at, %[6]s)
-  WHERE name = :name AND owner = :owner AND holds > 0 AND %[5]s
-    AND (SELECT v.mine AND v.lim = :limit::integer FROM v)
+  WHERE name = :name AND owner = :owner AND holds > 0 AND %[5]s AND (SELECT v.mine FROM v)
   RETURNING token
 )%[9]s
 SELECT CASE WHEN v.mine THEN coalesce((SELECT token FROM re), 0)
     WHEN EXISTS (SELECT 1 FROM ins) THEN (SELECT token FROM ins)
-    WHEN v.n < :limit::integer AND (v.n = 0 OR v.lim = :limit::integer) AND %[8]s THEN -1
+    WHEN v.n < v.lim AND %[8]s THEN -1
     ELSE 0 END,
-  CASE WHEN v.n = 0 THEN :limit::integer ELSE v.lim END
+  v.lim
 FROM v WHERE %[7]s`, sems, holders, seq, epoch, live, ttl, durable, free, more))
 }
 

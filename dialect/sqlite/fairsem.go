@@ -29,7 +29,8 @@ func fairSemaphoreSQL() dialect.FairSemaphoreSQL {
 		Enqueue: dialect.Q(fmt.Sprintf(`INSERT INTO %s (name, owner, expires_at) VALUES (:name, :owner, %s + :ttl) RETURNING id`,
 			tickets, now)),
 		Wait: dialect.Q(fmt.Sprintf(`SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM %[1]s WHERE id = :ticket AND expires_at > %[2]s) THEN -1
-WHEN NOT EXISTS (SELECT 1 %[4]s) AND (SELECT count(*) %[3]s) < :limit THEN 0
+WHEN NOT EXISTS (SELECT 1 %[4]s) AND (SELECT count(*) %[3]s)
+  < coalesce((SELECT s.lim FROM sqllock_semaphores s WHERE s.name = :name), :limit) THEN 0
 ELSE coalesce(coalesce((SELECT min(t.expires_at) %[4]s), (SELECT min(h.expires_at) %[3]s)) - %[2]s, 0) END`,
 			tickets, now, live, ahead)),
 		Dequeue: dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE id = :ticket`, tickets)),

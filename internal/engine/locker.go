@@ -157,3 +157,7 @@ func (l *Locker) SetHooks(h *Hooks) { l.room.SetHooks(h) }
 // State reports whether notifications reach the waiting room, and how
 // many calls wait for name.
 func (l *Locker) State(name string) (listening bool, waiting int) { return l.room.State(name) }
+
+// Kick wakes this locker's waiters of name, as a release through it does:
+// something that may let them in (a semaphore's raised limit) committed.
+func (l *Locker) Kick(name string) { l.room.Kick(name) }

@@ -3,7 +3,6 @@ package sqlrun
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,11 +13,13 @@ import (
 type semaphoreTable struct {
 	leaseTable
 	// inOne: an acquire is the one statement grant.
-	inOne                                    bool
-	grant, draw, expire, take, why, setLimit Stmt
-	remaining, limits                        Stmt
-	isolation                                sql.IsolationLevel
-	announces                                bool
+	inOne                     bool
+	grant, draw, expire, take Stmt
+	setLimit, available       Stmt
+	hasSetLimit               bool
+	remaining, limits         Stmt
+	isolation                 sql.IsolationLevel
+	announces                 bool
 }
 
 // newSemaphoreTable compiles s; a compile error is kept in c.
@@ -29,13 +30,50 @@ func newSemaphoreTable(run *Runner, c *Compiler, s dialect.SemaphoreSQL) *semaph
 	if s.Limits.Text != "" {
 		t.limits = c.Compile(s.Limits)
 	}
+	if t.hasSetLimit = s.SetLimit.Text != ""; t.hasSetLimit {
+		t.setLimit, t.available = c.Compile(s.SetLimit), c.Compile(s.Available)
+	}
 	if t.inOne {
 		t.grant = c.Compile(s.Grant)
 	} else {
 		t.draw, t.expire, t.take = c.Compile(s.Draw), c.Compile(s.Expire), c.Compile(s.Take)
-		t.why, t.setLimit = c.Compile(s.Why), c.Compile(s.SetLimit)
 	}
 	return t
+}
+
+// SetLimit implements SemaphoreTable.
+func (t *semaphoreTable) SetLimit(ctx context.Context, name string, limit int) error {
+	if !t.hasSetLimit {
+		return fmt.Errorf("%w: the dialect's semaphores have no SetLimit", dialect.ErrUnsupported)
+	}
+	n, err := t.run.Int(ctx, &t.setLimit, &Params{Name: name, Limit: limit, Channel: t.channel})
+	if err != nil {
+		return err
+	}
+	if t.setLimit.Kind != dialect.Query {
+		n = freedBoth // the statement tells nothing: wake whoever waits
+	}
+	if n > dropped {
+		t.freed(ctx, name, n)
+	}
+	return nil
+}
+
+// Available implements SemaphoreTable.
+func (t *semaphoreTable) Available(ctx context.Context, name string) (dialect.SemaphoreState, bool, error) {
+	if !t.hasSetLimit {
+		return dialect.SemaphoreState{}, false, fmt.Errorf("%w: the dialect's semaphores have no Available", dialect.ErrUnsupported)
+	}
+	var (
+		st     dialect.SemaphoreState
+		lim, n int64
+		set    bool
+	)
+	ok, err := t.run.Row(ctx, &t.available, &Params{Name: name}, &lim, &n, &set)
+	if ok {
+		st = dialect.SemaphoreState{Limit: int(lim), Holders: int(n), Set: set}
+	}
+	return st, ok, err
 }
 
 // Announces implements SemaphoreTable.
@@ -91,49 +129,25 @@ func (t *semaphoreTable) acquire(ctx context.Context, p dialect.SemaphoreParams,
 			switch {
 			case err != nil:
 				return 0, err
-			case token > 0:
+			case token >= 0:
 				return token, nil
-			case token == 0 && limit != int64(p.Limit):
-				return 0, &errLimit{limit, int64(p.Limit)}
-			case token == 0:
-				return 0, nil
 			}
-			// A grant of the name committed since the statement's
-			// snapshot began: run it again, on a snapshot that sees it.
+			// A grant or a SetLimit of the name committed since the
+			// statement's snapshot began: run it again, on a snapshot
+			// that sees it.
 		}
 	}
-	var mismatch *errLimit
-	token, err := t.run.Grant(ctx, Grant{
+	return t.run.Grant(ctx, Grant{
 		InTx: true, TxOptions: &sql.TxOptions{Isolation: t.isolation},
 		Run: func(ctx context.Context, tx Querier, prefix string) (int64, error) {
-			n, err := t.grantInTx(ctx, tx, prefix, params, take, consume)
-			if errors.As(err, &mismatch) { // the table's answer, not the driver's
-				return 0, ErrRollback
-			}
-			return n, err
+			return t.grantInTx(ctx, tx, prefix, params, take, consume)
 		},
 		Undo: undo,
 	})
-	if err == nil && mismatch != nil {
-		return 0, mismatch
-	}
-	return token, err
 }
-
-// errLimit carries a limit mismatch out of the transaction unwrapped by
-// the dialect's Wrap.
-type errLimit struct{ have, want int64 }
-
-func (e *errLimit) Error() string {
-	return fmt.Sprintf("%v: the semaphore's holders use limit %d, this acquire asks for %d", dialect.ErrLimitMismatch, e.have, e.want)
-}
-
-func (e *errLimit) Unwrap() error { return dialect.ErrLimitMismatch }
 
 // grantInTx runs the statements of the acquire's transaction in tx: Draw,
-// Expire, take, and after a grant to a ticket, consume (if not nil); after
-// a refusal, Why, and if the name has no holder under another limit,
-// SetLimit and take once more.
+// Expire, take, and after a grant to a ticket, consume (if not nil).
 func (t *semaphoreTable) grantInTx(ctx context.Context, tx Querier, prefix string, p *Params, take, consume *Stmt) (int64, error) {
 	var err error
 	if p.Token, err = intOn(ctx, tx, prefix, &t.draw, p); err != nil {
@@ -143,27 +157,8 @@ func (t *semaphoreTable) grantInTx(ctx context.Context, tx Querier, prefix strin
 		return 0, err
 	}
 	token, err := intOn(ctx, tx, prefix, take, p)
-	if err != nil {
+	if err != nil || token == 0 {
 		return 0, err
-	}
-	if token == 0 {
-		var limit, holders int64
-		text, args := t.why.bind(p)
-		if err := tx.QueryRowContext(ctx, prefix+text, args...).Scan(&limit, &holders); err != nil {
-			return 0, err
-		}
-		switch {
-		case limit == int64(p.Limit):
-			return 0, nil // full
-		case holders > 0:
-			return 0, &errLimit{limit, int64(p.Limit)}
-		}
-		if _, err := intOn(ctx, tx, prefix, &t.setLimit, p); err != nil {
-			return 0, err
-		}
-		if token, err = intOn(ctx, tx, prefix, take, p); err != nil || token == 0 {
-			return 0, err
-		}
 	}
 	if consume != nil {
 		if _, err := intOn(ctx, tx, prefix, consume, p); err != nil {

@@ -152,9 +152,10 @@ type SemaphoreTable interface {
 	// token, one more hold), or, if fewer than p.Limit of the name's
 	// leases are live, grants p.Owner a permit with a new token, larger
 	// than every token granted on p.Name before; a new permit's grant
-	// deletes the rows of the name's ended leases. It returns 0 when the
-	// semaphore is full, and an error wrapping ErrLimitMismatch when the
-	// name's holders were granted under another limit. Expiry is computed
+	// deletes the rows of the name's ended leases. The limit counted
+	// against is the name's (see dialect.SemaphoreSQL): p.Limit only for a
+	// name whose limit was never set by SetLimit and that has no live
+	// holder. It returns 0 when the semaphore is full. Expiry is computed
 	// from the database clock. If ctx ends meanwhile, the transaction is
 	// ended on the server and Acquire returns only once it has ended (see
 	// LockTable.Acquire).
@@ -170,6 +171,15 @@ type SemaphoreTable interface {
 	// Limits returns, for operators, each semaphore's limit by name; nil
 	// where the dialect lists none (no SemaphoreSQL.Limits).
 	Limits(ctx context.Context) (map[string]int, error)
+	// SetLimit sets name's limit to limit (at least 1), for every grant
+	// that follows, whatever limit it asks for: the grants of name in
+	// progress finish first, under the old one. A raise wakes the
+	// waiters of name, as a freed permit does. It is ErrUnsupported where
+	// the dialect has no SemaphoreSQL.SetLimit.
+	SetLimit(ctx context.Context, name string, limit int) error
+	// Available reports name's limit and live holders; ok is false when
+	// no grant or SetLimit ever wrote name's head row.
+	Available(ctx context.Context, name string) (st dialect.SemaphoreState, ok bool, err error)
 }
 
 // FairSemaphoreTable is the semaphore tables with a queue of tickets per

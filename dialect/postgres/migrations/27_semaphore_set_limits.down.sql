@@ -1,0 +1,1 @@
+ALTER TABLE sqllock_semaphores DROP COLUMN IF EXISTS lim_fixed;

@@ -1,0 +1,1 @@
+ALTER TABLE sqllock_semaphores DROP COLUMN lim_fixed;
