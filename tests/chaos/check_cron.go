@@ -144,9 +144,12 @@ type CronHistory struct {
 //     the job's lease from before its command starts until after it ends:
 //     the later grant would have fenced the earlier's outcome);
 //   - catch-up, for the occurrences due while no replica was up (Down):
-//     under skip, one attempted, or not reported missed although its next
-//     occurrence passed before the end; under latest, one attempted other
-//     than the last of them, or an earlier one not reported missed; under
+//     under skip, one claimed after the span began (before it, a live
+//     replica may claim one early), or one not attempted nor reported
+//     missed although its next
+//     occurrence passed before the end; under latest, one claimed after
+//     the span began other than the last of them, or an earlier one not
+//     attempted nor reported missed; under
 //     all, once an occurrence after the span was claimed (its Run caught
 //     up first), one within the window before it not attempted.
 func CheckCron(h CronHistory) []string {
@@ -316,18 +319,25 @@ func CheckCron(h CronHistory) []string {
 			for i, t := range ts {
 				k := key{j.Name, t.UTC().Format(h.TimeFormat)}
 				ran := len(byOcc[k]) > 0
+				// A live replica may have claimed t early, before the span
+				// (Occurrence.Early): only a claim after it is a catch-up.
+				caught := false
+				for _, a := range byOcc[k] {
+					caught = caught || !a.StartedAt.Before(d.From)
+				}
 				// Missed reports t once its next occurrence has passed.
 				reported := j.next(t).Before(h.End)
 				switch {
 				case j.CatchUp == "all" && !ran && !after.IsZero() && !t.Before(after.Add(-j.Window)):
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, not caught up under catch-up all (before %s)",
 						k.job, k.occ, after.UTC().Format(h.TimeFormat)))
-				case j.CatchUp == "latest" && ran && i < len(ts)-1:
-					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, caught up under catch-up latest, but %s was due after it",
-						k.job, k.occ, ts[len(ts)-1].UTC().Format(h.TimeFormat)))
-				case (j.CatchUp == "skip" || j.CatchUp == "") && ran:
+				case j.CatchUp == "latest" && caught && i < len(ts)-1:
+					v = append(v, fmt.Sprintf("%s %s: due while no replica was up (%s to %s), caught up under catch-up latest (claimed at %s), but %s was due after it",
+						k.job, k.occ, d.From.UTC().Format(h.TimeFormat), d.To.UTC().Format(h.TimeFormat),
+						byOcc[k][0].StartedAt.UTC().Format(h.TimeFormat), ts[len(ts)-1].UTC().Format(h.TimeFormat)))
+				case (j.CatchUp == "skip" || j.CatchUp == "") && caught:
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, run under catch-up skip", k.job, k.occ))
-				case (j.CatchUp == "skip" || j.CatchUp == "" || j.CatchUp == "latest" && i < len(ts)-1) && !missed[k] && reported:
+				case (j.CatchUp == "skip" || j.CatchUp == "" || j.CatchUp == "latest" && i < len(ts)-1) && !ran && !missed[k] && reported:
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, not run, not reported missed", k.job, k.occ))
 				}
 			}

@@ -136,6 +136,15 @@ func TestCheckCron(t *testing.T) {
 			h.Jobs[0].CatchUp = "latest"
 			h.Down = []Span{{at("10:00:01"), at("10:00:05")}}
 		}, "but " + occ("10:00:04") + " was due after it"},
+		{"downtime under latest: an earlier one claimed early, before it", func(h *CronHistory) {
+			h.Jobs[0].CatchUp = "latest"
+			h.Attempts[2].StartedAt = at("10:00:01")
+			h.Down = []Span{{at("10:00:01.5"), at("10:00:05")}}
+		}, ""},
+		{"downtime under skip: claimed early, before it", func(h *CronHistory) {
+			h.Attempts[2].StartedAt = at("10:00:01")
+			h.Down = []Span{{at("10:00:01.5"), at("10:00:03")}}
+		}, ""},
 		{"downtime under latest: an earlier one not missed", func(h *CronHistory) {
 			h.Jobs[0].CatchUp = "latest"
 			h.Down = []Span{{at("10:00:03"), at("10:00:07")}}
