@@ -344,3 +344,41 @@ func TestCronTakeOver(t *testing.T) {
 		}
 	})
 }
+
+// A backfill asked of a job's replicas (sqllock runs backfill without a
+// command) is found by the `sqllock cron` replicas at their next poll and
+// run once across them: each occurrence of the range once, beside the
+// job's own occurrences.
+func TestCronBackfill(t *testing.T) {
+	eachLedger(t, func(t *testing.T, b backend) {
+		dir := t.TempDir()
+		file, log := filepath.Join(dir, "crontab"), filepath.Join(dir, "log")
+		writeFile(t, file, fmt.Sprintf("# sqllock: name=fill\n@every 1s echo \"$SQLLOCK_OCCURRENCE\" >> %s\n", log))
+		for _, n := range []string{"a", "b"} {
+			b.startCron(t, n, file, "--poll", "200ms")
+		}
+		if !waitFor(time.Minute, func() bool { n, _ := b.succeeded(t, "fill"); return n > 0 }) {
+			t.Fatal("the job never ran")
+		}
+		to := time.Now().UTC().Add(-time.Minute).Truncate(time.Second)
+		from := to.Add(-4 * time.Second)
+		out, err := b.cmd(t, "runs", "backfill", "fill", "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339)).CombinedOutput()
+		if exitOf(t, err) != 0 || !strings.Contains(string(out), "backfill 5 occurrences") {
+			t.Fatalf("the request: %v\n%s", err, out)
+		}
+		var data []byte
+		if !waitFor(time.Minute, func() bool {
+			out, err := b.cmd(t, "runs", "--json", "fill").Output()
+			data, _ = os.ReadFile(log)
+			return err == nil && !strings.Contains(string(out), `"backfill"`) && strings.Contains(string(data), to.Format(ledger.TimeFormat))
+		}) {
+			t.Fatalf("the backfill did not end; the command ran:\n%s", data)
+		}
+		for at := from; !at.After(to); at = at.Add(time.Second) {
+			if n := strings.Count(string(data), at.Format(ledger.TimeFormat)+"\n"); n != 1 {
+				t.Errorf("occurrence %s ran %d times:\n%s", at.Format(ledger.TimeFormat), n, data)
+			}
+		}
+		b.succeeded(t, "fill") // none twice
+	})
+}
