@@ -29,9 +29,13 @@ type CronJob struct {
 
 // PauseSlack is how long after a job's pause CheckCron lets a Run begun
 // before it still claim an occurrence: one due by then, or taken early
-// (ledger.Occurrence.Early's default is 5 s), by a Run that read the job's
-// row before the pause was committed.
-const PauseSlack = 10 * time.Second
+// (Early), by a Run that read the job's row before the pause was
+// committed, with room for a pause statement that waited on a row lock.
+const PauseSlack = 30 * time.Second
+
+// Early is how long before an occurrence is due a Run may take it
+// (ledger.Occurrence.Early's default).
+const Early = 5 * time.Second
 
 // paused reports whether j's occurrence t is one that no Run may claim:
 // due well after the pause.
@@ -151,7 +155,8 @@ type CronHistory struct {
 //     the span began other than the last of them, or an earlier one not
 //     attempted nor reported missed; under
 //     all, once an occurrence after the span was claimed (its Run caught
-//     up first), one within the window before it not attempted.
+//     up first, the window before its due one), one within the window
+//     before the claim's time (plus Early) not attempted.
 func CheckCron(h CronHistory) []string {
 	var v []string
 	jobs := map[string]CronJob{}
@@ -307,13 +312,18 @@ func CheckCron(h CronHistory) []string {
 				to = j.PausedAt
 			}
 			ts := j.occurrences(d.From, to)
-			// The first occurrence after the span that a Run claimed: that
-			// Run caught up first (its catch-up ended without an error).
-			var after time.Time
+			// The first occurrence after the span that a Run claimed, and
+			// when: that Run caught up first (its catch-up ended without
+			// an error), the missed occurrences within the window before
+			// its due one, which was due by then (or within Early).
+			var after, claimed time.Time
 			for _, a := range h.Attempts {
 				t, err := time.Parse(h.TimeFormat, a.Occurrence)
-				if a.Job == j.Name && err == nil && !t.Before(d.To) && (after.IsZero() || t.Before(after)) {
-					after = t
+				if a.Job != j.Name || err != nil || t.Before(d.To) {
+					continue
+				}
+				if after.IsZero() || t.Before(after) || t.Equal(after) && a.StartedAt.Before(claimed) {
+					after, claimed = t, a.StartedAt
 				}
 			}
 			for i, t := range ts {
@@ -328,7 +338,7 @@ func CheckCron(h CronHistory) []string {
 				// Missed reports t once its next occurrence has passed.
 				reported := j.next(t).Before(h.End)
 				switch {
-				case j.CatchUp == "all" && !ran && !after.IsZero() && !t.Before(after.Add(-j.Window)):
+				case j.CatchUp == "all" && !ran && !after.IsZero() && !t.Before(claimed.Add(Early-j.Window)):
 					v = append(v, fmt.Sprintf("%s %s: due while no replica was up, not caught up under catch-up all (before %s)",
 						k.job, k.occ, after.UTC().Format(h.TimeFormat)))
 				case j.CatchUp == "latest" && caught && i < len(ts)-1:

@@ -76,7 +76,7 @@ func TestCheckCron(t *testing.T) {
 			h.Missed = append(h.Missed, CronMissed{Job: "tick", Occurrence: occ("10:00:02")})
 		}, "reported missed, but has 1 attempts"},
 		{"a paused job ran", func(h *CronHistory) {
-			h.Attempts = append(h.Attempts, CronAttempt{Job: "off", Occurrence: occ("10:00:11"), Attempt: 1, State: "failed", Token: 9})
+			h.Attempts = append(h.Attempts, CronAttempt{Job: "off", Occurrence: occ("10:00:31"), Attempt: 1, State: "failed", Token: 9})
 		}, "the job was paused at " + occ("10:00:00") + ", yet the occurrence has 1 attempts"},
 		{"a paused job missed", func(h *CronHistory) {
 			h.Missed = append(h.Missed, CronMissed{Job: "off", Occurrence: occ("10:00:07")})
@@ -121,16 +121,16 @@ func TestCheckCron(t *testing.T) {
 		{"downtime under all: not caught up", func(h *CronHistory) {
 			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", time.Minute
 			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
-			h.Attempts = append(h.Attempts, CronAttempt{Job: "tick", Occurrence: occ("10:00:06"), Attempt: 1, State: "failed", Token: 10})
+			h.Attempts = append(h.Attempts, CronAttempt{Job: "tick", Occurrence: occ("10:00:06"), Attempt: 1, State: "failed", Token: 10, StartedAt: at("10:00:06")})
 		}, "not caught up under catch-up all"},
 		{"downtime under all: no run after it", func(h *CronHistory) {
 			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", time.Minute
 			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
 		}, ""},
 		{"downtime under all: beyond the window", func(h *CronHistory) {
-			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", time.Second
+			h.Jobs[0].CatchUp, h.Jobs[0].Window = "all", 6*time.Second
 			h.Down = []Span{{at("10:00:03"), at("10:00:05")}}
-			h.Attempts = append(h.Attempts, CronAttempt{Job: "tick", Occurrence: occ("10:00:06"), Attempt: 1, State: "failed", Token: 10})
+			h.Attempts = append(h.Attempts, CronAttempt{Job: "tick", Occurrence: occ("10:00:06"), Attempt: 1, State: "failed", Token: 10, StartedAt: at("10:00:06")})
 		}, ""},
 		{"downtime under latest: an earlier one caught up", func(h *CronHistory) {
 			h.Jobs[0].CatchUp = "latest"

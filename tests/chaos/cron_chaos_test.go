@@ -233,17 +233,27 @@ func (r *cronRun) kill(d *cronDaemon) {
 	delete(r.daemons, d.id)
 }
 
-// sqllock runs the command with args on the scenario's database.
+// sqllock runs the command with args on the scenario's database, again
+// while it cannot reach it (exit 69: a killed connection, or a server
+// short of connections on a loaded machine), up to five times.
 func (r *cronRun) sqllock(args ...string) string {
-	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
-	defer cancel()
-	c := exec.CommandContext(ctx, r.bin, args...)
-	c.Env = append(os.Environ(), "SQLLOCK_DSN="+r.dsn)
-	out, err := c.CombinedOutput()
-	if err != nil {
-		r.t.Errorf("sqllock %s: %v\n%s", strings.Join(args, " "), err, out)
+	for i := 1; ; i++ {
+		ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
+		c := exec.CommandContext(ctx, r.bin, args...)
+		c.Env = append(os.Environ(), "SQLLOCK_DSN="+r.dsn)
+		out, err := c.CombinedOutput()
+		cancel()
+		if err == nil {
+			return string(out)
+		}
+		if c.ProcessState == nil || c.ProcessState.ExitCode() != 69 || i == 5 {
+			r.t.Errorf("sqllock %s: %v\n%s", strings.Join(args, " "), err, out)
+			return string(out)
+		}
+		r.t.Logf("sqllock %s (try %d): %v\n%s", strings.Join(args, " "), i, err, out)
+		tm := time.NewTimer(2 * time.Second)
+		<-tm.C
 	}
-	return string(out)
 }
 
 // cronDSN is the command's DSN of s's database, its connections tagged
