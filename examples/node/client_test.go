@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,38 +23,12 @@ import (
 	"testing"
 	"time"
 
-	gomysql "github.com/go-sql-driver/mysql"
-
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
+	"github.com/sqllock/sqllock/examples/internal/crosslang"
 	"github.com/sqllock/sqllock/internal/dbtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(dbtest.Finish(m.Run())) }
-
-// python is Debian's interpreter, which has python3-psycopg2 and
-// python3-mysqldb (a pyenv shim first in PATH may not).
-const python = "/usr/bin/python3"
-
-// missing skips t for a missing prerequisite, or fails it when CI is set.
-func missing(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if os.Getenv(dbtest.CIEnv) != "" {
-		t.Fatalf(format, args...)
-	}
-	t.Skipf(format, args...)
-}
-
-// needPython skips the test when python cannot import module (Debian's
-// package pkg), or fails it when CI is set.
-func needPython(t *testing.T, module, pkg string) {
-	t.Helper()
-	if err := exec.Command(python, "-c", "import "+module).Run(); err != nil {
-		missing(t, "%s cannot import %s (Debian: apt-get install -y %s): %v", python, module, pkg, err)
-	}
-}
 
 var (
 	installOnce sync.Once
@@ -70,12 +43,12 @@ func needNode(t *testing.T) {
 	t.Helper()
 	for _, cmd := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(cmd); err != nil {
-			missing(t, "%s is not on PATH (Debian: apt-get install -y nodejs npm; scripts/test.sh does it as root): %v", cmd, err)
+			crosslang.Missing(t, "%s is not on PATH (Debian: apt-get install -y nodejs npm; scripts/test.sh does it as root): %v", cmd, err)
 		}
 	}
 	installOnce.Do(func() { installErr = install() })
 	if installErr != nil {
-		missing(t, "installing the Node client's packages: %v", installErr)
+		crosslang.Missing(t, "installing the Node client's packages: %v", installErr)
 	}
 }
 
@@ -114,90 +87,13 @@ func install() error {
 	return os.WriteFile(stamp, []byte(want+"\n"), 0o644)
 }
 
-// A backend is a database server the tests run on.
-type backend struct {
-	name string
-	// setup migrates a schema (database) of the test's own and returns a
-	// lock table on it, a pool, the schema and the URL the Node and
-	// Python clients take.
-	setup func(t *testing.T) (*sqllock.Table, *sql.DB, string, string)
-	// python is the module the Python client needs, and its Debian package.
-	python, pythonPkg string
-	// counter is the counter table of schema; param is the n-th
-	// placeholder.
-	counter func(schema string) string
-	param   func(n int) string
-	// wakes tells whether a SQL waiter is woken by a release (LISTEN on
-	// PostgreSQL); MySQL has no NOTIFY, and its SQL waiters poll.
-	wakes bool
-}
-
-var backends = []backend{
-	{name: "postgres", setup: setupPostgres, python: "psycopg2", pythonPkg: "python3-psycopg2", wakes: true,
-		counter: func(schema string) string { return `"` + schema + `".counter` },
-		param:   func(n int) string { return "$" + strconv.Itoa(n) }},
-	{name: "mariadb", setup: setupMySQL, python: "MySQLdb", pythonPkg: "python3-mysqldb",
-		counter: func(schema string) string { return "`" + schema + "`.counter" },
-		param:   func(int) string { return "?" }},
-}
-
-// eachBackend runs f as a parallel subtest per backend.
-func eachBackend(t *testing.T, f func(t *testing.T, b backend)) {
-	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			t.Parallel()
-			f(t, b)
-		})
-	}
-}
-
-// table migrates d and returns a lock table on it.
-func table(t *testing.T, d dialect.Dialect) *sqllock.Table {
-	t.Helper()
-	if err := sqllock.Migrate(t.Context(), d); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	table, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 30 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return table
-}
-
-func setupPostgres(t *testing.T) (*sqllock.Table, *sql.DB, string, string) {
-	t.Helper()
-	db, schema := dbtest.Postgres(t)
-	needNode(t)
-	d, err := postgres.New(db, postgres.WithSchema(schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close(context.Background()) })
-	return table(t, d), db, schema, dbtest.PostgresURL(t)
-}
-
-func setupMySQL(t *testing.T) (*sqllock.Table, *sql.DB, string, string) {
-	t.Helper()
-	db, database := dbtest.MySQL(t)
-	needNode(t)
-	d, err := mysql.New(db, mysql.WithDatabase(database))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close(context.Background()) })
-	cfg, err := gomysql.ParseDSN(dbtest.MySQLDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Net != "tcp" {
-		t.Skipf("the Node client connects over TCP; the test server's DSN is over %s", cfg.Net)
-	}
-	u := url.URL{Scheme: "mysql", User: url.UserPassword(cfg.User, cfg.Passwd), Host: cfg.Addr, Path: "/" + database}
-	if cfg.Passwd == "" {
-		u.User = url.User(cfg.User)
-	}
-	return table(t, d), db, database, u.String()
+// eachBackend runs f as a parallel subtest per backend, with node and
+// the client's packages at hand.
+func eachBackend(t *testing.T, f func(t *testing.T, b crosslang.Backend)) {
+	crosslang.Each(t, func(t *testing.T, b crosslang.Backend) {
+		needNode(t)
+		f(t, b)
+	})
 }
 
 // createCounter creates the counter table, its one row at 0.
@@ -291,17 +187,17 @@ func (p *nodeProc) token(t *testing.T) int64 {
 // under the same lock name, each reading it and writing it back one higher
 // in a transaction fenced by its lease: no increment is lost.
 func TestGoPythonNodeShareCounter(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		table, db, schema, dsn := b.setup(t)
-		needPython(t, b.python, b.pythonPkg)
+	eachBackend(t, func(t *testing.T, b crosslang.Backend) {
+		table, db, schema, dsn := b.Setup(t)
+		crosslang.NeedPython(t, b.Python, b.PythonPkg)
 		ctx := t.Context()
-		counter := b.counter(schema)
+		counter := b.Counter(schema)
 		createCounter(t, db, counter)
 		const each = 100
 		start := time.Now()
 		node := exec.CommandContext(ctx, "node", "counter.js", dsn, schema, "counter", "increment", strconv.Itoa(each))
 		node.Stderr = os.Stderr
-		py := exec.CommandContext(ctx, python, "counter.py", dsn, schema, "counter", "increment", strconv.Itoa(each))
+		py := exec.CommandContext(ctx, crosslang.Python, "counter.py", dsn, schema, "counter", "increment", strconv.Itoa(each))
 		py.Dir = "../python"
 		py.Stderr = os.Stderr
 		for _, c := range []*exec.Cmd{node, py} {
@@ -313,7 +209,7 @@ func TestGoPythonNodeShareCounter(t *testing.T) {
 		var goErr error
 		wg.Go(func() {
 			for range each {
-				if goErr = increment(ctx, table, db, counter, b.param(1)); goErr != nil {
+				if goErr = crosslang.Increment(ctx, table, db, counter, b.Param(1)); goErr != nil {
 					return
 				}
 			}
@@ -330,50 +226,15 @@ func TestGoPythonNodeShareCounter(t *testing.T) {
 	})
 }
 
-// increment adds one to counter under the lock "counter", reading and
-// writing in a transaction fenced by the lease; param is the placeholder
-// of the new value.
-func increment(ctx context.Context, table *sqllock.Table, db *sql.DB, counter, param string) error {
-	k, err := table.Acquire(ctx, "counter")
-	if err != nil {
-		return err
-	}
-	err = write(ctx, k, db, counter, param, 1)
-	if rerr := k.Release(ctx); err == nil {
-		err = rerr
-	}
-	return err
-}
-
-// write adds by to counter in a transaction fenced by k.
-func write(ctx context.Context, k *sqllock.Lock, db *sql.DB, counter, param string, by int) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if err := k.Guard(ctx, tx); err != nil {
-		return err
-	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT n FROM `+counter+` WHERE id = 1`).Scan(&n); err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE `+counter+` SET n = `+param+` WHERE id = 1`, n+by); err != nil {
-		return err
-	}
-	return tx.Commit()
-}
-
 // A Node holder that stops renewing (a pause) loses its lease at the end
 // of its TTL, and Go takes the lock over; sqllock_guard then refuses the
 // Node holder's stale token, and its fenced write is rolled back, while
 // Go's write under the new token commits.
 func TestNodeStaleTokenRefused(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		table, db, schema, dsn := b.setup(t)
+	eachBackend(t, func(t *testing.T, b crosslang.Backend) {
+		table, db, schema, dsn := b.Setup(t)
 		ctx := t.Context()
-		counter := b.counter(schema)
+		counter := b.Counter(schema)
 		createCounter(t, db, counter)
 		node := startNode(t, dsn, schema, "fenced", "stale", "2")
 		stale := node.token(t)
@@ -394,7 +255,7 @@ func TestNodeStaleTokenRefused(t *testing.T) {
 		if n := readCounter(t, db, counter); n != 0 {
 			t.Fatalf("counter %d after the refused write, want 0", n)
 		}
-		if err := write(ctx, k, db, counter, b.param(1), 1); err != nil {
+		if err := crosslang.Write(ctx, k, db, counter, b.Param(1), 1); err != nil {
 			t.Fatalf("Go's write under token %d: %v", k.Token(), err)
 		}
 		if n := readCounter(t, db, counter); n != 1 {
@@ -408,8 +269,8 @@ func TestNodeStaleTokenRefused(t *testing.T) {
 // lease has left, is cut short); on MariaDB, which has no NOTIFY, it polls
 // with a backoff capped at 500 ms.
 func TestNodeWaiterWokenByGoRelease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		table, _, schema, dsn := b.setup(t)
+	eachBackend(t, func(t *testing.T, b crosslang.Backend) {
+		table, _, schema, dsn := b.Setup(t)
 		ctx := t.Context()
 		k, err := table.Acquire(ctx, "queue")
 		if err != nil {
@@ -432,7 +293,7 @@ func TestNodeWaiterWokenByGoRelease(t *testing.T) {
 		if err != nil || token <= k.Token() {
 			t.Fatalf("Node token %s (%v) after Go's %d", fields[0], err, k.Token())
 		}
-		if wakeups, _ := strconv.Atoi(fields[1]); b.wakes && wakeups < 1 {
+		if wakeups, _ := strconv.Atoi(fields[1]); b.Wakes && wakeups < 1 {
 			t.Fatalf("the Node waiter got the lock %v after Go's release, woken by no notification", took)
 		}
 		t.Logf("the Node waiter got the lock %v after Go's release (woken %s times)", took.Round(time.Millisecond), fields[1])
@@ -445,8 +306,8 @@ func TestNodeWaiterWokenByGoRelease(t *testing.T) {
 // A Go waiter on a lock Node holds gets it once Node releases it, with a
 // larger token.
 func TestGoWaiterAfterNodeRelease(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		table, _, schema, dsn := b.setup(t)
+	eachBackend(t, func(t *testing.T, b crosslang.Backend) {
+		table, _, schema, dsn := b.Setup(t)
 		ctx := t.Context()
 		node := startNode(t, dsn, schema, "queue", "hold", "30")
 		held := node.token(t)
@@ -481,8 +342,8 @@ func TestGoWaiterAfterNodeRelease(t *testing.T) {
 // A Node holder killed with SIGKILL keeps the lock until its lease
 // expires; then Go takes it over with a larger token.
 func TestKilledNodeHolderTakenOver(t *testing.T) {
-	eachBackend(t, func(t *testing.T, b backend) {
-		table, _, schema, dsn := b.setup(t)
+	eachBackend(t, func(t *testing.T, b crosslang.Backend) {
+		table, _, schema, dsn := b.Setup(t)
 		ctx := t.Context()
 		node := startNode(t, dsn, schema, "held", "hold", "6")
 		held := node.token(t)
