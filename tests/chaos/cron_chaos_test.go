@@ -147,17 +147,6 @@ func sqllockBinary(t *testing.T) string {
 	return cronBin
 }
 
-func cronDuration(t *testing.T) time.Duration {
-	if v := os.Getenv(cronEnv); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("%s: %v", cronEnv, err)
-		}
-		return d
-	}
-	return 5 * time.Minute
-}
-
 // TestChaosCron runs the distributed crontab's scenario on PostgreSQL and
 // MariaDB: five `sqllock cron` daemons of one 22-entry crontab, while
 // daemons and jobs are SIGKILLed and SIGSTOPped, connections are killed,
@@ -165,7 +154,7 @@ func cronDuration(t *testing.T) time.Duration {
 // for a while (a downtime that the catch-up policies act on); CheckCron
 // checks what the ledger and the commands left.
 func TestChaosCron(t *testing.T) {
-	dur := cronDuration(t)
+	dur := envDuration(t, cronEnv, 5*time.Minute)
 	bin := sqllockBinary(t)
 	for _, kind := range []string{"postgres", "mysql"} {
 		t.Run(kind, func(t *testing.T) {

@@ -160,16 +160,16 @@ func (c ledgerReplica) run() error {
 	}
 }
 
-// ledgerDuration is how long each database's ledger scenario runs.
-func ledgerDuration(t *testing.T) time.Duration {
-	if v := os.Getenv(ledgerEnv); v != "" {
+// envDuration is the duration the environment variable env sets, or def.
+func envDuration(t *testing.T, env string, def time.Duration) time.Duration {
+	if v := os.Getenv(env); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			t.Fatalf("%s: %v", ledgerEnv, err)
+			t.Fatalf("%s: %v", env, err)
 		}
 		return d
 	}
-	return 30 * time.Second
+	return def
 }
 
 // TestChaosLedger runs the run ledger's scenario on each database: five
@@ -177,7 +177,7 @@ func ledgerDuration(t *testing.T) time.Duration {
 // to ±400 ms, while runners are SIGKILLed and SIGSTOPped mid-run and
 // connections are killed; CheckLedger checks what they leave.
 func TestChaosLedger(t *testing.T) {
-	dur := ledgerDuration(t)
+	dur := envDuration(t, ledgerEnv, 30*time.Second)
 	for _, kind := range []string{"postgres", "mysql", "sqlite"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
