@@ -304,13 +304,15 @@ func TestCronTakeOver(t *testing.T) {
 	eachLedger(t, func(t *testing.T, b backend) {
 		dir := t.TempDir()
 		file, log, marker := filepath.Join(dir, "crontab"), filepath.Join(dir, "log"), filepath.Join(dir, "marker")
-		// The first run ever hangs; the rest are quick.
-		writeFile(t, file, fmt.Sprintf(`# sqllock: name=job
+		// The first run ever hangs; the rest are quick. Overlap allow:
+		// under skip, a takeover after the next occurrence began would be
+		// skipped for overlap.
+		writeFile(t, file, fmt.Sprintf(`# sqllock: name=job overlap=allow
 @every 5s echo "$REPLICA $SQLLOCK_OCCURRENCE $SQLLOCK_ATTEMPT" >> %[1]s; if [ ! -e %[2]s ]; then touch %[2]s; sleep 600; fi
 `, log, marker))
 		rs := map[string]*cronReplica{}
 		for _, n := range []string{"a", "b"} {
-			rs[n] = b.startCron(t, n, file, "--ttl", "2s")
+			rs[n] = b.startCron(t, n, file, "--ttl", "5s")
 		}
 		var first []string
 		if !waitFor(time.Minute, func() bool {
