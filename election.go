@@ -14,7 +14,7 @@ import (
 	"github.com/sqllock/sqllock/observe"
 )
 
-// MaxValueLen is the longest leader value, in bytes.
+// MaxValueLen is the longest value of a leader or a lock, in bytes.
 const MaxValueLen = 65535
 
 // LeaderInfo describes the leader of an election, as read from the
@@ -69,9 +69,9 @@ func NewElection(d dialect.Dialect, opts LeaseOptions) (*Election, error) {
 	return &Election{table: t, el: tb.Elections, notifier: cat.Notifier, watches: cat.WatchesNames}, nil
 }
 
-// ValidateValue reports whether value can be a leader's value: at most
-// MaxValueLen bytes of valid UTF-8 without NUL bytes (empty is fine). The
-// error wraps ErrInvalidValue.
+// ValidateValue reports whether value can be a leader's value or a lock's
+// (Lock.SetValue): at most MaxValueLen bytes of valid UTF-8 without NUL
+// bytes (empty is fine). The error wraps ErrInvalidValue.
 func ValidateValue(value string) error {
 	switch {
 	case len(value) > MaxValueLen:
@@ -109,7 +109,7 @@ func (e *Election) Campaign(ctx context.Context, name, value string) (*Leadershi
 	if err != nil {
 		return nil, err
 	}
-	return &Leadership{lock: lockOf(g), el: e.el, value: value}, nil
+	return &Leadership{lock: e.table.lockOf(g), el: e.el, value: value}, nil
 }
 
 // campaign is one Campaign's acquisition attempt: the lock table's, whose

@@ -265,3 +265,28 @@ func ExampleTable_BreakToken() {
 		log.Print("nobody holds job:hourly-export")
 	}
 }
+
+// The migration's holder says which host and version runs it; anyone reads
+// that without acquiring the lock.
+func ExampleLock_SetValue() {
+	ctx := context.Background()
+	var locker *sqllock.Table // sqllock.NewTable(d, sqllock.TableOptions{})
+	lock, err := locker.Acquire(ctx, "migrate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+	host, _ := os.Hostname()
+	if err := lock.SetValue(ctx, host+", schema v42"); err != nil {
+		log.Fatal(err) // ErrLockLost: the lease ended before the write
+	}
+
+	// In another process:
+	info, held, err := locker.Value(ctx, "migrate")
+	switch {
+	case err != nil:
+		log.Fatal(err)
+	case held:
+		log.Printf("%s since %v: %s", info.Owner, info.AcquiredAt, info.Value)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/engine"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 )
 
 // MaxNameLen is the longest lock name or owner identity, in bytes.
@@ -245,6 +246,7 @@ type Lock struct {
 	h holding
 
 	reentered bool // a re-entrant hold, for events
+	values    sqlrun.LockValues // where SetValue writes; nil: the lock keeps no value
 
 	mu       sync.Mutex
 	released bool
@@ -412,4 +414,43 @@ func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
 	err := k.h.Guard(ctx, tx)
 	ev.EndGuard(ctx, ref, err)
 	return err
+}
+
+// SetValue stores value on the lock, for anyone to read without acquiring
+// it (Table.Value, Table.List, the sqllock command's locks): which host
+// holds it, since when, doing what. The value is fenced: it is written in
+// one statement that succeeds only while this lock's lease is live, for
+// its token, so a paused former holder never overwrites its successor's
+// value, and a takeover (a new token) never shows an earlier holder's.
+// Re-entrant holds share one value; the last SetValue wins.
+//
+// value is validated as ValidateValue says (ErrInvalidValue). SetValue
+// returns ErrNotHeld after Release, ErrLockLost when the lease is no
+// longer live, and an error wrapping ErrUnsupported for a lock that keeps
+// no value: only the lock table's leases do (NewTable, lock sets), on a
+// dialect that keeps them (not TiDB).
+func (k *Lock) SetValue(ctx context.Context, value string) error {
+	if err := ValidateValue(value); err != nil {
+		return err
+	}
+	if k.values == nil {
+		return fmt.Errorf("%w: a value on this lock (only the lock table's leases keep values)", ErrUnsupported)
+	}
+	k.mu.Lock()
+	released := k.released
+	k.mu.Unlock()
+	if released {
+		return ErrNotHeld
+	}
+	if err := k.Context().Err(); err != nil {
+		return context.Cause(k.Context())
+	}
+	ok, err := k.values.SetValue(ctx, k.h.Ident(), value)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqllock: set the value of %q: %w", k.Name(), err)
+	case !ok:
+		return ErrLockLost
+	}
+	return nil
 }

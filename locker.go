@@ -19,6 +19,9 @@ type leaseLocker struct {
 	eng    engine.Locker
 	owners *ownerSource
 	try    engine.Strategy // the strategy's attempt (see attempts), set by its constructor
+	// values keeps the values holders set on their leases (Lock.SetValue):
+	// the lock table's, where the dialect keeps them; nil elsewhere.
+	values sqlrun.LockValues
 }
 
 // strategy is what a lease-based primitive adds to the shared machinery:
@@ -54,7 +57,7 @@ func (l *leaseLocker) TryAcquire(ctx context.Context, name string) (*Lock, error
 		return nil, err
 	}
 	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: l.try})
-	return lockOf(g), err
+	return l.lockOf(g), err
 }
 
 // Acquire acquires name, waiting while another owner holds it. Waiting
@@ -71,7 +74,7 @@ func (l *leaseLocker) Acquire(ctx context.Context, name string) (*Lock, error) {
 		return nil, err
 	}
 	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: l.try, Wait: true})
-	return lockOf(g), err
+	return l.lockOf(g), err
 }
 
 // List returns the currently held locks (including expired leases not yet
@@ -88,11 +91,11 @@ func (l *leaseLocker) prepare(ctx context.Context, name string) (string, error) 
 }
 
 // lockOf returns the handle of the hold g, nil if there is none.
-func lockOf(g engine.Grant) *Lock {
+func (l *leaseLocker) lockOf(g engine.Grant) *Lock {
 	if g.Lease == nil {
 		return nil
 	}
-	return &Lock{h: leaseHold{g.Lease}, reentered: g.Reentered}
+	return &Lock{h: leaseHold{g.Lease}, reentered: g.Reentered, values: l.values}
 }
 
 // leaseHold is a lease as a Lock holds it.
@@ -118,5 +121,5 @@ func (l *leaseLocker) acquireFair(ctx context.Context, f *fairQueue, name string
 	}
 	w := &fairWaiter{f: f, name: name, owner: owner, logger: l.eng.Config().Logger}
 	g, err := l.eng.Acquire(ctx, engine.Call{Name: name, Owner: owner, Try: w, Wait: true, Queue: w})
-	return lockOf(g), err
+	return l.lockOf(g), err
 }

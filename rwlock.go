@@ -141,7 +141,7 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 		}
 	}
 	g, err := l.eng.Acquire(ctx, c)
-	return lockOf(g), err
+	return l.lockOf(g), err
 }
 
 // rwWriter and rwReader are the attempts of an RWLock's two sides.

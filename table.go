@@ -78,6 +78,7 @@ func open(d dialect.Dialect) (dialect.Catalogue, *sqlrun.Tables, error) {
 // campaigns make their own attempts (election.go).
 func newTable(d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
 	t := &Table{locks: tb.Locks}
+	t.values = tb.LockValues
 	if opts.Fair {
 		return newFairTable(t, d, cat, tb, opts)
 	}
@@ -186,6 +187,26 @@ func (t *Table) breakLease(ctx context.Context, name string, token int64) (LockI
 	}
 	t.eng.Broken(ctx, li)
 	return li, true, nil
+}
+
+// Value reads, without acquiring it, the live lease on name and the value
+// its holder set with Lock.SetValue (in LockInfo.Value; empty when it set
+// none): who holds the lock, since when, and what it says about its hold.
+// ok is false, with no error, when nothing holds name. A lease released
+// within its minimum hold is still reported, with Holds 0. A dialect that
+// keeps no values (TiDB) returns an error wrapping ErrUnsupported.
+func (t *Table) Value(ctx context.Context, name string) (info LockInfo, ok bool, err error) {
+	if err := ValidateName(name); err != nil {
+		return LockInfo{}, false, err
+	}
+	if t.values == nil {
+		return LockInfo{}, false, fmt.Errorf("%w: lock values", ErrUnsupported)
+	}
+	info, ok, err = t.values.Value(ctx, name)
+	if err != nil {
+		return LockInfo{}, false, fmt.Errorf("sqllock: value of %q: %w", name, err)
+	}
+	return info, ok, nil
 }
 
 // Acquire acquires name, waiting while another owner holds it (see
@@ -381,7 +402,7 @@ func (t *Table) grantSet(ctx context.Context, names, sorted []string, owner stri
 	s := &LockSet{eng: &t.eng, multi: t.multi, sorted: make([]*Lock, len(sorted)), locks: make([]*Lock, len(names))}
 	byName := make(map[string]*Lock, len(sorted))
 	for i, name := range sorted {
-		k := lockOf(t.eng.Grant(ctx, name, owner, tokens[i], start))
+		k := t.lockOf(t.eng.Grant(ctx, name, owner, tokens[i], start))
 		s.sorted[i], byName[name] = k, k
 	}
 	for i, name := range names {

@@ -158,6 +158,10 @@ type LockInfo struct {
 	// ExpiresIn is ExpiresAt minus the database's current time: negative
 	// for a lease that expired and has not been taken over or reaped yet.
 	ExpiresIn time.Duration
+	// Value is the value the holder set on its lock (sqllock's
+	// Lock.SetValue), or, for a Holder whose Primitive is "election", the
+	// value its leader proclaimed; empty when it has none.
+	Value string
 }
 
 // Holder is one holder of a lock of any primitive, as package inspect
@@ -178,8 +182,6 @@ type Holder struct {
 	Mode string
 	// Limit is a semaphore's number of holders at once; 0 elsewhere.
 	Limit int
-	// Value is the value an election's leader proclaimed.
-	Value string
 	// Waiters counts those waiting for the lock where the database shows
 	// them: the sessions queued for a row lock, the live tickets of a
 	// lock table's name; 0 elsewhere.

@@ -46,7 +46,7 @@ const (
 //	:limit                    a batch's size, or a semaphore's limit
 //	:channel                  the notification channel, or a process's waker
 //	:ticket                   a waiter's ticket (see Ticket)
-//	:value                    an election's value
+//	:value                    an election's value, or a lock's
 //	:names :leases            lists, for IN (...): the leases' names, and
 //	                          their (name, owner, token) tuples
 //	:job :occurrence :attempt :state :error
@@ -182,6 +182,17 @@ type LockSQL struct {
 	// lease whose value was proclaimed for its token (an election's
 	// leader), for operators (package inspect); declared with Leader.
 	Values SQL
+	// SetValue is Proclaim for the value a holder keeps on its lock
+	// (Lock.SetValue), stored apart from an election's value so that a
+	// lock with a value is not taken for a leader. Empty: no lock values.
+	SetValue SQL
+	// Value selects, with Holder's columns, :name's live lease and then
+	// the value set for its token (NULL when its holder set none); no row
+	// when no live lease holds :name. Declared with SetValue.
+	Value SQL
+	// LockValues is Values for the values set with SetValue, for List;
+	// declared with SetValue.
+	LockValues SQL
 }
 
 // VersionSQL declares the statements of the version table, whose token

@@ -30,7 +30,8 @@ type lockRow struct {
 	// Limit is a semaphore's number of holders at once; 0 elsewhere.
 	Limit int `json:"limit,omitempty"`
 	// Value is the value an election's leader proclaimed (kind
-	// "election"); nil elsewhere.
+	// "election"), or the value a lock table lease's holder set on it
+	// (run --value, Lock.SetValue); nil elsewhere.
 	Value *string `json:"value,omitempty"`
 	// Waiters is the number of sessions queued for the lock, where the
 	// server shows them (pessimistic locks); nil elsewhere.
@@ -144,7 +145,7 @@ func holderRow(h dialect.Holder) lockRow {
 		Name: h.Name, Strategy: h.Primitive, Mode: h.Mode, Owner: h.Owner, Token: h.Token, Holds: h.Holds,
 		Limit: h.Limit, AcquiredAt: h.AcquiredAt.Local(), HeldForMS: h.HeldFor.Milliseconds(),
 	}
-	if h.Primitive == "election" {
+	if h.Primitive == "election" || h.Value != "" {
 		r.Value = &h.Value
 	}
 	// A row lock's waiters are always shown; tickets where there are some.

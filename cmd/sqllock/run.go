@@ -40,6 +40,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	maxPermits := maxFlag(fs)
 	fair := boolFlag(fs, "fair", "serve the runs waiting for NAME in the order they started waiting (FIFO), a release waking the next one alone: with --strategy table or --max; every run of the name must give it")
 	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
+	value := stringFlag(fs, "value", "", "with --strategy table, keep `TEXT` on the lock while the command runs (what runs, where, which version), for sqllock locks and the console to show; the lock's next holder never shows it")
 	occ := occurrenceFlags(fs)
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		name, cmdArgs, err := commandLine(fs, "run", "lock name", args, *shell)
@@ -95,9 +96,17 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 		if *fair && strat != "table" && strat != strategySemaphore {
 			return usageError{msg: "--fair needs --strategy table or --max: only locks and semaphores queue their waiters"}
 		}
+		if isSet(fs, "value") {
+			if strat != "table" {
+				return usageError{msg: "--value needs --strategy table (without --max, --shared or --exclusive): only the lock table's leases keep a value"}
+			}
+			if err := sqllock.ValidateValue(*value); err != nil {
+				return usageError{msg: "--value: " + message(err)}
+			}
+		}
 		r := &runner{name: name, argv: cmdArgs, strategy: strat, ttl: *ttl, wait: !*noWait,
 			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose, minHold: *minHold,
-			max: *maxPermits, fair: *fair}
+			max: *maxPermits, fair: *fair, value: *value}
 		return r.run(ctx, *dsn, *schema)
 	}
 }
@@ -117,6 +126,7 @@ type runner struct {
 	minHold  time.Duration
 	max      int     // --max: permits of a semaphore; 0 for a lock
 	fair     bool    // --fair: FIFO order among waiters
+	value    string  // --value: kept on the lock while the command runs
 	target   *target // the database, once open
 }
 
@@ -181,6 +191,13 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 		return t.fail(err)
 	}
 	r.logf("acquired lock %q (%s, token %d) after %v", r.name, r.strategy, lock.Token(), time.Since(start).Round(time.Millisecond))
+	if r.value != "" {
+		if err := lock.SetValue(ctx, r.value); err != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			return t.fail(errors.Join(fmt.Errorf("setting the value of lock %q: %w", r.name, err), lock.Release(rctx)))
+		}
+	}
 	return r.superviseThen(ctx, lock, sigs, lock.Release, "releasing", "released lock")
 }
 

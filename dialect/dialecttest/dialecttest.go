@@ -92,6 +92,10 @@
 // lease) and read back as the leader only while that lease is live and
 // keeps the token it was proclaimed for; values travel byte for byte.
 //
+// Lock values (sqlrun.LockValues): as elections' values, set only for a
+// live lease and read only for its token, in Value and in the lock table's
+// List, and kept apart from elections' values.
+//
 // The run ledger (dialect.Catalogue.Runs): attempts recorded running on
 // the database clock, finished once and only under their own token, with
 // their error text byte for byte; running attempts abandoned by
@@ -291,6 +295,11 @@ func Exercise(t *testing.T, h Harness) {
 	if el := tb.Elections; el != nil && !electionsRefused(t, el) {
 		for _, c := range electionChecks {
 			run("Election/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Elections) })
+		}
+	}
+	if tb.LockValues != nil {
+		for _, c := range lockValueChecks {
+			run("LockValue/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).LockValues) })
 		}
 	}
 	if cat.Runs != nil {

@@ -89,6 +89,7 @@ func lockSQL(locks, floor string) dialect.LockSQL {
 	s.Campaign = lockAcquire(locks, floor, true)
 	s.Proclaim, s.Leader = electionSQL(locks)
 	s.Values = valuesSQL(locks)
+	s.SetValue, s.Value, s.LockValues = lockValueSQL(locks)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks), multiTx
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
 	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)

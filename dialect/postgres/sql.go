@@ -76,6 +76,7 @@ func lockSQL(locks, seq, tickets, channel, durable string) dialect.LockSQL {
 	s.Campaign = lockAcquire(locks, seq, durable, true)
 	s.Proclaim, s.Leader = electionSQL(locks, durable)
 	s.Values = valuesSQL(locks)
+	s.SetValue, s.Value, s.LockValues = lockValueSQL(locks, durable)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks, durable), multiTx
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT

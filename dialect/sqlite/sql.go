@@ -96,6 +96,7 @@ RETURNING token`, now, grantUpsert))
 	// A campaign's value goes to the values' table in the grant's
 	// transaction (see election.go).
 	s.Proclaim, s.Leader, s.Values = dialect.X(proclaimSQL), dialect.Q(leaderSQL), dialect.Q(valuesSQL)
+	s.SetValue, s.Value, s.LockValues = dialect.X(setValueSQL), dialect.Q(valueSQL), dialect.Q(lockValuesSQL)
 	s.ReleaseAll = releaseAllSQL()
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -145,17 +146,27 @@ func (t *leaseTable) List(ctx context.Context) ([]dialect.LockInfo, error) {
 
 // infos runs st, which selects the columns of LeaseSQL.List.
 func (t *leaseTable) infos(ctx context.Context, st *Stmt, p *Params) ([]dialect.LockInfo, error) {
+	return t.scanInfos(ctx, st, p, false)
+}
+
+// scanInfos runs st, which selects the columns of LeaseSQL.List and, with
+// value, a value (NULL for none) after them.
+func (t *leaseTable) scanInfos(ctx context.Context, st *Stmt, p *Params, value bool) ([]dialect.LockInfo, error) {
 	var out []dialect.LockInfo
 	err := t.run.Each(ctx, st, p, func(rows *sql.Rows) error {
 		var (
 			li                           dialect.LockInfo
-			name, owner                  []byte
+			name, owner, v               []byte
 			acquired, expires, expiresIn int64
 		)
-		if err := rows.Scan(&name, &owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn); err != nil {
+		dst := []any{&name, &owner, &li.Token, &li.Holds, &acquired, &expires, &expiresIn}
+		if value {
+			dst = append(dst, &v)
+		}
+		if err := rows.Scan(dst...); err != nil {
 			return err
 		}
-		li.Name, li.Owner = string(name), string(owner)
+		li.Name, li.Owner, li.Value = string(name), string(owner), string(v)
 		li.AcquiredAt = time.UnixMicro(acquired).UTC()
 		li.ExpiresAt = time.UnixMicro(expires).UTC()
 		li.ExpiresIn = time.Duration(expiresIn) * time.Microsecond
@@ -172,6 +183,7 @@ type lockTable struct {
 	leaseTable
 	acquire, remaining, holder, brk, campaign, proclaim, leader, releaseAll Stmt
 	acquiredToken, acquireUndo, values                                      Stmt
+	setValue, value, lockValues                                             Stmt
 	multiTx                                                                 *sql.TxOptions
 	// apart is the work that grants left to run after them (see
 	// FairSQL.ConsumeApart), by name: a release of the name waits for it.
@@ -249,7 +261,8 @@ func newLockTable(run *Runner, c *Compiler, s dialect.LockSQL) *lockTable {
 		dst *Stmt
 		src dialect.SQL
 	}{{&t.campaign, s.Campaign}, {&t.proclaim, s.Proclaim}, {&t.leader, s.Leader}, {&t.releaseAll, s.ReleaseAll},
-		{&t.acquiredToken, s.AcquiredToken}, {&t.acquireUndo, s.AcquireUndo}, {&t.values, s.Values}} {
+		{&t.acquiredToken, s.AcquiredToken}, {&t.acquireUndo, s.AcquireUndo}, {&t.values, s.Values},
+		{&t.setValue, s.SetValue}, {&t.value, s.Value}, {&t.lockValues, s.LockValues}} {
 		if st.src.Text != "" {
 			*st.dst = c.Compile(st.src)
 		}
@@ -372,6 +385,52 @@ func (t *lockTable) Leader(ctx context.Context, name string) (dialect.LeaderInfo
 	info.ExpiresAt = time.UnixMicro(expires).UTC()
 	info.ExpiresIn = time.Duration(left) * time.Microsecond
 	return info, true, nil
+}
+
+// SetValue implements LockValues, after the runner's Check.
+func (t *lockTable) SetValue(ctx context.Context, l dialect.Lease, value string) (bool, error) {
+	if err := t.run.check(ctx); err != nil {
+		return false, err
+	}
+	p := t.params(l)
+	p.Value = value
+	n, err := t.run.Int(ctx, &t.setValue, p)
+	return n == 1, err
+}
+
+// Value implements LockValues.
+func (t *lockTable) Value(ctx context.Context, name string) (dialect.LockInfo, bool, error) {
+	infos, err := t.scanInfos(ctx, &t.value, &Params{Name: name}, true)
+	if err != nil || len(infos) == 0 {
+		return dialect.LockInfo{}, false, err
+	}
+	return infos[0], true, nil
+}
+
+// List implements LeaseTable, with the values holders set on their
+// leases (LockSQL.LockValues) when the dialect keeps them.
+func (t *lockTable) List(ctx context.Context) ([]dialect.LockInfo, error) {
+	infos, err := t.leaseTable.List(ctx)
+	if err != nil || !t.lockValues.declared() || len(infos) == 0 {
+		return infos, err
+	}
+	values := map[dialect.Lease]string{}
+	err = t.run.Each(ctx, &t.lockValues, &Params{}, func(rows *sql.Rows) error {
+		var name, owner, value []byte
+		var token int64
+		if err := rows.Scan(&name, &owner, &token, &value); err != nil {
+			return err
+		}
+		values[dialect.Lease{Name: string(name), Owner: string(owner), Token: token}] = string(value)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the locks' values: %w", err)
+	}
+	for i, li := range infos {
+		infos[i].Value = values[dialect.Lease{Name: li.Name, Owner: li.Owner, Token: li.Token}]
+	}
+	return infos, nil
 }
 
 // Remaining implements LockTable.

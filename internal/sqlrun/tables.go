@@ -301,6 +301,21 @@ type Elections interface {
 	Values(ctx context.Context) (map[dialect.Lease]string, error)
 }
 
+// LockValues are the values holders keep on the lock table's leases
+// (schema version 31), apart from elections' values: what a holder says
+// about its hold, read by anyone without acquiring. A value is set for
+// the lease's token, so a takeover never shows an earlier holder's.
+type LockValues interface {
+	// SetValue stores value as the value of the live lease l, in one
+	// guarded statement that changes nothing unless l is still live (as
+	// Elections.Proclaim). It reports false when l is not live.
+	SetValue(ctx context.Context, l dialect.Lease, value string) (bool, error)
+	// Value reads name's live lease (held, or released within its minimum
+	// hold) with the value set for its token, if any; ok is false when no
+	// live lease holds name.
+	Value(ctx context.Context, name string) (info dialect.LockInfo, ok bool, err error)
+}
+
 // RunLedger is the run ledger's tables (package ledger, schema version 17
 // on PostgreSQL, 16 on MySQL, 15 on SQLite; a job's life, version 20): one row per attempt of an
 // occurrence of a job, and one per job with its period. The ledger holds
@@ -396,6 +411,7 @@ type Tables struct {
 	Locks            LockTable
 	Multi            MultiLockTable // the lock table's, with LockSQL.ReleaseAll
 	Elections        Elections      // the lock table's, with LockSQL.Leader
+	LockValues       LockValues     // the lock table's, with LockSQL.SetValue
 	Fair             FairTable
 	Waking           FairTable
 	Versions         VersionTable
@@ -481,6 +497,9 @@ func Build(db *sql.DB, cat dialect.Catalogue) (*Tables, error) {
 	}
 	if locks.leader.declared() {
 		t.Elections = locks
+	}
+	if locks.setValue.declared() {
+		t.LockValues = locks
 	}
 	if s := cat.Fair; s != nil {
 		t.Fair = newFairTable(locks, c, *s)
