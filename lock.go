@@ -245,7 +245,7 @@ type holding interface {
 type Lock struct {
 	h holding
 
-	reentered bool // a re-entrant hold, for events
+	reentered bool              // a re-entrant hold, for events
 	values    sqlrun.LockValues // where SetValue writes; nil: the lock keeps no value
 
 	mu       sync.Mutex

@@ -71,7 +71,7 @@ func TestLocksEveryPrimitive(t *testing.T) {
 	}
 	want := []dialect.Holder{
 		{Primitive: "table", Mode: "exclusive"},
-		{Primitive: "election", Mode: "exclusive", Value: "host:8080"},
+		{Primitive: "election", Mode: "exclusive", LockInfo: dialect.LockInfo{Value: "host:8080"}},
 		{Primitive: "semaphore", Mode: "shared", Limit: 3},
 		{Primitive: "rwlock", Mode: "shared"},
 	}

@@ -186,3 +186,25 @@ func TestLocksCountsWaiters(t *testing.T) {
 		w.stdin.Close()
 	})
 }
+
+// run --value keeps its text on the lock while the command runs: locks
+// shows it after the owner, as a table lock (not an election); --value
+// with a strategy that keeps none is a usage error.
+func TestLocksRunValue(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		h := b.hold(t, "migrate", "--value", "host-a, schema v42")
+		tok := h.waitToken(t)
+		rows := b.locksJSON(t)
+		if len(rows) != 1 || rows[0].Strategy != "table" || rows[0].Token != tok || rows[0].Value == nil || *rows[0].Value != "host-a, schema v42" {
+			t.Fatalf("locks --json: %+v, want migrate as a table lock with token %d and its value", rows, tok)
+		}
+		out, err := b.cmd(t, "locks").Output()
+		if err != nil || !strings.Contains(string(out), " = host-a, schema v42") {
+			t.Fatalf("locks: %v, want the value after the owner:\n%s", err, out)
+		}
+		out, err = b.cmd(t, "run", "--max", "2", "--value", "x", "sem", "--", "true").CombinedOutput()
+		if code := exitStatus(err); code != exitUsage || !strings.Contains(string(out), "--value needs --strategy table") {
+			t.Fatalf("run --max --value: exit %d, want %d and why:\n%s", code, exitUsage, out)
+		}
+	})
+}
