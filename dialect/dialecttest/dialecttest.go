@@ -515,6 +515,20 @@ func (e *env) held(tb *table, name string) (li dialect.LockInfo, ok bool) {
 	return dialect.LockInfo{}, false
 }
 
+// heldBy returns name's row of owner as List shows it (a permit table
+// lists a row per owner); ok is false when it is not listed.
+func (e *env) heldBy(tb *table, name, owner string) (li dialect.LockInfo, ok bool) {
+	e.t.Helper()
+	infos, err := tb.stmts.List(e.ctx)
+	e.must(err, "List")
+	for _, li := range infos {
+		if li.Name == name && li.Owner == owner {
+			return li, true
+		}
+	}
+	return dialect.LockInfo{}, false
+}
+
 // holder checks that name is listed as held by l with holds holds.
 func (e *env) holder(tb *table, l dialect.Lease, holds int) {
 	e.t.Helper()
