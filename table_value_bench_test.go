@@ -12,6 +12,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/postgres"
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/tests/benchtest"
 )
 
 // BenchmarkLockValue measures Lock.SetValue and Table.Value, each next to
@@ -71,7 +72,7 @@ func BenchmarkLockValue(b *testing.B) {
 						}
 						theirs += time.Since(start)
 					}
-					reportPair(b, ours, theirs)
+					benchtest.ReportRatio(b, theirs, ours)
 				})
 				b.Run("Value"+run.name, func(b *testing.B) {
 					var ours, theirs time.Duration
@@ -93,19 +94,11 @@ func BenchmarkLockValue(b *testing.B) {
 						}
 						theirs += time.Since(start)
 					}
-					reportPair(b, ours, theirs)
+					benchtest.ReportRatio(b, theirs, ours)
 				})
 			}
 		})
 	}
-}
-
-// reportPair reports ours and the raw statements' times per op, and their
-// ratio.
-func reportPair(b *testing.B, ours, raw time.Duration) {
-	b.ReportMetric(float64(ours.Nanoseconds())/float64(b.N), "sqllock-ns/op")
-	b.ReportMetric(float64(raw.Nanoseconds())/float64(b.N), "raw-ns/op")
-	b.ReportMetric(float64(raw)/float64(ours), "ratio")
 }
 
 // valueBenchSetup opens kind on a namespace of the benchmark's own, with
