@@ -35,6 +35,7 @@ func roomOf(l Locker) *engine.Locker {
 type RoomProbe struct {
 	mu       sync.Mutex
 	connects int            // times the listening connection became ready
+	losses   int            // times the listening connection was lost
 	notified map[string]int // notifications that reached a queue, by name
 	retries  map[string]int // refused attempts by heads after a wait, by name
 	// events counts what the room was told and did; woken and refused
@@ -72,6 +73,11 @@ func probe(r *engine.Locker) *RoomProbe {
 			p.woken[name] = p.events
 			p.mu.Unlock()
 		},
+		Lost: func() {
+			p.mu.Lock()
+			p.losses++
+			p.mu.Unlock()
+		},
 		Retried: func(name string) {
 			p.mu.Lock()
 			p.retries[name]++
@@ -99,6 +105,14 @@ func (p *RoomProbe) Connects() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.connects
+}
+
+// Losses reports how many times the room was told that its listening
+// connection was lost (its heads poll until it is back).
+func (p *RoomProbe) Losses() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.losses
 }
 
 // Notified reports how many notifications for name reached the queue of

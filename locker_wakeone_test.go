@@ -136,8 +136,8 @@ func TestReleaseWakesOneLocker(t *testing.T) {
 			if k == nil {
 				t.Fatal("the second waiter failed")
 			}
-			if probes[1].Notified("one") == 0 {
-				t.Fatal("the second waiter acquired unwoken")
+			if probes[1].Notified("one") == 0 && probes[1].Losses() == 0 {
+				t.Fatal("the second waiter acquired unwoken, its listening connection never lost")
 			}
 			if _, waiting := sqllock.RoomState(lockers[2], "one"); probes[2].Notified("one") != 0 || waiting != 1 {
 				t.Fatalf("the third waiter: %d wake-ups, %d waiting; want 0 and 1", probes[2].Notified("one"), waiting)
@@ -237,7 +237,14 @@ func TestReleaseWakesOneProcess(t *testing.T) {
 						t.Fatalf("waiter %d failed", i)
 					}
 					if probes[i].Notified("one") == 0 {
-						t.Fatalf("waiter %d acquired unwoken", i)
+						// A process whose listening connection was lost
+						// (a slow machine can make its health check
+						// time out) polls until it is back, as designed:
+						// its grant proves nothing about wake-ups.
+						if probes[i].Losses() == 0 {
+							t.Fatalf("waiter %d acquired unwoken, its listening connection never lost", i)
+						}
+						t.Logf("waiter %d acquired by polling: its listening connection was lost %d times", i, probes[i].Losses())
 					}
 					for j := i + 1; j < processes; j++ {
 						if n := probes[j].Notified("one"); n != 0 {

@@ -69,6 +69,7 @@ type Hooks struct {
 	Ready    func()            // the listening connection became ready
 	Notified func(name string) // a notification reached name's queue
 	Retried  func(name string) // a head was refused again after a wait
+	Lost     func()            // the listening connection was lost: heads poll
 }
 
 // SetHooks sets the room's hooks, for tests; call it before the room is
@@ -598,6 +599,9 @@ func (r *Room) Rank(name string) int64 {
 // that keeps failing the same way (a listener behind a transaction pooler)
 // is reported once.
 func (r *Room) Lost(err error) {
+	if r.hooks != nil {
+		r.hooks.Lost()
+	}
 	r.mu.Lock()
 	warned := r.deaf
 	r.deaf = true
