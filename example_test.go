@@ -290,3 +290,38 @@ func ExampleLock_SetValue() {
 		log.Printf("%s since %v: %s", info.Owner, info.AcquiredAt, info.Value)
 	}
 }
+
+// A deploy asks the old version's holder to let go; the holder stops at a
+// safe point and releases, and the new version acquires.
+func ExampleTable_RequestRelease() {
+	ctx := context.Background()
+	var locker *sqllock.Table // sqllock.NewTable(d, sqllock.TableOptions{})
+	lock, err := locker.Acquire(ctx, "ingest")
+	if err != nil {
+		log.Fatal(err)
+	}
+	work, stop := context.WithCancel(lock.Context())
+	go func() {
+		select {
+		case <-lock.Revoked():
+			log.Printf("asked to let go: %s", lock.RevokeReason())
+			stop() // the work ends at its next safe point
+		case <-work.Done():
+		}
+	}()
+	ingest(work)
+	stop()
+	_ = lock.Release(context.WithoutCancel(ctx))
+
+	// In the deploy, in another process:
+	asked, err := locker.RequestRelease(ctx, "ingest", "deploy v1.43")
+	switch {
+	case err != nil:
+		log.Fatal(err)
+	case !asked:
+		log.Print("nobody holds ingest")
+	}
+}
+
+// ingest stands for work that checks ctx at its safe points.
+func ingest(ctx context.Context) { <-ctx.Done() }

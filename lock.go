@@ -416,6 +416,37 @@ func (k *Lock) Guard(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
+// revocable is a holding whose holder can be asked to release it
+// (Table.RequestRelease): a lease.
+type revocable interface {
+	Revoked() <-chan struct{}
+	RevokeReason() string
+}
+
+// Revoked returns a channel that is closed when someone asked this lock's
+// holder to release it (Table.RequestRelease; the sqllock command's
+// unlock --ask), which the lock learns from its renewals, within one
+// RenewInterval of the request. The lock is still held: the holder
+// should finish what it is doing, or stop at a safe point, and Release
+// it. RevokeReason tells why it was asked. Re-entrant holds share the
+// channel. Only the lock table's leases (NewTable, lock sets) can be
+// asked; for any other lock the channel is never closed.
+func (k *Lock) Revoked() <-chan struct{} {
+	if r, ok := k.h.(revocable); ok {
+		return r.Revoked()
+	}
+	return nil
+}
+
+// RevokeReason returns the reason given by the request that the lock be
+// released (see Revoked), or "" while none was made.
+func (k *Lock) RevokeReason() string {
+	if r, ok := k.h.(revocable); ok {
+		return r.RevokeReason()
+	}
+	return ""
+}
+
 // SetValue stores value on the lock, for anyone to read without acquiring
 // it (Table.Value, Table.List, the sqllock command's locks): which host
 // holds it, since when, doing what. The value is fenced: it is written in

@@ -42,7 +42,7 @@ func BenchmarkRenewal(b *testing.B) {
 				var stmts int
 				for range b.N {
 					for i := 0; i < len(ls); i += dialect.MaxRenewBatch {
-						ok, err := testutil.Tables(b, d).Locks.RenewMany(ctx, ls[i:min(i+dialect.MaxRenewBatch, len(ls))], time.Hour)
+						ok, err := testutil.Renewed(testutil.Tables(b, d).Locks.RenewMany(ctx, ls[i:min(i+dialect.MaxRenewBatch, len(ls))], time.Hour))
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -63,7 +63,7 @@ func BenchmarkRenewal(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/leases=%d/single", kind, n), func(b *testing.B) {
 				for range b.N {
 					for _, l := range ls {
-						if ok, err := testutil.Tables(b, d).Locks.RenewMany(ctx, []dialect.Lease{l}, time.Hour); err != nil || !ok[0] {
+						if ok, err := testutil.Renewed(testutil.Tables(b, d).Locks.RenewMany(ctx, []dialect.Lease{l}, time.Hour)); err != nil || !ok[0] {
 							b.Fatalf("renew: %v %v", ok, err)
 						}
 					}

@@ -41,15 +41,15 @@ type renewCountingLocks struct {
 	c renewCounting
 }
 
-func (l renewCountingLocks) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+func (l renewCountingLocks) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]sqlrun.Renewal, error) {
 	l.c.batches.Add(1)
-	ok, err := l.LockTable.RenewMany(ctx, ls, ttl)
-	for _, o := range ok {
-		if o {
+	rs, err := l.LockTable.RenewMany(ctx, ls, ttl)
+	for _, r := range rs {
+		if r.OK {
 			l.c.renewed.Add(1)
 		}
 	}
-	return ok, err
+	return rs, err
 }
 
 // One process holding many leases renews them in a few statements per

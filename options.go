@@ -38,7 +38,8 @@ type LeaseOptions struct {
 	// observe it implements: AcquiredObserver, ReleasedObserver,
 	// LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
 	// HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer,
-	// ListenerObserver and BreakObserver (Table.Break). One that
+	// ListenerObserver, BreakObserver (Table.Break) and RevokedObserver
+	// (Table.RequestRelease). One that
 	// implements none of them is refused (see observe.Check). Package
 	// sqllockotel provides one that records OpenTelemetry metrics and
 	// traces. Default: none.

@@ -248,7 +248,7 @@ func TestRWLockCrashedHolderExpires(t *testing.T) {
 		if w.Token() <= g.Token {
 			t.Fatalf("writer's token %d, want > %d", w.Token(), g.Token)
 		}
-		if ok, err := rw.RenewMany(ctx, []dialect.Lease{{Name: "c", Owner: "crashed-reader", Token: g.Token}}, 3600e9); err != nil || ok[0] {
+		if ok, err := testutil.Renewed(rw.RenewMany(ctx, []dialect.Lease{{Name: "c", Owner: "crashed-reader", Token: g.Token}}, 3600e9)); err != nil || ok[0] {
 			t.Fatalf("renewal of the expired reader: %v, %v", ok, err)
 		}
 		release(t, ctx, w)

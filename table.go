@@ -39,6 +39,9 @@ type Table struct {
 	// announcements of the name.
 	waking *fairQueue
 	multi  sqlrun.MultiLockTable // nil: the dialect cannot acquire sets (TryAcquireAll, AcquireAll)
+	// requests keeps the requests that holders release their locks
+	// (RequestRelease); nil where the dialect keeps none.
+	requests sqlrun.ReleaseRequests
 }
 
 var _ Locker = (*Table)(nil)
@@ -78,7 +81,7 @@ func open(d dialect.Dialect) (dialect.Catalogue, *sqlrun.Tables, error) {
 // campaigns make their own attempts (election.go).
 func newTable(d dialect.Dialect, cat dialect.Catalogue, tb *sqlrun.Tables, opts engine.Config) (*Table, error) {
 	t := &Table{locks: tb.Locks}
-	t.values = tb.LockValues
+	t.values, t.requests = tb.LockValues, tb.Requests
 	if opts.Fair {
 		return newFairTable(t, d, cat, tb, opts)
 	}
@@ -207,6 +210,35 @@ func (t *Table) Value(ctx context.Context, name string) (info LockInfo, ok bool,
 		return LockInfo{}, false, fmt.Errorf("sqllock: value of %q: %w", name, err)
 	}
 	return info, ok, nil
+}
+
+// RequestRelease asks the holder of name, whoever and wherever it is, to
+// finish and release the lock: the polite way to move a lock (a deploy,
+// a rebalance) before breaking it with Break. The request is kept for
+// the holder's lease (its token), so a later holder is never asked by
+// it; asking again replaces the reason. The holder learns of it at its
+// next renewal, within one RenewInterval, on Lock.Revoked (and an
+// observe.RevokedObserver's event); what it does then is its own choice.
+//
+// asked is false, with no error, when no lease holds name (a lock
+// released within its minimum hold holds none). reason is validated as
+// ValidateValue says (ErrInvalidValue). A dialect that keeps no requests
+// (TiDB) returns an error wrapping ErrUnsupported.
+func (t *Table) RequestRelease(ctx context.Context, name, reason string) (asked bool, err error) {
+	if err := ValidateName(name); err != nil {
+		return false, err
+	}
+	if err := ValidateValue(reason); err != nil {
+		return false, err
+	}
+	if t.requests == nil {
+		return false, fmt.Errorf("%w: release requests", ErrUnsupported)
+	}
+	asked, err = t.requests.RequestRelease(ctx, name, reason)
+	if err != nil {
+		return false, fmt.Errorf("sqllock: request the release of %q: %w", name, err)
+	}
+	return asked, nil
 }
 
 // Acquire acquires name, waiting while another owner holds it (see

@@ -106,50 +106,65 @@ func BenchmarkLockValue(b *testing.B) {
 // and read (name), written as a user would write them.
 func valueBenchSetup(b *testing.B, kind string) (db *sql.DB, d dialect.Dialect, set, get string) {
 	b.Helper()
-	var err error
+	db, d, ns := benchOpen(b, kind)
 	switch kind {
 	case "postgres":
-		var schema string
-		db, schema = dbtest.Postgres(b)
-		var pd *postgres.Dialect
-		if pd, err = postgres.New(db, postgres.WithSchema(schema)); err == nil {
-			closeAtEnd(b, pd)
-		}
-		d = pd
-		locks := `"` + schema + `".sqllock_locks`
+		locks := `"` + ns + `".sqllock_locks`
 		set = `UPDATE ` + locks + ` SET lock_value = $1, lock_value_token = token
 WHERE name = $2 AND owner = $3 AND token = $4 AND holds > 0 AND expires_at > now()`
 		get = `SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - now(),
   CASE WHEN lock_value_token = token THEN lock_value END FROM ` + locks + ` WHERE name = $1 AND expires_at > now()`
 	case "mysql":
-		var database string
-		db, database = dbtest.MySQL(b)
+		locks := "`" + ns + "`.sqllock_locks"
+		set = `UPDATE ` + locks + ` SET lock_value = ?, lock_value_token = token, expires_at = expires_at + INTERVAL 1 MICROSECOND
+WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > ` + mysqlNow
+		get = `SELECT name, owner, token, holds, acquired_at, expires_at, TIMESTAMPDIFF(MICROSECOND, ` + mysqlNow + `, expires_at),
+  IF(lock_value_token = token, lock_value, NULL) FROM ` + locks + ` WHERE name = ? AND expires_at > ` + mysqlNow
+	default:
+		set = `INSERT INTO sqllock_lock_holder_values (name, token, value)
+SELECT name, token, ?1 FROM sqllock_locks WHERE name = ?2 AND owner = ?3 AND token = ?4 AND holds > 0 AND expires_at > ` + sqliteNow + `
+ON CONFLICT (name) DO UPDATE SET token = excluded.token, value = excluded.value`
+		get = `SELECT l.name, l.owner, l.token, l.holds, l.acquired_at, l.expires_at, l.expires_at - ` + sqliteNow + `, v.value
+FROM sqllock_locks l LEFT JOIN sqllock_lock_holder_values v ON v.name = l.name AND v.token = l.token
+WHERE l.name = ?1 AND l.expires_at > ` + sqliteNow
+	}
+	return db, d, set, get
+}
+
+// The dialects' clocks, as raw statements write them: MySQL's is one that
+// no session's SET timestamp moves; SQLite's, microseconds since the epoch.
+const (
+	mysqlNow  = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)"
+	sqliteNow = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
+)
+
+// benchOpen opens kind (postgres, mysql or sqlite) on a namespace of the
+// benchmark's own: its schema, its database, or "" for SQLite's file.
+func benchOpen(b *testing.B, kind string) (db *sql.DB, d dialect.Dialect, ns string) {
+	b.Helper()
+	var err error
+	switch kind {
+	case "postgres":
+		db, ns = dbtest.Postgres(b)
+		var pd *postgres.Dialect
+		if pd, err = postgres.New(db, postgres.WithSchema(ns)); err == nil {
+			closeAtEnd(b, pd)
+		}
+		d = pd
+	case "mysql":
+		db, ns = dbtest.MySQL(b)
 		var md *mysql.Dialect
-		if md, err = mysql.New(db, mysql.WithDatabase(database)); err == nil {
+		if md, err = mysql.New(db, mysql.WithDatabase(ns)); err == nil {
 			closeAtEnd(b, md)
 		}
 		d = md
-		// The dialect's clock: one that no session's SET timestamp moves.
-		const now = "(UTC_TIMESTAMP(6) + INTERVAL TIMESTAMPDIFF(MICROSECOND, NOW(6), SYSDATE(6)) MICROSECOND)"
-		locks := "`" + database + "`.sqllock_locks"
-		set = `UPDATE ` + locks + ` SET lock_value = ?, lock_value_token = token, expires_at = expires_at + INTERVAL 1 MICROSECOND
-WHERE name = ? AND owner = ? AND token = ? AND holds > 0 AND expires_at > ` + now
-		get = `SELECT name, owner, token, holds, acquired_at, expires_at, TIMESTAMPDIFF(MICROSECOND, ` + now + `, expires_at),
-  IF(lock_value_token = token, lock_value, NULL) FROM ` + locks + ` WHERE name = ? AND expires_at > ` + now
 	default:
 		dbtest.SQLite(b)
 		db, _ = openSQLite(b)
 		d, err = sqlite.New(db)
-		const now = `(CAST(round(unixepoch('subsec') * 1000) AS INTEGER) * 1000)`
-		set = `INSERT INTO sqllock_lock_holder_values (name, token, value)
-SELECT name, token, ?1 FROM sqllock_locks WHERE name = ?2 AND owner = ?3 AND token = ?4 AND holds > 0 AND expires_at > ` + now + `
-ON CONFLICT (name) DO UPDATE SET token = excluded.token, value = excluded.value`
-		get = `SELECT l.name, l.owner, l.token, l.holds, l.acquired_at, l.expires_at, l.expires_at - ` + now + `, v.value
-FROM sqllock_locks l LEFT JOIN sqllock_lock_holder_values v ON v.name = l.name AND v.token = l.token
-WHERE l.name = ?1 AND l.expires_at > ` + now
 	}
 	if err != nil {
 		b.Fatal(err)
 	}
-	return db, d, set, get
+	return db, d, ns
 }

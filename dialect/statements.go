@@ -46,7 +46,8 @@ const (
 //	:limit                    a batch's size, or a semaphore's limit
 //	:channel                  the notification channel, or a process's waker
 //	:ticket                   a waiter's ticket (see Ticket)
-//	:value                    an election's value, or a lock's
+//	:value                    an election's value, or a lock's, or the
+//	                          reason of a release request
 //	:names :leases            lists, for IN (...): the leases' names, and
 //	                          their (name, owner, token) tuples
 //	:job :occurrence :attempt :state :error
@@ -193,6 +194,16 @@ type LockSQL struct {
 	// LockValues is Values for the values set with SetValue, for List;
 	// declared with SetValue.
 	LockValues SQL
+	// RequestRelease asks the holder of :name's held lease to release it
+	// (sqllock's Table.RequestRelease): it stores :value as the request's
+	// reason, for the lease's token, so that a takeover (a new token)
+	// never inherits it. Its number is 1 when a held lease was asked (an
+	// Exec that changes the row whenever it matches), 0 when none holds
+	// :name. The holder learns of the request from its renewals: with
+	// RequestRelease declared, the lock table's RenewMany (a Query) or
+	// Renewed selects a fourth column, the reason asked of the lease's
+	// token, NULL when none was. Empty: no release requests.
+	RequestRelease SQL
 }
 
 // VersionSQL declares the statements of the version table, whose token

@@ -219,6 +219,16 @@ type AttemptEnd struct {
 	Retry string
 }
 
+// RevokedEvent describes a release requested of a held lease.
+type RevokedEvent struct {
+	// LockEvent is the acquisition asked to let go.
+	LockEvent
+	// Reason is the reason the request gave.
+	Reason string
+	// Held is the time since the acquisition was granted.
+	Held time.Duration
+}
+
 // BrokenEvent describes a lease ended by a break.
 type BrokenEvent struct {
 	// LockEvent is the broken acquisition: its owner and token.

@@ -40,7 +40,7 @@ func Check(obs Observer) error {
 	switch obs.(type) {
 	case nil, AcquiredObserver, ReleasedObserver, LostObserver, AcquireTracer, ReleaseTracer, GuardTracer,
 		HandoffObserver, WaitingObserver, RenewedObserver, RenewBatchTracer, ListenerObserver, ReapObserver,
-		AttemptTracer, BreakObserver:
+		AttemptTracer, BreakObserver, RevokedObserver:
 		return nil
 	}
 	return fmt.Errorf("%w: %T has none of their methods", ErrNoInterface, obs)
@@ -140,6 +140,15 @@ type AttemptTracer interface {
 	// StartAttempt and EndAttempt bracket one run.
 	StartAttempt(ctx context.Context, e Attempt) context.Context
 	EndAttempt(ctx context.Context, e AttemptEnd)
+}
+
+// RevokedObserver is told of each release requested of a lease this
+// process holds (sqllock.Table.RequestRelease; the sqllock unlock
+// command's --ask), as the holder learns of it from a renewal.
+type RevokedObserver interface {
+	// Revoked reports the request, once per lease. ctx carries the
+	// values the lease was acquired with.
+	Revoked(ctx context.Context, e RevokedEvent)
 }
 
 // BreakObserver is told of each lease ended by sqllock.Table.Break (the

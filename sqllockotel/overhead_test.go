@@ -67,12 +67,12 @@ func (m *memLocks) Remaining(context.Context, string) (time.Duration, bool, erro
 	return -1, true, nil
 }
 
-func (m *memLocks) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration) ([]bool, error) {
-	ok := make([]bool, len(ls))
-	for i := range ok {
-		ok[i] = true
+func (m *memLocks) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration) ([]sqlrun.Renewal, error) {
+	rs := make([]sqlrun.Renewal, len(ls))
+	for i := range rs {
+		rs[i].OK = true
 	}
-	return ok, nil
+	return rs, nil
 }
 
 func (m *memLocks) Break(_ context.Context, name string, token int64) (dialect.LockInfo, bool, error) {

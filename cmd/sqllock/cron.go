@@ -397,7 +397,7 @@ func (d *cronDaemon) runEntry(ctx context.Context, s *cronState, kind runKind) {
 		d.logf("%s: running occurrence %s (attempt %d, token %d)", s.name, run.Occurrence, run.Attempt, run.Token)
 		env := append(append([]string{}, s.env...), "SQLLOCK_OCCURRENCE="+run.Occurrence, "SQLLOCK_ATTEMPT="+strconv.Itoa(run.Attempt))
 		start := time.Now()
-		code, err := r.supervise(held, run.TrustedUntil, run.Token, env, sigs)
+		code, err := r.supervise(held, run.TrustedUntil, run.Token, env, sigs, nil)
 		switch terr := r.timedOut(code, start); {
 		case err != nil:
 			return err

@@ -279,7 +279,7 @@ func (r *runner) runOccurrence(ctx context.Context, dsn, schema string, o *occur
 		c, err := r.supervise(held, run.TrustedUntil, run.Token, []string{
 			"SQLLOCK_OCCURRENCE=" + run.Occurrence,
 			"SQLLOCK_ATTEMPT=" + strconv.Itoa(run.Attempt),
-		}, jobSigs)
+		}, jobSigs, nil)
 		mu.Lock()
 		running = false
 		mu.Unlock()

@@ -41,6 +41,7 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 	fair := boolFlag(fs, "fair", "serve the runs waiting for NAME in the order they started waiting (FIFO), a release waking the next one alone: with --strategy table or --max; every run of the name must give it")
 	verbose := boolFlag(fs, "v,verbose", "say on stderr what is waited for, who holds it, and when the lock is taken and released")
 	value := stringFlag(fs, "value", "", "with --strategy table, keep `TEXT` on the lock while the command runs (what runs, where, which version), for sqllock locks and the console to show; the lock's next holder never shows it")
+	onRevoke := stringFlag(fs, "on-revoke", "TERM", "with --strategy table, the `SIGNAL` sent to the command's process group when someone asks for the lock (sqllock unlock --ask): TERM, INT, HUP or QUIT, then SIGKILL after --grace; USR1 or USR2, and the command finishes when it likes; none: it is not told")
 	occ := occurrenceFlags(fs)
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		name, cmdArgs, err := commandLine(fs, "run", "lock name", args, *shell)
@@ -104,9 +105,16 @@ func runFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout 
 				return usageError{msg: "--value: " + message(err)}
 			}
 		}
+		revokeSig, err := revokeSignal(*onRevoke)
+		if err != nil {
+			return err
+		}
+		if isSet(fs, "on-revoke") && strat != "table" {
+			return usageError{msg: "--on-revoke needs --strategy table (without --max, --shared or --exclusive): only the lock table's holders can be asked to release"}
+		}
 		r := &runner{name: name, argv: cmdArgs, strategy: strat, ttl: *ttl, wait: !*noWait,
 			timeout: *timeout, grace: *grace, maxTime: *maxTime, conflict: *conflict, shared: *shared, verbose: *verbose, minHold: *minHold,
-			max: *maxPermits, fair: *fair, value: *value}
+			max: *maxPermits, fair: *fair, value: *value, onRevoke: revokeSig}
 		return r.run(ctx, *dsn, *schema)
 	}
 }
@@ -124,10 +132,11 @@ type runner struct {
 	shared   bool // pessimistic share mode, or the read side of the read/write lock
 	verbose  bool
 	minHold  time.Duration
-	max      int     // --max: permits of a semaphore; 0 for a lock
-	fair     bool    // --fair: FIFO order among waiters
-	value    string  // --value: kept on the lock while the command runs
-	target   *target // the database, once open
+	max      int            // --max: permits of a semaphore; 0 for a lock
+	fair     bool           // --fair: FIFO order among waiters
+	value    string         // --value: kept on the lock while the command runs
+	onRevoke syscall.Signal // --on-revoke: sent when the lock's release is requested; 0: none
+	target   *target        // the database, once open
 }
 
 // logf writes a --verbose line.
@@ -201,12 +210,25 @@ func (r *runner) run(ctx context.Context, dsn, schema string) error {
 	return r.superviseThen(ctx, lock, sigs, lock.Release, "releasing", "released lock")
 }
 
+// revokeSignals are the signals --on-revoke takes, by name; none is 0.
+var revokeSignals = map[string]syscall.Signal{"NONE": 0, "TERM": syscall.SIGTERM, "INT": syscall.SIGINT,
+	"HUP": syscall.SIGHUP, "QUIT": syscall.SIGQUIT, "USR1": syscall.SIGUSR1, "USR2": syscall.SIGUSR2}
+
+// revokeSignal parses --on-revoke: a signal's name, with or without SIG,
+// in any case, or none (0).
+func revokeSignal(name string) (syscall.Signal, error) {
+	if s, ok := revokeSignals[strings.TrimPrefix(strings.ToUpper(name), "SIG")]; ok {
+		return s, nil
+	}
+	return 0, usageError{msg: fmt.Sprintf("--on-revoke %q: want TERM, INT, HUP, QUIT, USR1, USR2 or none", name)}
+}
+
 // superviseThen runs the command while lock is held (supervise), then gives
 // the lock back with release, reporting a failure to give it back (doing,
 // such as "releasing") on stderr and success (done) in verbose mode, and
 // returns the command's outcome.
 func (r *runner) superviseThen(ctx context.Context, lock *sqllock.Lock, sigs <-chan os.Signal, release func(context.Context) error, doing, done string) error {
-	code, err := r.supervise(lock.Context(), lock.TrustedUntil, lock.Token(), nil, sigs)
+	code, err := r.supervise(lock.Context(), lock.TrustedUntil, lock.Token(), nil, sigs, lock)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if rerr := release(rctx); rerr != nil && !errors.Is(rerr, sqllock.ErrLockLost) {
@@ -434,7 +456,9 @@ func (r *runner) heldElsewhere(ctx context.Context, t *target) (string, error) {
 // stops the job by that deadline on its own if none comes, so that a
 // stopped or starved sqllock cannot leave it running unlocked. The
 // command's environment gets SQLLOCK_NAME, SQLLOCK_TOKEN (token) and env.
-func (r *runner) supervise(held context.Context, trusted func() time.Time, token int64, env []string, sigs <-chan os.Signal) (int, error) {
+// When someone asks for lock (Lock.Revoked; nil: nobody can), the job is
+// sent the --on-revoke signal.
+func (r *runner) supervise(held context.Context, trusted func() time.Time, token int64, env []string, sigs <-chan os.Signal, lock *sqllock.Lock) (int, error) {
 	lead := leadFor(r.grace, r.ttl)
 	j, err := startJob(r.argv, append([]string{
 		"SQLLOCK_NAME=" + r.name,
@@ -444,6 +468,10 @@ func (r *runner) supervise(held context.Context, trusted func() time.Time, token
 		return 0, err
 	}
 	lost := held.Done()
+	var revoked <-chan struct{}
+	if lock != nil {
+		revoked = lock.Revoked()
+	}
 	var (
 		killC   <-chan time.Time
 		maxC    <-chan time.Time
@@ -490,6 +518,9 @@ func (r *runner) supervise(held context.Context, trusted func() time.Time, token
 				}
 				stop(syscall.SIGTERM)
 			}
+		case <-revoked:
+			revoked = nil
+			r.revoke(j, lock.RevokeReason(), stop)
 		case <-maxC:
 			tooLong = true
 			fmt.Fprintf(os.Stderr, "sqllock: %s ran for --max-time %v; stopping it (SIGTERM to its process group, SIGKILL after %v)\n", r.argv[0], r.maxTime, r.grace)
@@ -512,6 +543,29 @@ func (r *runner) supervise(held context.Context, trusted func() time.Time, token
 			}
 			return code, nil
 		}
+	}
+}
+
+// revoke tells the job j that its lock's release was requested, for
+// reason: the --on-revoke signal, through stop (SIGKILL after --grace)
+// for a signal that ends a process, directly for one that asks it to
+// finish (USR1, USR2).
+func (r *runner) revoke(j *job, reason string, stop func(syscall.Signal)) {
+	var sig string
+	for name, s := range revokeSignals {
+		if s == r.onRevoke {
+			sig = "SIG" + name
+		}
+	}
+	switch r.onRevoke {
+	case 0:
+		fmt.Fprintf(os.Stderr, "sqllock: release of lock %q requested (%s); --on-revoke none: %s is not told\n", r.name, reason, r.argv[0])
+	case syscall.SIGUSR1, syscall.SIGUSR2:
+		fmt.Fprintf(os.Stderr, "sqllock: release of lock %q requested (%s); sending %s to %s's process group\n", r.name, reason, sig, r.argv[0])
+		j.signal(r.onRevoke)
+	default:
+		fmt.Fprintf(os.Stderr, "sqllock: release of lock %q requested (%s); stopping %s (%s to its process group, SIGKILL after %v)\n", r.name, reason, r.argv[0], sig, r.grace)
+		stop(r.onRevoke)
 	}
 }
 

@@ -17,11 +17,15 @@ import (
 // unlockFlags is the unlock command: it breaks the lock table's lease on
 // NAME (sqllock.Table.BreakToken), after asking on a terminal: only the
 // lease confirmed (or named by --token) is broken, never the next holder's.
+// With --ask it breaks nothing: it asks the holder to release the lock
+// (sqllock.Table.RequestRelease).
 func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error {
 	dsn, schema := dsnFlag(fs), schemaFlag(fs)
 	force := boolFlag(fs, "f,force", "break the lock without asking; needed when standard input is not a terminal")
 	var token int64
 	fs.Int64Var(&token, "token", 0, "break the lease of this fencing token only (as locks and run print it); another holder's is left alone")
+	polite := boolFlag(fs, "ask", "break nothing: ask the holder to release the lock (a sqllock run holder sends its command its --on-revoke signal, SIGTERM by default), at its next renewal")
+	reason := stringFlag(fs, "reason", "", "with --ask, the `TEXT` the holder is told (default: who asked, from which host)")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		if len(args) != 1 {
 			return usageError{msg: "unlock takes one lock name"}
@@ -29,6 +33,9 @@ func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		name := args[0]
 		if err := sqllock.ValidateName(name); err != nil {
 			return usageError{msg: err.Error()}
+		}
+		if *polite || isSet(fs, "reason") {
+			return askRelease(ctx, fs, stdout, *dsn, *schema, name, *reason, *polite)
 		}
 		ask := !*force
 		if ask && !isTerminal(os.Stdin) {
@@ -83,6 +90,51 @@ func unlockFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdo
 		}
 		return nil
 	}
+}
+
+// askRelease is unlock --ask: it asks the holder of name to release it,
+// for reason (a default that says who asked, if empty).
+func askRelease(ctx context.Context, fs *flag.FlagSet, stdout io.Writer, dsn, schema, name, reason string, polite bool) error {
+	switch {
+	case !polite:
+		return usageError{msg: "--reason goes with --ask: a break tells the holder nothing"}
+	case isSet(fs, "f", "force") || isSet(fs, "token"):
+		return usageError{msg: "--ask breaks nothing: it does not go with --force or --token"}
+	}
+	if reason == "" {
+		reason = "asked by sqllock unlock --ask"
+		if host, err := os.Hostname(); err == nil {
+			reason += " on " + host
+		}
+	}
+	if err := sqllock.ValidateValue(reason); err != nil {
+		return usageError{msg: "--reason: " + message(err)}
+	}
+	t, err := openReady(ctx, dsn, schema)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	locks, err := sqllock.NewTable(t.d, sqllock.TableOptions{})
+	if err != nil {
+		return err
+	}
+	asked, err := locks.RequestRelease(ctx, name, reason)
+	switch {
+	case errors.Is(err, sqllock.ErrUnsupported):
+		return usageError{msg: message(err) + ": use unlock without --ask to break the lock"}
+	case err != nil:
+		return t.breakFailed(err)
+	case !asked:
+		return notHeld(name)
+	}
+	holder := "its holder"
+	if li, ok, err := locks.Value(ctx, name); err == nil && ok {
+		holder = describeHolder(li)
+	}
+	fmt.Fprintf(stdout, "asked lock %q, %s, to release it (%q)\n", name, holder, reason)
+	fmt.Fprintf(os.Stderr, "sqllock: the holder learns it at its next renewal (every third of its TTL); a sqllock run holder then sends its command the --on-revoke signal (SIGTERM by default, then SIGKILL after --grace). Nothing is broken: sqllock unlock without --ask breaks the lock\n")
+	return nil
 }
 
 // changedHands is unlock's refusal when another lease than token's holds

@@ -96,6 +96,9 @@
 // live lease and read only for its token, in Value and in the lock table's
 // List, and kept apart from elections' values.
 //
+// Release requests (sqlrun.ReleaseRequests): asked of a held lease only,
+// read back by its renewals alone, for its token, never by a takeover's.
+//
 // The run ledger (dialect.Catalogue.Runs): attempts recorded running on
 // the database clock, finished once and only under their own token, with
 // their error text byte for byte; running attempts abandoned by
@@ -300,6 +303,11 @@ func Exercise(t *testing.T, h Harness) {
 	if tb.LockValues != nil {
 		for _, c := range lockValueChecks {
 			run("LockValue/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).LockValues) })
+		}
+	}
+	if tb.Requests != nil {
+		for _, c := range requestChecks {
+			run("Requests/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Requests) })
 		}
 	}
 	if cat.Runs != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // electionChecks are the checks of a sqlrun.Elections: a value is stored
@@ -85,7 +86,7 @@ func checkProclaimAndRead(t *testing.T, e *env, el sqlrun.Elections) {
 		t.Fatalf("Leader's value after a second proclamation: %q", info.Value)
 	}
 	// Renewals keep the value.
-	ok2, err := tb.stmts.RenewMany(e.ctx, []dialect.Lease{l}, long)
+	ok2, err := testutil.Renewed(tb.stmts.RenewMany(e.ctx, []dialect.Lease{l}, long))
 	e.must(err, "RenewMany")
 	if !ok2[0] {
 		t.Fatal("RenewMany refused the leader's lease")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // leaseChecks run on every lease table: the lock table, and the version
@@ -157,7 +158,7 @@ func checkRenewMany(t *testing.T, e *env, tb *table) {
 	before, _ := e.held(tb, live.Name)
 	batch := []dialect.Lease{live, expired, stale, released, unknown, otherToken, otherOwner, newer}
 	start := time.Now()
-	got, err := tb.stmts.RenewMany(e.ctx, batch, 2*long)
+	got, err := testutil.Renewed(tb.stmts.RenewMany(e.ctx, batch, 2*long))
 	e.must(err, "RenewMany")
 	want := []bool{true, false, false, false, false, false, false, true}
 	if !slices.Equal(got, want) {
@@ -216,7 +217,7 @@ func checkRenewManyBatch(t *testing.T, e *env, tb *table) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	got, err := tb.stmts.RenewMany(e.ctx, batch, long)
+	got, err := testutil.Renewed(tb.stmts.RenewMany(e.ctx, batch, long))
 	e.must(err, "RenewMany")
 	if !slices.Equal(got, want) {
 		t.Fatalf("RenewMany of %d leases, every other one held: %d renewed, want %d", len(batch), count(got), count(want))

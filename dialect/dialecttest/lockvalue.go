@@ -6,6 +6,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // lockValueChecks are the checks of a sqlrun.LockValues: a value is set
@@ -71,7 +72,7 @@ func checkLockValueSetAndRead(t *testing.T, e *env, lv sqlrun.LockValues) {
 	if !found {
 		t.Fatalf("List = %+v, want job with its value", infos)
 	}
-	ok2, err := tb.stmts.RenewMany(e.ctx, []dialect.Lease{l}, long)
+	ok2, err := testutil.Renewed(tb.stmts.RenewMany(e.ctx, []dialect.Lease{l}, long))
 	e.must(err, "RenewMany")
 	if !ok2[0] {
 		t.Fatal("RenewMany refused the lease")

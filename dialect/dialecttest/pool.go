@@ -12,6 +12,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // Schema and database names are plain identifiers (see
@@ -144,7 +145,10 @@ func checkPoolExhausted(t *testing.T, e *env) {
 	ap := dialect.AcquireParams{Name: name, Owner: owner, TTL: long}
 	calls := map[string]func(context.Context) error{}
 	addLease := func(prefix string, lt sqlrun.LeaseTable) {
-		calls[prefix+"RenewMany"] = func(ctx context.Context) error { _, err := lt.RenewMany(ctx, lease, long); return err }
+		calls[prefix+"RenewMany"] = func(ctx context.Context) error {
+			_, err := testutil.Renewed(lt.RenewMany(ctx, lease, long))
+			return err
+		}
 		calls[prefix+"Release"] = func(ctx context.Context) error { _, err := lt.Release(ctx, lease[0], 0); return err }
 		calls[prefix+"List"] = func(ctx context.Context) error { _, err := lt.List(ctx); return err }
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // Reap deletes expired and released rows of the lock table, at most Limit
@@ -57,7 +58,7 @@ func checkReapLimit(t *testing.T, e *env) {
 	for _, l := range live {
 		e.holder(tb, l, 1)
 	}
-	renewed, err := tb.stmts.RenewMany(e.ctx, live, long)
+	renewed, err := testutil.Renewed(tb.stmts.RenewMany(e.ctx, live, long))
 	e.must(err, "RenewMany")
 	if count(renewed) != len(live) {
 		t.Fatalf("RenewMany of the live leases after reaping: %v", renewed)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // Semaphores is the table of semaphore holders, sqlrun.SemaphoreTable,
@@ -139,7 +140,7 @@ func checkSemaphoreExpiry(t *testing.T, e *env) {
 		t.Fatalf("token %d after the expiry, want > %d", c, b.Token)
 	}
 	e.refused(tb, name, "d")
-	ok, err := tb.stmts.RenewMany(e.ctx, []dialect.Lease{a, b, {Name: name, Owner: "c", Token: c}}, long)
+	ok, err := testutil.Renewed(tb.stmts.RenewMany(e.ctx, []dialect.Lease{a, b, {Name: name, Owner: "c", Token: c}}, long))
 	e.must(err, "RenewMany")
 	if !ok[0] || ok[1] || !ok[2] {
 		t.Fatalf("RenewMany(live a, expired b, live c) = %v, want [true false true]", ok)

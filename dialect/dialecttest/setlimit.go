@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // available reads name's state, failing the test when it has no head row.
@@ -53,7 +54,7 @@ func checkSemaphoreSetLimit(t *testing.T, e *env) {
 		t.Fatalf("Available after SetLimit 1 beside 3 holders: %+v", got)
 	}
 	// The holders keep their leases: renewals go on.
-	ok, err := st.RenewMany(e.ctx, held, long)
+	ok, err := testutil.Renewed(st.RenewMany(e.ctx, held, long))
 	e.must(err, "RenewMany")
 	for i, r := range ok {
 		if !r {

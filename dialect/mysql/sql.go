@@ -58,8 +58,7 @@ WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND e
 		// No RETURNING: a lease of the batch is live afterwards exactly
 		// when the update renewed it (nothing else makes the same
 		// (name, owner, token) live again).
-		Renewed: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s FROM %[1]s
-WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now)),
+		Renewed: renewed(table, token, ""),
 		Release: wakingRelease(table, token, false),
 		Guard: dialect.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expires_at > %[3]s
@@ -67,6 +66,13 @@ LOCK IN SHARE MODE`, table, token, now)),
 		List: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, %[4]s, %[5]s, TIMESTAMPDIFF(MICROSECOND, %[3]s, expires_at)
 FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, now, micros("acquired_at"), micros("expires_at"))),
 	}
+}
+
+// renewed is LeaseSQL.Renewed of table, whose token column is token,
+// selecting extra after each live lease's name, owner and token.
+func renewed(table, token, extra string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s%[4]s FROM %[1]s
+WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s`, table, token, now, extra))
 }
 
 // lockSQL declares the lock table's statements.
@@ -90,6 +96,14 @@ func lockSQL(locks, floor string) dialect.LockSQL {
 	s.Proclaim, s.Leader = electionSQL(locks)
 	s.Values = valuesSQL(locks)
 	s.SetValue, s.Value, s.LockValues = lockValueSQL(locks)
+	// A release request is kept for the token it was asked of (see
+	// migration 33), and renewals read it back. The expiry moves on by one
+	// microsecond, so that asking again with the same reason still counts
+	// as a changed row.
+	s.RequestRelease = dialect.X(fmt.Sprintf(`UPDATE %[1]s SET release_reason = :value, release_token = token,
+  expires_at = expires_at + INTERVAL 1 MICROSECOND
+WHERE name = :name AND holds > 0 AND expires_at > %[2]s`, locks, now))
+	s.Renewed = renewed(locks, "token", `, IF(release_token = token, release_reason, NULL)`)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks), multiTx
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, %s, expires_at), 0) FROM %s WHERE name = :name`, now, locks))
 	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, %[3]s, %[4]s, TIMESTAMPDIFF(MICROSECOND, %[2]s, expires_at)

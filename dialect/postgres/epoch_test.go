@@ -113,7 +113,7 @@ ON CONFLICT (name) DO UPDATE SET `+tb.col+` = $1`, token); err != nil {
 			}
 			want := token == 7
 			l := dialect.Lease{Name: "n", Owner: "o", Token: token}
-			ok, err := tb.lt.RenewMany(ctx, []dialect.Lease{l}, time.Hour)
+			ok, err := testutil.Renewed(tb.lt.RenewMany(ctx, []dialect.Lease{l}, time.Hour))
 			if err != nil || ok[0] != want {
 				t.Fatalf("%s: renewal of token %d: %v %v, want renewed: %v", tb.table, token, ok, err, want)
 			}

@@ -109,7 +109,7 @@ func TestFailoverGrace(t *testing.T) {
 		t.Fatalf("Acquire during the grace: %v, want the context's deadline", err)
 	}
 	// The lease granted before the promotion goes on being renewed.
-	renewed, err := testutil.Tables(t, d).Locks.RenewMany(ctx, []dialect.Lease{{Name: held.Name(), Owner: held.Owner(), Token: held.Token()}}, ttl)
+	renewed, err := testutil.Renewed(testutil.Tables(t, d).Locks.RenewMany(ctx, []dialect.Lease{{Name: held.Name(), Owner: held.Owner(), Token: held.Token()}}, ttl))
 	if err != nil || len(renewed) != 1 || !renewed[0] {
 		t.Fatalf("renewal during the grace: %v, %v", renewed, err)
 	}

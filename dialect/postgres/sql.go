@@ -37,10 +37,7 @@ func micros(col string) string { return `(extract(epoch FROM ` + col + `) * 1000
 // token.
 func leaseSQL(table, token, durable string) dialect.LeaseSQL {
 	return dialect.LeaseSQL{
-		RenewMany: dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
-WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > now()
-  AND %[4]s AND %[5]s
-RETURNING name, owner, %[2]s`, table, token, ttl, onTimeline(token), durable)),
+		RenewMany: renewMany(table, token, durable, ""),
 		Release: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND %[4]s`, table, token, releasedExpiry, durable)),
 		Guard: dialect.Q(fmt.Sprintf(`SELECT 1 FROM %[1]s
@@ -51,6 +48,15 @@ FOR SHARE`, table, token, onTimeline(token), durable)),
   (extract(epoch FROM expires_at - now()) * 1000000)::bigint
 FROM %[1]s WHERE holds > 0 OR expires_at > now() ORDER BY name`, table, token, micros("acquired_at"), micros("expires_at"))),
 	}
+}
+
+// renewMany is LeaseSQL.RenewMany of table, whose token column is token,
+// selecting extra after the renewed lease's name, owner and token.
+func renewMany(table, token, durable, extra string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s
+WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > now()
+  AND %[4]s AND %[5]s
+RETURNING name, owner, %[2]s%[6]s`, table, token, ttl, onTimeline(token), durable, extra))
 }
 
 // lockSQL declares the lock table's statements.
@@ -77,6 +83,11 @@ func lockSQL(locks, seq, tickets, channel, durable string) dialect.LockSQL {
 	s.Proclaim, s.Leader = electionSQL(locks, durable)
 	s.Values = valuesSQL(locks)
 	s.SetValue, s.Value, s.LockValues = lockValueSQL(locks, durable)
+	// A release request is kept for the token it was asked of (see
+	// migration 33), and renewals read it back.
+	s.RequestRelease = dialect.X(fmt.Sprintf(`UPDATE %[1]s SET release_reason = :value::text, release_token = token
+WHERE name = :name AND holds > 0 AND expires_at > now() AND %[2]s AND %[3]s`, locks, onTimeline("token"), durable))
+	s.RenewMany = renewMany(locks, "token", durable, `, CASE WHEN release_token = token THEN release_reason END`)
 	s.ReleaseAll, s.MultiTx = releaseAllSQL(locks, durable), multiTx
 	// Only waiters ask how long a lease has left: the same statement sets
 	// the waiters hint (once), so that the release will NOTIFY. The SELECT

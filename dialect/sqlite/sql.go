@@ -57,9 +57,7 @@ const releasedExpiry = `CASE WHEN holds > 1 THEN expires_at
 // the same database file as the locks.
 func leaseSQL(table, token string, rings bool) dialect.LeaseSQL {
 	return dialect.LeaseSQL{
-		RenewMany: dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
-WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
-RETURNING name, owner, %[2]s`, table, token, now)),
+		RenewMany: renewMany(table, token, ""),
 		Release: dialect.X(fmt.Sprintf(`UPDATE %[1]s SET holds = holds - 1, expires_at = %[3]s
 WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0`, table, token, releasedExpiry)),
 		RingsOnChange: rings,
@@ -68,6 +66,14 @@ WHERE name = :name AND owner = :owner AND %[2]s = :token AND holds > 0 AND expir
 		List: dialect.Q(fmt.Sprintf(`SELECT name, owner, %[2]s, holds, acquired_at, expires_at, expires_at - %[3]s
 FROM %[1]s WHERE holds > 0 OR expires_at > %[3]s ORDER BY name`, table, token, now)),
 	}
+}
+
+// renewMany is LeaseSQL.RenewMany of table, whose token column is token,
+// selecting extra after the renewed lease's name, owner and token.
+func renewMany(table, token, extra string) dialect.SQL {
+	return dialect.Q(fmt.Sprintf(`UPDATE %[1]s SET expires_at = %[3]s + :ttl
+WHERE name IN (:names) AND (name, owner, %[2]s) IN (:leases) AND holds > 0 AND expires_at > %[3]s
+RETURNING name, owner, %[2]s%[4]s`, table, token, now, extra))
 }
 
 // grantUpsert is the conflict clause of a grant on the lock table (l):
@@ -97,6 +103,13 @@ RETURNING token`, now, grantUpsert))
 	// transaction (see election.go).
 	s.Proclaim, s.Leader, s.Values = dialect.X(proclaimSQL), dialect.Q(leaderSQL), dialect.Q(valuesSQL)
 	s.SetValue, s.Value, s.LockValues = dialect.X(setValueSQL), dialect.Q(valueSQL), dialect.Q(lockValuesSQL)
+	// A release request is kept for the token it was asked of, in a table
+	// of its own (see migration 33), and renewals read it back.
+	s.RequestRelease = dialect.X(`INSERT INTO sqllock_release_requests (name, token, reason)
+SELECT name, token, :value FROM sqllock_locks WHERE name = :name AND holds > 0 AND expires_at > ` + now + `
+ON CONFLICT (name) DO UPDATE SET token = excluded.token, reason = excluded.reason`)
+	s.RenewMany = renewMany("sqllock_locks", "token", `,
+  (SELECT r.reason FROM sqllock_release_requests r WHERE r.name = sqllock_locks.name AND r.token = sqllock_locks.token)`)
 	s.ReleaseAll = releaseAllSQL()
 	s.Remaining = dialect.Q(fmt.Sprintf(`SELECT max(expires_at - %s, 0) FROM sqllock_locks WHERE name = :name`, now))
 	s.Holder = dialect.Q(fmt.Sprintf(`SELECT name, owner, token, holds, acquired_at, expires_at, expires_at - %[1]s

@@ -41,6 +41,7 @@ type observers struct {
 	renewBatch observe.RenewBatchTracer
 	listener   observe.ListenerObserver
 	broken     observe.BreakObserver
+	revoked    observe.RevokedObserver
 }
 
 // NewEvents returns the events of a locker of strategy on d (nil: no
@@ -65,6 +66,7 @@ func NewEvents(strategy string, d dialect.Dialect, log *slog.Logger, obs observe
 	e.obs.renewBatch, _ = obs.(observe.RenewBatchTracer)
 	e.obs.listener, _ = obs.(observe.ListenerObserver)
 	e.obs.broken, _ = obs.(observe.BreakObserver)
+	e.obs.revoked, _ = obs.(observe.RevokedObserver)
 	return e
 }
 
@@ -285,6 +287,20 @@ func (e *Events) Broken(ctx context.Context, li dialect.LockInfo) {
 	}
 	e.log.WarnContext(ctx, "sqllock: lock broken", "strategy", e.strategy, "name", li.Name,
 		"owner", li.Owner, "token", li.Token, "holds", li.Holds, "expires_in", li.ExpiresIn)
+}
+
+// Revoked reports that a release was requested of ref, acquired at
+// granted, for reason.
+func (e *Events) Revoked(ctx context.Context, ref dialect.Lease, granted time.Time, reason string) {
+	if e == nil {
+		return
+	}
+	held := time.Since(granted)
+	if e.obs.revoked != nil {
+		e.obs.revoked.Revoked(ctx, observe.RevokedEvent{LockEvent: e.lock(ref), Reason: reason, Held: held})
+	}
+	e.log.InfoContext(ctx, "sqllock: release requested", "strategy", e.strategy, "name", ref.Name,
+		"owner", ref.Owner, "token", ref.Token, "held", held, "reason", reason)
 }
 
 // AcquiredInSet reports the hold of ref, one of a set of size locks

@@ -79,15 +79,15 @@ func TestListenerEvents(t *testing.T) {
 // failStore fails every renewal.
 type failStore struct{ okStore }
 
-func (failStore) RenewMany(context.Context, []dialect.Lease, time.Duration) ([]bool, error) {
+func (failStore) RenewMany(context.Context, []dialect.Lease, time.Duration) ([]sqlrun.Renewal, error) {
 	return nil, errors.New("unreachable")
 }
 
 // refuseStore refuses every renewal: the lease is gone.
 type refuseStore struct{ okStore }
 
-func (refuseStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration) ([]bool, error) {
-	return make([]bool, len(ls)), nil
+func (refuseStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration) ([]sqlrun.Renewal, error) {
+	return make([]sqlrun.Renewal, len(ls)), nil
 }
 
 // Renewals that fail until the trust window closes are reported as failed,

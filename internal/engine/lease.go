@@ -45,7 +45,7 @@ func (ls *Leases) untilTick() time.Duration {
 }
 
 // renewOne renews ref, in the open batch.
-func (ls *Leases) renewOne(ctx context.Context, ref dialect.Lease) (bool, error) {
+func (ls *Leases) renewOne(ctx context.Context, ref dialect.Lease) (sqlrun.Renewal, error) {
 	return ls.batch.renew(ctx, ref)
 }
 
@@ -115,6 +115,9 @@ type Lease struct {
 	timer      *time.Timer
 	inflight   chan struct{}      // closed when the running renewal ends; nil if none
 	stopFlight context.CancelFunc // cancels the running renewal's statement
+	asked      bool               // a release was requested (see Revoked)
+	reason     string             // the request's reason
+	revoked    chan struct{}      // closed once asked; made by Revoked
 }
 
 func (l *Lease) logger() *slog.Logger { return l.ls.opts.Logger }
@@ -194,8 +197,9 @@ func (l *Lease) renew() {
 	l.inflight, l.stopFlight = done, stop
 	l.mu.Unlock()
 
-	ok, err := l.ls.renewOne(ctx, l.ref)
+	r, err := l.ls.renewOne(ctx, l.ref)
 	stop()
+	ok := r.OK
 
 	l.mu.Lock()
 	l.inflight, l.stopFlight = nil, nil
@@ -214,6 +218,13 @@ func (l *Lease) renew() {
 		l.arm(l.ls.untilTick())
 		l.failing = false
 		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewOK, time.Until(deadline), nil)
+		if r.Asked && !l.asked {
+			l.asked, l.reason = true, r.Reason
+			if l.revoked != nil {
+				close(l.revoked)
+			}
+			defer l.ls.ev.Revoked(l.ctx, l.ref, l.granted, r.Reason)
+		}
 	case err == nil:
 		cause, lost = observe.LostExpired, "the lease expired or was taken over"
 		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewRefused, 0, nil)
@@ -236,6 +247,28 @@ func (l *Lease) renew() {
 	if lost != "" {
 		l.lose(cause, lost)
 	}
+}
+
+// Revoked returns a channel closed once a renewal learns that a release
+// of the lease was requested (sqlrun.ReleaseRequests).
+func (l *Lease) Revoked() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.revoked == nil {
+		l.revoked = make(chan struct{})
+		if l.asked {
+			close(l.revoked)
+		}
+	}
+	return l.revoked
+}
+
+// RevokeReason returns the reason of the release requested of the lease;
+// "" until one is (see Revoked).
+func (l *Lease) RevokeReason() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reason
 }
 
 // leaseContext is a lease's context. Its Err checks the trust window on the

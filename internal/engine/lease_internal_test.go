@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
+	"github.com/sqllock/sqllock/internal/sqlrun"
 	"github.com/sqllock/sqllock/observe"
 )
 
@@ -27,12 +28,12 @@ func withErrors(c Config) Config {
 // okStore accepts every lease statement.
 type okStore struct{}
 
-func (okStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration) ([]bool, error) {
-	ok := make([]bool, len(ls))
-	for i := range ok {
-		ok[i] = true
+func (okStore) RenewMany(_ context.Context, ls []dialect.Lease, _ time.Duration) ([]sqlrun.Renewal, error) {
+	rs := make([]sqlrun.Renewal, len(ls))
+	for i := range rs {
+		rs[i].OK = true
 	}
-	return ok, nil
+	return rs, nil
 }
 func (okStore) Release(context.Context, dialect.Lease, time.Duration) (bool, error) { return true, nil }
 func (okStore) Guard(context.Context, *sql.Tx, dialect.Lease) (bool, error)         { return true, nil }

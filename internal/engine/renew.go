@@ -43,13 +43,13 @@ type renewReq struct {
 }
 
 type renewResult struct {
-	ok  bool
+	sqlrun.Renewal
 	err error
 }
 
 // renew adds ref to the open batch and waits for its outcome or ctx. A batch
 // is sent when its window closes or when it is full, whichever is first.
-func (b *renewBatcher) renew(ctx context.Context, ref dialect.Lease) (bool, error) {
+func (b *renewBatcher) renew(ctx context.Context, ref dialect.Lease) (sqlrun.Renewal, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(b.ttl)
@@ -73,9 +73,9 @@ func (b *renewBatcher) renew(ctx context.Context, ref dialect.Lease) (bool, erro
 	}
 	select {
 	case r := <-req.done:
-		return r.ok, r.err
+		return r.Renewal, r.err
 	case <-ctx.Done():
-		return false, ctx.Err()
+		return sqlrun.Renewal{}, ctx.Err()
 	}
 }
 
@@ -103,12 +103,12 @@ func (b *renewBatcher) send(batch *renewBatch) {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	ctx = b.ev.startRenewBatch(ctx, batch.reqs)
-	ok, err := b.store.RenewMany(ctx, refs, b.ttl)
+	rs, err := b.store.RenewMany(ctx, refs, b.ttl)
 	b.ev.endRenewBatch(ctx, len(refs), err)
 	for i, r := range batch.reqs {
 		res := renewResult{err: err}
 		if err == nil {
-			res.ok = ok[i]
+			res.Renewal = rs[i]
 		}
 		r.done <- res
 	}

@@ -18,6 +18,7 @@ type leaseTable struct {
 	wake                                     Stmt
 	channel                                  string
 	ringsOnChange, hasWake                   bool
+	asks                                     bool          // renewals select a release request's reason (LockSQL.RequestRelease)
 	queue                                    dialect.Queue // whose tickets mark the rows
 }
 
@@ -71,19 +72,23 @@ func (t *leaseTable) params(l dialect.Lease) *Params {
 }
 
 // RenewMany implements LeaseTable.
-func (t *leaseTable) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error) {
+func (t *leaseTable) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]Renewal, error) {
 	p := &Params{Leases: ls, TTL: ttl, Channel: t.channel}
-	got := make(map[dialect.Lease]bool, len(ls))
+	got := make(map[dialect.Lease]Renewal, len(ls))
 	scan := func(rows *sql.Rows) error {
 		var (
-			l           dialect.Lease
-			name, owner []byte
+			l                   dialect.Lease
+			name, owner, reason []byte
 		)
-		if err := rows.Scan(&name, &owner, &l.Token); err != nil {
+		dst := []any{&name, &owner, &l.Token}
+		if t.asks {
+			dst = append(dst, &reason)
+		}
+		if err := rows.Scan(dst...); err != nil {
 			return err
 		}
 		l.Name, l.Owner = string(name), string(owner)
-		got[l] = true
+		got[l] = Renewal{OK: true, Asked: reason != nil, Reason: string(reason)}
 		return nil
 	}
 	err := t.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
@@ -98,7 +103,7 @@ func (t *leaseTable) RenewMany(ctx context.Context, ls []dialect.Lease, ttl time
 	if err != nil {
 		return nil, err
 	}
-	out := make([]bool, len(ls))
+	out := make([]Renewal, len(ls))
 	for i, l := range ls {
 		out[i] = got[l]
 	}
@@ -183,7 +188,7 @@ type lockTable struct {
 	leaseTable
 	acquire, remaining, holder, brk, campaign, proclaim, leader, releaseAll Stmt
 	acquiredToken, acquireUndo, values                                      Stmt
-	setValue, value, lockValues                                             Stmt
+	setValue, value, lockValues, requestRelease                             Stmt
 	multiTx                                                                 *sql.TxOptions
 	// apart is the work that grants left to run after them (see
 	// FairSQL.ConsumeApart), by name: a release of the name waits for it.
@@ -257,12 +262,14 @@ func newLockTable(run *Runner, c *Compiler, s dialect.LockSQL) *lockTable {
 	t := &lockTable{leaseTable: newLeaseTable(run, c, s.LeaseSQL),
 		acquire: c.Compile(s.Acquire), remaining: c.Compile(s.Remaining),
 		holder: c.Compile(s.Holder), brk: c.Compile(s.Break), multiTx: s.MultiTx}
+	t.asks = s.RequestRelease.Text != ""
 	for _, st := range []struct {
 		dst *Stmt
 		src dialect.SQL
 	}{{&t.campaign, s.Campaign}, {&t.proclaim, s.Proclaim}, {&t.leader, s.Leader}, {&t.releaseAll, s.ReleaseAll},
 		{&t.acquiredToken, s.AcquiredToken}, {&t.acquireUndo, s.AcquireUndo}, {&t.values, s.Values},
-		{&t.setValue, s.SetValue}, {&t.value, s.Value}, {&t.lockValues, s.LockValues}} {
+		{&t.setValue, s.SetValue}, {&t.value, s.Value}, {&t.lockValues, s.LockValues},
+		{&t.requestRelease, s.RequestRelease}} {
 		if st.src.Text != "" {
 			*st.dst = c.Compile(st.src)
 		}
@@ -395,6 +402,15 @@ func (t *lockTable) SetValue(ctx context.Context, l dialect.Lease, value string)
 	p := t.params(l)
 	p.Value = value
 	n, err := t.run.Int(ctx, &t.setValue, p)
+	return n == 1, err
+}
+
+// RequestRelease implements ReleaseRequests, after the runner's Check.
+func (t *lockTable) RequestRelease(ctx context.Context, name, reason string) (bool, error) {
+	if err := t.run.check(ctx); err != nil {
+		return false, err
+	}
+	n, err := t.run.Int(ctx, &t.requestRelease, &Params{Name: name, Value: reason})
 	return n == 1, err
 }
 

@@ -22,10 +22,12 @@ import (
 // connection of its own.
 type LeaseTable interface {
 	// RenewMany extends the live leases among ls to ttl from now and
-	// reports, for each, whether it was renewed: false when the lease is no
-	// longer held (expired, released, or taken over). Callers pass at most
+	// reports, for each, whether it was renewed (Renewal.OK): not when the
+	// lease is no longer held (expired, released, or taken over); and, for
+	// a renewed lease, the release requested of it (ReleaseRequests),
+	// where the table keeps requests. Callers pass at most
 	// dialect.MaxRenewBatch leases.
-	RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]bool, error)
+	RenewMany(ctx context.Context, ls []dialect.Lease, ttl time.Duration) ([]Renewal, error)
 	// Release drops one hold of the lease; the last hold frees the lock while
 	// keeping what the next token must exceed. It reports false when the
 	// lease was taken over or already fully released.
@@ -301,6 +303,26 @@ type Elections interface {
 	Values(ctx context.Context) (map[dialect.Lease]string, error)
 }
 
+// A Renewal is the outcome of one lease's renewal (LeaseTable.RenewMany).
+type Renewal struct {
+	OK bool // the lease was live, and is renewed
+	// Asked says that a release was requested of the lease, for its
+	// token (ReleaseRequests), and Reason is the request's reason.
+	Asked  bool
+	Reason string
+}
+
+// ReleaseRequests are the requests that holders of the lock table's
+// leases release them (schema version 33): asked by anyone, kept for the
+// token of the lease asked, and read back by its holder's renewals
+// (LeaseTable.RenewMany).
+type ReleaseRequests interface {
+	// RequestRelease asks the holder of name's held lease to release it,
+	// for reason, in one statement. It reports false when no lease holds
+	// name.
+	RequestRelease(ctx context.Context, name, reason string) (bool, error)
+}
+
 // LockValues are the values holders keep on the lock table's leases
 // (schema version 31), apart from elections' values: what a holder says
 // about its hold, read by anyone without acquiring. A value is set for
@@ -409,9 +431,10 @@ type JobState struct {
 // where the catalogue has no declaration.
 type Tables struct {
 	Locks            LockTable
-	Multi            MultiLockTable // the lock table's, with LockSQL.ReleaseAll
-	Elections        Elections      // the lock table's, with LockSQL.Leader
-	LockValues       LockValues     // the lock table's, with LockSQL.SetValue
+	Multi            MultiLockTable  // the lock table's, with LockSQL.ReleaseAll
+	Elections        Elections       // the lock table's, with LockSQL.Leader
+	LockValues       LockValues      // the lock table's, with LockSQL.SetValue
+	Requests         ReleaseRequests // the lock table's, with LockSQL.RequestRelease
 	Fair             FairTable
 	Waking           FairTable
 	Versions         VersionTable
@@ -500,6 +523,9 @@ func Build(db *sql.DB, cat dialect.Catalogue) (*Tables, error) {
 	}
 	if locks.setValue.declared() {
 		t.LockValues = locks
+	}
+	if locks.requestRelease.declared() {
+		t.Requests = locks
 	}
 	if s := cat.Fair; s != nil {
 		t.Fair = newFairTable(locks, c, *s)

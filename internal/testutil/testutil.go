@@ -93,3 +93,16 @@ func Tables(t testing.TB, d dialect.Dialect) *sqlrun.Tables {
 	}
 	return tb
 }
+
+// Renewed reports which leases a LeaseTable.RenewMany renewed
+// (sqlrun.Renewal.OK), passing its error on: a test's view of a renewal.
+func Renewed(rs []sqlrun.Renewal, err error) ([]bool, error) {
+	if err != nil {
+		return nil, err
+	}
+	ok := make([]bool, len(rs))
+	for i, r := range rs {
+		ok[i] = r.OK
+	}
+	return ok, nil
+}
