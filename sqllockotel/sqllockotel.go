@@ -102,6 +102,7 @@ type Observer struct {
 	takeovers  metric.Int64Counter
 	skipped    metric.Int64Counter
 	broken     metric.Int64Counter
+	revoked    metric.Int64Counter
 	timedOut   metric.Int64Counter
 
 	// Maps rather than sync.Maps: a sync.Map boxes its keys, one allocation
@@ -133,6 +134,7 @@ var (
 	_ observe.ListenerObserver = (*Observer)(nil)
 	_ observe.ReapObserver     = (*Observer)(nil)
 	_ observe.AttemptTracer    = (*Observer)(nil)
+	_ observe.RevokedObserver  = (*Observer)(nil)
 	_ ledger.FinishedObserver  = (*Observer)(nil)
 	_ ledger.AbandonedObserver = (*Observer)(nil)
 	_ ledger.SkippedObserver   = (*Observer)(nil)
@@ -194,6 +196,7 @@ func New(opts Options) (*Observer, error) {
 	o.takeovers = counter("sqllock.run.takeovers", "{run}", "Attempts of a run ledger's job whose runner died mid-run, taken over by a later attempt, by job.")
 	o.skipped = counter("sqllock.runs.skipped", "{call}", "Run ledger calls that ran nothing, by job and the occurrence's state (succeeded: done; running: elsewhere; failed: no attempt left).")
 	o.broken = counter("sqllock.lock.broken", "{lock}", "Leases ended by a break (Table.Break, sqllock unlock).")
+	o.revoked = counter("sqllock.lock.revoked", "{lock}", "Held leases whose holders learnt that their release was requested (Table.RequestRelease, sqllock unlock --ask).")
 	o.timedOut = counter("sqllock.runs.timed_out", "{run}", "Attempts of run ledger occurrences recorded failed because they ran past their max runtime, by job (counted among sqllock.runs as failed too).")
 
 	gauge := func(name, unit, desc string) metric.Int64ObservableGauge {
@@ -586,6 +589,16 @@ func b2i(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// Revoked implements observe.RevokedObserver: it counts the request, and
+// records a span for the audit trail.
+func (o *Observer) Revoked(ctx context.Context, e observe.RevokedEvent) {
+	o.revoked.Add(ctx, 1, o.lockAttrs(e.Strategy, e.Dialect, e.Name, "", "", "", "").add...)
+	_, span := o.startLockSpan(ctx, "sqllock.revoked", e.LockEvent)
+	span.SetAttributes(attribute.String("sqllock.owner", e.Owner), attribute.String("sqllock.reason", e.Reason),
+		attribute.Float64("sqllock.held", e.Held.Seconds()))
+	span.End()
 }
 
 // Broken implements observe.BreakObserver: it counts the break, and records

@@ -735,6 +735,52 @@ WHERE query = 'LISTEN "sqllock:`+e.ns+`"'`).Scan(&killed)
 	}
 }
 
+// A release request that reaches its holder is counted, with the lease's
+// strategy and dialect, and recorded as a span with its reason.
+func TestRevoked(t *testing.T) {
+	t.Parallel()
+	e := openDB(t, "postgres")
+	ctx := t.Context()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	obs, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp, LockNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second, Observer: obs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := holder.TryAcquire(ctx, "moving")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Release(context.WithoutCancel(ctx))
+	if asked, err := holder.RequestRelease(ctx, "moving", "rebalance"); !asked || err != nil {
+		t.Fatalf("RequestRelease: %v, %v; want asked", asked, err)
+	}
+	<-k.Revoked()
+	m := (&metrics{t: t, r: reader}).collect()
+	if n := m.int("sqllock.lock.revoked", table, sqllockotel.KeyDialect.String(e.d.Name()), name("moving")); n != 1 {
+		t.Errorf("requests of moving counted: %d, want 1", n)
+	}
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "sqllock.revoked" {
+			spans = append(spans, s)
+		}
+	}
+	if len(spans) != 1 || !slices.Contains(spans[0].Attributes(), attribute.String("sqllock.reason", "rebalance")) {
+		t.Errorf("revocation spans %v, want one with its reason", spans)
+	}
+}
+
 // A break is counted, with the broken lease's strategy and dialect, and
 // recorded as a span with its owner's token.
 func TestBroken(t *testing.T) {

@@ -115,9 +115,10 @@ type Lease struct {
 	timer      *time.Timer
 	inflight   chan struct{}      // closed when the running renewal ends; nil if none
 	stopFlight context.CancelFunc // cancels the running renewal's statement
-	asked      bool               // a release was requested (see Revoked)
-	reason     string             // the request's reason
-	revoked    chan struct{}      // closed once asked; made by Revoked
+	asked      bool               // a renewal learnt that a release was requested
+	told       bool               // and its event was sent (see Revoked)
+	reason     string             // the request's reason, once told
+	revoked    chan struct{}      // closed once told; made by Revoked
 }
 
 func (l *Lease) logger() *slog.Logger { return l.ls.opts.Logger }
@@ -219,11 +220,8 @@ func (l *Lease) renew() {
 		l.failing = false
 		l.ls.ev.renewed(l.ctx, l.ref, observe.RenewOK, time.Until(deadline), nil)
 		if r.Asked && !l.asked {
-			l.asked, l.reason = true, r.Reason
-			if l.revoked != nil {
-				close(l.revoked)
-			}
-			defer l.ls.ev.Revoked(l.ctx, l.ref, l.granted, r.Reason)
+			l.asked = true
+			defer l.revoke(r.Reason)
 		}
 	case err == nil:
 		cause, lost = observe.LostExpired, "the lease expired or was taken over"
@@ -249,6 +247,19 @@ func (l *Lease) renew() {
 	}
 }
 
+// revoke tells of the release requested of the lease, for reason: the
+// event first, then Revoked's channel, so that a holder woken by the
+// channel finds the event told. l.mu is not held.
+func (l *Lease) revoke(reason string) {
+	l.ls.ev.Revoked(l.ctx, l.ref, l.granted, reason)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told, l.reason = true, reason
+	if l.revoked != nil {
+		close(l.revoked)
+	}
+}
+
 // Revoked returns a channel closed once a renewal learns that a release
 // of the lease was requested (sqlrun.ReleaseRequests).
 func (l *Lease) Revoked() <-chan struct{} {
@@ -256,7 +267,7 @@ func (l *Lease) Revoked() <-chan struct{} {
 	defer l.mu.Unlock()
 	if l.revoked == nil {
 		l.revoked = make(chan struct{})
-		if l.asked {
+		if l.told {
 			close(l.revoked)
 		}
 	}
