@@ -116,6 +116,37 @@ func (c *console) breakLock(w http.ResponseWriter, r *http.Request) {
 	c.render(w, http.StatusOK, "message", page{Title: "Lock broken", Body: notice{Heading: "Lock broken", Text: text, Back: "Back to the locks", BackTo: "/locks"}, Static: true})
 }
 
+// askRelease asks the holder of a lock of the lock table to release it,
+// as sqllock unlock --ask does: nothing is broken. The form names the lock
+// and, optionally, the reason the holder is told.
+func (c *console) askRelease(w http.ResponseWriter, r *http.Request) {
+	label, ok := c.authorize(w, r, "ask for the lock")
+	if !ok {
+		return
+	}
+	name, reason := r.PostForm.Get("name"), strings.TrimSpace(r.PostForm.Get("reason"))
+	if reason == "" {
+		reason = "asked by " + label + " on the sqllock console"
+	}
+	if sqllock.ValidateName(name) != nil || sqllock.ValidateValue(reason) != nil {
+		c.fail(w, r, http.StatusBadRequest, "Bad request", "The form needs a lock name, and a reason of valid UTF-8 without NUL bytes, at most 64 KiB.")
+		return
+	}
+	asked, err := c.locks.RequestRelease(r.Context(), name, reason)
+	switch {
+	case err != nil:
+		c.fail(w, r, http.StatusServiceUnavailable, "Database unavailable", c.scrub(message(err)))
+		return
+	case !asked:
+		c.fail(w, r, http.StatusConflict, "Not held", fmt.Sprintf("Lock %q is not held: nobody was asked.", name))
+		return
+	}
+	c.audit.count("asked")
+	c.log.Info("sqllock serve: release requested", "name", name, "reason", reason, "by", label, "from", r.RemoteAddr)
+	text := fmt.Sprintf("Asked the holder of lock %q to release it (%q). It learns of it at its next renewal, within a third of its TTL; a sqllock run holder then sends its command its --on-revoke signal. Nothing was broken.", name, reason)
+	c.render(w, http.StatusOK, "message", page{Title: "Release requested", Body: notice{Heading: "Release requested", Text: text, Back: "Back to the lock", BackTo: "/locks/" + pathEscape(name)}, Static: true})
+}
+
 // jobActions are the run ledger's operations on a job the console offers.
 var jobActions = map[string]string{"pause": "paused", "resume": "resumed", "trigger": "triggered", "forget": "forgotten",
 	"backfill": "backfill requested"}

@@ -130,6 +130,7 @@ func (c *console) handler() http.Handler {
 	mux.HandleFunc("GET /api/runs", c.once(c.apiRuns))
 	mux.HandleFunc("GET /events", c.events)
 	mux.HandleFunc("POST /actions/break", c.breakLock)
+	mux.HandleFunc("POST /actions/ask", c.askRelease)
 	mux.HandleFunc("POST /actions/job", c.jobAction)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, "No such page", "The console has no page "+r.URL.Path+".")

@@ -119,8 +119,8 @@ func (c *console) metrics(w http.ResponseWriter, r *http.Request) {
 	metric("sqllock_console_reads_total", "counter", "The console's reads of the database, by outcome.")
 	fmt.Fprintf(b, "sqllock_console_reads_total{sqllock_outcome=\"ok\"} %d\nsqllock_console_reads_total{sqllock_outcome=\"error\"} %d\n", s.Reads, s.Failures)
 	done, refused := c.audit.counts()
-	metric("sqllock_console_actions_total", "counter", "Actions done through the console since it started, by what they did: broken (a lease), paused, resumed, triggered, forgotten, backfill-requested (a job).")
-	for _, a := range []string{"broken", "paused", "resumed", "triggered", "forgotten", "backfill-requested"} {
+	metric("sqllock_console_actions_total", "counter", "Actions done through the console since it started, by what they did: broken (a lease), asked (a lease's release), paused, resumed, triggered, forgotten, backfill-requested (a job).")
+	for _, a := range []string{"broken", "asked", "paused", "resumed", "triggered", "forgotten", "backfill-requested"} {
 		sample("sqllock_console_actions_total", "sqllock_action", a, float64(done[a]))
 	}
 	metric("sqllock_console_actions_refused_total", "counter", "Actions the console refused since it started (writes off, another site, a wrong or missing token).")

@@ -183,7 +183,8 @@ func tokenFile(t *testing.T) string {
 func TestServe(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		seedJobs(t, b)
-		locks, err := sqllock.NewTable(b.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: time.Minute}})
+		// Renewed every 3 s: an ask reaches the holder within that.
+		locks, err := sqllock.NewTable(b.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 9 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,13 +261,27 @@ func TestServe(t *testing.T) {
 			t.Fatal("a refused break broke the lock")
 		default:
 		}
+		// Asking breaks nothing: the holder learns of it, and keeps the
+		// lock.
+		ask := url.Values{"name": {"held/lock"}, "reason": {"deploy v2"}, "secret": {testSecret}}
+		if code, body := s.post(t, "/actions/ask", ask, same); code != http.StatusOK || !strings.Contains(body, "Nothing was broken") {
+			t.Errorf("ask with the token: %d:\n%.500s", code, body)
+		}
+		<-held.Revoked()
+		if held.RevokeReason() != "deploy v2" || held.Context().Err() != nil {
+			t.Errorf("the asked holder: reason %q, context %v; want deploy v2 and still held", held.RevokeReason(), held.Context().Err())
+		}
+		ask.Set("name", "free/lock")
+		if code, _ := s.post(t, "/actions/ask", ask, same); code != http.StatusConflict {
+			t.Errorf("ask of a free lock: %d, want 409", code)
+		}
 		form.Set("secret", testSecret)
 		if code, body := s.post(t, "/actions/break", form, same); code != http.StatusOK || !strings.Contains(body, "Broke lock") {
 			t.Errorf("break with the token: %d:\n%.500s", code, body)
 		}
 		s.until(t, "/locks", "No lock is held")
 		_, metrics := s.get(t, "/metrics")
-		for _, want := range []string{`sqllock_console_actions_total{sqllock_action="broken"} 1`, "sqllock_console_actions_refused_total 3"} {
+		for _, want := range []string{`sqllock_console_actions_total{sqllock_action="broken"} 1`, `sqllock_console_actions_total{sqllock_action="asked"} 1`, "sqllock_console_actions_refused_total 3"} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("/metrics lacks %s", want)
 			}
