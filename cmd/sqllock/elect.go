@@ -26,6 +26,7 @@ func electFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 	shell := stringFlag(fs, "c,command", "", "run `COMMAND` with /bin/sh -c instead of a command after NAME")
 	grace := durationFlag(fs, "grace", 10*time.Second, "after the leadership is lost, a signal or sqllock's own death, the `SECONDS` (or duration) the command's process group has between SIGTERM and SIGKILL")
 	verbose := boolFlag(fs, "v,verbose", "say on stderr when the campaign starts, when elected (with the term) and when resigned")
+	onRevoke := stringFlag(fs, "on-revoke", "TERM", "the `SIGNAL` sent to the command's process group when someone asks the leader to resign (sqllock unlock --ask NAME): TERM, INT, HUP or QUIT, then SIGKILL after --grace; USR1 or USR2, and the command finishes when it likes; none: it is not told")
 	return func(ctx context.Context, args []string, stdout io.Writer) error {
 		name, cmdArgs, err := commandLine(fs, "elect", "election name", args, *shell)
 		if err != nil {
@@ -45,8 +46,12 @@ func electFlags(fs *flag.FlagSet) func(ctx context.Context, args []string, stdou
 		if err := sqllock.ValidateValue(v); err != nil {
 			return usageError{msg: err.Error()}
 		}
+		revokeSig, err := revokeSignal(*onRevoke)
+		if err != nil {
+			return err
+		}
 		r := &runner{name: name, argv: cmdArgs, strategy: "table", ttl: *ttl, wait: true,
-			timeout: *timeout, grace: *grace, conflict: *conflict, verbose: *verbose}
+			timeout: *timeout, grace: *grace, conflict: *conflict, verbose: *verbose, onRevoke: revokeSig}
 		return r.elect(ctx, *dsn, *schema, v)
 	}
 }

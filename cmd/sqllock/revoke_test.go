@@ -8,21 +8,23 @@ import (
 )
 
 // unlock --ask asks the holder of a lock to release it: a sqllock run
-// holder sends its command the --on-revoke signal (SIGTERM by default) at
-// its next renewal, and exits with the command's status; nothing is
-// broken. A name nobody holds exits 1.
+// holder (or elect leader) sends its command the --on-revoke signal
+// (SIGTERM by default) at its next renewal, and exits with the command's
+// status; nothing is broken. A name nobody holds exits 1.
 func TestUnlockAsk(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		for _, c := range []struct {
+			verb       string
 			flags      []string
 			trap, said string
 			code       int
 			runSays    string
 		}{
-			{nil, "TERM", "got-TERM", 7, "SIGTERM to its process group, SIGKILL after"},
-			{[]string{"--on-revoke", "usr1"}, "USR1", "got-USR1", 7, "sending SIGUSR1"},
+			{"run", nil, "TERM", "got-TERM", 7, "SIGTERM to its process group, SIGKILL after"},
+			{"run", []string{"--on-revoke", "usr1"}, "USR1", "got-USR1", 7, "sending SIGUSR1"},
+			{"elect", nil, "TERM", "got-TERM", 7, "SIGTERM to its process group, SIGKILL after"},
 		} {
-			args := append(append([]string{"run", "--ttl", "6s"}, c.flags...), "asked", "--", "sh", "-c",
+			args := append(append([]string{c.verb, "--ttl", "6s"}, c.flags...), "asked", "--", "sh", "-c",
 				`trap 'echo got-`+c.trap+`; exit 7' `+c.trap+`; echo ready; while :; do sleep 0.05; done`)
 			run := b.cmd(t, args...)
 			out, err := run.StdoutPipe()
@@ -46,10 +48,10 @@ func TestUnlockAsk(t *testing.T) {
 				t.Fatalf("the command did not get SIG%s: %q", c.trap, sc.Text())
 			}
 			if code := exitStatus(run.Wait()); code != c.code {
-				t.Fatalf("run: exit %d, want the command's %d\n%s", code, c.code, stderr.String())
+				t.Fatalf("%s: exit %d, want the command's %d\n%s", c.verb, code, c.code, stderr.String())
 			}
 			if s := stderr.String(); !strings.Contains(s, `release of lock "asked" requested (deploy v2)`) || !strings.Contains(s, c.runSays) {
-				t.Fatalf("run said %q; want the request, its reason and %q", s, c.runSays)
+				t.Fatalf("%s said %q; want the request, its reason and %q", c.verb, s, c.runSays)
 			}
 		}
 		if _, code := b.unlock(t, "--ask", "asked"); code != exitFailure {
