@@ -247,6 +247,7 @@ type Lock struct {
 
 	reentered bool              // a re-entrant hold, for events
 	values    sqlrun.LockValues // where SetValue writes; nil: the lock keeps no value
+	rw        *rwHandle         // the side of a read/write lock's hold; nil for other locks
 
 	mu       sync.Mutex
 	released bool
