@@ -285,7 +285,7 @@ type rwHandle struct {
 // changing returns k's read/write handle, locked, if k holds side want
 // and may change sides: an error wrapping ErrUnsupported otherwise,
 // ErrNotHeld after Release, the cause of its loss once lost.
-func (k *Lock) changing(op string, want rwSide) (*rwHandle, error) {
+func changing(k *Lock, op string, want rwSide) (*rwHandle, error) {
 	h := k.rw
 	if h == nil {
 		return nil, fmt.Errorf("%w: %s of a lock that is not a read/write lock's", ErrUnsupported, op)
@@ -328,23 +328,9 @@ func (s rwSide) String() string {
 	return "a re-entrant"
 }
 
-// Downgrade turns a read/write lock's write hold (Acquire, TryAcquire, or
-// a read upgraded with Upgrade) into a plain read hold, in one statement:
-// the lease stays, with its token, holds and expiry, and goes on being
-// renewed, so that no writer can enter in between, while readers waiting
-// for the name are let in (unless another writer's intent keeps them out,
-// as for any reader: see RWLock) and woken as by a release. Release ends
-// the read hold as any other. The token keeps growing for the readers and
-// writers granted after it, as before.
-//
-// It returns ErrNotHeld after Release, ErrLockLost when the lease is no
-// longer live, and an error wrapping ErrUnsupported for a lock that is not
-// a read/write lock's write hold, and for a re-entered one (an owner's
-// several holds share one lease: release the others first). After an
-// error wrapping ErrOutcomeUnknown the side is unknown: the handle changes
-// sides no more, and Release ends it.
-func (k *Lock) Downgrade(ctx context.Context) error {
-	h, err := k.changing("Downgrade", rwWrite)
+// downgrade is k.Downgrade.
+func downgrade(ctx context.Context, k *Lock) error {
+	h, err := changing(k, "Downgrade", rwWrite)
 	if err != nil {
 		return err
 	}
@@ -364,26 +350,9 @@ func (k *Lock) Downgrade(ctx context.Context) error {
 	return nil
 }
 
-// Upgrade turns an upgradeable read hold (RWLock.AcquireUpgradeable) into
-// the write hold once the other readers have left: it waits, woken by
-// their releases as Acquire's waiters are, until ctx ends; then it returns
-// an error wrapping ctx.Err() and the hold stays an upgradeable read. While
-// it waits, it records an intent to write as a waiting writer does, so new
-// plain readers queue behind it (writer preference); no writer can enter
-// meanwhile, as the upgradeable read keeps writers out. The lease stays,
-// with its token, holds and expiry, and goes on being renewed: the token
-// exceeds every earlier writer's (writers were kept out since the grant),
-// though not the tokens of readers granted beside it, who have all left
-// when the write begins. Downgrade turns the write hold back into a plain
-// read.
-//
-// It returns ErrNotHeld after Release, ErrLockLost when the lease is no
-// longer live, and an error wrapping ErrUnsupported for a lock that is not
-// a read/write lock's upgradeable read, and for a re-entered one. After an
-// error wrapping ErrOutcomeUnknown the side is unknown: the handle changes
-// sides no more, and Release ends it.
-func (k *Lock) Upgrade(ctx context.Context) error {
-	h, err := k.changing("Upgrade", rwUpgradeable)
+// upgrade is k.Upgrade.
+func upgrade(ctx context.Context, k *Lock) error {
+	h, err := changing(k, "Upgrade", rwUpgradeable)
 	if err != nil {
 		return err
 	}
@@ -413,9 +382,6 @@ func (k *Lock) Upgrade(ctx context.Context) error {
 		if werr := h.l.rw.Withdraw(wctx, ref.Name, ref.Owner); werr != nil {
 			h.l.eng.Config().Logger.WarnContext(ctx, "sqllock: could not withdraw an upgrading reader's intent; it ends with its TTL",
 				"name", ref.Name, "err", werr)
-		}
-		if errors.Is(err, ErrOutcomeUnknown) {
-			h.side = rwFixed
 		}
 		return err
 	}
