@@ -36,7 +36,10 @@ import (
 // Fencing tokens grow per name in grant order, readers' and writers'
 // alike: a writer's token exceeds every token granted for the name
 // before it, and readers' tokens grow too. Readers holding the read side
-// together have distinct tokens.
+// together have distinct tokens. A hold that changes sides keeps its
+// token: a downgraded writer's is below the readers' let in after it, and
+// an upgraded reader's exceeds every earlier writer's, though not those of
+// the readers granted beside it (all gone when it writes).
 //
 // Re-entry (with WithOwner): an owner holding the read side re-enters it
 // with AcquireShared (same token, one more hold), even while a writer
