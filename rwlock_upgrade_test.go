@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // siblingRW returns a read/write locker on a pool of its own, as another
@@ -253,5 +254,31 @@ func TestRWLockUpgradeableWaits(t *testing.T) {
 		} else {
 			release(t, ctx, w)
 		}
+	})
+}
+
+// A waiting Upgrade is woken by the release of a reader of another
+// process: its TTL and backoff are an hour, so only a wake-up lets it in
+// before its deadline.
+func TestRWLockUpgradeWokenByReaderElsewhere(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		const name = "upwake"
+		l := e.rwLocker(t, sqllock.LeaseOptions{TTL: time.Hour, MaxBackoff: time.Hour})
+		r := held(t).of(e.siblingRW(t, sqllock.LeaseOptions{}).TryAcquireShared(ctx, name))
+		u := held(t).of(l.TryAcquireUpgradeable(ctx, name))
+		uctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- u.Upgrade(uctx) }()
+		testutil.Eventually(ctx, t, "the upgrade waiting, its room listening", func() bool {
+			up, waiting := sqllock.RoomState(l, name)
+			return up && waiting == 1
+		})
+		release(t, ctx, r)
+		if err := <-done; err != nil {
+			t.Fatalf("Upgrade after the reader left: %v", err)
+		}
+		release(t, ctx, u)
 	})
 }
