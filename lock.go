@@ -247,6 +247,7 @@ type Lock struct {
 
 	reentered bool              // a re-entrant hold, for events
 	values    sqlrun.LockValues // where SetValue writes; nil: the lock keeps no value
+	rw        *rwHandle         // the side of a read/write lock's hold; nil for other locks
 
 	mu       sync.Mutex
 	released bool
@@ -485,3 +486,42 @@ func (k *Lock) SetValue(ctx context.Context, value string) error {
 	}
 	return nil
 }
+
+// Downgrade turns a read/write lock's write hold (Acquire, TryAcquire, or
+// a read upgraded with Upgrade) into a plain read hold, in one statement:
+// the lease stays, with its token, holds and expiry, and goes on being
+// renewed, so that no writer can enter in between, while readers waiting
+// for the name are let in (unless another writer's intent keeps them out,
+// as for any reader: see RWLock) and woken as by a release. Release ends
+// the read hold as any other. The token keeps growing for the readers and
+// writers granted after it, as before.
+//
+// It returns ErrNotHeld after Release, ErrLockLost when the lease is no
+// longer live, and an error wrapping ErrUnsupported for a lock that is not
+// a read/write lock's write hold, and for a re-entered one (an owner's
+// several holds share one lease: release the others first). After an
+// error wrapping ErrOutcomeUnknown the side is unknown: the handle changes
+// sides no more, and Release ends it.
+func (k *Lock) Downgrade(ctx context.Context) error { return downgrade(ctx, k) }
+
+// Upgrade turns an upgradeable read hold (RWLock.AcquireUpgradeable) into
+// the write hold once the other readers have left: it waits, woken by
+// their releases as Acquire's waiters are, until ctx ends; then it returns
+// an error wrapping ctx.Err() and the hold stays an upgradeable read. While
+// it waits, it records an intent to write as a waiting writer does, so new
+// plain readers queue behind it (writer preference); no writer can enter
+// meanwhile, as the upgradeable read keeps writers out. The lease stays,
+// with its token, holds and expiry, and goes on being renewed: the token
+// exceeds every earlier writer's (writers were kept out since the grant),
+// though not the tokens of readers granted beside it, who have all left
+// when the write begins. Downgrade turns the write hold back into a plain
+// read.
+//
+// It returns ErrNotHeld after Release, ErrLockLost when the lease is no
+// longer live, and an error wrapping ErrUnsupported for a lock that is not
+// a read/write lock's upgradeable read, and for a re-entered one. After an
+// error (one wrapping ErrOutcomeUnknown, or ctx's end while an attempt
+// ran) the hold may have become the writer all the same, which keeps
+// everyone else out: Upgrade again to settle it, which returns at once if
+// so.
+func (k *Lock) Upgrade(ctx context.Context) error { return upgrade(ctx, k) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sqllock/sqllock/dialect"
@@ -35,17 +36,26 @@ import (
 // Fencing tokens grow per name in grant order, readers' and writers'
 // alike: a writer's token exceeds every token granted for the name
 // before it, and readers' tokens grow too. Readers holding the read side
-// together have distinct tokens.
+// together have distinct tokens. A hold that changes sides keeps its
+// token: a downgraded writer's is below the readers' let in after it, and
+// an upgraded reader's exceeds every earlier writer's, though not those of
+// the readers granted beside it (all gone when it writes).
 //
 // Re-entry (with WithOwner): an owner holding the read side re-enters it
 // with AcquireShared (same token, one more hold), even while a writer
 // waits; an owner holding the write side re-enters it with Acquire, and
-// also with AcquireShared, which adds a hold to its write lease (the
-// handle's Token is the writer's). An owner holding the read side gets
-// ErrUpgrade from Acquire and TryAcquire, at once: upgrading is not
-// offered, since two readers upgrading at once would each wait for the
-// other forever. Downgrading is not offered either: release the write
-// side and take the read side (another writer may come in between).
+// also with AcquireShared and AcquireUpgradeable, which add a hold to its
+// write lease (the handle's Token is the writer's). An owner holding the
+// read side gets ErrUpgrade from Acquire and TryAcquire, at once, and a
+// plain reader from AcquireUpgradeable: two readers upgrading at once
+// would each wait for the other forever.
+//
+// Changing sides: Lock.Downgrade turns a write hold into a read hold in
+// one statement, so that no writer comes in between. An upgradeable read
+// (AcquireUpgradeable) shares the name with plain readers but excludes
+// writers and other upgradeable readers, so at most one reader of a name
+// may upgrade: Lock.Upgrade waits for the other readers to leave, then
+// makes the hold the writer, and two upgraders cannot deadlock.
 //
 // Acquire waits as a Table's does; releases (and withdrawn intents) of
 // names someone waits for are announced, on PostgreSQL with LISTEN/NOTIFY
@@ -114,6 +124,35 @@ func (l *RWLock) TryAcquireShared(ctx context.Context, name string) (*Lock, erro
 	return l.acquire(ctx, name, true, false)
 }
 
+// AcquireUpgradeable takes an upgradeable read of name: the read side,
+// beside plain readers, while no writer and no other upgradeable reader
+// holds the name and no writer waits for it; it waits (in the writers'
+// line of the locker, as writers, whom it keeps out, wait) until then.
+// Lock.Upgrade later makes the hold the writer. When ctx ends first it
+// returns an error wrapping ctx.Err(). The owner of the write side
+// re-enters its write lease; a plain reader's owner gets ErrUpgrade.
+func (l *RWLock) AcquireUpgradeable(ctx context.Context, name string) (*Lock, error) {
+	return l.acquireUpgradeable(ctx, name, true)
+}
+
+// TryAcquireUpgradeable takes an upgradeable read of name as
+// AcquireUpgradeable does, unless a writer or another upgradeable reader
+// holds the name or a writer waits for it; then it returns ErrLocked at
+// once.
+func (l *RWLock) TryAcquireUpgradeable(ctx context.Context, name string) (*Lock, error) {
+	return l.acquireUpgradeable(ctx, name, false)
+}
+
+func (l *RWLock) acquireUpgradeable(ctx context.Context, name string, wait bool) (*Lock, error) {
+	owner, err := l.prepare(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	c := engine.Call{Name: name, Owner: owner, Try: rwUpgrader{l}, Wait: wait}
+	g, err := l.eng.Acquire(ctx, c)
+	return l.handle(g, rwUpgradeable), err
+}
+
 // withdrawTimeout bounds the withdrawal of a writer's intent after its
 // Acquire gave up.
 const withdrawTimeout = 5 * time.Second
@@ -141,13 +180,31 @@ func (l *RWLock) acquire(ctx context.Context, name string, shared, wait bool) (*
 		}
 	}
 	g, err := l.eng.Acquire(ctx, c)
-	return l.lockOf(g), err
+	side := rwWrite
+	if shared {
+		side = rwRead
+	}
+	return l.handle(g, side), err
 }
 
-// rwWriter and rwReader are the attempts of an RWLock's two sides.
+// handle returns the handle of the hold g of side, nil if there is none.
+func (l *RWLock) handle(g engine.Grant, side rwSide) *Lock {
+	k := l.lockOf(g)
+	if k != nil {
+		if g.Reentered {
+			side = rwFixed
+		}
+		k.rw = &rwHandle{l: l, lease: g.Lease, side: side}
+	}
+	return k
+}
+
+// rwWriter, rwReader and rwUpgrader are the attempts of an RWLock's
+// sides.
 type (
-	rwWriter struct{ l *RWLock }
-	rwReader struct{ l *RWLock }
+	rwWriter   struct{ l *RWLock }
+	rwReader   struct{ l *RWLock }
+	rwUpgrader struct{ l *RWLock }
 )
 
 // TryOnce implements engine.Strategy for the write side.
@@ -160,12 +217,23 @@ func (s rwReader) TryOnce(ctx context.Context, name, owner string, waiting bool)
 	return s.l.attemptSide(ctx, name, owner, true, waiting)
 }
 
+// TryOnce implements engine.Strategy for upgradeable reads.
+func (s rwUpgrader) TryOnce(ctx context.Context, name, owner string, waiting bool) (int64, time.Time, time.Duration, error) {
+	return s.l.attempt(ctx, dialect.RWAcquireParams{Name: name, Owner: owner, Shared: true, Upgradeable: true, Wait: waiting})
+}
+
 // attemptSide makes one attempt at a side. A refusal reports how long the
 // leases in the way have left; a waiting writer's is capped at
 // RenewInterval, so that it refreshes its intent in time.
 func (l *RWLock) attemptSide(ctx context.Context, name, owner string, shared, waiting bool) (int64, time.Time, time.Duration, error) {
+	return l.attempt(ctx, dialect.RWAcquireParams{Name: name, Owner: owner, Shared: shared, Wait: waiting})
+}
+
+// attempt makes one attempt of p (its TTL the locker's).
+func (l *RWLock) attempt(ctx context.Context, p dialect.RWAcquireParams) (int64, time.Time, time.Duration, error) {
 	cfg := l.eng.Config()
-	p := dialect.RWAcquireParams{Name: name, Owner: owner, TTL: cfg.TTL, Shared: shared, Wait: waiting}
+	p.TTL = cfg.TTL
+	name, shared, waiting := p.Name, p.Shared, p.Wait
 	for n := 0; ; n++ {
 		start := time.Now()
 		g, err := l.rw.Acquire(ctx, p)
@@ -174,8 +242,10 @@ func (l *RWLock) attemptSide(ctx context.Context, name, owner string, shared, wa
 			continue
 		case err != nil:
 			return 0, start, 0, acquireError(ctx, name, err)
+		case g.Upgrade && p.Upgradeable:
+			return 0, start, 0, fmt.Errorf("%w: the owner holds a plain read of %q", ErrUpgrade, name)
 		case g.Upgrade:
-			return 0, start, 0, fmt.Errorf("%w: the owner holds the read side of %q", ErrUpgrade, name)
+			return 0, start, 0, fmt.Errorf("%w: the owner holds the read side of %q (an upgradeable read upgrades with Lock.Upgrade)", ErrUpgrade, name)
 		case g.Token != 0:
 			return g.Token, start, 0, nil
 		case !waiting:
@@ -190,5 +260,162 @@ func (l *RWLock) attemptSide(ctx context.Context, name, owner string, shared, wa
 			left = min(left, cfg.MaxBackoff)
 		}
 		return 0, start, left, ErrLocked
+	}
+}
+
+// rwSide is the side of a read/write lock that a handle holds.
+type rwSide uint8
+
+const (
+	rwWrite       rwSide = iota // the write side
+	rwRead                      // a plain read
+	rwUpgradeable               // an upgradeable read
+	// rwFixed is a handle that changes sides no more: a re-entrant hold
+	// (whose lease another handle holds first), or one whose last change
+	// had an unknown outcome.
+	rwFixed
+)
+
+// rwHandle is what a read/write lock's handle knows of its hold.
+type rwHandle struct {
+	l     *RWLock
+	lease *engine.Lease
+
+	mu   sync.Mutex // serialises the handle's Downgrade and Upgrade
+	side rwSide     // guarded by mu
+}
+
+// changing returns k's read/write handle, locked, if k holds side want
+// and may change sides: an error wrapping ErrUnsupported otherwise,
+// ErrNotHeld after Release, the cause of its loss once lost.
+func changing(k *Lock, op string, want rwSide) (*rwHandle, error) {
+	h := k.rw
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s of a lock that is not a read/write lock's", ErrUnsupported, op)
+	}
+	k.mu.Lock()
+	released := k.released
+	k.mu.Unlock()
+	if released {
+		return nil, ErrNotHeld
+	}
+	h.mu.Lock()
+	var err error
+	switch {
+	case h.side == rwFixed:
+		err = fmt.Errorf("%w: %s of a re-entrant hold of %q (or of one whose change of side had an unknown outcome)", ErrUnsupported, op, k.Name())
+	case h.side != want:
+		err = fmt.Errorf("%w: %s of %s hold of %q", ErrUnsupported, op, h.side, k.Name())
+	case h.lease.Holds() > 1:
+		err = fmt.Errorf("%w: %s of %q while the hold is re-entered", ErrUnsupported, op, k.Name())
+	case k.Context().Err() != nil:
+		err = context.Cause(k.Context())
+	}
+	if err != nil {
+		h.mu.Unlock()
+		return nil, err
+	}
+	return h, nil
+}
+
+// String names the side, for errors.
+func (s rwSide) String() string {
+	switch s {
+	case rwWrite:
+		return "a write"
+	case rwRead:
+		return "a plain read"
+	case rwUpgradeable:
+		return "an upgradeable read"
+	}
+	return "a re-entrant"
+}
+
+// downgrade is k.Downgrade.
+func downgrade(ctx context.Context, k *Lock) error {
+	h, err := changing(k, "Downgrade", rwWrite)
+	if err != nil {
+		return err
+	}
+	defer h.mu.Unlock()
+	ok, err := h.l.rw.Downgrade(ctx, k.h.Ident())
+	switch {
+	case err != nil:
+		if errors.Is(err, ErrOutcomeUnknown) {
+			h.side = rwFixed
+		}
+		return fmt.Errorf("sqllock: downgrade %q: %w", k.Name(), sqlrun.WithCause(ctx, err))
+	case !ok:
+		return ErrLockLost
+	}
+	h.side = rwRead
+	h.l.eng.Kick(k.Name())
+	return nil
+}
+
+// upgrade is k.Upgrade.
+func upgrade(ctx context.Context, k *Lock) error {
+	h, err := changing(k, "Upgrade", rwUpgradeable)
+	if err != nil {
+		return err
+	}
+	defer h.mu.Unlock()
+	ref := k.h.Ident()
+	try := func() (engine.Grant, time.Duration, error) {
+		k.mu.Lock()
+		released := k.released
+		k.mu.Unlock()
+		switch {
+		case released:
+			return engine.Grant{}, 0, ErrNotHeld
+		case k.Context().Err() != nil:
+			return engine.Grant{}, 0, context.Cause(k.Context())
+		}
+		left, err := h.l.attemptUpgrade(ctx, ref)
+		if err != nil {
+			return engine.Grant{}, left, err
+		}
+		return engine.Grant{Lease: h.lease}, 0, nil
+	}
+	if _, err := h.l.eng.WaitUpgrade(ctx, ref.Name, try); err != nil {
+		// Without an intent (or with another's) the withdrawal changes
+		// nothing.
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), withdrawTimeout)
+		defer cancel()
+		if werr := h.l.rw.Withdraw(wctx, ref.Name, ref.Owner); werr != nil {
+			h.l.eng.Config().Logger.WarnContext(ctx, "sqllock: could not withdraw an upgrading reader's intent; it ends with its TTL",
+				"name", ref.Name, "err", werr)
+		}
+		return err
+	}
+	h.side = rwWrite
+	return nil
+}
+
+// attemptUpgrade makes one attempt at upgrading the upgradeable lease ref.
+// A refusal (ErrLocked) reports how long the readers in the way have left,
+// capped at RenewInterval, so that the intent is refreshed in time.
+func (l *RWLock) attemptUpgrade(ctx context.Context, ref dialect.Lease) (time.Duration, error) {
+	cfg := l.eng.Config()
+	p := dialect.RWUpgradeParams{Name: ref.Name, Owner: ref.Owner, Token: ref.Token, TTL: cfg.TTL, Wait: true}
+	for n := 0; ; n++ {
+		g, err := l.rw.Upgrade(ctx, p)
+		switch {
+		case errors.Is(err, ErrTransient) && n < maxTransientRetries:
+			continue
+		case err != nil:
+			return 0, fmt.Errorf("sqllock: upgrade %q: %w", ref.Name, sqlrun.WithCause(ctx, err))
+		case g.Lost:
+			return 0, ErrLockLost
+		case g.Upgrade:
+			return 0, fmt.Errorf("%w: the lease of %q is a plain read (another process holds it under the same owner?)", ErrUnsupported, ref.Name)
+		case g.Token != 0:
+			return 0, nil
+		}
+		left := min(g.Left, cfg.RenewInterval)
+		if g.Marked {
+			left = min(left, cfg.MaxBackoff)
+		}
+		return left, ErrLocked
 	}
 }

@@ -38,3 +38,37 @@ func ExampleRWLock() {
 
 func readConfig(ctx context.Context)        {}
 func writeConfig(ctx context.Context) error { return nil }
+
+// A migration reads the schema version beside other readers, decides,
+// and only then writes, with no other writer in between: the upgradeable
+// read keeps writers (and other upgraders) out from the start, Upgrade
+// waits for the plain readers to leave, and Downgrade lets them back in
+// while the migrator verifies its work.
+func ExampleRWLock_AcquireUpgradeable() {
+	ctx := context.Background()
+	var d dialect.Dialect // postgres.New(db), mysql.New(db) or sqlite.New(db), migrated
+	rw, err := sqllock.NewRWLock(d, sqllock.LeaseOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	k, err := rw.AcquireUpgradeable(ctx, "schema")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer k.Release(context.WithoutCancel(ctx))
+	if !needsMigration(k.Context()) {
+		return
+	}
+	if err := k.Upgrade(ctx); err != nil { // the writer now, same token
+		log.Fatal(err)
+	}
+	if err := writeConfig(k.Context()); err != nil {
+		log.Fatal(err)
+	}
+	if err := k.Downgrade(ctx); err != nil { // a plain reader again
+		log.Fatal(err)
+	}
+	readConfig(k.Context())
+}
+
+func needsMigration(ctx context.Context) bool { return true }

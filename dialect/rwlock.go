@@ -12,6 +12,12 @@ type RWAcquireParams struct {
 	TTL   time.Duration
 	// Shared asks for the read side; false for the write side.
 	Shared bool
+	// Upgradeable, with Shared, asks for an upgradeable read: a read
+	// lease that coexists with plain readers but excludes writers and
+	// other upgradeable readers, and that its owner may turn into the
+	// write lease (RWLockTable.Upgrade). A waiting writer's intent keeps
+	// it out, as it keeps plain readers out.
+	Upgradeable bool
 	// Wait says that the caller will wait if refused: a refused writer
 	// then records (or refreshes) its intent to write, which keeps new
 	// readers out for TTL, and a refused caller marks the name as waited
@@ -35,9 +41,26 @@ type RWGrant struct {
 	// read no mark and gone unannounced, so the waiter should look again
 	// soon rather than sleep for Left.
 	Marked bool
+	// Lost reports an upgrade refused because the owner's upgradeable
+	// lease with the token given is no longer live (nothing was changed).
+	Lost bool
 	// Left is, after a refusal, how long the longest of the leases (and
 	// the writer's intent) in the way has left on the database clock.
 	Left time.Duration
+}
+
+// RWUpgradeParams are the parameters of an upgrade: the owner's live
+// upgradeable lease (Name, Owner, Token) becomes the write lease.
+type RWUpgradeParams struct {
+	Name  string
+	Owner string
+	Token int64
+	TTL   time.Duration
+	// Wait says that the caller will wait if refused: the refusal then
+	// records the owner's intent to write (taking it over from a waiting
+	// writer's, which the upgradeable lease keeps out anyway), which
+	// keeps new readers out for TTL, and marks the name as waited for.
+	Wait bool
 }
 
 // RWLockSQL declares the statements of read/write locks: a holders table
@@ -57,18 +80,31 @@ type RWLockSQL struct {
 	// ends: the intent's owner ('' if none), the microseconds the intent
 	// has left (0 if none), and whether the name is marked as waited for.
 	LockHead SQL
-	// Holders selects owner, shared, token, holds and the microseconds left
-	// (0 if none) of every holder row of :name, locking the rows, so that a
-	// guarded transaction holding one is waited for.
+	// Holders selects owner, shared, upgradeable, token, holds and the
+	// microseconds left (0 if none) of every holder row of :name, locking
+	// the rows, so that a guarded transaction holding one is waited for.
 	Holders SQL
 	// Purge deletes :name's released and expired holder rows.
 	Purge SQL
 	// NextToken draws :name's next token, above every earlier one of the
 	// name, and gives it as its number.
 	NextToken SQL
-	// InsertShared and InsertExclusive insert the lease (:name, :owner,
-	// :token) of their side, with one hold, expiring :ttl from now.
-	InsertShared, InsertExclusive SQL
+	// InsertShared, InsertUpgradeable and InsertExclusive insert the
+	// lease (:name, :owner, :token) of their side (a plain read, an
+	// upgradeable read, the write side), with one hold, expiring :ttl
+	// from now.
+	InsertShared, InsertUpgradeable, InsertExclusive SQL
+	// Upgrade turns the lease (:name, :owner, :token), an upgradeable
+	// read, into the write lease, inside a grant that found no other live
+	// holder of :name.
+	Upgrade SQL
+	// Downgrade turns the live write lease (:name, :owner, :token) into a
+	// plain read lease in one statement, keeping its token, holds and
+	// expiry, and announces the name if it is waited for and releases are
+	// announced. Its number is 0 when no such live write lease is left, 2
+	// when the name was waited for (so that Hooks.AfterRelease rings), 1
+	// otherwise.
+	Downgrade SQL
 	// Reenter adds a hold to the lease (:name, :owner, :token) and
 	// extends it to at least :ttl from now.
 	Reenter SQL

@@ -32,6 +32,8 @@ var rwChecks = []struct {
 	{"Intent", checkRWIntent},
 	{"Expired", checkRWExpired},
 	{"Concurrent", checkRWConcurrent},
+	{"Downgrade", checkRWDowngrade},
+	{"Upgradeable", checkRWUpgradeable},
 }
 
 // exerciseRW runs the read/write lock checks on probe's RWLocks.
@@ -264,8 +266,8 @@ func checkRWConcurrent(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	}
 }
 
-// The last release of a name that a refused waiter marked, and a withdrawn
-// intent, are announced to the dialect's subscribers.
+// The last release of a name that a refused waiter marked, a withdrawn
+// intent, and a downgrade are announced to the dialect's subscribers.
 func checkRWAnnounce(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	s := newSubscriber()
 	sub := e.Dialect.Catalogue().Notifier.Subscribe(s)
@@ -328,4 +330,15 @@ func checkRWAnnounce(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	announced("announce-i")
 	rwRelease(e, rw, "announce-i", "r", r)
 	announced("announce-i")
+	// A writer's downgrade, with a reader waiting.
+	w = rwGrant(e, rw, "announce-d", "w", false, false)
+	if g := rwGrant(e, rw, "announce-d", "r", true, true); g.Token != 0 {
+		t.Fatalf("reader beside a writer: %+v, want refused", g)
+	}
+	watched("announce-d")
+	if !rwDowngrade(e, rw, "announce-d", "w", w) {
+		t.Fatal("Downgrade: false, want true")
+	}
+	announced("announce-d")
+	rwRelease(e, rw, "announce-d", "w", w)
 }

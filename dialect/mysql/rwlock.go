@@ -23,18 +23,30 @@ func rwLockSQL(heads, holders string) dialect.RWLockSQL {
 	s.Head = dialect.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON DUPLICATE KEY UPDATE name = name`, heads))
 	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, %s, waiters FROM %s WHERE name = :name FOR UPDATE`,
 		leftUntil("intent_expires_at"), heads))
-	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %s FROM %s WHERE name = :name FOR UPDATE`,
+	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, upgradeable, token, holds, %s FROM %s WHERE name = :name FOR UPDATE`,
 		leftUntil("expires_at"), holders))
 	s.Readers = dialect.Q(fmt.Sprintf(`SELECT name, owner, token FROM %s WHERE shared`, holders))
 	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
 	s.NextToken = dialect.XID(fmt.Sprintf(`UPDATE %s SET token = LAST_INSERT_ID(%s) WHERE name = :name`,
 		heads, clockToken("token", now)))
 	// The head row, locked by the transaction, gives its waiters hint.
-	insert := `INSERT INTO %[1]s (name, owner, shared, token, holds, acquired_at, expires_at, waiters)
-SELECT :name, :owner, %[3]s, :token, 1, t.now, t.now + INTERVAL :ttl MICROSECOND, h.waiters
+	insert := `INSERT INTO %[1]s (name, owner, shared, upgradeable, token, holds, acquired_at, expires_at, waiters)
+SELECT :name, :owner, %[3]s, %[4]s, :token, 1, t.now, t.now + INTERVAL :ttl MICROSECOND, h.waiters
 FROM (SELECT ` + now + ` AS now) t JOIN %[2]s h ON h.name = :name`
-	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, heads, "TRUE"))
-	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, heads, "FALSE"))
+	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, heads, "TRUE", "FALSE"))
+	s.InsertUpgradeable = dialect.X(fmt.Sprintf(insert, holders, heads, "TRUE", "TRUE"))
+	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, heads, "FALSE", "FALSE"))
+	s.Upgrade = dialect.X(fmt.Sprintf(`UPDATE %s SET shared = FALSE, upgradeable = FALSE
+WHERE name = :name AND owner = :owner AND token = :token`, holders))
+	// The write lease becomes a read lease in place: no instant without
+	// it. The row's waiters hint (the head's, as of the grant, as for a
+	// release) travels back in LAST_INSERT_ID(expr): 2 when the name is
+	// waited for, so that the runner rings. The assignment of holds to
+	// itself only carries it; shared changes, so the row counts as
+	// changed whether the DSN counts found or changed rows.
+	s.Downgrade = dialect.XID(fmt.Sprintf(`UPDATE %s SET shared = TRUE, upgradeable = FALSE,
+  holds = holds + 0 * LAST_INSERT_ID(IF(waiters, 2, 1))
+WHERE name = :name AND owner = :owner AND token = :token AND NOT shared AND holds > 0 AND expires_at > %s`, holders, now))
 	s.Reenter = dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1,
   expires_at = GREATEST(expires_at, %s + INTERVAL :ttl MICROSECOND)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, now))

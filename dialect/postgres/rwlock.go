@@ -32,7 +32,7 @@ SELECT count(*) FROM r LEFT JOIN LATERAL (
 	s.Head = dialect.X(fmt.Sprintf(`INSERT INTO %s (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`, heads))
 	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, %[2]s, waiters FROM %[1]s WHERE name = :name AND %[3]s FOR UPDATE`,
 		heads, left("intent_expires_at"), durable))
-	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, %[2]s FROM %[1]s
+	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, upgradeable, token, holds, %[2]s FROM %[1]s
 WHERE name = :name FOR UPDATE`, holders, left("expires_at")))
 	s.Readers = dialect.Q(fmt.Sprintf(`SELECT name, owner, token FROM %s WHERE shared`, holders))
 	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= now())`, holders))
@@ -41,6 +41,21 @@ WHERE name = :name FOR UPDATE`, holders, left("expires_at")))
 VALUES (:name, :owner, %s, :token, 1, now(), ` + ttl + `)`
 	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, "true"))
 	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, "false"))
+	s.InsertUpgradeable = dialect.X(fmt.Sprintf(`INSERT INTO %s (name, owner, shared, upgradeable, token, holds, acquired_at, expires_at)
+VALUES (:name, :owner, true, true, :token, 1, now(), `+ttl+`)`, holders))
+	s.Upgrade = dialect.X(fmt.Sprintf(`UPDATE %s SET shared = false, upgradeable = false
+WHERE name = :name AND owner = :owner AND token = :token`, holders))
+	// The write lease becomes a read lease in place: no instant without
+	// it. Readers waiting for the name are announced, as by a release.
+	s.Downgrade = dialect.Q(fmt.Sprintf(`WITH d AS (
+  UPDATE %[2]s SET shared = true, upgradeable = false
+  WHERE name = :name AND owner = :owner AND token = :token AND NOT shared AND holds > 0 AND expires_at > now()
+    AND %[3]s AND %[4]s
+  RETURNING name, EXISTS (SELECT 1 FROM %[1]s h WHERE h.name = :name AND h.waiters) AS waited
+)
+SELECT CASE WHEN d.waited THEN 2 ELSE 1 END FROM d LEFT JOIN LATERAL (
+  SELECT pg_notify(:channel, d.name) WHERE d.waited
+) n ON true`, heads, holders, onTimeline("token"), durable))
 	s.Reenter = dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = greatest(expires_at, %s)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, ttl))
 	s.Intent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s, waiters = true WHERE name = :name`, heads, ttl))

@@ -18,14 +18,22 @@ func rwLockSQL() dialect.RWLockSQL {
 	s := dialect.RWLockSQL{LeaseSQL: leaseSQL(holders, "token", true), Announces: true}
 	s.Head = dialect.X(`INSERT INTO ` + heads + ` (name) VALUES (:name) ON CONFLICT (name) DO NOTHING`)
 	s.LockHead = dialect.Q(fmt.Sprintf(`SELECT intent_owner, max(intent_expires_at - %s, 0), waiters FROM %s WHERE name = :name`, now, heads))
-	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))
+	s.Holders = dialect.Q(fmt.Sprintf(`SELECT owner, shared, upgradeable, token, holds, max(expires_at - %s, 0) FROM %s WHERE name = :name`, now, holders))
 	s.Readers = dialect.Q(fmt.Sprintf(`SELECT name, owner, token FROM %s WHERE shared`, holders))
 	s.Purge = dialect.X(fmt.Sprintf(`DELETE FROM %s WHERE name = :name AND (holds = 0 OR expires_at <= %s)`, holders, now))
 	s.NextToken = dialect.Q(`UPDATE ` + heads + ` SET token = token + 1 WHERE name = :name RETURNING token`)
-	insert := `INSERT INTO %s (name, owner, shared, token, holds, acquired_at, expires_at)
-VALUES (:name, :owner, %d, :token, 1, ` + now + `, ` + now + ` + :ttl)`
-	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, 1))
-	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, 0))
+	insert := `INSERT INTO %s (name, owner, shared, upgradeable, token, holds, acquired_at, expires_at)
+VALUES (:name, :owner, %d, %d, :token, 1, ` + now + `, ` + now + ` + :ttl)`
+	s.InsertShared = dialect.X(fmt.Sprintf(insert, holders, 1, 0))
+	s.InsertUpgradeable = dialect.X(fmt.Sprintf(insert, holders, 1, 1))
+	s.InsertExclusive = dialect.X(fmt.Sprintf(insert, holders, 0, 0))
+	s.Upgrade = dialect.X(`UPDATE ` + holders + ` SET shared = 0, upgradeable = 0 WHERE name = :name AND owner = :owner AND token = :token`)
+	// The write lease becomes a read lease in place: no instant without
+	// it. Its number is 2 when the name is waited for, so that the runner
+	// rings, letting the readers of other processes in.
+	s.Downgrade = dialect.Q(fmt.Sprintf(`UPDATE %s SET shared = 1, upgradeable = 0
+WHERE name = :name AND owner = :owner AND token = :token AND NOT shared AND holds > 0 AND expires_at > %s
+RETURNING CASE WHEN (SELECT waiters FROM %s WHERE name = :name) THEN 2 ELSE 1 END`, holders, now, heads))
 	s.Reenter = dialect.X(fmt.Sprintf(`UPDATE %s SET holds = holds + 1, expires_at = max(expires_at, %s + :ttl)
 WHERE name = :name AND owner = :owner AND token = :token`, holders, now))
 	s.Intent = dialect.X(fmt.Sprintf(`UPDATE %s SET intent_owner = :owner, intent_expires_at = %s + :ttl, waiters = 1 WHERE name = :name`, heads, now))

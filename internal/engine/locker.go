@@ -118,6 +118,13 @@ func (l *Locker) Wait(ctx context.Context, name string, try func() (Grant, time.
 	return l.room.Wait(ctx, name, try)
 }
 
+// WaitUpgrade waits in the room's upgrade line of name, for attempts
+// that try makes itself: a read/write lock's upgrade, whose holder keeps
+// the writers of the name out (see line).
+func (l *Locker) WaitUpgrade(ctx context.Context, name string, try func() (Grant, time.Duration, error)) (Grant, error) {
+	return l.room.WaitUpgrade(ctx, name, try)
+}
+
 // Grant turns a token granted to owner for name, by a statement sent at
 // start, into a held lease (see Leases.Grant).
 func (l *Locker) Grant(ctx context.Context, name, owner string, token int64, start time.Time) Grant {

@@ -84,7 +84,8 @@ func (r *Room) SetTickets(f func(id int64) (name string, ok bool)) { r.tickets =
 // wait for name.
 func (r *Room) State(name string) (listening bool, waiting int) {
 	r.mu.Lock()
-	waiting = len(r.queues[line{name: name}]) + len(r.queues[line{name: name, shared: true}])
+	waiting = len(r.queues[line{name: name}]) + len(r.queues[line{name: name, shared: true}]) +
+		len(r.queues[line{name: name, upgrade: true}])
 	r.mu.Unlock()
 	return r.listening(), waiting
 }
@@ -106,14 +107,17 @@ type Queue interface {
 	Addressed() bool
 }
 
-// line is one queue of a waiting room. A name has one line, or two for a
-// read/write lock: readers and writers wait in separate lines, so that a
-// head of one side is never stuck behind a waiter of the other that the
-// database would grant first (a writer queued behind a reader that its own
-// intent to write keeps out). A release of the name wakes the head of each.
+// line is one queue of a waiting room. A name has one line, or three for
+// a read/write lock: readers, writers and upgrades (the holder of an
+// upgradeable read waiting to write) wait in separate lines, so that a
+// head of one is never stuck behind a waiter of another that the database
+// would grant first (a writer queued behind a reader that its own intent
+// to write keeps out, a writer that the upgrading holder keeps out). A
+// release of the name wakes the head of each.
 type line struct {
-	name   string
-	shared bool
+	name    string
+	shared  bool
+	upgrade bool
 }
 
 type waiter struct {
@@ -158,6 +162,11 @@ func (r *Room) Wait(ctx context.Context, name string, try func() (Grant, time.Du
 // WaitShared is Wait in the readers' line of name (see line).
 func (r *Room) WaitShared(ctx context.Context, name string, try func() (Grant, time.Duration, error)) (Grant, error) {
 	return r.waitQueued(ctx, line{name: name, shared: true}, nil, try)
+}
+
+// WaitUpgrade is Wait in the upgrade line of name (see line).
+func (r *Room) WaitUpgrade(ctx context.Context, name string, try func() (Grant, time.Duration, error)) (Grant, error) {
+	return r.waitQueued(ctx, line{name: name, upgrade: true}, nil, try)
 }
 
 // WaitQueued is Wait with a queue (Fair): a caller refused at first
@@ -424,7 +433,8 @@ func (r *Room) leave(ln line, w *waiter) {
 // waitedLocked reports whether anyone waits for name, in either line. r.mu
 // is held.
 func (r *Room) waitedLocked(name string) bool {
-	return len(r.queues[line{name: name}]) > 0 || len(r.queues[line{name: name, shared: true}]) > 0
+	return len(r.queues[line{name: name}]) > 0 || len(r.queues[line{name: name, shared: true}]) > 0 ||
+		len(r.queues[line{name: name, upgrade: true}]) > 0
 }
 
 // reconcile subscribes the room to its notifier while anyone waits, and
@@ -477,6 +487,7 @@ func (r *Room) Kick(name string) {
 func (r *Room) kickLocked(name, source string) {
 	r.kickLineLocked(line{name: name}, source)
 	r.kickLineLocked(line{name: name, shared: true}, source)
+	r.kickLineLocked(line{name: name, upgrade: true}, source)
 }
 
 func (r *Room) kickLineLocked(ln line, source string) *waiter {
@@ -572,6 +583,7 @@ func (r *Room) Claim(name string) bool {
 		r.hooks.Notified(name)
 	}
 	r.kickLineLocked(line{name: name, shared: true}, observe.HandoffNotice)
+	r.kickLineLocked(line{name: name, upgrade: true}, observe.HandoffNotice)
 	w := r.kickLineLocked(line{name: name}, observe.HandoffNotice)
 	if w == nil {
 		return false

@@ -231,12 +231,25 @@ type RWLockTable interface {
 	// writer intent is live; the write side when no other owner holds a
 	// live lease of either side. An owner that holds a live lease of the
 	// name re-enters it (same token, one more hold), except that an owner
-	// holding the read side asking for the write side is refused (Upgrade). A
-	// new lease's token exceeds every token granted for the name before.
-	// A write grant clears the owner's intent. Expiry is computed on the
-	// database clock. An error leaves nothing granted unless it wraps
-	// ErrOutcomeUnknown (the commit's reply was lost).
+	// holding the read side asking for the write side, or a plain reader
+	// asking for an upgradeable read, is refused (Upgrade). An upgradeable
+	// read is granted as a read, and also only when no other owner holds
+	// one. A new lease's token exceeds every token granted for the name
+	// before. A write grant clears the owner's intent. Expiry is computed
+	// on the database clock. An error leaves nothing granted unless it
+	// wraps ErrOutcomeUnknown (the commit's reply was lost).
 	Acquire(ctx context.Context, p dialect.RWAcquireParams) (dialect.RWGrant, error)
+	// Upgrade turns the owner's live upgradeable lease p (same token,
+	// holds and expiry) into the write lease, in one transaction as
+	// Acquire's, when no other owner holds a live lease of the name;
+	// refused, it records the owner's intent if p.Wait. The grant is Lost
+	// when the lease is not live any more, Upgrade when it is a plain
+	// read; a lease that is the write lease already is granted.
+	Upgrade(ctx context.Context, p dialect.RWUpgradeParams) (dialect.RWGrant, error)
+	// Downgrade turns the live write lease l into a read lease in one
+	// statement (same token, holds and expiry), announcing the name where
+	// releases are announced; false when l is not a live write lease.
+	Downgrade(ctx context.Context, l dialect.Lease) (bool, error)
 	// Withdraw removes owner's writer intent on name, if it has one, in
 	// one statement, announcing it where releases are announced.
 	Withdraw(ctx context.Context, name, owner string) error

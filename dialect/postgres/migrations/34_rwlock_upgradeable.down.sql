@@ -1,0 +1,1 @@
+ALTER TABLE sqllock_rwlock_holders DROP COLUMN IF EXISTS upgradeable;
