@@ -77,8 +77,9 @@ type Options struct {
 // error wrapping sqllock.ErrLockLost.
 //
 // An Enter on a name whose round is full and not over yet (some of its
-// members have not left) waits for that round to end, and joins the next.
-// An Enter with another size than the round's members is ErrSizeMismatch.
+// members have not left) waits for that round to end, and joins the next,
+// whatever its size. An Enter with another size than the members of a
+// round that is not full is ErrSizeMismatch.
 //
 // Waiters are woken, not left to poll: on PostgreSQL the entry that fills
 // a round and the leave of its last member inside are announced with
@@ -159,6 +160,9 @@ func ownerPrefix() string {
 	return "barrier:" + host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(r[:]) + ":"
 }
 
+// newOwner returns a new member owner, unique to the call.
+func (b *Barrier) newOwner() string { return b.prefix + strconv.FormatUint(b.n.Add(1), 36) }
+
 // Name returns the barrier's name.
 func (b *Barrier) Name() string { return b.name }
 
@@ -179,15 +183,15 @@ func (b *Barrier) kick() {
 // call Leave once the work between the barriers is done.
 //
 // If the round is full and not over, Enter first waits for it to end. It
-// fails with an error wrapping ErrSizeMismatch when the round has members
-// of another size, with one wrapping sqllock.ErrLockLost when its own
+// fails with an error wrapping ErrSizeMismatch when the round, not full,
+// has members of another size, with one wrapping sqllock.ErrLockLost when its own
 // lease ended while it waited (a pause longer than the TTL), and with one
 // wrapping ctx.Err() when ctx ends first. An Enter that fails withdraws
 // its member: if the round filled meanwhile, that counts as its leave.
 func (b *Barrier) Enter(ctx context.Context) (*Member, error) {
 	w := b.watch()
 	defer w.stop()
-	owner := b.prefix + strconv.FormatUint(b.n.Add(1), 36)
+	owner := b.newOwner()
 	backoff := time.Millisecond
 	var e sqlrun.BarrierEntry
 	for {
@@ -200,7 +204,7 @@ func (b *Barrier) Enter(ctx context.Context) (*Member, error) {
 		if e.Joined {
 			break
 		}
-		if e.Size != b.size {
+		if !e.Busy {
 			return nil, fmt.Errorf("%w: barrier %q has members of size %d, not %d", ErrSizeMismatch, b.name, e.Size, b.size)
 		}
 		// The round is full and not over yet.

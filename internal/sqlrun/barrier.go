@@ -22,9 +22,11 @@ type BarrierMembers struct {
 type BarrierEntry struct {
 	// Joined reports that the owner became a member.
 	Joined bool
-	// Size is the barrier's size: the size asked for when Joined; when
-	// not, another size means that the barrier's round has members of
-	// another size, the same one that its round is full.
+	// Busy reports a refusal because the round is full and not over:
+	// some of its members are live.
+	Busy bool
+	// Size is the size of the round: the size asked for when Joined; when
+	// refused and not Busy, another size, that of the round's members.
 	Size int
 	// Filled reports that this entry filled the round.
 	Filled bool
@@ -37,7 +39,7 @@ type BarrierEntry struct {
 type BarrierTable interface {
 	// Enter makes owner a member of name's current round, of size, with
 	// a lease of ttl, unless the round is full and some of its members
-	// are still live (inside or leaving), or it has live members of
+	// are still live, inside or leaving (Busy), or it has live members of
 	// another size. Before it joins, it deletes the expired rows of a
 	// round that is not full, and ends a full round none of whose members
 	// is live, deleting its rows; a round with no member takes the size
@@ -148,6 +150,7 @@ func (t *barrierTable) enterOn(ctx context.Context, conn *sql.Conn, p *Params) (
 	switch {
 	case filled && m.Inside+m.Leaving > 0:
 		// The round is full, and not over: refused.
+		e.Busy = true
 		return e, true, nil
 	case filled || m.Dead > 0:
 		// A full round with no live member is over; a round not full
