@@ -199,6 +199,9 @@ func (b *Barrier) Enter(ctx context.Context) (*Member, error) {
 		var err error
 		e, err = b.barriers.Enter(ctx, b.name, owner, b.size, b.ttl)
 		if err != nil {
+			// The entry may have committed unseen (a cancel raced with
+			// its commit): withdraw it.
+			b.withdraw(ctx, owner)
 			return nil, b.ctxErr(ctx, err)
 		}
 		if e.Joined {
@@ -348,15 +351,20 @@ func (m *Member) lost() error {
 }
 
 // quit ends the membership: it stops the renewal and deletes the
-// member's row, on a context of its own (bounded) so that an ended ctx
-// still cleans up.
+// member's row.
 func (m *Member) quit(ctx context.Context) {
 	m.cancel(context.Canceled)
 	<-m.done
+	m.b.withdraw(ctx, m.owner)
+}
+
+// withdraw deletes owner's member row, on a context of its own (bounded)
+// so that an ended ctx still cleans up, and wakes b's waiters.
+func (b *Barrier) withdraw(ctx context.Context, owner string) {
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	_ = m.b.barriers.Quit(qctx, m.b.name, m.owner) // an expired row is dropped by a later Enter
-	m.b.kick()
+	_ = b.barriers.Quit(qctx, b.name, owner) // a row left behind expires, and a later Enter drops it
+	b.kick()
 }
 
 // Leave leaves the barrier and returns once every member of the round has
