@@ -44,6 +44,10 @@ var (
 	ErrMemberLost = errors.New("sqllock: a barrier member's lease ended")
 )
 
+// maxConflicts is how many times in a row Enter runs its entry again
+// after the server rolled it back (sqllock.ErrTransient).
+const maxConflicts = 3
+
 // Options configure New. The zero value of each field selects its
 // default.
 type Options struct {
@@ -194,10 +198,16 @@ func (b *Barrier) Enter(ctx context.Context) (*Member, error) {
 	owner := b.newOwner()
 	backoff := time.Millisecond
 	var e sqlrun.BarrierEntry
-	for {
+	for conflicts := 0; ; {
 		changed := b.waitChan()
 		var err error
 		e, err = b.barriers.Enter(ctx, b.name, owner, b.size, b.ttl)
+		if errors.Is(err, sqllock.ErrTransient) && conflicts < maxConflicts {
+			// Rolled back by the server (a deadlock between entries of
+			// a new name, say): nothing of it remains.
+			conflicts++
+			continue
+		}
 		if err != nil {
 			// The entry may have committed unseen (a cancel raced with
 			// its commit): withdraw it.
@@ -392,6 +402,8 @@ func (m *Member) Leave(ctx context.Context) error {
 		err = m.lost()
 	} else if !ok {
 		err = m.lost()
+	} else {
+		b.kick()
 	}
 	backoff := time.Millisecond
 	for err == nil {
