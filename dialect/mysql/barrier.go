@@ -16,7 +16,12 @@ import (
 func barrierSQL(barriers, members string) dialect.BarrierSQL {
 	expiry := now + ` + INTERVAL :ttl MICROSECOND`
 	return dialect.BarrierSQL{
-		Head:     dialect.X(fmt.Sprintf(`INSERT INTO %s (name, size, filled) VALUES (:name, :limit, FALSE) ON DUPLICATE KEY UPDATE name = name`, barriers)),
+		// Every entry writes the head row (entries), so that on a Galera
+		// cluster, where FOR UPDATE locks the row on the local node only,
+		// entries through different nodes conflict at certification (one
+		// fails with a deadlock error, ErrTransient, and is run again)
+		// rather than both commit.
+		Head:     dialect.X(fmt.Sprintf(`INSERT INTO %s (name, size, filled) VALUES (:name, :limit, FALSE) ON DUPLICATE KEY UPDATE entries = entries + 1`, barriers)),
 		LockHead: dialect.Q(fmt.Sprintf(`SELECT size, filled FROM %s WHERE name = :name FOR UPDATE`, barriers)),
 		Members: dialect.Q(fmt.Sprintf(`SELECT COALESCE(SUM(NOT m.leaving AND m.expires_at > t.at), 0),
   COALESCE(SUM(NOT m.leaving AND m.expires_at <= t.at), 0),
