@@ -186,6 +186,10 @@ func (b *Barrier) kick() {
 // The member renews its lease in the background until its Leave returns;
 // call Leave once the work between the barriers is done.
 //
+// A read of the members that fails while Enter waits is made again at
+// its backoff as long as the member's lease is renewed: a lasting outage
+// ends the lease within the TTL, and Enter then fails.
+//
 // If the round is full and not over, Enter first waits for it to end. It
 // fails with an error wrapping ErrSizeMismatch when the round, not full,
 // has members of another size, with one wrapping sqllock.ErrLockLost when its own
@@ -235,8 +239,13 @@ func (b *Barrier) Enter(ctx context.Context) (*Member, error) {
 		changed := b.waitChan()
 		mem, err := b.barriers.Members(ctx, b.name, owner)
 		switch {
-		case err != nil:
+		case ctx.Err() != nil:
 			err = b.ctxErr(ctx, err)
+		case m.ctx.Err() != nil:
+			err = m.lost()
+		case err != nil:
+			// A failed read, while renewals keep the lease: read again.
+			err = b.sleep(ctx, w, changed, &backoff)
 		case !mem.Mine:
 			err = m.lost()
 		case mem.Filled:
@@ -384,7 +393,8 @@ func (b *Barrier) withdraw(ctx context.Context, owner string) {
 // ctx.Err() when ctx ends first; in each case the member has left, and
 // its lease is no longer renewed. A second Leave is sqllock.ErrNotHeld.
 // An error in marking the member leaving (the database did not answer)
-// leaves it inside: Leave may be called again.
+// leaves it inside: Leave may be called again. A read of the members
+// that fails while Leave waits is made again, as in Enter.
 func (m *Member) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -408,11 +418,15 @@ func (m *Member) Leave(ctx context.Context) error {
 	backoff := time.Millisecond
 	for err == nil {
 		changed := b.waitChan()
-		var mem sqlrun.BarrierMembers
-		mem, err = b.barriers.Members(ctx, b.name, m.owner)
+		mem, rerr := b.barriers.Members(ctx, b.name, m.owner)
 		switch {
-		case err != nil:
-			err = b.ctxErr(ctx, err)
+		case ctx.Err() != nil:
+			err = b.ctxErr(ctx, rerr)
+		case m.ctx.Err() != nil:
+			err = m.lost()
+		case rerr != nil:
+			// A failed read, while renewals keep the lease: read again.
+			err = b.sleep(ctx, w, changed, &backoff)
 		case !mem.Mine:
 			err = m.lost()
 		case mem.Dead > 0:
