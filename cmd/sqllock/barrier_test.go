@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -77,6 +79,67 @@ func TestBarrierCommandTimeout(t *testing.T) {
 		} {
 			if code := exitCode(t, b.cmd(t, args...).Run()); code != 64 {
 				t.Errorf("%q: exit %d, want 64", args, code)
+			}
+		}
+	})
+}
+
+// A run of sqllock barrier killed (SIGKILL) once all members are inside
+// never leaves: the others, their commands done, exit 76 once its lease
+// (--ttl 1) has ended, rather than wait for it forever.
+func TestBarrierCommandKilled(t *testing.T) {
+	each(t, func(t *testing.T, b backend) {
+		const n = 3
+		name := "barrier-killed-" + b.kind
+		type run struct {
+			cmd   *exec.Cmd
+			stdin io.WriteCloser
+			in    chan struct{} // closed when the command printed its line
+		}
+		runs := make([]run, n)
+		for i := range runs {
+			ttl := "30"
+			if i == 0 {
+				ttl = "1" // the run that is killed
+			}
+			c := b.cmd(t, "barrier", "-n", "3", "--ttl", ttl, name, "--", "sh", "-c", `echo in; cat`)
+			stdin, err := c.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			stdout, err := c.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			r := run{cmd: c, stdin: stdin, in: make(chan struct{})}
+			go func() {
+				line, _ := bufio.NewReader(stdout).ReadString('\n')
+				if line == "in\n" {
+					close(r.in)
+				}
+				_, _ = io.Copy(io.Discard, stdout)
+			}()
+			runs[i] = r
+		}
+		for i, r := range runs {
+			select {
+			case <-r.in:
+			case <-ctxT(t).Done():
+				t.Fatalf("run %d's command never started", i)
+			}
+		}
+		if err := runs[0].cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = runs[0].cmd.Wait()
+		runs[0].stdin.Close() // its command died with it (Pdeathsig)
+		for i, r := range runs[1:] {
+			r.stdin.Close()
+			if code := exitCode(t, r.cmd.Wait()); code != exitLost {
+				t.Errorf("run %d: exit %d, want %d (a member lost)", i+1, code, exitLost)
 			}
 		}
 	})
