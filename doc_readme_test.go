@@ -148,6 +148,7 @@ var snippetImports = []string{
 	"context", "database/sql", "errors", "log/slog", "os", "time",
 	"github.com/jackc/pgx/v5/pgxpool",
 	"github.com/sqllock/sqllock",
+	"github.com/sqllock/sqllock/barrier",
 	"github.com/sqllock/sqllock/dialect",
 	"github.com/sqllock/sqllock/dialect/mysql",
 	"github.com/sqllock/sqllock/dialect/postgres",
@@ -262,7 +263,7 @@ func exportImporter(t *testing.T) types.Importer {
 
 // optionsPackages are the directories of the packages whose *Options
 // types TestOptionsFieldsDocumented checks.
-var optionsPackages = []string{".", "rowlock", "sqllockotel", "ledger", "latch"}
+var optionsPackages = []string{".", "rowlock", "sqllockotel", "ledger", "latch", "barrier"}
 
 // sameFields is how an options type's doc says that its fields are
 // documented on another's.

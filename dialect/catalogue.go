@@ -61,6 +61,8 @@ type Catalogue struct {
 	RWLocks *RWLockSQL
 	// Latches are the countdown latches' table (sqllock.NewLatch).
 	Latches *LatchSQL
+	// Barriers are the double barriers' tables (package barrier).
+	Barriers *BarrierSQL
 	// Runs is the run ledger's tables (package ledger).
 	Runs *LedgerSQL
 	// Pessimistic holds row locks in open transactions (the pessimistic

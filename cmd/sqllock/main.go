@@ -87,6 +87,7 @@ func init() {
 	commands = []command{
 		{"run", "[flags] NAME [--] COMMAND [ARGS...] | [flags] -c 'SHELL COMMAND' NAME", "run COMMAND while holding the lock NAME", runFlags},
 		{"elect", "[flags] [--value V] NAME [--] COMMAND [ARGS...]", "run COMMAND while elected leader of NAME", electFlags},
+		{"barrier", "[flags] -n N NAME [--] COMMAND [ARGS...]", "run COMMAND once N runs of NAME have entered the barrier; exit once all N have left", barrierFlags},
 		{"runs", "[--dsn DSN] [--json] [--watch SECONDS] [--limit N] [--missed-after SECONDS] [--attempts] [forget|pause|resume|trigger] [JOB] | backfill JOB --from TIME --to TIME [--] COMMAND", "list the recent runs of sqllock run --every, --cron and --occurrence, and the missed ones; forget, pause, resume, trigger or backfill a job", runsFlags},
 		{"cron", "[--dsn DSN] [--check] [--grace SECONDS] [--removed pause|forget|keep] [-v] FILE", "the crontab daemon: run FILE's entries once per occurrence across every replica that runs it", cronFlags},
 		{"leader", "[--dsn DSN] [--json] [--watch] NAME", "print the leader of the election NAME", leaderFlags},
@@ -203,7 +204,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	run := c.flags(fs)
 	// run's command line ends sqllock's own after the lock name.
 	maxPositional := -1
-	if c.name == "run" || c.name == "elect" {
+	if c.name == "run" || c.name == "elect" || c.name == "barrier" {
 		maxPositional = 1
 	}
 	pos, err := parseFlags(fs, c.name, args, maxPositional)
@@ -515,6 +516,24 @@ exist, 126 if it cannot be run); -E (default 75) if not elected within -w;
 128+N if signal N (SIGINT: 130) interrupted the campaign; 76 if the
 leadership was lost while COMMAND ran; 64 usage; 69 database unreachable,
 schema missing or dirty.
+`,
+	"barrier": `Enters the double barrier NAME as one of its -n members, waits until all N
+runs of NAME (on any hosts) have entered, runs COMMAND (or the shell command
+of -c), then leaves and waits until all N have left: N jobs start together
+and finish together. Options go before NAME; everything after NAME is the
+command. Each member is a lease renewed every --ttl/3: a run that dies
+before the N have entered is dropped and the others wait on; one that dies
+after is reported to the others as they leave (exit status 76). COMMAND
+gets SQLLOCK_NAME and SQLLOCK_MEMBERS (N) in its environment and runs in a
+process group of its own, stopped on a signal or if sqllock dies; it is not
+stopped when a member is lost.
+
+Exit status: COMMAND's own (128+N if it died of signal N; 127 if it does not
+exist, 126 if it cannot be run), once all members have left; -E (default 75)
+if the members did not enter (or leave) within -w, or the barrier's current
+members have another -n; 76 if a member's lease ended before it left; 128+N
+if signal N (SIGINT: 130) interrupted a wait; 64 usage; 69 database
+unreachable, schema missing or dirty.
 `,
 	"leader": `Prints the leader of the election NAME: its value (sqllock elect --value),
 term and how long its lease has left, or "no leader". --watch prints every

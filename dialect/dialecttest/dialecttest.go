@@ -320,6 +320,11 @@ func Exercise(t *testing.T, h Harness) {
 			run("Latches/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Latches) })
 		}
 	}
+	if tb.Barriers != nil {
+		for _, c := range barrierChecks {
+			run("Barriers/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Barriers) })
+		}
+	}
 	if tb.Multi != nil {
 		for _, c := range multiChecks {
 			run("Multi/"+c.name, func(t *testing.T, e *env) { c.check(t, e, e.tables(e.Dialect).Multi) })

@@ -77,6 +77,7 @@ func NewTiDB(db *sql.DB, opts ...Option) (*Dialect, error) {
 			"Elections":      "leader election is not offered on TiDB",
 			"Runs":           "the run ledger is not offered on TiDB",
 			"Latches":        "countdown latches are not offered on TiDB (not tested there)",
+			"Barriers":       "barriers are not offered on TiDB (not tested there)",
 		},
 		NoSharedRowLock: true,
 		Cache:           new(dialect.Cache),

@@ -297,6 +297,7 @@ func (d *Dialect) build() error {
 	}
 	d.semaphoreSQLs(c, &d.cat)
 	d.latchSQLs(&d.cat)
+	d.barrierSQLs(&d.cat)
 	d.rwSQL(c, &d.cat)
 	return sqlrun.Ready(d, c)
 }

@@ -166,7 +166,7 @@ func (d *Dialect) build() error {
 		Style: dialect.Question,
 		Locks: ptr(lockSQL()), Fair: ptr(fairSQL()), Versions: ptr(versionSQL()),
 		Semaphores: ptr(semaphoreSQL()), FairSemaphores: ptr(fairSemaphoreSQL()), RWLocks: ptr(rwLockSQL()),
-		Runs: ptr(ledgerSQL()), Latches: ptr(latchSQL()),
+		Runs: ptr(ledgerSQL()), Latches: ptr(latchSQL()), Barriers: ptr(barrierSQL()),
 		Reasons:      map[string]string{"Pessimistic": "SQLite has no row locks"},
 		Hooks:        hooks,
 		SingleWriter: true,

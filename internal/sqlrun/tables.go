@@ -457,6 +457,7 @@ type Tables struct {
 	RWLocks          RWLockTable
 	Runs             RunLedger
 	Latches          LatchTable
+	Barriers         BarrierTable
 }
 
 // A TableSource is a dialect that hands out tables of its own: one that
@@ -474,7 +475,7 @@ func Open(d dialect.Dialect) (*Tables, error) {
 	}
 	cat := d.Catalogue()
 	key := built{d.DB(), cat.Locks, cat.Fair, cat.Waking, cat.Versions, cat.Semaphores,
-		cat.FairSemaphores, cat.WakingSemaphores, cat.RWLocks, cat.Runs, cat.Latches}
+		cat.FairSemaphores, cat.WakingSemaphores, cat.RWLocks, cat.Runs, cat.Latches, cat.Barriers}
 	if cat.Cache != nil {
 		if v, ok := cat.Cache.Load(key); ok {
 			tb := *v.(*Tables)
@@ -515,6 +516,7 @@ type built struct {
 	rw                   *dialect.RWLockSQL
 	runs                 *dialect.LedgerSQL
 	latches              *dialect.LatchSQL
+	barriers             *dialect.BarrierSQL
 }
 
 // Build compiles cat's declarations into tables whose statements run on
@@ -567,6 +569,9 @@ func Build(db *sql.DB, cat dialect.Catalogue) (*Tables, error) {
 	}
 	if s := cat.Latches; s != nil {
 		t.Latches = newLatchTable(run, c, *s)
+	}
+	if s := cat.Barriers; s != nil {
+		t.Barriers = newBarrierTable(run, c, *s)
 	}
 	if c.Err != nil {
 		return nil, c.Err

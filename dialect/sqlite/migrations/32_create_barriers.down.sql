@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS sqllock_barrier_members;
+DROP TABLE IF EXISTS sqllock_barriers;
