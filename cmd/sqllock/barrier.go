@@ -80,7 +80,7 @@ func (r *runner) barrier(ctx context.Context, dsn, schema string, n int) error {
 	// A member's command is not stopped when a member is lost: the
 	// command is not exclusive. Leave reports the loss.
 	code, err := r.supervise(context.WithoutCancel(ctx), func() time.Time { return time.Time{} }, 0,
-		[]string{"SQLLOCK_MEMBERS=" + strconv.Itoa(n)}, sigs)
+		[]string{"SQLLOCK_MEMBERS=" + strconv.Itoa(n)}, sigs, nil)
 	start = time.Now()
 	lctx, cancel := r.waitContext(ctx, sigs, "leaving barrier")
 	lerr := m.Leave(lctx)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sqllock/sqllock/dialect"
 	"github.com/sqllock/sqllock/internal/sqlrun"
+	"github.com/sqllock/sqllock/internal/testutil"
 )
 
 // rwUpgradeable makes one attempt at an upgradeable read of name.
@@ -47,7 +48,7 @@ func checkRWDowngrade(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	if rwDowngrade(e, rw, name, "w", w) {
 		t.Fatal("second Downgrade: true, want false (a read lease)")
 	}
-	ok, err := rw.RenewMany(e.ctx, []dialect.Lease{{Name: name, Owner: "w", Token: w.Token}}, long)
+	ok, err := testutil.Renewed(rw.RenewMany(e.ctx, []dialect.Lease{{Name: name, Owner: "w", Token: w.Token}}, long))
 	e.must(err, "RenewMany")
 	if !ok[0] {
 		t.Fatal("the downgraded lease was not renewed under its token")
@@ -164,7 +165,7 @@ func checkRWUpgradeable(t *testing.T, e *env, rw sqlrun.RWLockTable) {
 	if g := rwUpgradeable(e, rw, name, "u2", false); g.Token != 0 {
 		t.Fatalf("upgradeable beside the upgraded writer: %+v, want refused", g)
 	}
-	ok, err := rw.RenewMany(e.ctx, []dialect.Lease{{Name: name, Owner: "u", Token: u.Token}}, long)
+	ok, err := testutil.Renewed(rw.RenewMany(e.ctx, []dialect.Lease{{Name: name, Owner: "u", Token: u.Token}}, long))
 	e.must(err, "RenewMany")
 	if !ok[0] {
 		t.Fatal("the upgraded lease was not renewed under its token")
