@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,6 +154,35 @@ func TestRequestBackfillSurvivesAStoppedReplica(t *testing.T) {
 		}
 		if jobs, err := l.Jobs(ctx, "resumed"); err != nil || !jobs[0].Backfill.IsZero() {
 			t.Fatalf("the failed occurrences left the request: %+v, %v", jobs, err)
+		}
+	})
+}
+
+// A job's row whose backfill range the ledger cannot read (written by
+// hand, say) makes Jobs and Health fail with the job named, rather than
+// show no backfill.
+func TestJobsRefuseAnUnreadableBackfill(t *testing.T) {
+	each(t, func(t *testing.T, e *env) {
+		ctx := ctxT(t)
+		l := e.ledger(t, ledger.Options{})
+		if _, err := l.Run(ctx, "fill", ledger.Every(time.Hour), ok); err != nil {
+			t.Fatal(err)
+		}
+		table := "sqllock_run_jobs"
+		switch d := e.d.(type) {
+		case interface{ Schema() string }:
+			table = d.Schema() + "." + table
+		case interface{ Database() string }:
+			table = d.Database() + "." + table
+		}
+		if _, err := e.d.DB().ExecContext(ctx, "UPDATE "+table+" SET backfill_from = 'yesterday', backfill_to = 'today' WHERE job = 'fill'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Jobs(ctx, ""); err == nil || !strings.Contains(err.Error(), "fill") {
+			t.Fatalf("Jobs: %v; want an error naming the job", err)
+		}
+		if _, _, err := l.Health(ctx, "fill", ledger.HealthOptions{}); err == nil || !strings.Contains(err.Error(), "fill") {
+			t.Fatalf("Health: %v; want an error naming the job", err)
 		}
 	})
 }

@@ -202,7 +202,10 @@ func (l *Ledger) Health(ctx context.Context, job string, opts HealthOptions) ([]
 	}
 	hs := make([]JobHealth, 0, len(jobs))
 	for _, row := range jobs {
-		j := jobInfo(row)
+		j, err := jobInfo(row)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ledger: health: %s: %w", row.Job, err)
+		}
 		attempts, err := l.Runs(ctx, j.Job, opts.Attempts)
 		if err != nil {
 			return nil, nil, err

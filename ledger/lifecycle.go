@@ -45,7 +45,8 @@ type JobInfo struct {
 func (j JobInfo) Scheduled() bool { return j.Period > 0 || j.Cron != "" }
 
 // Jobs returns the jobs the ledger records (job alone, if not ""), by
-// name.
+// name. A job's row whose backfill range is unreadable (not written by a
+// ledger) is an error naming the job.
 func (l *Ledger) Jobs(ctx context.Context, job string) ([]JobInfo, error) {
 	if job != "" {
 		if err := validateJob(job); err != nil {
@@ -58,20 +59,28 @@ func (l *Ledger) Jobs(ctx context.Context, job string) ([]JobInfo, error) {
 	}
 	infos := make([]JobInfo, 0, len(rows))
 	for _, r := range rows {
-		infos = append(infos, jobInfo(r))
+		j, err := jobInfo(r)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: jobs: %s: %w", r.Job, err)
+		}
+		infos = append(infos, j)
 	}
 	return infos, nil
 }
 
-// jobInfo is r as a JobInfo.
-func jobInfo(r dialect.JobSchedule) JobInfo {
-	fill, _ := parseRange(r.BackfillFrom, r.BackfillTo) // a row only the ledger writes
+// jobInfo is r as a JobInfo, or an error if its backfill range is not
+// one the ledger writes.
+func jobInfo(r dialect.JobSchedule) (JobInfo, error) {
+	fill, err := parseRange(r.BackfillFrom, r.BackfillTo)
+	if err != nil {
+		return JobInfo{}, err
+	}
 	j := JobInfo{Backfill: fill, Job: r.Job, Period: r.Period, Phase: r.Phase, Grace: r.Grace, FirstSeen: r.FirstSeen,
 		LastSeen: r.LastSeen, Paused: r.Paused(), PausedAt: r.PausedAt, ResumedAt: r.ResumedAt, Pending: r.Pending}
 	if tz, expr, ok := strings.Cut(strings.TrimPrefix(r.Spec, "CRON_TZ="), " "); ok {
 		j.Cron, j.Zone = expr, tz
 	}
-	return j
+	return j, nil
 }
 
 // Now returns the database's time, the clock on which scheduled

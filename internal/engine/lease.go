@@ -200,7 +200,6 @@ func (l *Lease) renew() {
 
 	r, err := l.ls.renewOne(ctx, l.ref)
 	stop()
-	ok := r.OK
 
 	l.mu.Lock()
 	l.inflight, l.stopFlight = nil, nil
@@ -214,7 +213,7 @@ func (l *Lease) renew() {
 		cause observe.LostCause
 	)
 	switch {
-	case err == nil && ok:
+	case err == nil && r.OK:
 		l.trustUntil = start.Add(o.TTL - trustMargin(o.TTL))
 		l.arm(l.ls.untilTick())
 		l.failing = false
