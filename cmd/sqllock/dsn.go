@@ -23,6 +23,7 @@ type target struct {
 	db       *sql.DB
 	d        dialect.Dialect
 	dsn      string // as given, for messages (password redacted)
+	schema   string // --schema, for messages ("" if not given)
 	embedded bool   // a local SQLite file: migrated on first use
 }
 
@@ -95,7 +96,7 @@ func openTarget(ctx context.Context, dsn, schema string) (*target, error) {
 		// the parse and plan each costs the server do not matter.
 		cfg.Postgres.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
-	t := &target{dsn: cfg.String(), embedded: cfg.Driver == "sqlite"}
+	t := &target{dsn: cfg.String(), schema: schema, embedded: cfg.Driver == "sqlite"}
 	t.db, t.d, err = cfg.Open(schema)
 	if err != nil {
 		var de *dsnpkg.Error
@@ -230,7 +231,12 @@ func (t *target) migrationsTable() string {
 // fail describes err for the operator, adding the fix for a missing schema.
 func (t *target) fail(err error) error {
 	if errors.Is(err, sqllock.ErrSchemaMissing) {
-		return unavailable("the sqllock schema is missing or outdated in %s: run `sqllock migrate up --dsn '%s'`", t.dsn, t.dsn)
+		where, flags := t.dsn, fmt.Sprintf("--dsn '%s'", t.dsn)
+		if t.schema != "" {
+			where += " (schema " + t.schema + ")"
+			flags += " --schema " + t.schema // a validated identifier: no quoting needed
+		}
+		return unavailable("the sqllock schema is missing or outdated in %s: run `sqllock migrate up %s`", where, flags)
 	}
 	return err
 }

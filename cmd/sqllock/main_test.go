@@ -554,6 +554,11 @@ func TestSchemaMissing(t *testing.T) {
 		if lines := strings.Count(strings.TrimSpace(string(out)), "\n"); lines != 0 {
 			t.Fatalf("error takes %d lines, want one:\n%s", lines+1, out)
 		}
+		// Tables named by --schema: the fix names it too.
+		out, err = b.cmd(t, "run", "--schema", b.ns, "x", "--", "true").CombinedOutput()
+		if code := exitStatus(err); code != exitUnavailable || !strings.Contains(string(out), "--schema "+b.ns+"`") {
+			t.Fatalf("with --schema: exit %d, output %s; want 69 and the fix with --schema", code, out)
+		}
 		for _, args := range [][]string{{"migrate", "up"}, {"migrate", "version"}} {
 			out, err := b.cmd(t, args...).CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "schema version ") || strings.HasPrefix(string(out), "schema version 0") {
