@@ -17,6 +17,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/tests/benchtest"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // BenchmarkEnterLeave compares an Enter and Leave of a barrier of one
@@ -36,7 +37,7 @@ func BenchmarkEnterLeave(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			closeAtEnd(b, d)
+			migrated.CloseAtEnd(b, d)
 			return d, db
 		}},
 		{"mysql", func(b *testing.B) (dialect.Dialect, *sql.DB) {
@@ -45,7 +46,7 @@ func BenchmarkEnterLeave(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			closeAtEnd(b, d)
+			migrated.CloseAtEnd(b, d)
 			return d, db
 		}},
 		{"sqlite", func(b *testing.B) (dialect.Dialect, *sql.DB) {

@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/barrier"
 	"github.com/sqllock/sqllock/dialect"
-	"github.com/sqllock/sqllock/dialect/mysql"
-	"github.com/sqllock/sqllock/dialect/postgres"
-	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 func TestMain(m *testing.M) {
@@ -39,67 +35,9 @@ type env struct {
 	d    dialect.Dialect
 }
 
-var envs = []struct {
-	kind string
-	make func(t testing.TB) dialect.Dialect
-}{
-	{"postgres", func(t testing.TB) dialect.Dialect {
-		db, schema := dbtest.Postgres(t)
-		d, err := postgres.New(db, postgres.WithSchema(schema))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeAtEnd(t, d)
-		return d
-	}},
-	{"mysql", func(t testing.TB) dialect.Dialect {
-		db, database := dbtest.MySQL(t)
-		d, err := mysql.New(db, mysql.WithDatabase(database))
-		if err != nil {
-			t.Fatal(err)
-		}
-		closeAtEnd(t, d)
-		return d
-	}},
-	{"sqlite", func(t testing.TB) dialect.Dialect {
-		dbtest.SQLite(t)
-		db, err := sqlite.Open(filepath.Join(t.TempDir(), "barriers.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		d, err := sqlite.New(db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}},
-}
-
-// closeAtEnd closes the dialect d when t ends.
-func closeAtEnd(t testing.TB, d interface{ Close(context.Context) error }) {
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := d.Close(ctx); err != nil {
-			t.Errorf("closing the dialect: %v", err)
-		}
-	})
-}
-
 // each runs fn against every dialect, migrated, in parallel subtests.
 func each(t *testing.T, fn func(t *testing.T, e *env)) {
-	t.Parallel()
-	for _, m := range envs {
-		t.Run(m.kind, func(t *testing.T) {
-			t.Parallel()
-			d := m.make(t)
-			if err := sqllock.Migrate(ctxT(t), d); err != nil {
-				t.Fatalf("migrate: %v", err)
-			}
-			fn(t, &env{kind: m.kind, d: d})
-		})
-	}
+	migrated.Each(t, func(t *testing.T, kind string, d dialect.Dialect) { fn(t, &env{kind: kind, d: d}) })
 }
 
 // ctxT is the test's context with a deadline, so no test can hang.

@@ -13,6 +13,7 @@ import (
 	"github.com/sqllock/sqllock/dialect/sqlite"
 	"github.com/sqllock/sqllock/internal/dbtest"
 	"github.com/sqllock/sqllock/latch"
+	"github.com/sqllock/sqllock/tests/migrated"
 )
 
 // BenchmarkCountDown compares Latch.CountDown, on a latch whose count
@@ -30,7 +31,7 @@ func BenchmarkCountDown(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			closeAtEnd(b, d)
+			migrated.CloseAtEnd(b, d)
 			return d, db, fmt.Sprintf(`UPDATE %q.sqllock_latches SET remaining = remaining - 1 WHERE name = $1 AND remaining > 0 RETURNING remaining + 1`, schema)
 		}},
 		{"mysql", func(b *testing.B) (dialect.Dialect, *sql.DB, string) {
@@ -39,7 +40,7 @@ func BenchmarkCountDown(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			closeAtEnd(b, d)
+			migrated.CloseAtEnd(b, d)
 			return d, db, fmt.Sprintf("UPDATE `%s`.sqllock_latches SET remaining = LAST_INSERT_ID(remaining) - 1 WHERE name = ? AND remaining > 0", database)
 		}},
 		{"sqlite", func(b *testing.B) (dialect.Dialect, *sql.DB, string) {
