@@ -1,9 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"io"
-	"os/exec"
 	"syscall"
 	"testing"
 )
@@ -15,46 +12,7 @@ import (
 func TestBarrierCommandStopped(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		name := "barrier-stopped-" + b.kind
-		type run struct {
-			cmd   *exec.Cmd
-			stdin io.WriteCloser
-			in    chan struct{} // closed when the command printed its line
-		}
-		var runs [2]run
-		for i := range runs {
-			ttl := "30"
-			if i == 0 {
-				ttl = "1" // the run that is stopped
-			}
-			c := b.cmd(t, "barrier", "-n", "2", "--ttl", ttl, name, "--", "sh", "-c", `echo in; cat`)
-			stdin, err := c.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := c.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			r := run{cmd: c, stdin: stdin, in: make(chan struct{})}
-			go func() {
-				line, _ := bufio.NewReader(stdout).ReadString('\n')
-				if line == "in\n" {
-					close(r.in)
-				}
-				_, _ = io.Copy(io.Discard, stdout)
-			}()
-			runs[i] = r
-		}
-		for i, r := range runs {
-			select {
-			case <-r.in:
-			case <-ctxT(t).Done():
-				t.Fatalf("run %d's command never started", i)
-			}
-		}
+		runs := startBarrierRuns(t, b, name, 2, "1") // the first is stopped
 		stopped := runs[0].cmd.Process.Pid
 		if err := syscall.Kill(stopped, syscall.SIGSTOP); err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -91,46 +92,7 @@ func TestBarrierCommandKilled(t *testing.T) {
 	each(t, func(t *testing.T, b backend) {
 		const n = 3
 		name := "barrier-killed-" + b.kind
-		type run struct {
-			cmd   *exec.Cmd
-			stdin io.WriteCloser
-			in    chan struct{} // closed when the command printed its line
-		}
-		runs := make([]run, n)
-		for i := range runs {
-			ttl := "30"
-			if i == 0 {
-				ttl = "1" // the run that is killed
-			}
-			c := b.cmd(t, "barrier", "-n", "3", "--ttl", ttl, name, "--", "sh", "-c", `echo in; cat`)
-			stdin, err := c.StdinPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stdout, err := c.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			r := run{cmd: c, stdin: stdin, in: make(chan struct{})}
-			go func() {
-				line, _ := bufio.NewReader(stdout).ReadString('\n')
-				if line == "in\n" {
-					close(r.in)
-				}
-				_, _ = io.Copy(io.Discard, stdout)
-			}()
-			runs[i] = r
-		}
-		for i, r := range runs {
-			select {
-			case <-r.in:
-			case <-ctxT(t).Done():
-				t.Fatalf("run %d's command never started", i)
-			}
-		}
+		runs := startBarrierRuns(t, b, name, n, "1")
 		if err := runs[0].cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -143,4 +105,54 @@ func TestBarrierCommandKilled(t *testing.T) {
 			}
 		}
 	})
+}
+
+// barrierRun is one `sqllock barrier` whose command prints "in" once in
+// the barrier and then copies its standard input until closed.
+type barrierRun struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+}
+
+// startBarrierRuns starts n runs of `sqllock barrier -n N name` on b, the
+// first with --ttl firstTTL (seconds; the others 30), and returns once
+// every run's command is in the barrier.
+func startBarrierRuns(t *testing.T, b backend, name string, n int, firstTTL string) []barrierRun {
+	t.Helper()
+	runs := make([]barrierRun, n)
+	in := make([]chan struct{}, n) // closed when run i's command printed its line
+	for i := range runs {
+		ttl := "30"
+		if i == 0 {
+			ttl = firstTTL
+		}
+		c := b.cmd(t, "barrier", "-n", strconv.Itoa(n), "--ttl", ttl, name, "--", "sh", "-c", `echo in; cat`)
+		stdin, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stdout, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		runs[i], in[i] = barrierRun{cmd: c, stdin: stdin}, make(chan struct{})
+		go func() {
+			line, _ := bufio.NewReader(stdout).ReadString('\n')
+			if line == "in\n" {
+				close(in[i])
+			}
+			_, _ = io.Copy(io.Discard, stdout)
+		}()
+	}
+	for i := range runs {
+		select {
+		case <-in[i]:
+		case <-ctxT(t).Done():
+			t.Fatalf("run %d's command never started", i)
+		}
+	}
+	return runs
 }
