@@ -143,6 +143,44 @@ func (c *countingLocks) count(name string) int {
 }
 
 // metrics reads the instruments through a manual reader.
+// recorded is an Observer whose metrics and spans a test reads.
+type recorded struct {
+	obs *sqllockotel.Observer
+	m   *metrics
+	rec *tracetest.SpanRecorder
+	tp  *sdktrace.TracerProvider
+}
+
+// newRecorded returns an Observer (with lock names) on a manual metric
+// reader and a span recorder, shut down when t ends.
+func newRecorded(t *testing.T) recorded {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	obs, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp, LockNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recorded{obs: obs, m: &metrics{t: t, r: reader}, rec: rec, tp: tp}
+}
+
+// spans returns the ended spans named name.
+func (r recorded) spans(name string) []sdktrace.ReadOnlySpan {
+	var spans []sdktrace.ReadOnlySpan
+	for _, s := range r.rec.Ended() {
+		if s.Name() == name {
+			spans = append(spans, s)
+		}
+	}
+	return spans
+}
+
 type metrics struct {
 	t  *testing.T
 	r  *sdkmetric.ManualReader
@@ -269,19 +307,8 @@ func TestScenario(t *testing.T) {
 func scenario(t *testing.T, e *db) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() {
-		_ = mp.Shutdown(context.Background())
-		_ = tp.Shutdown(context.Background())
-	})
-	obs, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp, LockNames: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := &metrics{t: t, r: reader}
+	o := newRecorded(t)
+	obs, rec, tp, m := o.obs, o.rec, o.tp, o.m
 	dialectAttr := sqllockotel.KeyDialect.String(e.d.Name())
 	ctx, root := tp.Tracer("test").Start(ctx, "scenario")
 
@@ -741,19 +768,8 @@ func TestRevoked(t *testing.T) {
 	t.Parallel()
 	e := openDB(t, "postgres")
 	ctx := t.Context()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() {
-		_ = mp.Shutdown(context.Background())
-		_ = tp.Shutdown(context.Background())
-	})
-	obs, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp, LockNames: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second, Observer: obs}})
+	r := newRecorded(t)
+	holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: 3 * time.Second, Observer: r.obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -766,16 +782,11 @@ func TestRevoked(t *testing.T) {
 		t.Fatalf("RequestRelease: %v, %v; want asked", asked, err)
 	}
 	<-k.Revoked()
-	m := (&metrics{t: t, r: reader}).collect()
+	m := r.m.collect()
 	if n := m.int("sqllock.lock.revoked", table, sqllockotel.KeyDialect.String(e.d.Name()), name("moving")); n != 1 {
 		t.Errorf("requests of moving counted: %d, want 1", n)
 	}
-	var spans []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == "sqllock.revoked" {
-			spans = append(spans, s)
-		}
-	}
+	spans := r.spans("sqllock.revoked")
 	if len(spans) != 1 || !slices.Contains(spans[0].Attributes(), attribute.String("sqllock.reason", "rebalance")) {
 		t.Errorf("revocation spans %v, want one with its reason", spans)
 	}
@@ -787,23 +798,12 @@ func TestBroken(t *testing.T) {
 	t.Parallel()
 	e := openDB(t, "postgres")
 	ctx := t.Context()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	rec := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() {
-		_ = mp.Shutdown(context.Background())
-		_ = tp.Shutdown(context.Background())
-	})
-	obs, err := sqllockotel.New(sqllockotel.Options{MeterProvider: mp, TracerProvider: tp, LockNames: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRecorded(t)
 	holder, err := sqllock.NewTable(e.d, sqllock.TableOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: obs}})
+	admin, err := sqllock.NewTable(e.d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{Observer: r.obs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -818,19 +818,14 @@ func TestBroken(t *testing.T) {
 	if _, ok, err := admin.Break(ctx, "stuck"); !ok || err != nil {
 		t.Fatalf("Break: %v, %v; want broken", ok, err)
 	}
-	m := (&metrics{t: t, r: reader}).collect()
+	m := r.m.collect()
 	if n := m.int("sqllock.lock.broken", table, sqllockotel.KeyDialect.String(e.d.Name()), name("stuck")); n != 1 {
 		t.Errorf("breaks of stuck counted: %d, want 1", n)
 	}
 	if n := m.int("sqllock.lock.broken"); n != 1 {
 		t.Errorf("breaks counted: %d, want 1", n)
 	}
-	var spans []sdktrace.ReadOnlySpan
-	for _, s := range rec.Ended() {
-		if s.Name() == "sqllock.break" {
-			spans = append(spans, s)
-		}
-	}
+	spans := r.spans("sqllock.break")
 	if len(spans) != 1 || !slices.Contains(spans[0].Attributes(), sqllockotel.KeyToken.Int64(k.Token())) {
 		t.Errorf("break spans %v, want one with token %d", spans, k.Token())
 	}
