@@ -291,7 +291,7 @@ func checkOverlapSides(as []*acq, ps sides) []Violation {
 						kind = "downgrade gap"
 					}
 				}
-				report(a, b, kind, fmt.Sprintf("%s (%s) trusted token %d of %q after %s (%s) %s to the %s side with token %d",
+				report(a, b, kind, fmt.Sprintf("%s (%s) trusted token %d of %q after %s (%s) %s the %s side with token %d",
 					a.worker, describe(ps[a]), a.token, a.name, b.worker, describe(ps[b]), verb, e.side, b.token),
 					append(trustedAfter(a, e.hi), e.events...))
 				break

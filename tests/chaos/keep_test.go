@@ -95,13 +95,16 @@ func testKeep(t *testing.T, dir, kind, strategy string) {
 	}
 	ok := map[Write]bool{}
 	kinds := map[Kind]int{}
-	var shared, try, tickets int
+	var shared, upgradeable, try, tickets int
 	ops := map[string][]int64{}
 	for _, e := range k.Events {
 		kinds[e.Kind]++
 		ops[e.Worker] = append(ops[e.Worker], e.Op)
 		if e.Shared {
 			shared++
+		}
+		if e.Upgradeable {
+			upgradeable++
 		}
 		if e.Try {
 			try++
@@ -176,7 +179,11 @@ func testKeep(t *testing.T, dir, kind, strategy string) {
 
 	// What the strategy records is there: the read side of a read/write
 	// lock, the tickets of a fair one, TryAcquire turns (every 4th).
-	if (c.strategy == "rwlock") != (shared > 0) {
+	sides := c.strategy == "rwsides"
+	if sides != (upgradeable > 0) || sides != (kinds[DowngradeOK] > 0) || sides != (kinds[UpgradeOK] > 0) {
+		t.Errorf("%s: %d upgradeable acquisitions, %d downgrades, %d upgrades", c.strategy, upgradeable, kinds[DowngradeOK], kinds[UpgradeOK])
+	}
+	if (c.strategy == "rwlock" || sides) != (shared > 0) {
 		t.Errorf("%d events of read-side acquisitions", shared)
 	}
 	if fair := c.strategy == "fair" || c.strategy == "fairsem"; fair != (kinds[Enqueued] > 0) || fair != (tickets > 0) {
@@ -248,7 +255,7 @@ func checkKeptFields(t *testing.T, dir string) {
 		WriteRecord:   {"kind", "name", "value", "token", "worker"},
 	}
 	event := []string{"kind", "worker", "op", "name", "token", "value", "at_ns", "error", "set",
-		"shared", "try", "ticket", "trust_until_ns"}
+		"shared", "upgradeable", "try", "ticket", "trust_until_ns"}
 	check := func(file string, line []byte, kinds ...string) {
 		t.Helper()
 		var rec map[string]json.RawMessage
