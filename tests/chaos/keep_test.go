@@ -216,6 +216,12 @@ func TestKeptRoundTrip(t *testing.T) {
 	h.grant("b", "x", 2)
 	h.add("b", WriteInvoke, "x", 2, 0)
 	h.es = append(h.es, Event{Worker: "b", Op: 2, Kind: WriteUnknown, Name: "x", Token: 2, At: h.now + 1, Err: "commit: \"conn\" closed\n"})
+	// A hold that changes sides (rwsides): upgradeable, upgraded,
+	// downgraded.
+	h.upgradeable("c", "y", 1)
+	h.upgrade("c", "y", 1)
+	h.downgrade("c", "y", 1)
+	h.release("c", "y", 1)
 	data := Data{Counters: map[string]int64{"x": 2, "y": 0}, Tokens: map[string]int64{"x": 2, "y": 0},
 		Writes: []Write{{"x", 2, 2, "b"}, {"x", 1, 1, "a"}}}
 	dir := filepath.Join(t.TempDir(), "run")
@@ -235,7 +241,7 @@ func TestKeptRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(out.Data, data) {
 		t.Errorf("data:\n got %+v\nwant %+v", out.Data, data)
 	}
-	if !slices.Equal(out.Meta.Workers, []string{"a", "b"}) || out.Meta.Events != len(in.Events) ||
+	if !slices.Equal(out.Meta.Workers, []string{"a", "b", "c"}) || out.Meta.Events != len(in.Events) ||
 		out.Meta.StartTime != "1970-01-01T00:00:00.000000001Z" {
 		t.Errorf("meta: %+v", out.Meta)
 	}
