@@ -292,7 +292,7 @@ func (c config) open() (func(), any, *Store, error) {
 			l, err = sqllock.NewSemaphore(d, semaphoreLimit, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}})
 		case "fairsem":
 			l, err = sqllock.NewSemaphore(TraceTickets(d), semaphoreLimit, sqllock.SemaphoreOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, Observer: obs}, Fair: true})
-		case "rwlock":
+		case "rwlock", "rwsides":
 			l, err = sqllock.NewRWLock(d, sqllock.LeaseOptions{TTL: ttl, Observer: obs})
 		default:
 			err = fmt.Errorf("unknown strategy %q", c.Strategy)
@@ -318,7 +318,7 @@ func (c config) open() (func(), any, *Store, error) {
 func (c config) worker(l any, st *Store, rec *Recorder) *Worker {
 	locker, _ := l.(sqllock.Locker)
 	election, _ := l.(*sqllock.Election)
-	w := &Worker{ID: c.Worker, Locker: locker, Election: election, Store: st, Pessimistic: c.Strategy == "pessimistic", Sets: c.Strategy == "multi",
+	w := &Worker{ID: c.Worker, Locker: locker, Election: election, Store: st, Pessimistic: c.Strategy == "pessimistic", Sets: c.Strategy == "multi", Sides: c.Strategy == "rwsides",
 		Names: c.Names, Hold: c.Hold, Think: c.Think, Wait: c.Wait, TryEvery: c.TryEvery,
 		Rec: rec, Rand: rand.New(rand.NewPCG(c.Seed, 0x5eed))}
 	if !w.Pessimistic {
@@ -364,8 +364,9 @@ const (
 
 // strategies are the scenarios' lockers; "multi" is the lock table taking
 // sets of names at once (Table.AcquireAll); "fair" the lock table with
-// Options.Fair, "fairsem" the semaphore with it.
-var strategies = []string{"table", "fair", "optimistic", "pessimistic", "semaphore", "fairsem", "rwlock", "election", "multi"}
+// Options.Fair, "fairsem" the semaphore with it; "rwsides" the read/write
+// lock whose holds change sides (Downgrade, upgradeable reads, Upgrade).
+var strategies = []string{"table", "fair", "optimistic", "pessimistic", "semaphore", "fairsem", "rwlock", "election", "multi", "rwsides"}
 
 // tidbSkip returns why a scenario is not run on TiDB, or "".
 func tidbSkip(strategy, fault string) string {
@@ -374,7 +375,7 @@ func tidbSkip(strategy, fault string) string {
 		return "TiDB has no FIFO queue (ErrUnsupported)"
 	case strategy == "semaphore", strategy == "fairsem":
 		return "TiDB's dialect has no semaphores"
-	case strategy == "rwlock":
+	case strategy == "rwlock", strategy == "rwsides":
 		return "TiDB has no read/write locks"
 	case strategy == "election":
 		return "TiDB offers no leader election"
@@ -712,8 +713,15 @@ func (r *run) unmet() string {
 	if r.strategy != "election" && !slices.ContainsFunc(events, func(e Event) bool { return e.Try }) {
 		return "no TryAcquire turn was taken (every fourth turn of a worker)"
 	}
-	if r.strategy == "rwlock" && !slices.ContainsFunc(events, func(e Event) bool { return e.Shared }) {
+	if (r.strategy == "rwlock" || r.strategy == "rwsides") && !slices.ContainsFunc(events, func(e Event) bool { return e.Shared }) {
 		return "no read-side acquisition was tried"
+	}
+	if r.strategy == "rwsides" {
+		for _, k := range []Kind{DowngradeOK, UpgradeOK} {
+			if !slices.ContainsFunc(events, func(e Event) bool { return e.Kind == k }) {
+				return fmt.Sprintf("no %s event: no hold changed sides that way", k)
+			}
+		}
 	}
 	switch r.fault {
 	case connKill, proxied, restart:
@@ -1157,6 +1165,14 @@ func (r *run) check() {
 	vs := CheckKept(Kept{Meta: r.meta(), Events: events, Data: data})
 	if r.strategy == "fair" || r.strategy == "fairsem" {
 		r.note(fmt.Sprintf("FIFO order checked over %d grants to ticket holders", ticketedGrants(events)))
+	}
+	if r.strategy == "rwsides" {
+		n := map[Kind]int{}
+		for _, e := range events {
+			n[e.Kind]++
+		}
+		r.note(fmt.Sprintf("%d downgrades (%d failed), %d upgrades (%d failed)",
+			n[DowngradeOK], n[DowngradeFail], n[UpgradeOK], n[UpgradeFail]))
 	}
 	for _, v := range vs {
 		t.Errorf("violation: %v", v)

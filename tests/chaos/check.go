@@ -28,7 +28,7 @@ type Data struct {
 // Violation is one broken property, with the smallest slice of the history
 // that shows it.
 type Violation struct {
-	Kind   string // "double holder", "token order", "stale write", "lost update", "history/data mismatch", "partial set", "malformed"
+	Kind   string // "double holder", "downgrade gap", "token order", "stale write", "lost update", "history/data mismatch", "partial set", "trust window", "malformed"
 	Msg    string
 	Events []Event // the offending events, in time order
 }
@@ -49,6 +49,7 @@ type acq struct {
 	token    int64
 	worker   string
 	shared   bool   // the read side of a read/write lock (see CheckRW)
+	upgr     bool   // an upgradeable read (see CheckRWSides)
 	invoke   *Event // nil if not recorded
 	ok       Event
 	trusted  []Event // Trusted events of this acquisition
@@ -96,7 +97,7 @@ func acquisitions(events []Event, invokes map[opKey]Event, what string) (map[str
 			}
 			continue // a re-entry of the same acquisition
 		}
-		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, shared: e.Shared, ok: e, trustEnd: e.TrustUntil, window: e}
+		a := &acq{name: e.Name, token: e.Token, worker: e.Worker, shared: e.Shared, upgr: e.Upgradeable, ok: e, trustEnd: e.TrustUntil, window: e}
 		if inv, ok := invokes[opKey{e.Worker, e.Op}]; ok {
 			a.invoke = &inv
 		}
@@ -167,6 +168,8 @@ func Check(events []Event, data Data) []Violation {
 
 	byName, bad := acquisitions(events, invokes, "lock")
 	vs = append(vs, bad...)
+	changing, phases, bad := sidePhases(events, byName)
+	vs = append(vs, bad...)
 
 	names := slices.Sorted(maps.Keys(byName))
 	byToken := map[string][]*acq{}
@@ -177,9 +180,12 @@ func Check(events []Event, data Data) []Violation {
 		}
 		slices.SortFunc(as, func(x, y *acq) int { return cmp.Compare(x.token, y.token) })
 		byToken[n] = as
-		if anyShared(as) {
+		switch {
+		case changing[n]:
+			vs = append(vs, checkOverlapSides(as, phases)...)
+		case anyShared(as):
 			vs = append(vs, checkOverlapRW(as)...)
-		} else {
+		default:
 			vs = append(vs, checkOverlap(as)...)
 		}
 		vs = append(vs, checkTokenOrder(as)...)
@@ -202,7 +208,8 @@ func Check(events []Event, data Data) []Violation {
 		}
 	}
 	vs = append(vs, checkSets(events)...)
-	vs = append(vs, checkStaleWrites(byToken, writes, order)...)
+	exempt := func(w Event, b *acq) bool { return phases.staleExempt(byName[w.Name][w.Token], b) }
+	vs = append(vs, checkStaleWrites(byToken, writes, order, exempt)...)
 	vs = append(vs, checkData(data, writes, order)...)
 	return vs
 }
@@ -281,8 +288,9 @@ func checkTokenOrder(as []*acq) []Violation {
 }
 
 // checkStaleWrites finds a guarded write that committed although it began
-// after a newer token for its name had been granted.
-func checkStaleWrites(byToken map[string][]*acq, writes map[opKey]*write, order []opKey) []Violation {
+// after a newer token for its name had been granted, unless exempt says
+// that grant leaves the write fresh (see CheckRWSides).
+func checkStaleWrites(byToken map[string][]*acq, writes map[opKey]*write, order []opKey, exempt func(w Event, b *acq) bool) []Violation {
 	var vs []Violation
 	for _, k := range order {
 		w := writes[k]
@@ -290,7 +298,7 @@ func checkStaleWrites(byToken map[string][]*acq, writes map[opKey]*write, order 
 			continue
 		}
 		for _, b := range byToken[w.invoke.Name] {
-			if b.token > w.invoke.Token && b.ok.At < w.invoke.At {
+			if b.token > w.invoke.Token && b.ok.At < w.invoke.At && !exempt(w.invoke, b) {
 				vs = append(vs, Violation{Kind: "stale write",
 					Msg: fmt.Sprintf("%s's write with token %d of %q committed although it began after %s was granted token %d",
 						w.invoke.Worker, w.invoke.Token, w.invoke.Name, b.worker, b.token),

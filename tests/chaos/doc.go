@@ -17,6 +17,11 @@
 // the data is not checked. The fair scenarios ("fair", "fairsem") are also
 // checked by [CheckFIFO]. Their kept runs' meta.json names the strategy,
 // and a reader must check them with that model ([CheckKept] picks it).
+// The read/write scenarios are checked by [Check] itself, which applies the
+// read/write model ([CheckRW]) to names with read-side acquisitions, and
+// the model of holds that change sides ([CheckRWSides]: downgrades,
+// upgradeable reads, upgrades, strategy "rwsides") to names where they
+// happen.
 //
 // Every scenario runs a [sqllock.Reaper] beside its workers, as production
 // runs one, with a short interval and small batches (meta.json's
@@ -53,7 +58,8 @@
 //
 // Every record has a "kind" field naming what it is, and every field listed
 // below for its kind is always present (zero or empty when it does not
-// apply). This is format 3. Format 2 had no renewed, enqueued,
+// apply). This is format 4. Format 3 had no downgrade and upgrade events
+// (and their completions) and no field upgradeable. Format 2 had no renewed, enqueued,
 // ticket-lost and dequeued events (the fair strategies wrote an enqueued
 // event that format 2 did not list), none of the fields shared, try,
 // ticket and trust_until_ns (so the read side of a read/write lock was not
@@ -78,7 +84,7 @@
 // Fields:
 //
 //   - kind: "meta".
-//   - format: 3.
+//   - format: 4.
 //   - scenario: "<database>/<strategy>/<fault>", the name of the scenario
 //     under TestChaos.
 //   - database: "postgres", "mysql" (MariaDB or MySQL) or "tidb".
@@ -91,8 +97,14 @@
 //     the read side, recorded with "shared": true on the acquisition's
 //     acquire and acquire-ok), "election" (leader election on the lock
 //     table: an acquisition is a won election, its token the term, a
-//     release a resignation; checked by [CheckElection]) or "multi" (the
-//     lock table taking sets of names at once; see the set events).
+//     release a resignation; checked by [CheckElection]), "multi" (the
+//     lock table taking sets of names at once; see the set events) or
+//     "rwsides" (the read/write lock whose holds change sides: one turn in
+//     three a plain read as in "rwlock", one a write that downgrades
+//     after its guarded write and holds the read side, one an upgradeable
+//     read ("shared" and "upgradeable": true) that upgrades, trusts and
+//     writes as the writer, and one time in two downgrades; see the
+//     downgrade and upgrade events; checked by [CheckRWSides]).
 //   - fault: "none", "conn-kill", "proxy", "sigstop", "sigkill" or "restart"
 //     (CONTRIBUTING.md describes each).
 //   - start_ns: just before the first worker started. end_ns: just after
@@ -160,9 +172,15 @@
 //   - shared: true on the acquire and acquire-ok of an acquisition of the
 //     read side of a read/write lock (AcquireShared, TryAcquireShared);
 //     false otherwise (the write side, and every other strategy).
+//     Also true on those of an upgradeable read (rwsides), with
+//     upgradeable.
+//   - upgradeable: true on the acquire and acquire-ok of an upgradeable
+//     read (AcquireUpgradeable, TryAcquireUpgradeable; shared is true
+//     too); false otherwise.
 //   - try: true on an acquire (and set) event of a call that does not wait
-//     (TryAcquire, TryAcquireShared, TryAcquireAll: every 4th turn); false
-//     for one that waits (Acquire, AcquireShared, AcquireAll, Campaign).
+//     (TryAcquire, TryAcquireShared, TryAcquireUpgradeable, TryAcquireAll:
+//     every 4th turn); false for one that waits (Acquire, AcquireShared,
+//     AcquireUpgradeable, AcquireAll, Campaign).
 //   - ticket: on enqueued, ticket-lost and dequeued, the FIFO ticket's id,
 //     as the database assigned it (the ticket row's key; tickets of a name
 //     are served in id order); 0 otherwise.
@@ -260,6 +278,20 @@
 //     again). A
 //     set-ok must come with exactly one acquire-ok of each of its names
 //     and no other, and a set-fail with none (Check: "partial set").
+//   - downgrade (invoke), downgrade-ok and downgrade-fail (completion): in
+//     the rwsides scenarios, the holder of (name, token) turns its write
+//     hold into a read hold (Lock.Downgrade, one statement, bounded by
+//     10 s); the change takes effect at one moment within the operation.
+//     downgrade-ok's token is the one the lock reports afterwards (the
+//     same: a hold keeps its token). After downgrade-fail (error set; with
+//     "sqllock: lock lost" a lost event follows) the side is unknown, and
+//     the worker only releases.
+//   - upgrade (invoke), upgrade-ok and upgrade-fail (completion): the
+//     holder of an upgradeable read (name, token) becomes the writer
+//     (Lock.Upgrade, which waits, at most 3×TTL+2s, for the readers beside
+//     it to leave); as for downgrade. A failed upgrade may have happened
+//     all the same: the side is unknown, and the worker releases without
+//     writing. A trusted event follows upgrade-ok, then the guarded write.
 //
 // An invoke without a completion is an operation whose outcome the worker
 // never recorded because its process was killed: forever pending, unless
@@ -318,7 +350,16 @@
 // no other, a set-fail with none; (7) no trusted event after the end of
 // its acquisition's trust window (the largest trust_until_ns of its
 // acquire-ok and renewed events). On a name with read-side acquisitions,
-// (1) applies to conflicting pairs only (a writer and anyone). For the
+// (1) applies to conflicting pairs only (a writer and anyone). On a name
+// whose holds change sides (an upgradeable read, a downgrade or an
+// upgrade), (1) applies to the side each acquisition held at the moment
+// ([CheckRWSides]): no entry into a side (grant, upgrade) while an earlier
+// acquisition trusted after it on a conflicting side, no two acquisitions
+// trusted at an instant by which both were in conflicting sides, a
+// completed change keeps its token, and an upgrade's token exceeds those
+// of the writers and upgradeable reads granted before it; in (3) a plain
+// reader granted while the writer was still an upgradeable read does not
+// make its write stale. For the
 // semaphores, [CheckSemaphore] checks (7), tokens granted once, (2), and
 // that no more than limit acquisitions are certainly held at one instant
 // (from acquire-ok to their last trusted event); [CheckFIFO] checks the

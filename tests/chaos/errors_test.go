@@ -12,7 +12,7 @@ import (
 func errHistogram(events []Event) string {
 	m := map[string]int{}
 	for _, e := range events {
-		if e.Kind == AcquireFail || e.Kind == WriteFail || e.Kind == ReleaseFail {
+		if e.Kind == AcquireFail || e.Kind == WriteFail || e.Kind == ReleaseFail || e.Kind == DowngradeFail || e.Kind == UpgradeFail {
 			msg := e.Err
 			if i := strings.Index(msg, "(SQLSTATE"); i > 0 {
 				msg = msg[:i]

@@ -58,6 +58,9 @@ type Event struct {
 	// Shared marks an acquisition (AcquireInvoke, AcquireOK) of the read
 	// side of a read/write lock: see CheckRW.
 	Shared bool `json:"s,omitempty"`
+	// Upgradeable marks, with Shared, an acquisition of an upgradeable
+	// read (AcquireUpgradeable, TryAcquireUpgradeable): see CheckRWSides.
+	Upgradeable bool `json:"u,omitempty"`
 	// Set lists the names of a set (SetInvoke, SetOK, SetFail), separated
 	// by commas (see SetNames).
 	Set string `json:"set,omitempty"`
@@ -89,6 +92,9 @@ func (e Event) String() string {
 	}
 	if e.Shared {
 		s += " shared"
+	}
+	if e.Upgradeable {
+		s += " upgradeable"
 	}
 	if e.Set != "" {
 		s += fmt.Sprintf(" set=%q", e.Set)

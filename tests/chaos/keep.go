@@ -15,7 +15,7 @@ import (
 
 // FormatVersion is the version of the kept-run format described in the
 // package documentation, written to meta.json as "format".
-const FormatVersion = 3
+const FormatVersion = 4
 
 // The files of a kept run.
 const (
@@ -99,6 +99,7 @@ type historyRecord struct {
 	Err    string `json:"error"`
 	Set    string `json:"set"`
 	Shared bool   `json:"shared"`
+	Upgr   bool   `json:"upgradeable"`
 	Try    bool   `json:"try"`
 	Ticket int64  `json:"ticket"`
 	Trust  int64  `json:"trust_until_ns"`
@@ -120,6 +121,8 @@ var eventKinds = map[Kind]bool{
 	ReleaseInvoke: true, ReleaseOK: true, ReleaseFail: true,
 	SetInvoke: true, SetOK: true, SetFail: true,
 	Renewed: true, Enqueued: true, TicketLost: true, Dequeued: true,
+	DowngradeInvoke: true, DowngradeOK: true, DowngradeFail: true,
+	UpgradeInvoke: true, UpgradeOK: true, UpgradeFail: true,
 }
 
 // Write writes k into dir, creating it if need be and replacing the files
@@ -137,7 +140,7 @@ func (k Kept) Write(dir string) error {
 		for _, e := range events {
 			r := historyRecord{Kind: e.Kind, Worker: e.Worker, Op: e.Op, Name: e.Name,
 				Token: e.Token, Value: e.Value, At: e.At, Err: e.Err, Set: e.Set,
-				Shared: e.Shared, Try: e.Try, Ticket: e.Ticket, Trust: e.TrustUntil}
+				Shared: e.Shared, Upgr: e.Upgradeable, Try: e.Try, Ticket: e.Ticket, Trust: e.TrustUntil}
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
@@ -248,7 +251,7 @@ func ReadKept(dir string) (Kept, error) {
 		}
 		k.Events = append(k.Events, Event{Worker: r.Worker, Op: r.Op, Kind: r.Kind, Name: r.Name,
 			Token: r.Token, Value: r.Value, At: r.At, Err: r.Err, Set: r.Set,
-			Shared: r.Shared, Try: r.Try, Ticket: r.Ticket, TrustUntil: r.Trust})
+			Shared: r.Shared, Upgradeable: r.Upgr, Try: r.Try, Ticket: r.Ticket, TrustUntil: r.Trust})
 		return nil
 	})
 	if err != nil {
@@ -281,7 +284,8 @@ func ReadKept(dir string) (Kept, error) {
 // TestChaos checks the run live: [CheckSemaphore] with meta.json's limit
 // for "semaphore" and "fairsem", [CheckElection] for "election", [Check]
 // for the others (it applies the read/write model to names with read-side
-// acquisitions by itself), and, for "fair" and "fairsem", [CheckFIFO]
+// acquisitions by itself, and [CheckRWSides]' to names whose holds change
+// sides), and, for "fair" and "fairsem", [CheckFIFO]
 // with meta.json's TTL as well.
 func CheckKept(k Kept) []Violation {
 	var vs []Violation

@@ -95,13 +95,16 @@ func testKeep(t *testing.T, dir, kind, strategy string) {
 	}
 	ok := map[Write]bool{}
 	kinds := map[Kind]int{}
-	var shared, try, tickets int
+	var shared, upgradeable, try, tickets int
 	ops := map[string][]int64{}
 	for _, e := range k.Events {
 		kinds[e.Kind]++
 		ops[e.Worker] = append(ops[e.Worker], e.Op)
 		if e.Shared {
 			shared++
+		}
+		if e.Upgradeable {
+			upgradeable++
 		}
 		if e.Try {
 			try++
@@ -176,7 +179,11 @@ func testKeep(t *testing.T, dir, kind, strategy string) {
 
 	// What the strategy records is there: the read side of a read/write
 	// lock, the tickets of a fair one, TryAcquire turns (every 4th).
-	if (c.strategy == "rwlock") != (shared > 0) {
+	sides := c.strategy == "rwsides"
+	if sides != (upgradeable > 0) || sides != (kinds[DowngradeOK] > 0) || sides != (kinds[UpgradeOK] > 0) {
+		t.Errorf("%s: %d upgradeable acquisitions, %d downgrades, %d upgrades", c.strategy, upgradeable, kinds[DowngradeOK], kinds[UpgradeOK])
+	}
+	if (c.strategy == "rwlock" || sides) != (shared > 0) {
 		t.Errorf("%d events of read-side acquisitions", shared)
 	}
 	if fair := c.strategy == "fair" || c.strategy == "fairsem"; fair != (kinds[Enqueued] > 0) || fair != (tickets > 0) {
@@ -209,6 +216,12 @@ func TestKeptRoundTrip(t *testing.T) {
 	h.grant("b", "x", 2)
 	h.add("b", WriteInvoke, "x", 2, 0)
 	h.es = append(h.es, Event{Worker: "b", Op: 2, Kind: WriteUnknown, Name: "x", Token: 2, At: h.now + 1, Err: "commit: \"conn\" closed\n"})
+	// A hold that changes sides (rwsides): upgradeable, upgraded,
+	// downgraded.
+	h.upgradeable("c", "y", 1)
+	h.upgrade("c", "y", 1)
+	h.downgrade("c", "y", 1)
+	h.release("c", "y", 1)
 	data := Data{Counters: map[string]int64{"x": 2, "y": 0}, Tokens: map[string]int64{"x": 2, "y": 0},
 		Writes: []Write{{"x", 2, 2, "b"}, {"x", 1, 1, "a"}}}
 	dir := filepath.Join(t.TempDir(), "run")
@@ -228,7 +241,7 @@ func TestKeptRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(out.Data, data) {
 		t.Errorf("data:\n got %+v\nwant %+v", out.Data, data)
 	}
-	if !slices.Equal(out.Meta.Workers, []string{"a", "b"}) || out.Meta.Events != len(in.Events) ||
+	if !slices.Equal(out.Meta.Workers, []string{"a", "b", "c"}) || out.Meta.Events != len(in.Events) ||
 		out.Meta.StartTime != "1970-01-01T00:00:00.000000001Z" {
 		t.Errorf("meta: %+v", out.Meta)
 	}
@@ -248,7 +261,7 @@ func checkKeptFields(t *testing.T, dir string) {
 		WriteRecord:   {"kind", "name", "value", "token", "worker"},
 	}
 	event := []string{"kind", "worker", "op", "name", "token", "value", "at_ns", "error", "set",
-		"shared", "try", "ticket", "trust_until_ns"}
+		"shared", "upgradeable", "try", "ticket", "trust_until_ns"}
 	check := func(file string, line []byte, kinds ...string) {
 		t.Helper()
 		var rec map[string]json.RawMessage

@@ -131,7 +131,10 @@ type Worker struct {
 	Pessimistic bool
 	// Sets makes each turn take a set of names at once (Locker is then a
 	// *sqllock.Table; see setTurn).
-	Sets  bool
+	Sets bool
+	// Sides makes the turns of a read/write lock change sides (Locker is
+	// then a *sqllock.RWLock; see sidesTurn).
+	Sides bool
 	Names []string
 	// Hold is the longest pause between acquiring and writing (a paused or
 	// killed process is caught here); Think the longest pause between the
@@ -199,6 +202,10 @@ func (w *Worker) turn(ctx context.Context, turn int) {
 		return
 	}
 	name := w.Names[w.Rand.IntN(len(w.Names))]
+	if rw, ok := w.Locker.(*sqllock.RWLock); ok && w.Sides {
+		w.sidesTurn(ctx, turn, rw, name)
+		return
+	}
 	if rw, ok := w.Locker.(*sqllock.RWLock); ok && w.readSide() {
 		w.readTurn(ctx, turn, rw, name)
 		return
