@@ -3,6 +3,7 @@ package sqllock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,8 +164,8 @@ func TestRWLockUpgrade(t *testing.T) {
 		go func() { done <- u.Upgrade(cctx) }()
 		waitForIntent(t, ctx, e, name)
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled Upgrade: %v, want context.Canceled", err)
+		if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "upgrade") {
+			t.Fatalf("cancelled Upgrade: %v, want context.Canceled, as an upgrade's", err)
 		}
 		if o := intentOwner(t, e, name); o != "" {
 			t.Fatalf("intent of %q left after the upgrade gave up", o)

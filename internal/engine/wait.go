@@ -120,6 +120,16 @@ type line struct {
 	upgrade bool
 }
 
+// ended is the error of a wait in ln whose ctx ended: an acquire's, or an
+// upgrade's.
+func (ln line) ended(ctx context.Context) error {
+	what := "acquire"
+	if ln.upgrade {
+		what = "upgrade"
+	}
+	return fmt.Errorf("sqllock: %s %q: %w", what, ln.name, ctx.Err())
+}
+
 type waiter struct {
 	turn chan struct{} // closed when the waiter becomes the head
 	wake chan struct{} // a wake-up for the head; buffered
@@ -217,7 +227,7 @@ func (r *Room) waitQueued(ctx context.Context, ln line, q Queue, try func() (Gra
 		select {
 		case <-w.turn:
 		case <-ctx.Done():
-			return Grant{}, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
+			return Grant{}, ln.ended(ctx)
 		}
 		r.ev.Waiting(ctx, ln.name, 1)
 		defer r.ev.Waiting(ctx, ln.name, -1)
@@ -251,7 +261,7 @@ func (r *Room) waitQueued(ctx context.Context, ln line, q Queue, try func() (Gra
 		}
 		select {
 		case <-ctx.Done():
-			return Grant{}, fmt.Errorf("sqllock: acquire %q: %w", ln.name, ctx.Err())
+			return Grant{}, ln.ended(ctx)
 		case <-timer.C:
 		case <-w.wake:
 			timer.Stop()
