@@ -164,7 +164,7 @@ func TestRWLockUpgrade(t *testing.T) {
 		go func() { done <- u.Upgrade(cctx) }()
 		waitForIntent(t, ctx, e, name)
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "upgrade") {
+		if err := <-done; !errors.Is(err, context.Canceled) || !strings.HasPrefix(err.Error(), "sqllock: upgrade ") {
 			t.Fatalf("cancelled Upgrade: %v, want context.Canceled, as an upgrade's", err)
 		}
 		if o := intentOwner(t, e, name); o != "" {
