@@ -11,7 +11,6 @@ import (
 
 	"github.com/sqllock/sqllock"
 	"github.com/sqllock/sqllock/barrier"
-	"github.com/sqllock/sqllock/internal/faultproxy"
 )
 
 // TestBarrierChaos runs rounds of a double barrier whose members, each
@@ -28,29 +27,10 @@ func TestBarrierChaos(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			s := newSetup(t, kind, nil)
-			proxy, err := faultproxy.New(s.host())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer proxy.Close()
-			dsn, err := s.workerDSN(proxy.Addr(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			proxy, dsn := s.proxied(t)
 			// newMember is a process: its pool, and its Barrier of name.
 			newMember := func(name string, size int, ttl time.Duration) (*barrier.Barrier, *sql.DB) {
-				db, err := sql.Open(driverOf(kind), dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				d, err := newDialect(kind, db, s.ns, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if c, ok := d.(interface{ Close(context.Context) error }); ok {
-					t.Cleanup(func() { c.Close(context.Background()) })
-				}
+				d, db := s.process(t, dsn)
 				b, err := barrier.New(d, name, size, barrier.Options{TTL: ttl, MaxBackoff: 50 * time.Millisecond})
 				if err != nil {
 					t.Fatal(err)

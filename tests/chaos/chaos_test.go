@@ -170,6 +170,41 @@ func (s *setup) workerDSN(addr string, params map[string]string) (string, error)
 	return c.FormatDSN(), nil
 }
 
+// proxied returns a fault proxy to the database, closed when t ends, and
+// the workers' DSN through it.
+func (s *setup) proxied(t *testing.T) (*faultproxy.Proxy, string) {
+	t.Helper()
+	proxy, err := faultproxy.New(s.host())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	dsn, err := s.workerDSN(proxy.Addr(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proxy, dsn
+}
+
+// process opens what a process of its own would have: a pool on dsn and
+// the dialect on it, both closed when t ends.
+func (s *setup) process(t *testing.T, dsn string) (dialect.Dialect, *sql.DB) {
+	t.Helper()
+	db, err := sql.Open(driverOf(s.kind), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	d, err := newDialect(s.kind, db, s.ns, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := d.(interface{ Close(context.Context) error }); ok {
+		t.Cleanup(func() { c.Close(context.Background()) })
+	}
+	return d, db
+}
+
 func (s *setup) host() string {
 	if s.kind == "postgres" {
 		u, _ := url.Parse(s.dsn)

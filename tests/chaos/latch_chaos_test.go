@@ -2,13 +2,11 @@ package chaos
 
 import (
 	"context"
-	"database/sql"
 	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sqllock/sqllock/internal/faultproxy"
 	"github.com/sqllock/sqllock/latch"
 )
 
@@ -24,28 +22,9 @@ func TestLatchChaos(t *testing.T) {
 			s := newSetup(t, kind, nil)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			proxy, err := faultproxy.New(s.host())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer proxy.Close()
-			dsn, err := s.workerDSN(proxy.Addr(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			proxy, dsn := s.proxied(t)
 			newLatch := func() *latch.Latch {
-				db, err := sql.Open(driverOf(kind), dsn)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				d, err := newDialect(kind, db, s.ns, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if c, ok := d.(interface{ Close(context.Context) error }); ok {
-					t.Cleanup(func() { c.Close(context.Background()) })
-				}
+				d, _ := s.process(t, dsn)
 				l, err := latch.New(d, latch.Options{MaxBackoff: 50 * time.Millisecond})
 				if err != nil {
 					t.Fatal(err)

@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sqllock/sqllock"
-	"github.com/sqllock/sqllock/internal/faultproxy"
 )
 
 // TestRevokeChaos has holders, each with a pool and a locker of its own
@@ -30,29 +28,10 @@ func TestRevokeChaos(t *testing.T) {
 			s := newSetup(t, kind, nil)
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			proxy, err := faultproxy.New(s.host())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer proxy.Close()
-			dsn, err := s.workerDSN(proxy.Addr(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			proxy, dsn := s.proxied(t)
 			const ttl = 3 * time.Second
 			newTable := func(addr string) *sqllock.Table {
-				db, err := sql.Open(driverOf(kind), addr)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { db.Close() })
-				d, err := newDialect(kind, db, s.ns, false)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if c, ok := d.(interface{ Close(context.Context) error }); ok {
-					t.Cleanup(func() { c.Close(context.Background()) })
-				}
+				d, _ := s.process(t, addr)
 				l, err := sqllock.NewTable(d, sqllock.TableOptions{LeaseOptions: sqllock.LeaseOptions{TTL: ttl, MaxBackoff: 50 * time.Millisecond}})
 				if err != nil {
 					t.Fatal(err)
