@@ -193,6 +193,10 @@ var docLineExits = map[string]int{
 	"sqllock leader --json scheduler":                         3, // no leader
 	"sqllock unlock -f report:hourly":                         1, // not held
 	`sqllock unlock --ask --reason "deploy v2" report:hourly`: 1, // not held
+	"sqllock latch count-down import-phase-1":                 1, // no latch (each line has a database of its own)
+	"sqllock latch wait -w 600 import-phase-1":                1, // no latch
+	"sqllock latch import-phase-1":                            1, // no latch
+	"sqllock latch delete import-phase-1":                     1, // no latch
 }
 
 // placeholder is a word of a synopsis rather than of a command: NAME,

@@ -144,7 +144,8 @@ func scanLines(t *testing.T, file string, fn func(n int, line string)) {
 
 // Every sqllock command line in the fenced blocks of README.md and docs/
 // names a command of the built binary and only flags that its help lists,
-// before NAME where the command takes one: the examples follow the CLI.
+// before NAME where a command follows it (run, elect, barrier): the
+// examples follow the CLI.
 func TestDocCommandLinesMatchHelp(t *testing.T) {
 	t.Parallel()
 	bin := sqllockCLI(t)
@@ -209,7 +210,7 @@ func TestDocCommandLinesMatchHelp(t *testing.T) {
 // cliHelp is what a command's help says about its arguments.
 type cliHelp struct {
 	flags map[string]bool // flag -> takes a value
-	name  bool            // the usage has NAME, after which options end
+	name  bool            // the usage has NAME [--] COMMAND: options end at NAME
 }
 
 var helpFlag = regexp.MustCompile(`^\s+(?:(-\w), )?(--[\w-]+)(?: ([A-Z][A-Z_]*))?\s`)
@@ -218,7 +219,7 @@ func parseHelp(out string) cliHelp {
 	h := cliHelp{flags: map[string]bool{"-h": false, "--help": false}}
 	for _, line := range strings.Split(out, "\n") {
 		if usage, ok := strings.CutPrefix(line, "Usage: "); ok {
-			h.name = strings.Contains(usage, " NAME")
+			h.name = strings.Contains(usage, " NAME [--] COMMAND")
 		}
 		if m := helpFlag.FindStringSubmatch(line); m != nil {
 			takes := m[3] != ""

@@ -94,6 +94,7 @@ func init() {
 		{"migrate", "[flags] up|down|version|force VERSION", "create, drop, show or repair the lock schema", migrateFlags},
 		{"locks", "[--dsn DSN] [--json] [--watch SECONDS]", "list the held locks of every strategy", locksFlags},
 		{"unlock", "[--dsn DSN] [--force] NAME", "break the lock NAME: end its holder's lease now, fenced", unlockFlags},
+		{"latch", "[--dsn DSN] [create NAME COUNT | count-down NAME | wait [-w SECONDS] NAME | delete NAME | NAME]", "create, count down, wait for, delete or show the countdown latch NAME", latchFlags},
 		{"semaphore", "[--dsn DSN] [--set-limit N] NAME", "show the limit, holders and free permits of the semaphore NAME (run --max); set its limit live", semaphoreFlags},
 		{"reap", "[--dsn DSN] [--runs-older-than AGE]", "delete the rows of expired and released locks once", reapFlags},
 		{"demo", "[--dsn DSN] [--stock N] [--buyers N] [--conns N]", "a shop that oversells without a lock, and each strategy fixing it", demoFlags},
@@ -533,6 +534,18 @@ exist, 126 if it cannot be run), once all members have left; -E (default 75)
 if the members did not enter (or leave) within -w, or the barrier's current
 members have another -n; 76 if a member's lease ended before it left; 128+N
 if signal N (SIGINT: 130) interrupted a wait; 64 usage; 69 database
+unreachable, schema missing or dirty.
+`,
+	"latch": `Countdown latches, as package latch has them: create NAME COUNT makes the
+latch NAME with COUNT (1 or more; again with the same COUNT it does
+nothing); count-down NAME takes one from it (never below 0) and prints
+what is left; wait NAME returns once it is 0, woken by the count-down that
+makes it so (at most -w, then it exits -E); NAME alone prints the count;
+delete NAME deletes it. So a job waits for N others: each of them runs
+sqllock latch count-down NAME when done, on any host.
+
+Exit status: 0; -E (default 75) if wait's -w passed first; 1 if NAME has
+no latch, or exists with another COUNT; 64 usage; 69 database
 unreachable, schema missing or dirty.
 `,
 	"leader": `Prints the leader of the election NAME: its value (sqllock elect --value),
