@@ -51,7 +51,7 @@ func parseScale(r io.Reader) ([]*series, []int, error) {
 	for _, s := range order {
 		for n, vs := range samples[s.system] {
 			slices.Sort(vs)
-			s.y[n] = vs[len(vs)/2]
+			s.y[n] = (vs[(len(vs)-1)/2] + vs[len(vs)/2]) / 2
 		}
 	}
 	slices.Sort(held)
