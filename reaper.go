@@ -122,7 +122,7 @@ func (r *Reaper) reap(ctx context.Context) (int, error) {
 // few rows that others held leaves more behind it; a batch that found less
 // than half of limit to delete means the backlog is gone, and a reaper
 // beside a steady churn of releases would otherwise never end its pass.
-func fullEnough(n, limit int) bool { return 2*n >= limit && n > 0 }
+func fullEnough(n, limit int) bool { return 2*n >= limit }
 
 // Run reaps at once and then every Interval until ctx ends, logging errors
 // rather than stopping on them. It returns nil when ctx is done.

@@ -182,7 +182,7 @@ func (d *Dialect) reapEach(ctx context.Context, limit int, reaps ...reapFunc) (t
 				if err != nil {
 					return err
 				}
-				if 2*n < chunk || n == 0 {
+				if 2*n < chunk {
 					break
 				}
 			}
