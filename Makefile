@@ -1,6 +1,6 @@
 # The one test command is `make test` (see README.md).
 
-.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger soak-cron bench-peers
+.PHONY: test test-matrix test-ha test-tidb vet tidy fmt fuzz chaos soak soak-ledger soak-cron bench-peers bench-scale
 
 # Finds or starts PostgreSQL and MariaDB, then runs go vet and
 # go test -race -shuffle=on on every module's packages against both
@@ -84,3 +84,12 @@ test-tidb:
 # which only builds and smoke-tests it.
 bench-peers:
 	bash scripts/bench-peers.sh
+
+# The scale curves (issue 49): acquire+release beside 10 to 10^6 held
+# leases, a reaper pass over 10^6 expired ones, the client's memory per held
+# lock, a churn soak (scripts/bench-scale.sh; about 25 minutes; sizes and
+# the soak's length from SQLLOCK_SCALE_MAX, SQLLOCK_SCALE_LOCKS and
+# SQLLOCK_SCALE_SOAK). Writes bench/results-scale.txt and bench/scale.svg.
+# Benchmarks only: nothing of it runs in make test.
+bench-scale:
+	bash scripts/bench-scale.sh

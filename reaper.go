@@ -77,10 +77,15 @@ func NewReaper(d dialect.Dialect, opts ReaperOptions) (*Reaper, error) {
 	return r, nil
 }
 
-// Reap runs one pass: it deletes batches until every table's batch comes
-// back short or ctx ends, and returns how many rows it deleted from all
-// tables. A batch that the database rolled back to break a deadlock with
-// acquirers (dialect.ErrTransient) is tried again, a few times.
+// Reap runs one pass: it deletes batches until a batch deletes fewer than
+// half of BatchSize rows, or ctx ends, and returns how many rows it deleted
+// from all tables. A batch can come back short while more rows wait behind
+// it, by the rows it had to pass over (those that a concurrent acquire of
+// their name is busy with): the pass goes on after such a batch, and ends
+// only when the rows left to delete no longer fill half a batch. A row that
+// stays busy is deleted by no batch, so it cannot keep a pass going. A batch
+// that the database rolled back to break a deadlock with acquirers
+// (dialect.ErrTransient) is tried again, a few times.
 func (r *Reaper) Reap(ctx context.Context) (int, error) {
 	if r.obs == nil {
 		return r.reap(ctx)
@@ -103,7 +108,7 @@ func (r *Reaper) reap(ctx context.Context) (int, error) {
 		if err != nil {
 			return total, fmt.Errorf("sqllock: reap: %w", err)
 		}
-		if n < r.opts.BatchSize {
+		if !fullEnough(n, r.opts.BatchSize) {
 			return total, nil
 		}
 		if err := ctx.Err(); err != nil {
@@ -111,6 +116,13 @@ func (r *Reaper) reap(ctx context.Context) (int, error) {
 		}
 	}
 }
+
+// fullEnough reports whether a batch that deleted n rows of at most limit
+// per table calls for another: at least half of limit. A batch short by a
+// few rows that others held leaves more behind it; a batch that found less
+// than half of limit to delete means the backlog is gone, and a reaper
+// beside a steady churn of releases would otherwise never end its pass.
+func fullEnough(n, limit int) bool { return 2*n >= limit }
 
 // Run reaps at once and then every Interval until ctx ends, logging errors
 // rather than stopping on them. It returns nil when ctx is done.

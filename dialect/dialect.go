@@ -224,7 +224,10 @@ type Dialect interface {
 	// It never lets a token or version handed out for a name after a
 	// deletion be smaller than, or equal to, one handed out before it. It
 	// returns the number of rows deleted from all tables together, so a
-	// result below p.Limit means that no table had a full batch.
+	// result below p.Limit means that no table had a full batch. A table's
+	// batch may be short by the rows it passed over (locked or fenced by
+	// acquirers) while more rows wait behind them: the reaper goes on while
+	// a call deletes at least half of p.Limit.
 	// Concurrent calls from many processes are safe.
 	Reap(ctx context.Context, p ReapParams) (int, error)
 }

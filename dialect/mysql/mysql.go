@@ -167,7 +167,10 @@ func (d *Dialect) Reap(ctx context.Context, p dialect.ReapParams) (int, error) {
 type reapFunc func(ctx context.Context, conn *sql.Conn, limit int) (int, error)
 
 // reapEach runs each of reaps, in chunks of at most reapChunk rows, until
-// it has deleted limit rows or a chunk was not full, on one connection.
+// it has deleted limit rows or a chunk deleted fewer than half of its rows,
+// on one connection. A chunk short by the rows it skipped (TiDB's NOWAIT
+// skips rows others hold, which SKIP LOCKED would not count) does not end
+// a table's batch.
 func (d *Dialect) reapEach(ctx context.Context, limit int, reaps ...reapFunc) (total int, err error) {
 	err = d.run.Conn(ctx, func(ctx context.Context, conn *sql.Conn) error {
 		for _, reap := range reaps {
@@ -179,7 +182,7 @@ func (d *Dialect) reapEach(ctx context.Context, limit int, reaps ...reapFunc) (t
 				if err != nil {
 					return err
 				}
-				if n < chunk {
+				if 2*n < chunk {
 					break
 				}
 			}

@@ -12,6 +12,13 @@
 // processes, a line per system (the median of the rounds):
 //
 //	go run ./internal/benchchart -peers < bench/results-peers.txt > bench/peers.svg
+//
+// With -scale it reads the output of the scale benchmarks
+// (scripts/bench-scale.sh) and draws BenchmarkScaleHeld's time per
+// acquire+release against the number of held locks, a line per database
+// (the median of runs repeated with -count):
+//
+//	go run ./internal/benchchart -scale < bench/results-scale.txt > bench/scale.svg
 package main
 
 import (
@@ -37,7 +44,21 @@ var line = regexp.MustCompile(`^Benchmark(\w*)TryAcquireRelease/([^\s]+?)(-\d+)?
 
 func main() {
 	peers := flag.Bool("peers", false, "draw bench/peers' hand-off latency instead")
+	scale := flag.Bool("scale", false, "draw the scale benchmarks' time per op against held locks instead")
 	flag.Parse()
+	if *scale {
+		ss, held, err := parseScale(os.Stdin)
+		if err == nil && len(ss) == 0 {
+			err = fmt.Errorf("no BenchmarkScaleHeld results on standard input")
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "benchchart:", err)
+			os.Exit(1)
+		}
+		renderLines(os.Stdout, "Uncontended TryAcquire+Release: µs (log scale, lower is better) against locks held in the table",
+			"held locks", ss, held)
+		return
+	}
 	if *peers {
 		ss, waiters, err := parsePeers(os.Stdin)
 		if err == nil && len(ss) == 0 {

@@ -53,7 +53,7 @@ func TestParsePeersTakesMedians(t *testing.T) {
 	if len(ss) != 2 || ss[0].system != "redsync" || ss[1].system != "pg-advisory" {
 		t.Fatalf("series %+v", ss)
 	}
-	if got := ss[0].p50[1]; got != 127 {
+	if got := ss[0].y[1]; got != 127 {
 		t.Fatalf("redsync p50 at 1 waiter = %v, want the median 127", got)
 	}
 	if len(waiters) != 2 || waiters[0] != 1 || waiters[1] != 10 {
@@ -64,5 +64,33 @@ func TestParsePeersTakesMedians(t *testing.T) {
 	svg := out.String()
 	if !strings.HasPrefix(svg, "<svg") || strings.Count(svg, "<polyline") != 2 || strings.Count(svg, "<circle") != 3 {
 		t.Fatalf("svg:\n%s", svg)
+	}
+}
+
+const scaleSample = `# 2026-01-01T00:00:00Z x86_64 2 cores
+BenchmarkScaleHeld/postgres/held=10-2         	    3000	   1500000 ns/op	   1400000 base-ns/op	         1.07 ratio
+BenchmarkScaleHeld/postgres/held=1000000-2    	    3000	   1800000 ns/op	   1500000 base-ns/op	         1.20 ratio
+BenchmarkScaleHeld/mysql/held=10-2            	    3000	    900000 ns/op	    950000 base-ns/op	         0.95 ratio
+BenchmarkScaleReaper/postgres/expired=1000000-2	       1	 30.0 pass-s	 33000 rows/s
+`
+
+func TestParseScaleReadsHeldCurves(t *testing.T) {
+	ss, held, err := parseScale(strings.NewReader(scaleSample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 2 || ss[0].system != "postgres" || ss[1].system != "mysql" {
+		t.Fatalf("series %+v", ss)
+	}
+	if got := ss[0].y[1000000]; got != 1800 {
+		t.Fatalf("postgres at 10^6 held = %v µs, want 1800", got)
+	}
+	if len(held) != 2 || held[0] != 10 || held[1] != 1000000 {
+		t.Fatalf("held %v, want [10 1000000]", held)
+	}
+	var out strings.Builder
+	renderLines(&out, "title", "held locks", ss, held)
+	if !strings.HasPrefix(out.String(), "<svg") || strings.Count(out.String(), "<polyline") != 2 {
+		t.Fatalf("svg:\n%s", out.String())
 	}
 }

@@ -11,11 +11,12 @@ import (
 	"strings"
 )
 
-// series is one system's hand-off latency: the median p50 of its rounds
-// at each waiter count.
+// series is one line of a chart: a system's hand-off latency, the median
+// p50 of its rounds at each waiter count (-peers), or a database's time per
+// acquire+release at each held-lock count (-scale).
 type series struct {
 	system string
-	p50    map[int]float64 // waiters -> ms
+	y      map[int]float64 // x (waiters, held locks) -> value
 }
 
 var peerLine = regexp.MustCompile(`^BenchmarkPeerHandoff/system=([^/\s]+)/waiters=(\d+)/round=\d+\s`)
@@ -44,7 +45,7 @@ func parsePeers(r io.Reader) ([]*series, []int, error) {
 			}
 			s := byName[m[1]]
 			if s == nil {
-				s = &series{system: m[1], p50: map[int]float64{}}
+				s = &series{system: m[1], y: map[int]float64{}}
 				byName[m[1]] = s
 				samples[m[1]] = map[int][]float64{}
 				order = append(order, s)
@@ -58,7 +59,7 @@ func parsePeers(r io.Reader) ([]*series, []int, error) {
 	for _, s := range order {
 		for w, vs := range samples[s.system] {
 			slices.Sort(vs)
-			s.p50[w] = vs[len(vs)/2]
+			s.y[w] = vs[len(vs)/2]
 		}
 	}
 	slices.Sort(waiters)
@@ -71,13 +72,20 @@ var palette = []string{"#d62728", "#ff7f0e", "#8c564b", "#2ca02c", "#17becf", "#
 // renderPeers draws p50 hand-off latency (log scale) against the number of
 // waiting processes, a line per system.
 func renderPeers(w io.Writer, ss []*series, waiters []int) {
+	renderLines(w, "Hand-off between processes: p50 ms (log scale, lower is better) against waiting processes",
+		"waiting processes", ss, waiters)
+}
+
+// renderLines draws each series' values (log scale) against xs, evenly
+// spaced, a line per series, under title.
+func renderLines(w io.Writer, title, xLabel string, ss []*series, waiters []int) {
 	const (
 		left, right, top, bottom = 70, 190, 50, 50
 		width, height            = 900, 480
 	)
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, s := range ss {
-		for _, v := range s.p50 {
+		for _, v := range s.y {
 			if v > 0 {
 				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
@@ -99,7 +107,7 @@ func renderPeers(w io.Writer, ss []*series, waiters []int) {
 	}
 	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(w, `<text x="10" y="22" font-size="15" font-weight="bold">Hand-off between processes: p50 ms (log scale, lower is better) against waiting processes</text>`+"\n")
+	fmt.Fprintf(w, `<text x="10" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", title)
 	for v := lo; v <= hi*1.0001; v *= 10 {
 		fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%g</text>`+"\n",
 			left, width-right, y(v), y(v), left-6, y(v)+4, v)
@@ -107,12 +115,12 @@ func renderPeers(w io.Writer, ss []*series, waiters []int) {
 	for i, n := range waiters {
 		fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">%d</text>`+"\n", x(i), height-bottom+18, n)
 	}
-	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">waiting processes</text>`+"\n", float64(left)+plotW/2, height-12)
+	fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", float64(left)+plotW/2, height-12, xLabel)
 	for k, s := range ss {
 		colour := palette[k%len(palette)]
 		var pts []string
 		for i, n := range waiters {
-			if v, ok := s.p50[n]; ok && v > 0 {
+			if v, ok := s.y[n]; ok && v > 0 {
 				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
 				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x(i), y(v), colour)
 			}
