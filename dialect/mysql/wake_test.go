@@ -260,8 +260,12 @@ func wakeFromAnotherProcess(t *testing.T, kind string) {
 // through the ticket alone: no name is registered (nobody watches it), so
 // only the ring of the oldest ticket's bell can wake the waiter, whose
 // lease and backoff last 10 minutes. The release comes once the waiter
-// marked the row its release reports from (ticketed): a release before
-// the mark would let the waiter in without a ring.
+// has marked the row its release reports from (ticketed) and read the
+// lock held after the mark (the ticket's Wait): a release before the mark
+// would let the waiter in without a ring, and so would one between the
+// mark and that read, which then finds the lock free (its ring, counted in
+// a ticket granted meanwhile, wakes nobody). The waiter's room subscribes
+// once its ticket's Wait returned.
 func TestTicketWakeFromAnotherProcess(t *testing.T) {
 	t.Parallel()
 	marked := map[string]string{ // kind: the marked row
@@ -289,20 +293,21 @@ func TestTicketWakeFromAnotherProcess(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := inBackground(ctx, func() (*sqllock.Lock, error) { return l.Acquire(ctx, "x") })
-			for {
-				var n int
-				err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+database+"`."+table+" WHERE name = 'x' AND ticketed").Scan(&n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if n > 0 {
-					break
-				}
+			for mysql.Subscribers(d) < 2 { // the test's and the waiter's room
 				select {
 				case err := <-got:
-					t.Fatalf("the waiter returned before it marked the row: %v", err)
+					t.Fatalf("the waiter returned before it waited: %v", err)
+				case <-ctx.Done():
+					t.Fatal("the waiter's room never subscribed")
 				case <-time.After(10 * time.Millisecond): // polls an observable condition
 				}
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+database+"`."+table+" WHERE name = 'x' AND ticketed").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				t.Fatal("the waiter waits, and the row is not marked")
 			}
 			release()
 			if told := r.next(ctx, t); !strings.HasPrefix(told, "released ") {
