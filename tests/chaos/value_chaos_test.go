@@ -19,8 +19,10 @@ import (
 // again who holds it and with what value (Table.Value), and an operator
 // breaks the lease now and then (Table.Break). One holder is slow to let
 // go: it renews seldom, so that it goes on writing for a while after its
-// lease was broken and taken over, and those writes must be fenced. The
-// history must satisfy CheckValue.
+// lease was broken and taken over, and those writes must be fenced. It
+// runs for 10 s, and on until the history holds enough work (values under
+// several tokens, breaks, reads that found values, writes the database
+// refused), within a minute. The history must satisfy CheckValue.
 func TestValueChaos(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []string{"postgres", "mysql"} {
@@ -49,7 +51,34 @@ func TestValueChaos(t *testing.T) {
 				fenced int // writes the database refused, by holders that had not yet learnt their lease was lost
 				wg     sync.WaitGroup
 			)
-			run, stop := context.WithTimeout(ctx, 10*time.Second)
+			// short says what the history still lacks, "" once it holds
+			// enough work to prove something; called with mu held.
+			short := func() string {
+				written := map[int64]bool{}
+				for _, sv := range sets {
+					if sv.Outcome == ValueOK {
+						written[sv.Token] = true
+					}
+				}
+				withValue := 0
+				for _, r := range reads {
+					if r.Value != "" {
+						withValue++
+					}
+				}
+				switch {
+				case len(written) < 4:
+					return fmt.Sprintf("values were written under %d tokens, want at least 4", len(written))
+				case len(breaks) < 3:
+					return fmt.Sprintf("%d leases broken, want at least 3", len(breaks))
+				case withValue < 50:
+					return fmt.Sprintf("%d reads returned a value, want at least 50", withValue)
+				case fenced == 0:
+					return "no SetValue was refused by the database for a lease lost"
+				}
+				return ""
+			}
+			run, stop := context.WithCancel(ctx)
 			defer stop()
 			for i := range 3 {
 				slow := i == 0
@@ -165,14 +194,23 @@ func TestValueChaos(t *testing.T) {
 					}
 				}
 			})
+			// Faults for 10 s, and on until the history holds enough work
+			// (within ctx's minute, on a slow machine).
 			rng := rand.New(rand.NewPCG(5, 6))
-			for run.Err() == nil {
+			for began := time.Now(); run.Err() == nil; {
+				mu.Lock()
+				lacking := short()
+				mu.Unlock()
+				if lacking == "" && time.Since(began) >= 10*time.Second {
+					break
+				}
 				proxy.ResetRandom(0.2, rng)
 				select {
 				case <-run.Done():
 				case <-time.After(500 * time.Millisecond):
 				}
 			}
+			stop()
 			wg.Wait()
 			for _, v := range CheckValue(holds, sets, reads, breaks) {
 				t.Error(v)
@@ -201,15 +239,8 @@ func TestValueChaos(t *testing.T) {
 			}
 			t.Logf("%d holds (%d with a value written), %d breaks; %d SetValue (%d ok, %d lost, %d failed; %d fenced by the database); %d reads (%d found a lease, %d with a value)",
 				len(holds), len(written), len(breaks), len(sets), ok, lost, failed, fenced, len(reads), found, withValue)
-			switch {
-			case len(written) < 4:
-				t.Errorf("values were written under %d tokens, want at least 4", len(written))
-			case len(breaks) < 3:
-				t.Errorf("%d leases broken, want at least 3", len(breaks))
-			case withValue < 50:
-				t.Errorf("%d reads returned a value, want at least 50", withValue)
-			case fenced == 0:
-				t.Error("no SetValue was refused by the database for a lease lost")
+			if lacking := short(); lacking != "" {
+				t.Error(lacking)
 			}
 		})
 	}
