@@ -23,6 +23,15 @@
 // upgradeable reads, upgrades, strategy "rwsides") to names where they
 // happen.
 //
+// The values holders set on their locks (Lock.SetValue, read with
+// Table.Value) are checked by [CheckValue], on the history of a scenario of
+// their own (TestValueChaos: holders through a resetting proxy, leases
+// broken by an operator, a reader): a read shows its token's latest value
+// certainly written or one being written, never a value written under
+// another token, nor a token older than a grant that had returned, and no
+// write is reported done after its hold's release, its lease's break or a
+// later token's grant.
+//
 // Every scenario runs a [sqllock.Reaper] beside its workers, as production
 // runs one, with a short interval and small batches (meta.json's
 // reaper_interval_ns and reaper_batch), on a pool of its own.
