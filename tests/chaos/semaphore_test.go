@@ -193,6 +193,35 @@ func TestCheckSemaphoreLimitWindow(t *testing.T) {
 	h.trust("w1", "s", 1)
 	h.trust("w2", "s", 2)
 	wantKinds(t, CheckSemaphore(h.es, 1))
+
+	// A grant asked for before a lower was, and returned after the lower
+	// had, may have come before it.
+	var l hist
+	l.grant("w1", "s", 1)
+	l.add("w2", AcquireInvoke, "s", 0, 0)
+	l.setLimit("s", 1, LimitOK)
+	l.add("w2", AcquireOK, "s", 2, 0)
+	l.trust("w1", "s", 1)
+	l.trust("w2", "s", 2)
+	wantKinds(t, CheckSemaphore(l.es, 2))
+
+	// A holder whose grant returned while another grant was under way
+	// may have been granted after it: neither grant is to blame, though
+	// three at once are too many.
+	var g hist
+	g.setLimit("s", 2, LimitOK)
+	g.grant("w1", "s", 1)
+	g.add("w2", AcquireInvoke, "s", 0, 0)
+	g.grant("w3", "s", 3)
+	g.add("w2", AcquireOK, "s", 2, 0)
+	g.trust("w1", "s", 1)
+	g.trust("w2", "s", 2)
+	g.trust("w3", "s", 3)
+	vs := CheckSemaphore(g.es, 2)
+	wantKinds(t, vs, "over limit")
+	if len(vs) != 1 {
+		t.Errorf("%d violations, want 1: over limit", len(vs))
+	}
 }
 
 // With limit changes, no more hold at once than the largest limit set.

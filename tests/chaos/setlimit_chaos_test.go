@@ -42,7 +42,7 @@ func TestSemaphoreSetLimitChaos(t *testing.T) {
 				return sem
 			}
 			rec := NewRecorder(nil)
-			run, stop := context.WithTimeout(ctx, 10*time.Second)
+			run, stop := context.WithTimeout(ctx, 8*time.Second)
 			defer stop()
 			var workers, operator sync.WaitGroup
 			var ws []*limitWorker
