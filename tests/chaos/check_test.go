@@ -18,7 +18,7 @@ func (h *hist) add(w string, k Kind, name string, token, value int64) {
 		h.op = map[string]int64{}
 	}
 	switch k {
-	case AcquireInvoke, WriteInvoke, ReleaseInvoke, DowngradeInvoke, UpgradeInvoke:
+	case AcquireInvoke, WriteInvoke, ReleaseInvoke, DowngradeInvoke, UpgradeInvoke, LimitInvoke:
 		h.op[w]++
 	}
 	h.now += 1e6

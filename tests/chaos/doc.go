@@ -14,7 +14,12 @@
 // [CheckSemaphore] instead: no more than the limit of
 // acquisitions of a name certainly held at one instant, no token granted
 // twice, tokens that grow; their holders' guarded writes may interleave, so
-// the data is not checked. The fair scenarios ("fair", "fairsem") are also
+// the data is not checked. TestSemaphoreSetLimitChaos resizes a name
+// (Semaphore.SetLimit, between 1 and 4) while workers take its permits
+// through the resetting fault proxy, and [CheckSemaphore] then also checks
+// that every grant fits a limit that could have been in force at its
+// moment (the most permissive one, since a SetLimit takes effect somewhere
+// within its call, and a failed one perhaps not at all). The fair scenarios ("fair", "fairsem") are also
 // checked by [CheckFIFO]. Their kept runs' meta.json names the strategy,
 // and a reader must check them with that model ([CheckKept] picks it).
 // The read/write scenarios are checked by [Check] itself, which applies the
@@ -170,7 +175,8 @@
 //   - name: the lock name (one of meta.json's names).
 //   - token: the token of the acquisition the event is about; 0 on acquire
 //     and acquire-fail (no token yet).
-//   - value: on write-ok, the counter value the write wrote; 0 otherwise.
+//   - value: on write-ok, the counter value the write wrote; on set-limit,
+//     the limit asked for; 0 otherwise.
 //   - at_ns: when the event happened. An invoke's time is taken before the
 //     call starts and a completion's after it returned, so the operation
 //     itself lies within [invoke at_ns, completion at_ns].
@@ -301,6 +307,12 @@
 //     it to leave); as for downgrade. A failed upgrade may have happened
 //     all the same: the side is unknown, and the worker releases without
 //     writing. A trusted event follows upgrade-ok, then the guarded write.
+//   - set-limit (invoke), set-limit-ok and set-limit-fail (completion):
+//     an operator's Semaphore.SetLimit of name to the limit in value (on
+//     set-limit; 0 on its completion). It takes effect at one moment
+//     within the operation; after set-limit-fail (error set) it may or may
+//     not have. Only TestSemaphoreSetLimitChaos records them, and it keeps
+//     no files; [CheckSemaphore] judges each grant by them.
 //
 // An invoke without a completion is an operation whose outcome the worker
 // never recorded because its process was killed: forever pending, unless
@@ -371,7 +383,12 @@
 // make its write stale. For the
 // semaphores, [CheckSemaphore] checks (7), tokens granted once, (2), and
 // that no more than limit acquisitions are certainly held at one instant
-// (from acquire-ok to their last trusted event); [CheckFIFO] checks the
+// (from acquire-ok to their last trusted event), and, in histories with
+// set-limit events, that at some moment between each acquire and its
+// acquire-ok fewer other acquisitions were certainly held than a limit
+// that could have been in force then (the limit of a set-limit that began
+// by then and was not certainly replaced: by a set-limit-ok whose
+// set-limit came after its completion and which completed by then); [CheckFIFO] checks the
 // fair strategies' ticket order; [CheckKept] runs the checkers of a kept
 // run's strategy, and gives the verdict TestChaos gave live.
 //
