@@ -28,7 +28,7 @@ type Data struct {
 // Violation is one broken property, with the smallest slice of the history
 // that shows it.
 type Violation struct {
-	Kind   string // "double holder", "downgrade gap", "token order", "stale write", "lost update", "history/data mismatch", "partial set", "trust window", "malformed"
+	Kind   string // what is wrong: "double holder", "token order", "stale write", "over limit", ...; each model's doc names its kinds
 	Msg    string
 	Events []Event // the offending events, in time order
 }
