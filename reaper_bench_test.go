@@ -2,10 +2,7 @@ package sqllock_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -136,45 +133,7 @@ func BenchmarkReaper(b *testing.B) {
 				var refused atomic.Int64
 				// measure runs 4 clients until stop closes and returns their
 				// latencies.
-				measure := func(stop <-chan struct{}) []time.Duration {
-					var (
-						mu  sync.Mutex
-						lat []time.Duration
-						wg  sync.WaitGroup
-					)
-					for c := range 4 {
-						wg.Go(func() {
-							name := fmt.Sprintf("client-%d", c)
-							for {
-								select {
-								case <-stop:
-									return
-								default:
-								}
-								start := time.Now()
-								k, err := l.TryAcquire(ctx, name)
-								if errors.Is(err, sqllock.ErrLocked) {
-									refused.Add(1)
-									time.Sleep(time.Millisecond) // a client's backoff
-									continue
-								}
-								if err == nil {
-									err = k.Release(ctx)
-								}
-								if err != nil {
-									b.Error(err)
-									return
-								}
-								mu.Lock()
-								lat = append(lat, time.Since(start))
-								mu.Unlock()
-							}
-						})
-					}
-					wg.Wait()
-					slices.Sort(lat)
-					return lat
-				}
+				measure := func(stop <-chan struct{}) []time.Duration { return cycles(b, l, 4, stop, &refused) }
 				stop := make(chan struct{})
 				time.AfterFunc(2*time.Second, func() { close(stop) }) // the baseline window
 				before := measure(stop)
